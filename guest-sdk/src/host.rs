@@ -1,0 +1,103 @@
+//! Calls into the host: structured logging and shard ids on demand.
+//!
+//! In a component these are the contract's `host` imports. Natively (unit
+//! tests, or strategies linked into the node) log records go to a
+//! per-thread sink: the node installs one that forwards to its logs, and
+//! tests read what was logged with [`take_logs`].
+
+use std::cell::RefCell;
+
+/// Severity of a log record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Level {
+    /// Very detailed.
+    Trace,
+    /// Detailed.
+    Debug,
+    /// Normal operation worth noting.
+    Info,
+    /// Something an operator should look at.
+    Warn,
+    /// Something failed.
+    Error,
+}
+
+/// One structured log record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogRecord {
+    /// Severity.
+    pub level: Level,
+    /// Human-readable message.
+    pub message: String,
+    /// Key/value fields.
+    pub fields: Vec<(String, String)>,
+}
+
+/// How many records the native capture keeps; older ones are dropped.
+pub const CAPTURED_LOGS_LIMIT: usize = 1_000;
+
+/// A native log sink: receives every record logged on its thread.
+pub type LogSink = Box<dyn Fn(&LogRecord)>;
+
+thread_local! {
+    static SINK: RefCell<Option<LogSink>> = const { RefCell::new(None) };
+    static CAPTURED: RefCell<Vec<LogRecord>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Logs a record through the host.
+pub fn log(level: Level, message: &str, fields: &[(&str, &str)]) {
+    #[cfg(target_arch = "wasm32")]
+    {
+        crate::export::host_log(level, message, fields);
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let record = LogRecord {
+            level,
+            message: message.to_owned(),
+            fields: fields.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+        };
+        let forwarded = SINK.with(|sink| match &*sink.borrow() {
+            Some(sink) => {
+                sink(&record);
+                true
+            }
+            None => false,
+        });
+        if !forwarded {
+            CAPTURED.with(|captured| {
+                let mut captured = captured.borrow_mut();
+                if captured.len() == CAPTURED_LOGS_LIMIT {
+                    captured.remove(0);
+                }
+                captured.push(record);
+            });
+        }
+    }
+}
+
+/// Installs (or, with `None`, removes) this thread's native log sink and
+/// returns the previous one. Without a sink records are captured for
+/// [`take_logs`].
+pub fn set_log_sink(sink: Option<LogSink>) -> Option<LogSink> {
+    SINK.with(|s| std::mem::replace(&mut *s.borrow_mut(), sink))
+}
+
+/// Takes the records captured on this thread since the last call.
+pub fn take_logs() -> Vec<LogRecord> {
+    CAPTURED.with(|c| std::mem::take(&mut *c.borrow_mut()))
+}
+
+/// The id of a shard in the current rebalance call's table (components only;
+/// natively every id is known up front).
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+pub(crate) fn shard_id(handle: u32) -> String {
+    #[cfg(target_arch = "wasm32")]
+    {
+        crate::export::host_shard_id(handle)
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        unreachable!("native allocations always carry their ids (handle {handle})")
+    }
+}

@@ -1,0 +1,102 @@
+//! # shardalloc-guest: write a shard allocation strategy in plain Rust
+//!
+//! A strategy implements [`Strategy`] over plain types: a [`View`] of the
+//! cluster (regions with status, version, join order, labels, metrics and
+//! shard counts), the [`ShardKey`] being allocated, and for rebalancing the
+//! [`Allocations`] (each region's shards, oldest first, and the ones moving).
+//! One line, `shardalloc_guest::export_strategy!(MyStrategy);`, makes the
+//! crate a `shardalloc:strategy` component when built for `wasm32`; on every
+//! other target it expands to nothing, so the same crate is unit-tested with
+//! plain `cargo test` and can be linked natively into the node.
+//!
+//! Layout:
+//! - [`view`]: the view types, the contract's shard hash, version ordering;
+//! - [`strategy`]: the [`Strategy`] trait and [`Info`];
+//! - [`order`]: the suitability order of regions and `least_loaded`;
+//! - [`config`]: JSON configuration parsing that names unknown keys;
+//! - [`host`]: logging (and, in components, shard ids on demand);
+//! - [`snapshot`]: the snapshot JSON format the CLI reads;
+//! - [`testing`]: the one-line [`testing::Scenario`] harness and random clusters;
+//! - [`conformance`]: the suite every strategy should pass;
+//! - `export` (wasm32 only): the contract's bindings and the glue behind
+//!   [`export_strategy!`].
+
+pub mod config;
+pub mod conformance;
+pub mod host;
+pub mod order;
+pub mod snapshot;
+pub mod strategy;
+pub mod testing;
+pub mod view;
+
+#[cfg(target_arch = "wasm32")]
+mod export;
+
+pub use host::{Level, LogRecord, log};
+pub use snapshot::{Snapshot, SnapshotRegion};
+pub use strategy::{Info, Strategy};
+pub use view::{
+    Allocations, Region, RegionId, RegionStatus, Shard, ShardKey, Topology, View, compare_versions, shard_hash,
+};
+
+/// The version of the `shardalloc:strategy` contract this SDK implements.
+pub const CONTRACT_VERSION: &str = "0.1.0";
+
+#[doc(hidden)]
+#[cfg(target_arch = "wasm32")]
+pub mod __private {
+    pub use crate::export::*;
+}
+
+/// Exports a [`Strategy`] type (which must implement `Default`) as the
+/// component's `shardalloc:strategy` world. On targets other than wasm32 it
+/// expands to nothing, so many strategies can be linked into one native
+/// binary without clashing.
+///
+/// ```ignore
+/// #[derive(Default)]
+/// pub struct MyStrategy { /* settings */ }
+/// impl shardalloc_guest::Strategy for MyStrategy { /* … */ }
+/// shardalloc_guest::export_strategy!(MyStrategy);
+/// ```
+#[macro_export]
+macro_rules! export_strategy {
+    ($ty:ty) => {
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            use $crate::__private::bindings as __bindings;
+            use $crate::__private::bindings::shardalloc::strategy::types as __types;
+            ::std::thread_local! {
+                static __SHARDALLOC_STATE: ::core::cell::RefCell<::core::option::Option<$ty>> =
+                    const { ::core::cell::RefCell::new(::core::option::Option::None) };
+            }
+            struct __ShardallocExports;
+            impl __bindings::Guest for __ShardallocExports {
+                fn describe() -> __types::Info {
+                    $crate::__private::describe(&__SHARDALLOC_STATE)
+                }
+                fn configure(config: ::std::string::String) -> ::core::result::Result<(), ::std::string::String> {
+                    $crate::__private::configure(&__SHARDALLOC_STATE, config)
+                }
+                fn set_topology(topology: __types::Topology) {
+                    $crate::__private::set_topology(topology)
+                }
+                fn allocate(
+                    shard: __types::ShardKey,
+                    requester: ::core::option::Option<u32>,
+                    loads: __types::Loads,
+                ) -> ::core::result::Result<u32, ::std::string::String> {
+                    $crate::__private::allocate(&__SHARDALLOC_STATE, shard, requester, loads)
+                }
+                fn rebalance(
+                    loads: __types::Loads,
+                    allocations: __types::Allocations,
+                ) -> ::core::result::Result<::std::vec::Vec<u32>, ::std::string::String> {
+                    $crate::__private::rebalance(&__SHARDALLOC_STATE, loads, allocations)
+                }
+            }
+            $crate::__private::bindings::__export_strategy_world!(__ShardallocExports with_types_in $crate::__private::bindings);
+        };
+    };
+}

@@ -1,0 +1,71 @@
+//! The suitability order of regions (Akka's `ShardSuitabilityOrdering`),
+//! shared by the built-in strategies and available to any author.
+
+use std::cmp::Ordering;
+
+use crate::view::{RegionId, RegionStatus, View, compare_versions};
+
+/// The suitability order of two regions of `view`: `Less` means `a` is more
+/// suitable to receive a shard than `b`. It is total:
+///
+/// 1. not leaving before leaving;
+/// 2. higher application version first ([`compare_versions`]);
+/// 3. fewer shards first ([`View::shard_count`]);
+/// 4. lower join order (older) first;
+/// 5. address, bytewise.
+///
+/// It looks at nothing else: whether a region is allocatable is the caller's
+/// filter.
+pub fn region_order(view: &View, a: RegionId, b: RegionId) -> Ordering {
+    let (ra, rb) = (view.region(a), view.region(b));
+    let leaving = |status: RegionStatus| status == RegionStatus::Leaving;
+    leaving(ra.status)
+        .cmp(&leaving(rb.status))
+        .then_with(|| {
+            // Equal text is the common case and needs no parsing.
+            if ra.app_version == rb.app_version {
+                Ordering::Equal
+            } else {
+                compare_versions(&rb.app_version, &ra.app_version)
+            }
+        })
+        .then_with(|| view.shard_count(a).cmp(&view.shard_count(b)))
+        .then_with(|| ra.join_order.cmp(&rb.join_order))
+        .then_with(|| ra.address.as_bytes().cmp(rb.address.as_bytes()))
+}
+
+/// The most suitable of `candidates` by [`region_order`] (the first one on
+/// an exact tie, which only a repeated id can cause); `None` when there are
+/// none. Pass `view.allocatable()` for least-shard's own allocation.
+pub fn least_loaded(view: &View, candidates: impl Iterator<Item = RegionId>) -> Option<RegionId> {
+    candidates.reduce(|best, id| if region_order(view, id, best) == Ordering::Less { id } else { best })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::Scenario;
+
+    #[test]
+    fn each_tie_break_in_turn() {
+        let view = Scenario::parse("leaving= old=1 new=1 busy=1,2 young=1 b=1")
+            .status("leaving", RegionStatus::Leaving)
+            .version("old", "1.9")
+            .version("new", "1.10")
+            .version("busy", "1.10")
+            .version("young", "1.10")
+            .version("b", "1.10")
+            .join_order("young", 9)
+            .join_order("b", 9)
+            .version("leaving", "2.0")
+            .view();
+        let id = |a: &str| view.find(a).unwrap();
+        assert_eq!(region_order(&view, id("new"), id("leaving")), Ordering::Less, "not leaving first");
+        assert_eq!(region_order(&view, id("new"), id("old")), Ordering::Less, "newer version first");
+        assert_eq!(region_order(&view, id("new"), id("busy")), Ordering::Less, "fewer shards first");
+        assert_eq!(region_order(&view, id("new"), id("young")), Ordering::Less, "older first");
+        assert_eq!(region_order(&view, id("b"), id("young")), Ordering::Less, "address last");
+        assert_eq!(least_loaded(&view, view.region_ids()), Some(id("new")));
+        assert_eq!(least_loaded(&view, std::iter::empty()), None);
+    }
+}

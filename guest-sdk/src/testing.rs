@@ -1,0 +1,329 @@
+//! A native test harness: build a cluster in one line, call a strategy, and
+//! assert on addresses and shard ids instead of indexes and handles.
+//!
+//! ```
+//! use shardalloc_guest::testing::Scenario;
+//! # use shardalloc_guest::*;
+//! # #[derive(Default)] struct First;
+//! # impl Strategy for First {
+//! #   fn info(&self) -> Info { unimplemented!() }
+//! #   fn configure(&mut self, _: &str) -> Result<(), String> { Ok(()) }
+//! #   fn allocate(&self, v: &View, _: &ShardKey, _: Option<RegionId>) -> Result<RegionId, String> {
+//! #       v.allocatable().next().ok_or("none".into()) }
+//! #   fn rebalance(&self, _: &View, _: &Allocations) -> Result<Vec<Shard>, String> { Ok(vec![]) }
+//! # }
+//! let cluster = Scenario::parse("a=1,2,3 b= c=4").status("a", RegionStatus::Leaving);
+//! assert_eq!(cluster.allocate(&First, "9").unwrap(), "b");
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::snapshot::{Snapshot, SnapshotRegion};
+use crate::strategy::Strategy;
+use crate::view::{Allocations, RegionStatus, ShardKey, View};
+
+/// A cluster for tests, built fluently; a thin wrapper over a [`Snapshot`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Scenario {
+    /// The underlying snapshot.
+    pub snapshot: Snapshot,
+}
+
+impl Scenario {
+    /// Wraps a snapshot.
+    pub fn new(snapshot: Snapshot) -> Self {
+        Scenario { snapshot }
+    }
+
+    /// Parses `"a=1,2,3 b= c=4"`: regions separated by white space, each
+    /// `address=shard,shard,…` in allocation order (oldest first).
+    ///
+    /// # Panics
+    /// On a malformed spec or a duplicate; this is for tests.
+    pub fn parse(spec: &str) -> Self {
+        let regions = spec
+            .split_whitespace()
+            .map(|part| {
+                let (address, shards) = part
+                    .rsplit_once('=')
+                    .unwrap_or_else(|| panic!("region {part:?} needs the form address=shard,shard"));
+                SnapshotRegion {
+                    address: address.to_owned(),
+                    shards: shards.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect(),
+                    ..SnapshotRegion::default()
+                }
+            })
+            .collect();
+        let snapshot = Snapshot { regions, ..Snapshot::default() };
+        snapshot.validate().unwrap_or_else(|e| panic!("{e}"));
+        Scenario { snapshot }
+    }
+
+    fn region_mut(&mut self, address: &str) -> &mut SnapshotRegion {
+        self.snapshot
+            .regions
+            .iter_mut()
+            .find(|r| r.address == address)
+            .unwrap_or_else(|| panic!("no region {address:?} in the scenario"))
+    }
+
+    /// Sets a region's status.
+    pub fn status(mut self, address: &str, status: RegionStatus) -> Self {
+        self.region_mut(address).status = status;
+        self
+    }
+
+    /// Sets a region's application version.
+    pub fn version(mut self, address: &str, version: &str) -> Self {
+        self.region_mut(address).app_version = version.to_owned();
+        self
+    }
+
+    /// Sets a region's join order.
+    pub fn join_order(mut self, address: &str, order: u64) -> Self {
+        self.region_mut(address).join_order = Some(order);
+        self
+    }
+
+    /// Sets a region's label.
+    pub fn label(mut self, address: &str, key: &str, value: &str) -> Self {
+        self.region_mut(address).labels.insert(key.to_owned(), value.to_owned());
+        self
+    }
+
+    /// Sets a region's metric.
+    pub fn metric(mut self, address: &str, name: &str, value: f64) -> Self {
+        self.region_mut(address).metrics.insert(name.to_owned(), value);
+        self
+    }
+
+    /// Marks a region draining.
+    pub fn draining(mut self, address: &str) -> Self {
+        self.region_mut(address).draining = true;
+        self
+    }
+
+    /// Marks a region proxy-only.
+    pub fn proxy_only(mut self, address: &str) -> Self {
+        self.region_mut(address).proxy_only = true;
+        self
+    }
+
+    /// Marks shards as moving.
+    pub fn in_progress(mut self, shards: &[&str]) -> Self {
+        self.snapshot.in_progress.extend(shards.iter().map(|s| (*s).to_owned()));
+        self
+    }
+
+    /// Sets the signal (JSON text).
+    ///
+    /// # Panics
+    /// When the text is not JSON.
+    pub fn signal(mut self, json: &str) -> Self {
+        self.snapshot.signal = Some(serde_json::from_str(json).expect("signal must be JSON"));
+        self
+    }
+
+    /// The view a strategy would see.
+    pub fn view(&self) -> View {
+        self.snapshot.view(Arc::new(self.snapshot.topology()))
+    }
+
+    /// The allocation table a strategy would see.
+    pub fn allocations(&self) -> Allocations {
+        self.snapshot.allocations()
+    }
+
+    /// Calls `allocate` without a requester and returns the chosen address.
+    pub fn allocate<S: Strategy + ?Sized>(&self, strategy: &S, shard: &str) -> Result<String, String> {
+        self.allocate_from(strategy, shard, None)
+    }
+
+    /// Calls `allocate` with a requester (by address) and returns the chosen address.
+    pub fn allocate_from<S: Strategy + ?Sized>(
+        &self,
+        strategy: &S,
+        shard: &str,
+        requester: Option<&str>,
+    ) -> Result<String, String> {
+        let view = self.view();
+        let requester = requester.map(|a| view.find(a).unwrap_or_else(|| panic!("no region {a:?}")));
+        let region = strategy.allocate(&view, &ShardKey::new(shard), requester)?;
+        let address = view
+            .regions()
+            .get(region.index())
+            .ok_or_else(|| format!("strategy answered region index {} of {}", region.0, view.regions().len()))?;
+        Ok(address.address.clone())
+    }
+
+    /// Calls `rebalance` and returns the shard ids in the strategy's order.
+    pub fn rebalance<S: Strategy + ?Sized>(&self, strategy: &S) -> Result<Vec<String>, String> {
+        let view = self.view();
+        let table = self.allocations();
+        let shards = strategy.rebalance(&view, &table)?;
+        shards
+            .into_iter()
+            .map(|s| match table.get(s.handle) {
+                Some(s) => Ok(table.shard_id(s).into_owned()),
+                None => Err(format!("strategy answered shard handle {} of {}", s.handle, table.len())),
+            })
+            .collect()
+    }
+
+    /// Shard counts per address.
+    pub fn counts(&self) -> BTreeMap<String, usize> {
+        self.snapshot.regions.iter().map(|r| (r.address.clone(), r.shards.len())).collect()
+    }
+}
+
+/// A small deterministic random number generator (SplitMix64) for
+/// generated clusters; the same seed gives the same cluster everywhere.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from a seed.
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+
+    /// True with probability `percent`/100.
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+/// How [`generate`] shapes a random cluster.
+#[derive(Clone, Debug)]
+pub struct Shape {
+    /// Number of regions.
+    pub regions: usize,
+    /// Number of shards spread over them.
+    pub shards: usize,
+    /// Percent of regions not up (joining, leaving or unreachable).
+    pub not_up_percent: u64,
+    /// Percent of regions draining or proxy-only.
+    pub excluded_percent: u64,
+    /// Percent of shards marked in progress.
+    pub in_progress_percent: u64,
+    /// Whether regions run mixed application versions.
+    pub mixed_versions: bool,
+}
+
+impl Shape {
+    /// All regions up, same version, nothing moving.
+    pub fn healthy(regions: usize, shards: usize) -> Self {
+        Shape { regions, shards, not_up_percent: 0, excluded_percent: 0, in_progress_percent: 0, mixed_versions: false }
+    }
+
+    /// Every kind of region and some moving shards.
+    pub fn messy(regions: usize, shards: usize) -> Self {
+        Shape {
+            regions,
+            shards,
+            not_up_percent: 20,
+            excluded_percent: 15,
+            in_progress_percent: 5,
+            mixed_versions: true,
+        }
+    }
+}
+
+/// Zones that [`generate`] labels regions with.
+pub const ZONES: [&str; 3] = ["eu", "us", "ap"];
+
+/// A random cluster: regions `r1…rN` with zone labels, `mem-used-ratio`
+/// metrics and uneven shard counts; shards `s1…sM`; and a zone signal
+/// mapping some shards and the prefix `s1` to zones.
+pub fn generate(seed: u64, shape: &Shape) -> Scenario {
+    let mut rng = Rng::new(seed);
+    let mut regions: Vec<SnapshotRegion> = (0..shape.regions)
+        .map(|i| {
+            let status = if rng.chance(shape.not_up_percent) {
+                [RegionStatus::Joining, RegionStatus::Leaving, RegionStatus::Unreachable][rng.below(3) as usize]
+            } else {
+                RegionStatus::Up
+            };
+            let excluded = rng.chance(shape.excluded_percent);
+            let mut labels = BTreeMap::new();
+            labels.insert("zone".to_owned(), ZONES[rng.below(3) as usize].to_owned());
+            let mut metrics = BTreeMap::new();
+            if rng.chance(90) {
+                metrics.insert("mem-used-ratio".to_owned(), rng.below(101) as f64 / 100.0);
+            }
+            SnapshotRegion {
+                address: format!("r{}", i + 1),
+                shards: Vec::new(),
+                status,
+                app_version: if shape.mixed_versions && rng.chance(30) { "1.1.0" } else { "1.0.0" }.to_owned(),
+                join_order: Some(rng.below(1_000)),
+                labels,
+                metrics,
+                proxy_only: excluded && rng.chance(50),
+                draining: excluded,
+            }
+        })
+        .collect();
+    let mut in_progress = Vec::new();
+    if !regions.is_empty() {
+        // Skewed: a few regions hold most shards.
+        for s in 0..shape.shards {
+            let r =
+                if rng.chance(50) { rng.below(regions.len().min(3) as u64) } else { rng.below(regions.len() as u64) };
+            let region = &mut regions[r as usize];
+            if region.proxy_only {
+                continue;
+            }
+            let id = format!("s{}", s + 1);
+            if rng.chance(shape.in_progress_percent) {
+                in_progress.push(id.clone());
+            }
+            region.shards.push(id);
+        }
+    }
+    let mut exact = serde_json::Map::new();
+    for s in 0..shape.shards.min(20) {
+        exact.insert(format!("s{}", s * 7 + 2), ZONES[rng.below(3) as usize].into());
+    }
+    let signal = serde_json::json!({ "shards": exact, "prefixes": { "s1": ZONES[rng.below(3) as usize] } });
+    Scenario { snapshot: Snapshot { regions, in_progress, placements: BTreeMap::new(), signal: Some(signal) } }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_clusters_are_valid_and_repeatable() {
+        for seed in 0..20 {
+            let a = generate(seed, &Shape::messy(12, 200));
+            a.snapshot.validate().unwrap();
+            assert_eq!(a, generate(seed, &Shape::messy(12, 200)));
+        }
+        let total: usize = generate(1, &Shape::healthy(5, 100)).counts().values().sum();
+        assert_eq!(total, 100);
+    }
+
+    #[test]
+    fn parse_builds_regions_in_order() {
+        let s = Scenario::parse("a=1,2 127.0.0.1:2552= c=3");
+        assert_eq!(s.snapshot.regions[1].address, "127.0.0.1:2552");
+        assert_eq!(s.counts()["a"], 2);
+        assert_eq!(s.snapshot.join_order(2), 3);
+    }
+}
