@@ -1,0 +1,38 @@
+//! Builds the built-in strategies as WebAssembly components and embeds
+//! them: a nested cargo build (own target directory under the workspace
+//! target, `guest` profile), wrapped with wit-component. The generated
+//! `builtins.rs` lists them for `strategy::builtin`.
+
+use std::path::PathBuf;
+
+use shardalloc_guest_build::{Toolchain, build_components, target_root};
+
+const BUILTINS: &[(&str, &str)] = &[
+    ("least-shard", "shardalloc-strategy-least-shard"),
+    ("hash", "shardalloc-strategy-hash"),
+    ("capacity", "shardalloc-strategy-capacity"),
+    ("zone", "shardalloc-strategy-zone"),
+];
+
+fn main() {
+    let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let workspace = manifest.parent().expect("host/ sits in the workspace").to_path_buf();
+    for watched in ["wit", "guest-sdk", "strategies", "Cargo.lock", "Cargo.toml"] {
+        println!("cargo:rerun-if-changed={}", workspace.join(watched).display());
+    }
+    let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let guest_target = target_root(&out_dir).unwrap_or_else(|| out_dir.clone()).join("guest");
+    let toolchain = Toolchain::detect(false).unwrap_or_else(|e| panic!("{e}"));
+    let packages: Vec<&str> = BUILTINS.iter().map(|(_, p)| *p).collect();
+    let built = build_components(&toolchain, &workspace, &packages, &guest_target).unwrap_or_else(|e| panic!("{e}"));
+    let mut listing = String::from(
+        "/// The built-in strategies: (name, component bytes).\npub const BUILTIN_COMPONENTS: &[(&str, &[u8])] = &[\n",
+    );
+    for ((name, _), built) in BUILTINS.iter().zip(&built) {
+        let dest = out_dir.join(format!("{name}.wasm"));
+        std::fs::copy(&built.path, &dest).unwrap_or_else(|e| panic!("copying {}: {e}", built.path.display()));
+        listing.push_str(&format!("    ({name:?}, include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{name}.wasm\"))),\n"));
+    }
+    listing.push_str("];\n");
+    std::fs::write(out_dir.join("builtins.rs"), listing).expect("writing builtins.rs");
+}

@@ -1,0 +1,171 @@
+//! `shardalloc strategy inspect|eval|simulate`: strategies offline, against
+//! a snapshot file, with one JSON line per answer on stdout.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use serde_json::json;
+use shardalloc::strategy::ClusterView;
+use shardalloc::strategy::builtin;
+use shardalloc::strategy::component::ComponentStrategy;
+use shardalloc::strategy::external::{AllocationReason, ExternalAllocation};
+use shardalloc::strategy::guarded::Guarded;
+use shardalloc::strategy::simulate::simulate;
+use shardalloc_guest::Snapshot;
+
+#[derive(Debug, Subcommand)]
+pub enum StrategyCommand {
+    /// Print a strategy's name, version, description and config schema.
+    Inspect {
+        /// A built-in name (least-shard, hash, capacity, zone) or a .wasm component.
+        strategy: String,
+    },
+    /// Ask a strategy one question about a snapshot.
+    Eval {
+        #[command(flatten)]
+        common: Common,
+        #[command(subcommand)]
+        question: Question,
+    },
+    /// Run rounds of rebalance and re-allocation over a snapshot.
+    Simulate {
+        #[command(flatten)]
+        common: Common,
+        /// Number of rounds.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+        rounds: u32,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct Common {
+    /// A built-in name or the path of a .wasm component.
+    #[arg(long, default_value = "least-shard")]
+    strategy: String,
+    /// The strategy's configuration, a JSON object.
+    #[arg(long)]
+    config: Option<String>,
+    /// The snapshot file (JSON).
+    #[arg(long)]
+    snapshot: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Question {
+    /// Which region should own a shard: prints {"region":"ADDRESS"}.
+    Allocate {
+        /// The shard id.
+        #[arg(long)]
+        shard: String,
+        /// The address of the region asking.
+        #[arg(long)]
+        requester: Option<String>,
+    },
+    /// Which shards should move: prints {"shards":[…]}.
+    Rebalance,
+}
+
+/// Runs a strategy subcommand.
+pub fn run(command: StrategyCommand) -> anyhow::Result<()> {
+    match command {
+        StrategyCommand::Inspect { strategy } => {
+            let loaded = load(&strategy, None)?;
+            let info = shardalloc::strategy::AllocationStrategy::info(&loaded);
+            let schema: serde_json::Value =
+                serde_json::from_str(&info.config_schema).unwrap_or_else(|_| info.config_schema.clone().into());
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&json!({
+                    "name": info.name,
+                    "version": info.version,
+                    "description": info.description,
+                    "needs_shard_names": info.needs_shard_names,
+                    "config_schema": schema,
+                }))?
+            );
+            Ok(())
+        }
+        StrategyCommand::Eval { common, question } => {
+            let (snapshot, mut external) = prepare(&common)?;
+            let view = ClusterView::from_snapshot(&snapshot);
+            match question {
+                Question::Allocate { shard, requester } => {
+                    if shard.is_empty() {
+                        bail!("--shard must not be empty");
+                    }
+                    if let Some(r) = &requester
+                        && view.region_index(r).is_none()
+                    {
+                        bail!("--requester {r} is not a region of the snapshot");
+                    }
+                    let allocation = external.allocate(&view, &shard, requester.as_deref())?;
+                    if let Some(warning) = &allocation.warning {
+                        eprintln!("warning: {warning}");
+                    }
+                    let mut line = json!({ "region": allocation.region });
+                    if let AllocationReason::Fallback(error) = &allocation.reason {
+                        eprintln!("fallback: {error}");
+                        line["fallback"] = error.to_string().into();
+                    }
+                    println!("{line}");
+                }
+                Question::Rebalance => {
+                    let rebalance = external.rebalance(&view);
+                    let mut line = json!({ "shards": rebalance.shards });
+                    if let Some(error) = &rebalance.fallback {
+                        eprintln!("fallback: {error}");
+                        line["fallback"] = error.to_string().into();
+                    }
+                    println!("{line}");
+                }
+            }
+            Ok(())
+        }
+        StrategyCommand::Simulate { common, rounds } => {
+            let (snapshot, mut external) = prepare(&common)?;
+            simulate(&mut external, &snapshot, rounds as usize, |round| {
+                for fallback in &round.fallbacks {
+                    eprintln!("fallback in round {}: {fallback}", round.round);
+                }
+                let line = json!({ "round": round.round, "moved": round.moved, "counts": round.counts });
+                let mut line = line;
+                if !round.unallocated.is_empty() {
+                    line["unallocated"] = json!(round.unallocated);
+                }
+                println!("{line}");
+            });
+            Ok(())
+        }
+    }
+}
+
+fn load(spec: &str, config: Option<&str>) -> anyhow::Result<ComponentStrategy> {
+    let config = match config {
+        None => String::new(),
+        Some(text) => {
+            let value: serde_json::Value =
+                serde_json::from_str(text).with_context(|| format!("--config is not valid JSON: {text}"))?;
+            if !value.is_object() {
+                bail!("--config must be a JSON object, got {text}");
+            }
+            value.to_string()
+        }
+    };
+    Ok(builtin::load(&ComponentStrategy::engine(), spec, &config)?)
+}
+
+fn read_snapshot(path: &Path) -> anyhow::Result<Snapshot> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read snapshot {}", path.display()))?;
+    Snapshot::from_json(&text).with_context(|| format!("snapshot {}", path.display()))
+}
+
+fn prepare(common: &Common) -> anyhow::Result<(Snapshot, ExternalAllocation)> {
+    let snapshot = read_snapshot(&common.snapshot)?;
+    let strategy = load(&common.strategy, common.config.as_deref())?;
+    let mut external = ExternalAllocation::new(Guarded::new(Box::new(strategy)));
+    for (shard, target) in &snapshot.placements {
+        external.set_placement(shard.clone(), target.clone());
+    }
+    Ok((snapshot, external))
+}

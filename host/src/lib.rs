@@ -1,0 +1,16 @@
+//! # shardalloc: the node
+//!
+//! The shard placement service's library; the `shardalloc` binary
+//! (`src/main.rs`, subcommands under `src/cli/`) is built on it.
+//!
+//! Layout (dependencies point one way: cli → server → {coordinator, engine,
+//! store} → strategy):
+//! - [`strategy`]: the synchronous [`strategy::AllocationStrategy`] trait
+//!   the coordinator calls, the host's view types, native and component
+//!   adapters, answer checking with fallback, external allocation
+//!   (placements) and the built-in strategies.
+//!
+//! The engine (sandboxed hot-swappable components), the coordinator, the
+//! store and the server follow in later work; see `DESIGN.md`.
+
+pub mod strategy;

@@ -1,0 +1,76 @@
+//! The host-side strategy layer: what the coordinator calls.
+//!
+//! - [`AllocationStrategy`]: the synchronous trait over [`ClusterView`];
+//!   implemented natively ([`native::NativeStrategy`]) and for components
+//!   ([`component::ComponentStrategy`]).
+//! - [`guarded::Guarded`]: checks every answer against the view and falls
+//!   back to the built-in least-shard compiled into the host.
+//! - [`external::ExternalAllocation`]: operators' placements, wrapped around
+//!   whatever strategy is active.
+//! - [`builtin`]: the built-in strategies, natively and as embedded components.
+//!
+//! "Allocatable" means: status up, not proxy-only, not draining. The host
+//! never accepts another answer.
+
+pub mod builtin;
+pub mod component;
+pub mod external;
+pub mod guarded;
+pub mod native;
+pub mod simulate;
+pub mod view;
+
+pub use shardalloc_guest::Info;
+pub use view::ClusterView;
+
+/// Why a strategy call produced no usable answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StrategyError {
+    /// The strategy answered with an error of its own.
+    #[error("strategy error: {0}")]
+    Refused(String),
+    /// The strategy answered something the host does not accept.
+    #[error("invalid answer: {0}")]
+    Invalid(String),
+    /// The strategy faulted (trap, panic, resource limit).
+    #[error("strategy fault: {0}")]
+    Fault(String),
+}
+
+impl StrategyError {
+    /// A short, stable name of the kind of failure, for counters and logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StrategyError::Refused(_) => "error",
+            StrategyError::Invalid(_) => "invalid-answer",
+            StrategyError::Fault(_) => "fault",
+        }
+    }
+}
+
+/// Allocation logic as the coordinator sees it: synchronous, over the
+/// host's view, answering in addresses and shard ids.
+pub trait AllocationStrategy: Send {
+    /// Name, version, description and config schema.
+    fn info(&self) -> &Info;
+
+    /// The address of the region that should own `shard`.
+    fn allocate(&mut self, view: &ClusterView, shard: &str, requester: Option<&str>) -> Result<String, StrategyError>;
+
+    /// The ids of the shards to move, in order.
+    fn rebalance(&mut self, view: &ClusterView) -> Result<Vec<String>, StrategyError>;
+}
+
+impl<T: AllocationStrategy + ?Sized> AllocationStrategy for Box<T> {
+    fn info(&self) -> &Info {
+        (**self).info()
+    }
+
+    fn allocate(&mut self, view: &ClusterView, shard: &str, requester: Option<&str>) -> Result<String, StrategyError> {
+        (**self).allocate(view, shard, requester)
+    }
+
+    fn rebalance(&mut self, view: &ClusterView) -> Result<Vec<String>, StrategyError> {
+        (**self).rebalance(view)
+    }
+}

@@ -1,0 +1,71 @@
+//! Strategies compiled into the host, called directly.
+
+use shardalloc_guest::{LogRecord, RegionId, ShardKey, Strategy};
+
+use super::{AllocationStrategy, ClusterView, Info, StrategyError};
+
+/// A [`Strategy`] linked into the node, behind [`AllocationStrategy`].
+/// Its log records go to the node's log.
+pub struct NativeStrategy<S> {
+    strategy: S,
+    info: Info,
+}
+
+impl<S: Strategy> NativeStrategy<S> {
+    /// Wraps a strategy and applies its configuration.
+    pub fn new(mut strategy: S, config: &str) -> Result<Self, StrategyError> {
+        strategy.configure(config).map_err(StrategyError::Refused)?;
+        let info = strategy.info();
+        Ok(NativeStrategy { strategy, info })
+    }
+
+    fn logged<R>(&self, f: impl FnOnce(&S) -> R) -> R {
+        let name = self.info.name.clone();
+        let previous = shardalloc_guest::host::set_log_sink(Some(Box::new(move |r: &LogRecord| {
+            crate::strategy::component::emit_strategy_log(&name, r.level, &r.message, &r.fields)
+        })));
+        let result = f(&self.strategy);
+        shardalloc_guest::host::set_log_sink(previous);
+        result
+    }
+}
+
+impl<S: Strategy + Send> AllocationStrategy for NativeStrategy<S> {
+    fn info(&self) -> &Info {
+        &self.info
+    }
+
+    fn allocate(&mut self, view: &ClusterView, shard: &str, requester: Option<&str>) -> Result<String, StrategyError> {
+        let requester = match requester {
+            Some(address) => Some(RegionId(
+                view.region_index(address)
+                    .ok_or_else(|| StrategyError::Invalid(format!("requester {address} is not a known region")))?
+                    as u32,
+            )),
+            None => None,
+        };
+        let strategy_view = view.strategy_view();
+        let key = ShardKey::new(shard);
+        let region = self.logged(|s| s.allocate(&strategy_view, &key, requester)).map_err(StrategyError::Refused)?;
+        view.regions().get(region.index()).map(|r| r.address.clone()).ok_or_else(|| {
+            StrategyError::Invalid(format!("region index {} out of range ({} regions)", region.0, view.regions().len()))
+        })
+    }
+
+    fn rebalance(&mut self, view: &ClusterView) -> Result<Vec<String>, StrategyError> {
+        let strategy_view = view.strategy_view();
+        let table = view.allocations();
+        let shards = self.logged(|s| s.rebalance(&strategy_view, &table)).map_err(StrategyError::Refused)?;
+        shards
+            .into_iter()
+            .map(|s| match table.get(s.handle) {
+                Some(shard) => Ok(table.shard_id(shard).into_owned()),
+                None => Err(StrategyError::Invalid(format!(
+                    "shard handle {} out of range ({} shards)",
+                    s.handle,
+                    table.len()
+                ))),
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,82 @@
+//! Rounds of rebalance and re-allocation over a snapshot, as
+//! `shardalloc strategy simulate` and dry runs do them.
+//!
+//! Each round: rebalance; remove the returned shards from their regions;
+//! allocate each of them in ascending bytewise id order with no requester,
+//! adding each to its new region before the next allocate. The snapshot's
+//! in-progress shards count as moving during round 1 only.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use shardalloc_guest::Snapshot;
+
+use super::ClusterView;
+use super::external::ExternalAllocation;
+
+/// What one round did.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Round {
+    /// 1-based round number.
+    pub round: usize,
+    /// Shards moved, in the order rebalance returned them.
+    pub moved: Vec<String>,
+    /// Shard count of every region after the round.
+    pub counts: BTreeMap<String, usize>,
+    /// Shards that found no allocatable region (left without a home).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unallocated: Vec<String>,
+    /// Set when the strategy failed and the fallback decided.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fallbacks: Vec<String>,
+}
+
+/// Runs `rounds` rounds on a copy of `snapshot`'s homes, calling `each` after
+/// every round (for progress output), and returns all rounds.
+pub fn simulate(
+    external: &mut ExternalAllocation,
+    snapshot: &Snapshot,
+    rounds: usize,
+    mut each: impl FnMut(&Round),
+) -> Vec<Round> {
+    let base = ClusterView::from_snapshot(snapshot);
+    let topology = Arc::clone(base.topology());
+    let metrics = base.metrics().to_vec();
+    let mut homes: Vec<Vec<String>> = base.homes().to_vec();
+    let mut in_progress: BTreeSet<String> = base.in_progress().clone();
+    let view_of = |homes: &Vec<Vec<String>>, in_progress: &BTreeSet<String>| {
+        ClusterView::new(topology.clone(), metrics.clone(), homes.clone(), in_progress.clone())
+            .expect("simulation keeps the view consistent")
+    };
+    let mut all = Vec::with_capacity(rounds);
+    for round in 1..=rounds {
+        let view = view_of(&homes, &in_progress);
+        let decision = external.rebalance(&view);
+        let mut fallbacks: Vec<String> = decision.fallback.iter().map(|e| format!("rebalance: {e}")).collect();
+        let moved = decision.shards;
+        let moving: BTreeSet<&str> = moved.iter().map(String::as_str).collect();
+        for shards in &mut homes {
+            shards.retain(|s| !moving.contains(s.as_str()));
+        }
+        in_progress.clear();
+        let mut unallocated = Vec::new();
+        for shard in &moving {
+            let view = view_of(&homes, &in_progress);
+            match external.allocate(&view, shard, None) {
+                Ok(allocation) => {
+                    if let super::external::AllocationReason::Fallback(e) = &allocation.reason {
+                        fallbacks.push(format!("allocate {shard}: {e}"));
+                    }
+                    let index = view.region_index(&allocation.region).expect("allocations name known regions");
+                    homes[index].push((*shard).to_owned());
+                }
+                Err(_) => unallocated.push((*shard).to_owned()),
+            }
+        }
+        let counts = topology.regions().iter().zip(&homes).map(|(r, h)| (r.address.clone(), h.len())).collect();
+        let result = Round { round, moved, counts, unallocated, fallbacks };
+        each(&result);
+        all.push(result);
+    }
+    all
+}

@@ -1,0 +1,124 @@
+//! The host's view of one entity type's cluster, handed to strategies.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use shardalloc_guest::{Allocations, Region, Snapshot, Topology, View};
+
+/// Regions (the shared, slow-changing [`Topology`]), their metrics, their
+/// shards in allocation order, and the shards moving now.
+///
+/// The topology is shared by `Arc` while it does not change; its generation
+/// tells a component whether it must be sent again, so `allocate` costs only
+/// the per-region numbers.
+#[derive(Clone, Debug)]
+pub struct ClusterView {
+    topology: Arc<Topology>,
+    metrics: Vec<f64>,
+    homes: Vec<Vec<String>>,
+    in_progress: BTreeSet<String>,
+}
+
+impl ClusterView {
+    /// A view; `metrics` is row-major (regions × metric names, NaN = not
+    /// reported) and `homes` has one shard list per region.
+    pub fn new(
+        topology: Arc<Topology>,
+        metrics: Vec<f64>,
+        homes: Vec<Vec<String>>,
+        in_progress: BTreeSet<String>,
+    ) -> Result<Self, String> {
+        let regions = topology.regions().len();
+        if homes.len() != regions {
+            return Err(format!("{} shard lists for {regions} regions", homes.len()));
+        }
+        if metrics.len() != regions * topology.metric_names().len() {
+            return Err(format!("{} metric values for {regions} regions", metrics.len()));
+        }
+        Ok(ClusterView { topology, metrics, homes, in_progress })
+    }
+
+    /// The view of a (validated) snapshot.
+    pub fn from_snapshot(snapshot: &Snapshot) -> Self {
+        let topology = Arc::new(snapshot.topology());
+        let metrics = snapshot.view(topology.clone()).metrics().to_vec();
+        let homes = snapshot.regions.iter().map(|r| r.shards.clone()).collect();
+        let in_progress = snapshot.in_progress.iter().cloned().collect();
+        ClusterView { topology, metrics, homes, in_progress }
+    }
+
+    /// The shared topology.
+    pub fn topology(&self) -> &Arc<Topology> {
+        &self.topology
+    }
+
+    /// Every region, in topology order.
+    pub fn regions(&self) -> &[Region] {
+        self.topology.regions()
+    }
+
+    /// The metric matrix (row-major, NaN = not reported).
+    pub fn metrics(&self) -> &[f64] {
+        &self.metrics
+    }
+
+    /// Each region's shards, in allocation order.
+    pub fn homes(&self) -> &[Vec<String>] {
+        &self.homes
+    }
+
+    /// The shards whose hand-off is in progress.
+    pub fn in_progress(&self) -> &BTreeSet<String> {
+        &self.in_progress
+    }
+
+    /// Index of the region with this address.
+    pub fn region_index(&self, address: &str) -> Option<usize> {
+        self.regions().iter().position(|r| r.address == address)
+    }
+
+    /// Why `address` cannot receive a shard, or `None` when it can.
+    pub fn not_allocatable_reason(&self, address: &str) -> Option<String> {
+        let Some(index) = self.region_index(address) else {
+            return Some(format!("region {address} is not a known region"));
+        };
+        let region = &self.regions()[index];
+        if region.proxy_only {
+            Some(format!("region {address} is proxy-only"))
+        } else if region.draining {
+            Some(format!("region {address} is draining"))
+        } else if !region.is_allocatable() {
+            Some(format!("region {address} is {}", region.status.as_str()))
+        } else {
+            None
+        }
+    }
+
+    /// True when `address` may receive a shard.
+    pub fn is_allocatable(&self, address: &str) -> bool {
+        self.not_allocatable_reason(address).is_none()
+    }
+
+    /// Shard id → index of its home region.
+    pub fn home_index(&self) -> HashMap<&str, usize> {
+        self.homes.iter().enumerate().flat_map(|(r, shards)| shards.iter().map(move |s| (s.as_str(), r))).collect()
+    }
+
+    /// Each region's shard count.
+    pub fn shard_counts(&self) -> Vec<u32> {
+        self.homes.iter().map(|h| h.len() as u32).collect()
+    }
+
+    /// The strategy-facing view (per-call numbers only; no shard lists).
+    pub fn strategy_view(&self) -> View {
+        View::new(self.topology.clone(), self.shard_counts(), self.metrics.clone())
+            .expect("a cluster view is consistent by construction")
+    }
+
+    /// The strategy-facing allocation table (handles in contract order).
+    pub fn allocations(&self) -> Allocations {
+        let in_progress: Vec<&str> = self.in_progress.iter().map(String::as_str).collect();
+        let homes: Vec<Vec<&str>> = self.homes.iter().map(|h| h.iter().map(String::as_str).collect()).collect();
+        Allocations::from_ids(&homes, &in_progress)
+    }
+}
