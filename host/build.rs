@@ -1,7 +1,8 @@
 //! Builds the built-in strategies as WebAssembly components and embeds
 //! them: a nested cargo build (own target directory under the workspace
 //! target, `guest` profile), wrapped with wit-component. The generated
-//! `builtins.rs` lists them for `strategy::builtin`.
+//! `builtins.rs` lists them for `strategy::builtin`. Test fixtures are
+//! built alongside and left in `OUT_DIR` for the host's tests only.
 
 use std::path::PathBuf;
 
@@ -14,23 +15,29 @@ const BUILTINS: &[(&str, &str)] = &[
     ("zone", "shardalloc-strategy-zone"),
 ];
 
+/// Built with the built-ins but not embedded: components for the host's tests.
+const FIXTURES: &[(&str, &str)] = &[("misbehaving", "shardalloc-test-misbehaving")];
+
 fn main() {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let workspace = manifest.parent().expect("host/ sits in the workspace").to_path_buf();
-    for watched in ["wit", "guest-sdk", "strategies", "Cargo.lock", "Cargo.toml"] {
+    for watched in ["wit", "guest-sdk", "strategies", "tests/misbehaving-strategy", "Cargo.lock", "Cargo.toml"] {
         println!("cargo:rerun-if-changed={}", workspace.join(watched).display());
     }
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let guest_target = target_root(&out_dir).unwrap_or_else(|| out_dir.clone()).join("guest");
     let toolchain = Toolchain::detect(false).unwrap_or_else(|e| panic!("{e}"));
-    let packages: Vec<&str> = BUILTINS.iter().map(|(_, p)| *p).collect();
+    let packages: Vec<&str> = BUILTINS.iter().chain(FIXTURES).map(|(_, p)| *p).collect();
     let built = build_components(&toolchain, &workspace, &packages, &guest_target).unwrap_or_else(|e| panic!("{e}"));
     let mut listing = String::from(
         "/// The built-in strategies: (name, component bytes).\npub const BUILTIN_COMPONENTS: &[(&str, &[u8])] = &[\n",
     );
-    for ((name, _), built) in BUILTINS.iter().zip(&built) {
+    for ((name, _), built) in BUILTINS.iter().chain(FIXTURES).zip(&built) {
         let dest = out_dir.join(format!("{name}.wasm"));
         std::fs::copy(&built.path, &dest).unwrap_or_else(|e| panic!("copying {}: {e}", built.path.display()));
+        if FIXTURES.iter().any(|(n, _)| n == name) {
+            continue;
+        }
         listing.push_str(&format!("    ({name:?}, include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{name}.wasm\"))),\n"));
     }
     listing.push_str("];\n");

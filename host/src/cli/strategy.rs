@@ -21,6 +21,15 @@ pub enum StrategyCommand {
         /// A built-in name (least-shard, hash, capacity, zone) or a .wasm component.
         strategy: String,
     },
+    /// Wrap a core module built for wasm32-unknown-unknown with the SDK into
+    /// a strategy component.
+    Wrap {
+        /// The core module (target/wasm32-unknown-unknown/release/NAME.wasm).
+        module: PathBuf,
+        /// Where to write the component.
+        #[arg(long, short)]
+        out: PathBuf,
+    },
     /// Ask a strategy one question about a snapshot.
     Eval {
         #[command(flatten)]
@@ -76,13 +85,27 @@ pub fn run(command: StrategyCommand) -> anyhow::Result<()> {
                 serde_json::from_str(&info.config_schema).unwrap_or_else(|_| info.config_schema.clone().into());
             println!(
                 "{}",
-                serde_json::to_string_pretty(&json!({
+                json!({
                     "name": info.name,
                     "version": info.version,
                     "description": info.description,
                     "needs_shard_names": info.needs_shard_names,
                     "config_schema": schema,
-                }))?
+                })
+            );
+            Ok(())
+        }
+        StrategyCommand::Wrap { module, out } => {
+            let core = std::fs::read(&module).with_context(|| format!("cannot read {}", module.display()))?;
+            let component = shardalloc_guest_build::wrap_core_module(&core)?;
+            // Prove it loads before writing it.
+            let loaded = ComponentStrategy::load(&ComponentStrategy::engine(), &component, "")
+                .with_context(|| format!("the wrapped {} is not a usable strategy", module.display()))?;
+            std::fs::write(&out, &component).with_context(|| format!("cannot write {}", out.display()))?;
+            let info = shardalloc::strategy::AllocationStrategy::info(&loaded);
+            println!(
+                "{}",
+                json!({ "component": out, "name": info.name, "version": info.version, "bytes": component.len() })
             );
             Ok(())
         }

@@ -143,3 +143,107 @@ impl ExternalAllocation {
         Rebalance { shards, placement_moves, fallback: decision.fallback }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use shardalloc_guest::RegionStatus;
+    use shardalloc_guest::testing::Scenario;
+
+    use super::*;
+    use crate::strategy::builtin;
+
+    fn least_shard() -> ExternalAllocation {
+        ExternalAllocation::new(Guarded::new(builtin::native("least-shard", "").unwrap().unwrap()))
+    }
+
+    fn view(scenario: Scenario) -> ClusterView {
+        ClusterView::from_snapshot(&scenario.snapshot)
+    }
+
+    #[test]
+    fn placement_is_honoured() {
+        let mut external = least_shard();
+        external.set_placement("42", "b");
+        let v = view(Scenario::parse("a= b=1,2,3 c="));
+        let allocation = external.allocate(&v, "42", None).unwrap();
+        assert_eq!(allocation, Allocation { region: "b".into(), reason: AllocationReason::Placement, warning: None });
+    }
+
+    #[test]
+    fn unplaced_shard_goes_to_the_strategy() {
+        let mut external = least_shard();
+        external.set_placement("42", "b");
+        let v = view(Scenario::parse("a=1 b=2,3 c="));
+        let allocation = external.allocate(&v, "7", None).unwrap();
+        assert_eq!(allocation.region, "c");
+        assert_eq!(
+            allocation.reason,
+            AllocationReason::Strategy { name: "least-shard".into(), version: env!("CARGO_PKG_VERSION").into() }
+        );
+        assert_eq!(allocation.warning, None);
+    }
+
+    #[test]
+    fn unallocatable_target_falls_to_the_strategy_with_a_warning() {
+        let cases = [
+            (Scenario::parse("a= b=1 c=2").status("b", RegionStatus::Unreachable), "b", "region b is unreachable"),
+            (Scenario::parse("a= b=1 c=2").draining("b"), "b", "region b is draining"),
+            (Scenario::parse("a= b=1 c=2").proxy_only("b"), "b", "region b is proxy-only"),
+            (Scenario::parse("a= b=1 c=2"), "z", "region z is not a known region"),
+        ];
+        for (scenario, target, reason) in cases {
+            let mut external = least_shard();
+            external.set_placement("42", target);
+            let allocation = external.allocate(&view(scenario), "42", None).unwrap();
+            assert_eq!(allocation.region, "a", "{reason}");
+            let warning = allocation.warning.expect("a warning");
+            for part in ["42", target, reason] {
+                assert!(warning.contains(part), "{warning:?} lacks {part:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn rebalance_adds_misplaced_pinned_shards_first() {
+        let mut external = least_shard();
+        external.set_placement("3", "c");
+        external.set_placement("1", "a");
+        let v = view(Scenario::parse("a=1,2,3,4,5,6 b=7 c="));
+        let rebalance = external.rebalance(&v);
+        // 3 is misplaced; least-shard's own pick (oldest of a, limit 1) is 1, pinned at home: dropped.
+        assert_eq!(rebalance.shards, ["3"]);
+        assert_eq!(rebalance.placement_moves, 1);
+        assert_eq!(rebalance.fallback, None);
+    }
+
+    #[test]
+    fn rebalance_never_moves_a_shard_at_its_target() {
+        let mut external = ExternalAllocation::new(Guarded::new(
+            builtin::native("least-shard", r#"{"absolute_limit":100,"relative_limit":1.0}"#).unwrap().unwrap(),
+        ));
+        for shard in ["1", "2", "3", "4", "5", "6"] {
+            external.set_placement(shard, "a");
+        }
+        let v = view(Scenario::parse("a=1,2,3,4,5,6 b= c="));
+        assert_eq!(external.rebalance(&v).shards, Vec::<String>::new());
+        // A moving or homeless pinned shard, or one whose target is down, is not added.
+        external.set_placement("9", "b");
+        external.set_placement("7", "c");
+        let v = view(
+            Scenario::parse("a=1,2,3,4,5,6 b=7 c= d=9").status("c", RegionStatus::Unreachable).in_progress(&["9"]),
+        );
+        assert_eq!(external.rebalance(&v).shards, Vec::<String>::new());
+    }
+
+    #[test]
+    fn placements_survive_a_strategy_swap() {
+        let mut external = least_shard();
+        external.set_placement("42", "b");
+        let old = external.replace_strategy(Guarded::new(builtin::native("hash", "").unwrap().unwrap()));
+        assert_eq!(old.info().name, "least-shard");
+        let allocation = external.allocate(&view(Scenario::parse("a= b=1")), "42", None).unwrap();
+        assert_eq!(allocation.region, "b");
+        assert_eq!(external.remove_placement("42").as_deref(), Some("b"));
+        assert!(external.placements().is_empty());
+    }
+}

@@ -120,3 +120,62 @@ impl Guarded {
         Decision { value, fallback: Some(error) }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use shardalloc_guest::testing::Scenario;
+    use shardalloc_test_misbehaving::Misbehaving;
+
+    use super::*;
+
+    fn guarded(config: &str) -> Guarded {
+        Guarded::new(Box::new(NativeStrategy::new(Misbehaving::default(), config).unwrap()))
+    }
+
+    fn view(scenario: Scenario) -> ClusterView {
+        ClusterView::from_snapshot(&scenario.snapshot)
+    }
+
+    #[test]
+    fn bad_allocations_fall_back_with_the_reason() {
+        let v = view(Scenario::parse("a=1,2 b= d=").draining("d"));
+        let cases = [
+            ("error", "strategy error: misbehaving on purpose"),
+            ("out-of-range", "invalid answer: region index 10 out of range (3 regions)"),
+            ("not-allocatable", "invalid answer: region d is draining"),
+        ];
+        for (mode, reason) in cases {
+            let decision = guarded(&format!(r#"{{"allocate":"{mode}"}}"#)).allocate(&v, "9", None).unwrap();
+            assert_eq!(decision.value, "b");
+            assert_eq!(decision.fallback.map(|e| e.to_string()).as_deref(), Some(reason));
+        }
+        let good = guarded("").allocate(&v, "9", None).unwrap();
+        assert_eq!(good, Decision { value: "b".into(), fallback: None });
+    }
+
+    #[test]
+    fn no_allocatable_region_is_an_error_not_a_fallback() {
+        let v = view(Scenario::parse("a=1").draining("a"));
+        assert_eq!(guarded("").allocate(&v, "9", None), Err(NoAllocatableRegion));
+    }
+
+    #[test]
+    fn bad_rebalances_fall_back_with_the_reason() {
+        let v = view(Scenario::parse("a=1,2,3,4 b=5 c=").in_progress(&["5", "9"]));
+        let cases = [
+            ("duplicate", "invalid answer: shard 1 is listed twice"),
+            ("moving", "invalid answer: shard 5 is already moving"),
+            ("homeless", "invalid answer: shard 9 is not allocated"),
+            ("out-of-range", "invalid answer: shard handle 9 out of range (6 shards)"),
+            ("error", "strategy error: misbehaving on purpose"),
+        ];
+        for (mode, reason) in cases {
+            let decision = guarded(&format!(r#"{{"rebalance":"{mode}"}}"#)).rebalance(&v);
+            assert_eq!(decision.fallback.map(|e| e.to_string()).as_deref(), Some(reason), "{mode:?}");
+            // least-shard holds while a hand-off is in progress.
+            assert_eq!(decision.value, Vec::<String>::new());
+        }
+        let all = guarded(r#"{"rebalance":"all"}"#).rebalance(&v);
+        assert_eq!(all, Decision { value: vec!["1".into(), "2".into(), "3".into(), "4".into()], fallback: None });
+    }
+}

@@ -1,0 +1,238 @@
+//! `shardalloc strategy inspect|eval|simulate` as scripts use it: the real
+//! binary, snapshot files, one JSON line per answer, one error line on
+//! stderr and a non-zero exit for every bad input.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+struct Run {
+    status: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn shardalloc(args: &[&str]) -> Run {
+    let Output { status, stdout, stderr } =
+        Command::new(env!("CARGO_BIN_EXE_shardalloc")).args(args).output().expect("run shardalloc");
+    Run {
+        status: status.code().unwrap_or(-1),
+        stdout: String::from_utf8(stdout).unwrap(),
+        stderr: String::from_utf8(stderr).unwrap(),
+    }
+}
+
+fn lines(run: &Run) -> Vec<Value> {
+    assert_eq!(run.status, 0, "stderr: {}", run.stderr);
+    run.stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}"))).collect()
+}
+
+fn write(dir: &Path, name: &str, content: impl AsRef<[u8]>) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, content).unwrap();
+    path
+}
+
+const SNAPSHOT: &str = r#"{"regions":[
+  {"address":"127.0.0.1:2552","shards":["001","002","003","004","005","006","007","008","009","010"],"app_version":"1.0.0"},
+  {"address":"127.0.0.2:2552","shards":[],"app_version":"1.0.0"},
+  {"address":"127.0.0.3:2552","shards":["011"],"app_version":"1.0.0","status":"up","draining":false}
+ ],
+ "in_progress":[],
+ "placements":{"042":"127.0.0.3:2552","001":"127.0.0.2:2552"},
+ "signal":null}"#;
+
+fn fixture() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "snapshot.json", SNAPSHOT);
+    (dir, path.to_str().unwrap().to_owned())
+}
+
+#[test]
+fn inspect_prints_name_version_description_schema() {
+    for name in ["least-shard", "hash", "capacity", "zone"] {
+        let out = lines(&shardalloc(&["strategy", "inspect", name]));
+        let info = &out[0];
+        assert_eq!(info["name"], name);
+        assert!(info["version"].as_str().is_some_and(|v| !v.is_empty()));
+        assert!(info["description"].as_str().is_some_and(|v| !v.is_empty()));
+        assert!(info["config_schema"].is_object());
+    }
+}
+
+#[test]
+fn eval_allocate_answers_one_line_and_honours_placements() {
+    let (_dir, snapshot) = fixture();
+    let run = shardalloc(&["strategy", "eval", "--snapshot", &snapshot, "allocate", "--shard", "900"]);
+    assert_eq!(lines(&run), [json!({"region":"127.0.0.2:2552"})]);
+    let run = shardalloc(&["strategy", "eval", "--snapshot", &snapshot, "allocate", "--shard", "042"]);
+    assert_eq!(lines(&run), [json!({"region":"127.0.0.3:2552"})]);
+    let run = shardalloc(&[
+        "strategy",
+        "eval",
+        "--snapshot",
+        &snapshot,
+        "allocate",
+        "--shard",
+        "900",
+        "--requester",
+        "127.0.0.3:2552",
+    ]);
+    assert_eq!(lines(&run), [json!({"region":"127.0.0.2:2552"})]);
+}
+
+#[test]
+fn eval_rebalance_puts_placement_mismatches_first() {
+    let (_dir, snapshot) = fixture();
+    let run = shardalloc(&["strategy", "eval", "--snapshot", &snapshot, "rebalance"]);
+    // 001 is pinned elsewhere; least-shard (limit 1 of 11 shards) adds the oldest of the busiest region.
+    assert_eq!(lines(&run), [json!({"shards":["001"]})]);
+    let run = shardalloc(&[
+        "strategy",
+        "eval",
+        "--config",
+        r#"{"absolute_limit":100,"relative_limit":1.0}"#,
+        "--snapshot",
+        &snapshot,
+        "rebalance",
+    ]);
+    assert_eq!(lines(&run), [json!({"shards":["001","002","003","004","005","006"]})]);
+}
+
+#[test]
+fn simulate_prints_one_line_per_round_with_every_region() {
+    let (_dir, snapshot) = fixture();
+    let run = shardalloc(&["strategy", "simulate", "--snapshot", &snapshot, "--rounds", "12"]);
+    let rounds = lines(&run);
+    assert_eq!(rounds.len(), 12);
+    assert_eq!(rounds[0]["round"], 1);
+    assert_eq!(rounds[0]["moved"], json!(["001"]));
+    assert_eq!(rounds[0]["counts"], json!({"127.0.0.1:2552":9,"127.0.0.2:2552":1,"127.0.0.3:2552":1}));
+    // Keys in the documented order.
+    assert!(run.stdout.starts_with(r#"{"round":1,"moved":["#), "{}", run.stdout);
+    let last = &rounds[11]["counts"];
+    let counts: Vec<i64> = last.as_object().unwrap().values().map(|v| v.as_i64().unwrap()).collect();
+    assert_eq!(counts.iter().sum::<i64>(), 11);
+    assert!(counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1, "{last}");
+    assert_eq!(rounds[11]["moved"], json!([]), "balanced clusters stay put");
+}
+
+#[test]
+fn in_progress_shards_count_as_moving_in_round_one_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = write(
+        dir.path(),
+        "s.json",
+        r#"{"regions":[{"address":"a","shards":["1","2","3","4"]},{"address":"b","shards":[]}],"in_progress":["1"]}"#,
+    );
+    let snapshot = snapshot.to_str().unwrap();
+    let config = r#"{"absolute_limit":100,"relative_limit":1.0}"#;
+    let run = shardalloc(&["strategy", "simulate", "--config", config, "--snapshot", snapshot, "--rounds", "2"]);
+    let rounds = lines(&run);
+    // Round 1: the current algorithm holds while a hand-off is in progress.
+    assert_eq!(rounds[0]["moved"], json!([]));
+    assert_eq!(rounds[1]["moved"], json!(["1", "2"]));
+    assert_eq!(rounds[1]["counts"], json!({"a":2,"b":2}));
+}
+
+#[test]
+fn a_faulty_component_falls_back_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = write(dir.path(), "misbehaving.wasm", common::misbehaving_bytes());
+    let snapshot = write(dir.path(), "snapshot.json", SNAPSHOT.replace(r#""draining":false"#, r#""draining":true"#));
+    let snapshot = snapshot.to_str().unwrap().to_owned();
+    let wasm = wasm.to_str().unwrap();
+    let config = r#"{"allocate":"not-allocatable"}"#;
+    let s = ["strategy", "eval", "--strategy", wasm, "--config", config, "--snapshot", &snapshot];
+    let run = shardalloc(&[&s[..], &["allocate", "--shard", "900"]].concat());
+    let out = lines(&run);
+    assert_eq!(out[0]["region"], "127.0.0.2:2552");
+    let reason = out[0]["fallback"].as_str().unwrap();
+    assert!(reason.contains("127.0.0.3:2552 is draining"), "{reason}");
+    assert!(run.stderr.contains(reason), "{}", run.stderr);
+
+    let config = r#"{"rebalance":"duplicate"}"#;
+    let s = ["strategy", "eval", "--strategy", wasm, "--config", config, "--snapshot", &snapshot, "rebalance"];
+    let run = shardalloc(&s);
+    let out = lines(&run);
+    // The pinned 001 first, then the fallback's pick: least-shard empties the draining region.
+    assert_eq!(out[0]["shards"], json!(["001", "011"]));
+    assert!(out[0]["fallback"].as_str().unwrap().contains("listed twice"), "{}", out[0]);
+
+    let config = r#"{"allocate":"panic"}"#;
+    let s = ["strategy", "eval", "--strategy", wasm, "--config", config, "--snapshot", &snapshot];
+    let out = lines(&shardalloc(&[&s[..], &["allocate", "--shard", "900"]].concat()));
+    assert!(out[0]["fallback"].as_str().unwrap().contains("fault"), "{}", out[0]);
+}
+
+fn assert_fails(args: &[&str], needle: &str) {
+    let run = shardalloc(args);
+    assert_ne!(run.status, 0, "{args:?} should fail");
+    assert!(run.stdout.is_empty(), "{args:?}: {}", run.stdout);
+    let stderr = run.stderr.trim();
+    assert_eq!(stderr.lines().count(), 1, "{args:?}: one line, got {stderr}");
+    assert!(stderr.contains(needle), "{args:?}: {stderr:?} lacks {needle:?}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn every_bad_input_is_one_clear_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = |name: &str, content: &str| write(dir.path(), name, content).to_str().unwrap().to_owned();
+    let good = d("good.json", SNAPSHOT);
+    let bad_json = d("bad.json", "{not json");
+    let twice = d("twice.json", r#"{"regions":[{"address":"a","shards":["1"]},{"address":"b","shards":["1"]}]}"#);
+    let dup = d("dup.json", r#"{"regions":[{"address":"a","shards":[]},{"address":"a","shards":[]}]}"#);
+    let text = d("text.wasm", "hello");
+    let empty = d("empty.wasm", "");
+    let core = write(dir.path(), "core.wasm", b"\0asm\x01\0\0\0").to_str().unwrap().to_owned();
+    let missing = dir.path().join("missing.json").to_str().unwrap().to_owned();
+    fn eval(snapshot: &str) -> Vec<&str> {
+        vec!["strategy", "eval", "--snapshot", snapshot]
+    }
+    assert_fails(&[&eval(&missing)[..], &["rebalance"]].concat(), "cannot read snapshot");
+    assert_fails(&[&eval(&bad_json)[..], &["rebalance"]].concat(), "not valid");
+    assert_fails(&[&eval(&twice)[..], &["rebalance"]].concat(), "listed twice");
+    assert_fails(&[&eval(&dup)[..], &["rebalance"]].concat(), "duplicate region address");
+    assert_fails(&["strategy", "eval", "--strategy", "nope", "--snapshot", &good, "rebalance"], "unknown strategy");
+    assert_fails(&["strategy", "inspect", &text], "not a WebAssembly file");
+    assert_fails(&["strategy", "inspect", &empty], "empty");
+    assert_fails(&["strategy", "inspect", &core], "core WebAssembly module, not a component");
+    assert_fails(&["strategy", "inspect", &missing.replace(".json", ".wasm")], "cannot read");
+    assert_fails(&["strategy", "eval", "--config", r#"{"bogus":1}"#, "--snapshot", &good, "rebalance"], "bogus");
+    assert_fails(
+        &["strategy", "eval", "--config", "{", "--snapshot", &good, "rebalance"],
+        "--config is not valid JSON",
+    );
+    assert_fails(&["strategy", "eval", "--config", "[1]", "--snapshot", &good, "rebalance"], "JSON object");
+    assert_fails(
+        &[&eval(&good)[..], &["allocate", "--shard", "1", "--requester", "nowhere"]].concat(),
+        "not a region of the snapshot",
+    );
+    let none_up = d("none.json", r#"{"regions":[{"address":"a","shards":[],"status":"leaving"}]}"#);
+    assert_fails(&[&eval(&none_up)[..], &["allocate", "--shard", "1"]].concat(), "no allocatable region");
+}
+
+#[test]
+fn wrap_turns_a_core_module_into_a_loadable_component() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("wrapped.wasm");
+    // A module without the contract's exports wraps into a component that is refused.
+    let core = write(dir.path(), "core.wasm", b"\0asm\x01\0\0\0");
+    assert_fails(
+        &["strategy", "wrap", core.to_str().unwrap(), "--out", out.to_str().unwrap()],
+        "does not implement shardalloc:strategy@0.1.0: no export `allocate` found",
+    );
+    assert!(!out.exists());
+    // The host build leaves the guest core modules next to the components.
+    let guest =
+        Path::new(env!("OUT_DIR")).ancestors().find(|p| p.join("CACHEDIR.TAG").is_file()).unwrap().join("guest");
+    let module = guest.join("wasm32-unknown-unknown/guest/shardalloc_strategy_hash.wasm");
+    let run = shardalloc(&["strategy", "wrap", module.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let line = &lines(&run)[0];
+    assert_eq!(line["name"], "hash");
+    assert_eq!(lines(&shardalloc(&["strategy", "inspect", out.to_str().unwrap()]))[0]["name"], "hash");
+}

@@ -1,0 +1,49 @@
+//! Shared helpers for the host's integration tests.
+
+#![allow(dead_code)]
+
+use shardalloc::strategy::component::ComponentStrategy;
+use shardalloc::strategy::{AllocationStrategy, ClusterView, builtin};
+use shardalloc_guest::Snapshot;
+use shardalloc_guest::conformance::Subject;
+
+/// Any host-side strategy as a conformance [`Subject`].
+pub struct HostSubject<T>(pub T);
+
+impl<T: AllocationStrategy> Subject for HostSubject<T> {
+    fn allocate(&mut self, snapshot: &Snapshot, shard: &str, requester: Option<&str>) -> Result<String, String> {
+        self.0.allocate(&ClusterView::from_snapshot(snapshot), shard, requester).map_err(|e| e.to_string())
+    }
+
+    fn rebalance(&mut self, snapshot: &Snapshot) -> Result<Vec<String>, String> {
+        self.0.rebalance(&ClusterView::from_snapshot(snapshot)).map_err(|e| e.to_string())
+    }
+}
+
+/// A built-in, loaded from its embedded component.
+pub fn component(name: &str, config: &str) -> ComponentStrategy {
+    builtin::load(&ComponentStrategy::engine(), name, config).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A built-in, compiled into the host.
+pub fn native(name: &str, config: &str) -> Box<dyn AllocationStrategy> {
+    builtin::native(name, config).expect("a built-in").unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The misbehaving fixture component's bytes.
+pub fn misbehaving_bytes() -> &'static [u8] {
+    include_bytes!(concat!(env!("OUT_DIR"), "/misbehaving.wasm"))
+}
+
+/// Every built-in with the configurations worth testing.
+pub const CONFIGURATIONS: &[(&str, &str)] = &[
+    ("least-shard", ""),
+    ("least-shard", r#"{"algorithm":"classic"}"#),
+    ("least-shard", r#"{"absolute_limit":1000,"relative_limit":1.0}"#),
+    ("hash", ""),
+    ("hash", r#"{"rebalance_limit":0}"#),
+    ("capacity", ""),
+    ("capacity", r#"{"metric":"cpu","threshold":0.5}"#),
+    ("zone", ""),
+    ("zone", r#"{"label":"dc"}"#),
+];

@@ -1,0 +1,117 @@
+//! # A strategy that misbehaves on request
+//!
+//! Test fixture for the host: its configuration picks how `allocate` and
+//! `rebalance` misbehave, so one component covers every fault the host must
+//! survive. `{"allocate":"panic","rebalance":"duplicate"}`; the default for
+//! both is `ok` (least-loaded allocation, nothing to rebalance).
+//!
+//! Modes, for both calls: `ok`, `error`, `panic`, `loop` (never returns),
+//! `grow-memory` (allocates without bound), `out-of-range` (an index or
+//! handle that does not exist). allocate only: `not-allocatable` (the first
+//! region that is not allocatable). rebalance only: `duplicate` (a shard
+//! twice), `moving` (a shard already in progress), `homeless` (an in-progress
+//! shard that has no home), `all` (every allocated shard, a valid answer).
+
+use shardalloc_guest::order::least_loaded;
+use shardalloc_guest::{Allocations, Info, RegionId, Shard, ShardKey, Strategy, View};
+
+/// How a call misbehaves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Behave.
+    #[default]
+    Ok,
+    /// Answer an error.
+    Error,
+    /// Panic (a trap in a component).
+    Panic,
+    /// Never return.
+    Loop,
+    /// Allocate memory without bound.
+    GrowMemory,
+    /// Answer an index or handle that does not exist.
+    OutOfRange,
+    /// allocate: answer a region that is not allocatable.
+    NotAllocatable,
+    /// rebalance: answer a shard twice.
+    Duplicate,
+    /// rebalance: answer a shard already moving.
+    Moving,
+    /// rebalance: answer an in-progress shard without a home.
+    Homeless,
+    /// rebalance: answer every allocated shard not in progress.
+    All,
+}
+
+/// The fixture's settings.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Misbehaving {
+    /// How allocate behaves.
+    pub allocate: Mode,
+    /// How rebalance behaves.
+    pub rebalance: Mode,
+}
+
+#[allow(clippy::empty_loop)]
+fn common(mode: Mode) -> Result<(), String> {
+    match mode {
+        Mode::Error => Err("misbehaving on purpose".to_owned()),
+        Mode::Panic => panic!("misbehaving on purpose"),
+        Mode::Loop => loop {
+            std::hint::black_box(());
+        },
+        Mode::GrowMemory => {
+            let mut hoard: Vec<Vec<u8>> = Vec::new();
+            loop {
+                hoard.push(vec![1u8; 1 << 20]);
+                std::hint::black_box(&hoard);
+            }
+        }
+        _ => Ok(()),
+    }
+}
+
+impl Strategy for Misbehaving {
+    fn info(&self) -> Info {
+        Info {
+            name: "misbehaving".to_owned(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            description: "Misbehaves on request; a test fixture.".to_owned(),
+            config_schema: r#"{"type":"object"}"#.to_owned(),
+            needs_shard_names: false,
+        }
+    }
+
+    fn configure(&mut self, config: &str) -> Result<(), String> {
+        *self = shardalloc_guest::config::parse(config)?;
+        Ok(())
+    }
+
+    fn allocate(&self, view: &View, _shard: &ShardKey, _requester: Option<RegionId>) -> Result<RegionId, String> {
+        common(self.allocate)?;
+        match self.allocate {
+            Mode::OutOfRange => Ok(RegionId(view.regions().len() as u32 + 7)),
+            Mode::NotAllocatable => {
+                Ok(view.region_ids().find(|id| !view.region(*id).is_allocatable()).unwrap_or(RegionId(u32::MAX)))
+            }
+            _ => least_loaded(view, view.allocatable()).ok_or_else(|| "no allocatable region".to_owned()),
+        }
+    }
+
+    fn rebalance(&self, _view: &View, allocations: &Allocations) -> Result<Vec<Shard>, String> {
+        common(self.rebalance)?;
+        let first = allocations.allocated().find(|s| !allocations.is_in_progress(*s));
+        Ok(match self.rebalance {
+            Mode::OutOfRange => vec![Shard { handle: allocations.len() as u32 + 3, hash: 0 }],
+            Mode::Duplicate => first.map(|s| vec![s, s]).unwrap_or_default(),
+            Mode::Moving => allocations.in_progress().take(1).collect(),
+            Mode::Homeless => allocations.in_progress().filter(|s| allocations.home(*s).is_none()).take(1).collect(),
+            Mode::All => allocations.allocated().filter(|s| !allocations.is_in_progress(*s)).collect(),
+            _ => Vec::new(),
+        })
+    }
+}
+
+shardalloc_guest::export_strategy!(Misbehaving);
