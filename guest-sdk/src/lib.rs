@@ -65,14 +65,14 @@ macro_rules! export_strategy {
     ($ty:ty) => {
         #[cfg(target_arch = "wasm32")]
         const _: () = {
-            use $crate::__private::bindings as __bindings;
+            use $crate::__private::bindings::exports::shardalloc::strategy::allocator as __allocator;
             use $crate::__private::bindings::shardalloc::strategy::types as __types;
             ::std::thread_local! {
                 static __SHARDALLOC_STATE: ::core::cell::RefCell<::core::option::Option<$ty>> =
                     const { ::core::cell::RefCell::new(::core::option::Option::None) };
             }
             struct __ShardallocExports;
-            impl __bindings::Guest for __ShardallocExports {
+            impl __allocator::Guest for __ShardallocExports {
                 fn describe() -> __types::Info {
                     $crate::__private::describe(&__SHARDALLOC_STATE)
                 }

@@ -10,7 +10,11 @@
 //!   adapters, answer checking with fallback, external allocation
 //!   (placements) and the built-in strategies.
 //!
-//! The engine (sandboxed hot-swappable components), the coordinator, the
-//! store and the server follow in later work; see `DESIGN.md`.
+//! - [`engine`]: wasmtime with sandbox limits, an artifact cache, hot-swap
+//!   slots with history and rollback, dry runs and shadows.
+//!
+//! The coordinator, the store and the server follow in later work; see
+//! `DESIGN.md`.
 
+pub mod engine;
 pub mod strategy;

@@ -224,7 +224,7 @@ fn wrap_turns_a_core_module_into_a_loadable_component() {
     let core = write(dir.path(), "core.wasm", b"\0asm\x01\0\0\0");
     assert_fails(
         &["strategy", "wrap", core.to_str().unwrap(), "--out", out.to_str().unwrap()],
-        "does not implement shardalloc:strategy@0.1.0: no export `allocate` found",
+        "does not implement shardalloc:strategy/allocator@0.1.0: no export named shardalloc:strategy/allocator@0.1.0 (it exports nothing)",
     );
     assert!(!out.exists());
     // The host build leaves the guest core modules next to the components.

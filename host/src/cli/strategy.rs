@@ -6,13 +6,16 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use serde_json::json;
+use shardalloc::engine::Engine;
+use shardalloc::engine::instance::Sandboxed;
+use shardalloc::engine::limits::Limits;
 use shardalloc::strategy::ClusterView;
 use shardalloc::strategy::builtin;
-use shardalloc::strategy::component::ComponentStrategy;
 use shardalloc::strategy::external::{AllocationReason, ExternalAllocation};
 use shardalloc::strategy::guarded::Guarded;
 use shardalloc::strategy::simulate::simulate;
 use shardalloc_guest::Snapshot;
+use std::time::Duration;
 
 #[derive(Debug, Subcommand)]
 pub enum StrategyCommand {
@@ -58,6 +61,19 @@ pub struct Common {
     /// The snapshot file (JSON).
     #[arg(long)]
     snapshot: PathBuf,
+    /// Deadline of one strategy call, in milliseconds (offline tools default
+    /// to a generous 1000; the node's default is 50).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    deadline_ms: u64,
+    /// Memory cap of the strategy, in MiB.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    memory_mib: u64,
+}
+
+impl Common {
+    fn limits(&self) -> Limits {
+        Limits { deadline: Duration::from_millis(self.deadline_ms), memory: (self.memory_mib as usize) << 20 }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -79,7 +95,7 @@ pub enum Question {
 pub fn run(command: StrategyCommand) -> anyhow::Result<()> {
     match command {
         StrategyCommand::Inspect { strategy } => {
-            let loaded = load(&strategy, None)?;
+            let loaded = load(&strategy, None, Limits::default())?;
             let info = shardalloc::strategy::AllocationStrategy::info(&loaded);
             let schema: serde_json::Value =
                 serde_json::from_str(&info.config_schema).unwrap_or_else(|_| info.config_schema.clone().into());
@@ -99,7 +115,8 @@ pub fn run(command: StrategyCommand) -> anyhow::Result<()> {
             let core = std::fs::read(&module).with_context(|| format!("cannot read {}", module.display()))?;
             let component = shardalloc_guest_build::wrap_core_module(&core)?;
             // Prove it loads before writing it.
-            let loaded = ComponentStrategy::load(&ComponentStrategy::engine(), &component, "")
+            let loaded = Engine::for_tool()?
+                .load(&component, "", Default::default())
                 .with_context(|| format!("the wrapped {} is not a usable strategy", module.display()))?;
             std::fs::write(&out, &component).with_context(|| format!("cannot write {}", out.display()))?;
             let info = shardalloc::strategy::AllocationStrategy::info(&loaded);
@@ -163,7 +180,7 @@ pub fn run(command: StrategyCommand) -> anyhow::Result<()> {
     }
 }
 
-fn load(spec: &str, config: Option<&str>) -> anyhow::Result<ComponentStrategy> {
+fn load(spec: &str, config: Option<&str>, limits: Limits) -> anyhow::Result<Sandboxed> {
     let config = match config {
         None => String::new(),
         Some(text) => {
@@ -175,7 +192,7 @@ fn load(spec: &str, config: Option<&str>) -> anyhow::Result<ComponentStrategy> {
             value.to_string()
         }
     };
-    Ok(builtin::load(&ComponentStrategy::engine(), spec, &config)?)
+    Ok(builtin::load(&Engine::for_tool()?, spec, &config, limits)?)
 }
 
 fn read_snapshot(path: &Path) -> anyhow::Result<Snapshot> {
@@ -185,7 +202,7 @@ fn read_snapshot(path: &Path) -> anyhow::Result<Snapshot> {
 
 fn prepare(common: &Common) -> anyhow::Result<(Snapshot, ExternalAllocation)> {
     let snapshot = read_snapshot(&common.snapshot)?;
-    let strategy = load(&common.strategy, common.config.as_deref())?;
+    let strategy = load(&common.strategy, common.config.as_deref(), common.limits())?;
     let mut external = ExternalAllocation::new(Guarded::new(Box::new(strategy)));
     for (shard, target) in &snapshot.placements {
         external.set_placement(shard.clone(), target.clone());

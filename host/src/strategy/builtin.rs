@@ -2,12 +2,14 @@
 //! components (built by `build.rs` from the crates under `strategies/`).
 
 use std::path::Path;
+use std::sync::Arc;
 
-use wasmtime::Engine;
-
-use super::component::{ComponentStrategy, LoadError};
 use super::native::NativeStrategy;
 use super::{AllocationStrategy, StrategyError};
+use crate::engine::Engine;
+use crate::engine::instance::Sandboxed;
+use crate::engine::limits::Limits;
+use crate::engine::load::{Compiled, LoadError};
 
 include!(concat!(env!("OUT_DIR"), "/builtins.rs"));
 
@@ -62,20 +64,29 @@ pub enum LoadStrategyError {
     },
 }
 
-/// Loads a built-in by name, or a component file by path, as a component,
-/// and configures it.
-pub fn load(engine: &Engine, spec: &str, config: &str) -> Result<ComponentStrategy, LoadStrategyError> {
-    let bytes: std::borrow::Cow<'static, [u8]> = match component_bytes(spec) {
-        Some(bytes) => bytes.into(),
-        None => {
-            let path = Path::new(spec);
-            let looks_like_path = spec.ends_with(".wasm") || spec.contains('/') || path.exists();
-            if !looks_like_path {
-                return Err(LoadStrategyError::Unknown(spec.to_owned()));
-            }
-            std::fs::read(path).map_err(|error| LoadStrategyError::Read { path: spec.to_owned(), error })?.into()
-        }
-    };
-    ComponentStrategy::load(engine, &bytes, config)
+/// Reads a built-in by name, or a component file by path.
+pub fn bytes(spec: &str) -> Result<std::borrow::Cow<'static, [u8]>, LoadStrategyError> {
+    if let Some(bytes) = component_bytes(spec) {
+        return Ok(bytes.into());
+    }
+    let path = Path::new(spec);
+    let looks_like_path = spec.ends_with(".wasm") || spec.contains('/') || path.exists();
+    if !looks_like_path {
+        return Err(LoadStrategyError::Unknown(spec.to_owned()));
+    }
+    Ok(std::fs::read(path).map_err(|error| LoadStrategyError::Read { path: spec.to_owned(), error })?.into())
+}
+
+/// Compiles a built-in (by name) or a component file (by path).
+pub fn compile(engine: &Engine, spec: &str) -> Result<Arc<Compiled>, LoadStrategyError> {
+    engine.compile(&bytes(spec)?).map_err(|error| LoadStrategyError::Load { source_name: spec.to_owned(), error })
+}
+
+/// Loads a built-in (by name) or a component file (by path), configured and
+/// sandboxed with `limits`.
+pub fn load(engine: &Arc<Engine>, spec: &str, config: &str, limits: Limits) -> Result<Sandboxed, LoadStrategyError> {
+    let compiled = compile(engine, spec)?;
+    engine
+        .instantiate(&compiled, config, limits)
         .map_err(|error| LoadStrategyError::Load { source_name: spec.to_owned(), error })
 }

@@ -65,7 +65,8 @@ impl Guarded {
         self.strategy.info()
     }
 
-    fn report(&self, call: &str, subject: &str, error: &StrategyError) {
+    fn report(&mut self, call: &str, subject: &str, error: &StrategyError) {
+        self.strategy.rejected(error);
         let info = self.strategy.info();
         tracing::warn!(
             strategy = %info.name,

@@ -1,8 +1,8 @@
 //! The host-side strategy layer: what the coordinator calls.
 //!
 //! - [`AllocationStrategy`]: the synchronous trait over [`ClusterView`];
-//!   implemented natively ([`native::NativeStrategy`]) and for components
-//!   ([`component::ComponentStrategy`]).
+//!   implemented natively ([`native::NativeStrategy`]) and, for components,
+//!   by the engine (`crate::engine`).
 //! - [`guarded::Guarded`]: checks every answer against the view and falls
 //!   back to the built-in least-shard compiled into the host.
 //! - [`external::ExternalAllocation`]: operators' placements, wrapped around
@@ -13,7 +13,6 @@
 //! never accepts another answer.
 
 pub mod builtin;
-pub mod component;
 pub mod external;
 pub mod guarded;
 pub mod native;
@@ -32,9 +31,36 @@ pub enum StrategyError {
     /// The strategy answered something the host does not accept.
     #[error("invalid answer: {0}")]
     Invalid(String),
-    /// The strategy faulted (trap, panic, resource limit).
-    #[error("strategy fault: {0}")]
-    Fault(String),
+    /// The strategy faulted: a trap (a panic in the guest), its deadline or
+    /// its memory cap. Kept apart from the strategy's own errors.
+    #[error("strategy fault ({kind}): {detail}")]
+    Fault {
+        /// What kind of fault.
+        kind: FaultKind,
+        /// The runtime's description.
+        detail: String,
+    },
+}
+
+/// What kind of fault stopped a strategy call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FaultKind {
+    /// A trap: a panic, an `unreachable`, an out-of-bounds access…
+    Trap,
+    /// The call ran past its deadline and was interrupted.
+    Deadline,
+    /// The strategy wanted more memory than its cap.
+    Memory,
+}
+
+impl std::fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FaultKind::Trap => "trap",
+            FaultKind::Deadline => "deadline",
+            FaultKind::Memory => "memory",
+        })
+    }
 }
 
 impl StrategyError {
@@ -43,7 +69,9 @@ impl StrategyError {
         match self {
             StrategyError::Refused(_) => "error",
             StrategyError::Invalid(_) => "invalid-answer",
-            StrategyError::Fault(_) => "fault",
+            StrategyError::Fault { kind: FaultKind::Trap, .. } => "trap",
+            StrategyError::Fault { kind: FaultKind::Deadline, .. } => "deadline",
+            StrategyError::Fault { kind: FaultKind::Memory, .. } => "memory",
         }
     }
 }
@@ -59,6 +87,10 @@ pub trait AllocationStrategy: Send {
 
     /// The ids of the shards to move, in order.
     fn rebalance(&mut self, view: &ClusterView) -> Result<Vec<String>, StrategyError>;
+
+    /// Told when the caller did not use an answer (an error, a fault or an
+    /// answer the host refused), so an implementation can count it.
+    fn rejected(&mut self, _error: &StrategyError) {}
 }
 
 impl<T: AllocationStrategy + ?Sized> AllocationStrategy for Box<T> {
@@ -72,5 +104,9 @@ impl<T: AllocationStrategy + ?Sized> AllocationStrategy for Box<T> {
 
     fn rebalance(&mut self, view: &ClusterView) -> Result<Vec<String>, StrategyError> {
         (**self).rebalance(view)
+    }
+
+    fn rejected(&mut self, error: &StrategyError) {
+        (**self).rejected(error)
     }
 }

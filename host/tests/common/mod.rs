@@ -2,7 +2,10 @@
 
 #![allow(dead_code)]
 
-use shardalloc::strategy::component::ComponentStrategy;
+use std::sync::{Arc, OnceLock};
+
+use shardalloc::engine::Engine;
+use shardalloc::engine::instance::Sandboxed;
 use shardalloc::strategy::{AllocationStrategy, ClusterView, builtin};
 use shardalloc_guest::Snapshot;
 use shardalloc_guest::conformance::Subject;
@@ -20,9 +23,21 @@ impl<T: AllocationStrategy> Subject for HostSubject<T> {
     }
 }
 
+/// One engine per test binary, with an artifact cache shared by all test
+/// binaries so each built-in is compiled once per build.
+pub fn engine() -> Arc<Engine> {
+    static ENGINE: OnceLock<Arc<Engine>> = OnceLock::new();
+    ENGINE
+        .get_or_init(|| {
+            let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("artifact-cache");
+            Engine::new(shardalloc::engine::EngineConfig { cache_dir: Some(dir), ..Default::default() }).unwrap()
+        })
+        .clone()
+}
+
 /// A built-in, loaded from its embedded component.
-pub fn component(name: &str, config: &str) -> ComponentStrategy {
-    builtin::load(&ComponentStrategy::engine(), name, config).unwrap_or_else(|e| panic!("{e}"))
+pub fn component(name: &str, config: &str) -> Sandboxed {
+    builtin::load(&engine(), name, config, generous()).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A built-in, compiled into the host.
@@ -47,3 +62,9 @@ pub const CONFIGURATIONS: &[(&str, &str)] = &[
     ("zone", ""),
     ("zone", r#"{"label":"dc"}"#),
 ];
+
+/// Limits for tests that do not test limits: a deadline far above any real
+/// call, so a descheduled test thread on a busy machine does not time out.
+pub fn generous() -> shardalloc::engine::limits::Limits {
+    shardalloc::engine::limits::Limits { deadline: std::time::Duration::from_secs(10), ..Default::default() }
+}

@@ -1,0 +1,15 @@
+//! The `shardalloc:strategy@0.1.0` world as wasmtime bindings. The
+//! generated code stays private; the engine uses the few names re-exported
+//! here.
+
+mod generated {
+    wasmtime::component::bindgen!({
+        world: "strategy",
+        path: "../wit",
+    });
+}
+
+pub use generated::Strategy as StrategyWorld;
+pub use generated::StrategyPre as StrategyWorldPre;
+pub use generated::shardalloc::strategy::host as wit_host;
+pub use generated::shardalloc::strategy::types as wit;

@@ -1,0 +1,82 @@
+//! Precompiled artifacts on disk, keyed by the component's sha256 and the
+//! engine's compatibility hash, so a restart loads a strategy by mmap in
+//! well under a millisecond instead of compiling it again.
+//!
+//! Safety: artifacts are deserialized without validation (that is what
+//! makes them fast), so the cache directory must be written by this engine
+//! only. It is created with mode 0700; an artifact that fails to load is
+//! deleted and compiled again.
+
+use std::path::{Path, PathBuf};
+
+use wasmtime::component::Component;
+
+/// Whether a load compiled or reused an artifact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheOutcome {
+    /// Compiled now (and stored when a cache is configured).
+    Compiled,
+    /// Loaded from a stored artifact.
+    Hit,
+}
+
+/// A directory of precompiled components.
+#[derive(Clone, Debug)]
+pub struct ArtifactCache {
+    dir: PathBuf,
+}
+
+impl ArtifactCache {
+    /// Opens (creating) the cache directory.
+    pub fn open(dir: impl Into<PathBuf>) -> std::io::Result<Self> {
+        let dir = dir.into();
+        std::fs::create_dir_all(&dir)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+        }
+        Ok(ArtifactCache { dir })
+    }
+
+    /// The cache directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path(&self, digest: &str, engine_hash: &str) -> PathBuf {
+        let digest = digest.trim_start_matches("sha256:");
+        self.dir.join(format!("{digest}-{engine_hash}.cwasm"))
+    }
+
+    /// Loads the artifact for `digest`, compiling and storing it when absent
+    /// or unusable.
+    pub fn load_or_compile(
+        &self,
+        engine: &wasmtime::Engine,
+        engine_hash: &str,
+        digest: &str,
+        bytes: &[u8],
+    ) -> wasmtime::Result<(Component, CacheOutcome)> {
+        let path = self.path(digest, engine_hash);
+        if path.is_file() {
+            // SAFETY: the file was written by `precompile_component` of an
+            // engine with the same compatibility hash, into a directory only
+            // this engine writes (see the module docs).
+            match unsafe { Component::deserialize_file(engine, &path) } {
+                Ok(component) => return Ok((component, CacheOutcome::Hit)),
+                Err(error) => {
+                    tracing::warn!(path = %path.display(), "discarding unusable artifact: {error:#}");
+                    let _ = std::fs::remove_file(&path);
+                }
+            }
+        }
+        let artifact = engine.precompile_component(bytes)?;
+        let partial = path.with_extension(format!("partial-{}", std::process::id()));
+        std::fs::write(&partial, &artifact)?;
+        std::fs::rename(&partial, &path)?;
+        // SAFETY: as above; written just now by this engine.
+        let component = unsafe { Component::deserialize_file(engine, &path)? };
+        Ok((component, CacheOutcome::Compiled))
+    }
+}

@@ -1,0 +1,79 @@
+//! The host side of the `shardalloc:strategy/host` and `types`
+//! interfaces: logging and shard ids on demand, plus the store's limits.
+
+use shardalloc_guest::Level;
+use wasmtime::ResourceLimiter;
+
+use super::bindings::{wit, wit_host};
+
+/// What the host keeps in each strategy store.
+pub struct HostState {
+    /// `name@version`, for logs.
+    pub label: String,
+    /// The current rebalance call's shard ids, by handle.
+    pub shard_ids: Vec<String>,
+    /// Linear memory cap of this store, in bytes.
+    pub memory_limit: usize,
+    /// Set when a memory growth was refused: a trap that follows is
+    /// reported as memory exhaustion.
+    pub memory_denied: bool,
+}
+
+/// Most table elements a strategy may grow a table to.
+pub const MAX_TABLE_ELEMENTS: usize = 100_000;
+
+impl ResourceLimiter for HostState {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if desired > self.memory_limit {
+            self.memory_denied = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+}
+
+/// The node's log for records a strategy emits (native or component).
+pub fn emit_strategy_log(strategy: &str, level: Level, message: &str, fields: &[(String, String)]) {
+    let fields = fields.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
+    match level {
+        Level::Trace => tracing::trace!(strategy, fields, "{message}"),
+        Level::Debug => tracing::debug!(strategy, fields, "{message}"),
+        Level::Info => tracing::info!(strategy, fields, "{message}"),
+        Level::Warn => tracing::warn!(strategy, fields, "{message}"),
+        Level::Error => tracing::error!(strategy, fields, "{message}"),
+    }
+}
+
+/// Longest log message kept from a strategy; longer ones are cut.
+pub const MAX_LOG_MESSAGE: usize = 4096;
+
+impl wit::Host for HostState {}
+
+impl wit_host::Host for HostState {
+    fn log(&mut self, level: wit_host::Level, mut message: String, fields: Vec<(String, String)>) {
+        let level = match level {
+            wit_host::Level::Trace => Level::Trace,
+            wit_host::Level::Debug => Level::Debug,
+            wit_host::Level::Info => Level::Info,
+            wit_host::Level::Warn => Level::Warn,
+            wit_host::Level::Error => Level::Error,
+        };
+        if message.len() > MAX_LOG_MESSAGE {
+            let mut cut = MAX_LOG_MESSAGE;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+        }
+        emit_strategy_log(&self.label, level, &message, &fields);
+    }
+
+    fn shard_id(&mut self, handle: u32) -> String {
+        // Out of range yields "", which names no shard; answers are checked.
+        self.shard_ids.get(handle as usize).cloned().unwrap_or_default()
+    }
+}

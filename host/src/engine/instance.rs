@@ -1,0 +1,256 @@
+//! A sandboxed strategy instance: one store, a deadline and a memory cap on
+//! every call, and a fresh store after any fault.
+//!
+//! A trap poisons the whole store, so after a trap, a deadline or memory
+//! exhaustion the store is dropped (the compiled component and its
+//! pre-instantiation are kept) and the next call instantiates anew, which
+//! costs microseconds with the pooling allocator.
+
+use std::sync::Arc;
+
+use shardalloc_guest::{RegionStatus, Topology};
+use wasmtime::Store;
+
+use super::bindings::{StrategyWorld, wit};
+use super::host::HostState;
+use super::limits::Limits;
+use super::load::{Compiled, LoadError};
+use crate::strategy::{AllocationStrategy, ClusterView, FaultKind, Info, StrategyError};
+
+/// A live instance with its store.
+struct Live {
+    store: Store<HostState>,
+    world: StrategyWorld,
+    sent_generation: Option<u64>,
+}
+
+/// A compiled strategy, configured and sandboxed, behind [`AllocationStrategy`].
+pub struct Sandboxed {
+    /// Kept alive so its epoch ticker keeps deadlines working.
+    engine: Arc<super::Engine>,
+    compiled: Arc<Compiled>,
+    config: String,
+    limits: Limits,
+    info: Info,
+    live: Option<Live>,
+    instantiations: u64,
+}
+
+fn classify(error: wasmtime::Error, memory_denied: bool) -> StrategyError {
+    let detail = format!("{error:#}");
+    let kind = match error.downcast_ref::<wasmtime::Trap>() {
+        Some(wasmtime::Trap::Interrupt) => FaultKind::Deadline,
+        Some(_) if memory_denied => FaultKind::Memory,
+        _ if memory_denied => FaultKind::Memory,
+        _ => FaultKind::Trap,
+    };
+    StrategyError::Fault { kind, detail }
+}
+
+impl Sandboxed {
+    /// Instantiates and configures a compiled strategy.
+    pub(super) fn new(
+        engine: Arc<super::Engine>,
+        compiled: Arc<Compiled>,
+        config: &str,
+        limits: Limits,
+    ) -> Result<Self, LoadError> {
+        let mut sandboxed = Sandboxed {
+            engine,
+            info: compiled.info.clone(),
+            compiled,
+            config: config.to_owned(),
+            limits,
+            live: None,
+            instantiations: 0,
+        };
+        match sandboxed.live() {
+            Ok(_) => Ok(sandboxed),
+            Err(StrategyError::Refused(message)) => Err(LoadError::Config(message)),
+            Err(error) => Err(LoadError::Fault(error.to_string())),
+        }
+    }
+
+    /// The compiled component.
+    pub fn compiled(&self) -> &Arc<Compiled> {
+        &self.compiled
+    }
+
+    /// The configuration it runs with.
+    pub fn config(&self) -> &str {
+        &self.config
+    }
+
+    /// How many stores it has created (1 + one per fault recovered from).
+    pub fn instantiations(&self) -> u64 {
+        self.instantiations
+    }
+
+    fn new_store(&self) -> Store<HostState> {
+        let state = HostState {
+            label: format!("{}@{}", self.compiled.info.name, self.compiled.info.version),
+            shard_ids: Vec::new(),
+            memory_limit: self.limits.memory,
+            memory_denied: false,
+        };
+        let mut store = Store::new(&self.engine.wasmtime, state);
+        store.limiter(|state| state);
+        store.set_epoch_deadline(self.limits.load_deadline_ticks());
+        store
+    }
+
+    /// The live instance, instantiating and configuring a fresh one when
+    /// there is none (first use, or after a fault).
+    fn live(&mut self) -> Result<&mut Live, StrategyError> {
+        if self.live.is_none() {
+            let mut store = self.new_store();
+            let world = self.compiled.pre.instantiate(&mut store).map_err(|e| {
+                let denied = store.data().memory_denied;
+                classify(e, denied)
+            })?;
+            self.instantiations += 1;
+            store.set_epoch_deadline(self.limits.load_deadline_ticks());
+            let allocator = world.shardalloc_strategy_allocator();
+            match allocator.call_configure(&mut store, &self.config) {
+                Ok(Ok(())) => {}
+                Ok(Err(message)) => return Err(StrategyError::Refused(message)),
+                Err(e) => {
+                    let denied = store.data().memory_denied;
+                    return Err(classify(e, denied));
+                }
+            }
+            store.set_epoch_deadline(self.limits.load_deadline_ticks());
+            let described = allocator.call_describe(&mut store).map_err(|e| {
+                let denied = store.data().memory_denied;
+                classify(e, denied)
+            })?;
+            // A setting may change what the strategy needs (shard names).
+            self.info.needs_shard_names = described.needs_shard_names;
+            self.live = Some(Live { store, world, sent_generation: None });
+        }
+        Ok(self.live.as_mut().expect("just made"))
+    }
+
+    /// Runs one call under the deadline; a fault drops the store.
+    fn call<R>(
+        &mut self,
+        topology: &Arc<Topology>,
+        f: impl FnOnce(&StrategyWorld, &mut Store<HostState>) -> wasmtime::Result<R>,
+    ) -> Result<R, StrategyError> {
+        let ticks = self.limits.deadline_ticks();
+        let live = self.live()?;
+        let result = (|| {
+            if live.sent_generation != Some(topology.generation()) {
+                live.sent_generation = None;
+                live.store.set_epoch_deadline(ticks);
+                let wit_topology = wit_topology(topology);
+                live.world.shardalloc_strategy_allocator().call_set_topology(&mut live.store, &wit_topology)?;
+                live.sent_generation = Some(topology.generation());
+            }
+            live.store.set_epoch_deadline(ticks);
+            f(&live.world, &mut live.store)
+        })();
+        match result {
+            Ok(value) => Ok(value),
+            Err(error) => {
+                let denied = live.store.data().memory_denied;
+                self.live = None;
+                Err(classify(error, denied))
+            }
+        }
+    }
+}
+
+fn wit_topology(topology: &Topology) -> wit::Topology {
+    let regions = topology
+        .regions()
+        .iter()
+        .map(|r| wit::Region {
+            address: r.address.clone(),
+            status: match r.status {
+                RegionStatus::Up => wit::RegionStatus::Up,
+                RegionStatus::Joining => wit::RegionStatus::Joining,
+                RegionStatus::Leaving => wit::RegionStatus::Leaving,
+                RegionStatus::Unreachable => wit::RegionStatus::Unreachable,
+            },
+            app_version: r.app_version.clone(),
+            join_order: r.join_order,
+            labels: r.labels.iter().map(|(k, v)| wit::Label { key: k.clone(), value: v.clone() }).collect(),
+            proxy_only: r.proxy_only,
+            draining: r.draining,
+        })
+        .collect();
+    wit::Topology {
+        generation: topology.generation(),
+        regions,
+        metric_names: topology.metric_names().to_vec(),
+        signal: topology.signal().map(str::to_owned),
+    }
+}
+
+fn loads(view: &ClusterView) -> wit::Loads {
+    wit::Loads {
+        generation: view.topology().generation(),
+        shard_counts: view.shard_counts(),
+        metrics: view.metrics().to_vec(),
+    }
+}
+
+fn requester_index(view: &ClusterView, requester: Option<&str>) -> Result<Option<u32>, StrategyError> {
+    requester
+        .map(|address| {
+            view.region_index(address)
+                .map(|i| i as u32)
+                .ok_or_else(|| StrategyError::Invalid(format!("requester {address} is not a known region")))
+        })
+        .transpose()
+}
+
+impl AllocationStrategy for Sandboxed {
+    fn info(&self) -> &Info {
+        &self.info
+    }
+
+    fn allocate(&mut self, view: &ClusterView, shard: &str, requester: Option<&str>) -> Result<String, StrategyError> {
+        let requester = requester_index(view, requester)?;
+        let key = wit::ShardKey { id: shard.to_owned(), hash: shardalloc_guest::shard_hash(shard) };
+        let loads = loads(view);
+        let index = self
+            .call(view.topology(), |world, store| {
+                world.shardalloc_strategy_allocator().call_allocate(store, &key, requester, &loads)
+            })?
+            .map_err(StrategyError::Refused)?;
+        view.regions().get(index as usize).map(|r| r.address.clone()).ok_or_else(|| {
+            StrategyError::Invalid(format!("region index {index} out of range ({} regions)", view.regions().len()))
+        })
+    }
+
+    fn rebalance(&mut self, view: &ClusterView) -> Result<Vec<String>, StrategyError> {
+        let table = view.allocations();
+        let ids = table.ids().map(<[String]>::to_vec).unwrap_or_default();
+        let allocations = wit::Allocations {
+            hashes: table.hashes().to_vec(),
+            in_progress: table.in_progress_handles(),
+            ids: self.info.needs_shard_names.then(|| ids.clone()),
+        };
+        let loads = loads(view);
+        let handles = self
+            .call(view.topology(), |world, store| {
+                store.data_mut().shard_ids = ids;
+                world.shardalloc_strategy_allocator().call_rebalance(&mut *store, &loads, &allocations)
+            })?
+            .map_err(StrategyError::Refused);
+        let ids = match &mut self.live {
+            Some(live) => std::mem::take(&mut live.store.data_mut().shard_ids),
+            None => Vec::new(),
+        };
+        handles?
+            .into_iter()
+            .map(|h| {
+                ids.get(h as usize).cloned().ok_or_else(|| {
+                    StrategyError::Invalid(format!("shard handle {h} out of range ({} shards)", ids.len()))
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,131 @@
+//! Loading: classify the bytes, compile (or reuse an artifact), check the
+//! world and its contract version, and describe the strategy.
+
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::Component;
+
+use super::cache::CacheOutcome;
+use crate::strategy::Info;
+
+/// The contract this host implements.
+pub const CONTRACT_PACKAGE: &str = "shardalloc:strategy";
+/// The contract version this host implements.
+pub const CONTRACT_VERSION: &str = "0.1.0";
+/// The export every strategy must have, with its version.
+pub const ALLOCATOR_EXPORT: &str = "shardalloc:strategy/allocator@0.1.0";
+
+/// Why a component could not be loaded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LoadError {
+    /// The file is empty.
+    #[error("the file is empty")]
+    Empty,
+    /// Larger than the engine accepts.
+    #[error("the component is {size} bytes; the limit is {limit}")]
+    TooLarge {
+        /// Its size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// Not WebAssembly at all.
+    #[error("not a WebAssembly file (it does not start with the \\0asm magic)")]
+    NotWasm,
+    /// A core module, not a component.
+    #[error(
+        "this is a core WebAssembly module, not a component: wrap it with `shardalloc strategy wrap` (see docs/writing-a-strategy.md)"
+    )]
+    CoreModule,
+    /// The component does not compile.
+    #[error("the component is not valid: {0}")]
+    Invalid(String),
+    /// Built for another version of the contract.
+    #[error("the component implements {found}, but this host supports {ALLOCATOR_EXPORT}")]
+    WrongVersion {
+        /// The export it has.
+        found: String,
+    },
+    /// It does not implement the strategy world.
+    #[error("the component does not implement {ALLOCATOR_EXPORT}: {0}")]
+    WrongWorld(String),
+    /// `configure` refused the configuration.
+    #[error("the strategy rejected its configuration: {0}")]
+    Config(String),
+    /// A call trapped or ran out of time or memory while loading.
+    #[error("the strategy faulted while loading: {0}")]
+    Fault(String),
+    /// The artifact cache failed.
+    #[error("artifact cache: {0}")]
+    Cache(String),
+}
+
+/// Classifies bytes before compiling, so each kind of wrong file gets its own
+/// message.
+pub fn sniff(bytes: &[u8], limit: usize) -> Result<(), LoadError> {
+    if bytes.is_empty() {
+        return Err(LoadError::Empty);
+    }
+    if bytes.len() > limit {
+        return Err(LoadError::TooLarge { size: bytes.len(), limit });
+    }
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        return Err(LoadError::NotWasm);
+    }
+    // Core modules have version 1, layer 0; components have layer 1.
+    if bytes[6..8] == [0, 0] {
+        return Err(LoadError::CoreModule);
+    }
+    Ok(())
+}
+
+/// `sha256:<hex>` of the component's bytes: its identity everywhere.
+pub fn digest(bytes: &[u8]) -> String {
+    let hash = Sha256::digest(bytes);
+    let mut hex = String::with_capacity(71);
+    hex.push_str("sha256:");
+    for byte in hash {
+        hex.push_str(&format!("{byte:02x}"));
+    }
+    hex
+}
+
+/// Checks the component's exports for the allocator interface at a version
+/// this host supports, naming what is there otherwise.
+pub fn check_world(engine: &wasmtime::Engine, component: &Component) -> Result<(), LoadError> {
+    let ty = component.component_type();
+    let exports: Vec<String> = ty.exports(engine).map(|(name, _)| name.to_owned()).collect();
+    if exports.iter().any(|e| e == ALLOCATOR_EXPORT) {
+        return Ok(());
+    }
+    let prefix = format!("{CONTRACT_PACKAGE}/allocator");
+    if let Some(found) = exports.iter().find(|e| e.starts_with(&prefix)) {
+        return Err(LoadError::WrongVersion { found: found.clone() });
+    }
+    let listed =
+        if exports.is_empty() { "it exports nothing".to_owned() } else { format!("it exports {}", exports.join(", ")) };
+    Err(LoadError::WrongWorld(format!("no export named {ALLOCATOR_EXPORT} ({listed})")))
+}
+
+/// A compiled, checked strategy component, ready to instantiate.
+pub struct Compiled {
+    /// `sha256:<hex>` of its bytes.
+    pub digest: String,
+    /// Its size in bytes.
+    pub size: usize,
+    /// What it said about itself (before any configuration).
+    pub info: Info,
+    /// Whether the artifact came from the cache.
+    pub cache: CacheOutcome,
+    pub(super) pre: super::bindings::StrategyWorldPre<super::host::HostState>,
+}
+
+impl std::fmt::Debug for Compiled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compiled").field("digest", &self.digest).field("info", &self.info).finish_non_exhaustive()
+    }
+}
+
+/// A shared compiled strategy.
+pub type CompiledStrategy = Arc<Compiled>;

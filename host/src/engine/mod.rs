@@ -1,0 +1,238 @@
+//! The strategy engine: wasmtime, made safe enough to load strategies into
+//! a production node without recompiling it.
+//!
+//! - **Loading** ([`Engine::compile`]): the bytes are classified (empty, not
+//!   wasm, a core module), compiled once with cranelift in parallel — or
+//!   loaded by mmap from the precompiled-artifact cache ([`cache`]), keyed by
+//!   the component's sha256 and the engine's compatibility hash — checked to
+//!   export `shardalloc:strategy/allocator@0.1.0`, pre-instantiated, and
+//!   described.
+//! - **Sandbox** ([`instance::Sandboxed`], limits in [`limits`]): every call
+//!   runs under a deadline (epoch interruption driven by a ticker thread;
+//!   default 50 ms) and a memory cap (default 64 MiB). A trap, a deadline or
+//!   memory exhaustion poisons that store only: it is dropped and the next
+//!   call instantiates afresh from the pooling allocator. No WASI, no clock,
+//!   no randomness, no I/O: the only imports are logging and shard ids.
+//! - **Fallback rule** (in `strategy::guarded`): every answer is checked
+//!   against the view it was computed on; an error, a fault or a refused
+//!   answer is logged with the strategy's name and version, counted, and
+//!   replaced by the built-in least-shard compiled into the host.
+//! - **Hot swap** ([`registry`]): one slot per entity type holds the active
+//!   activation behind an atomic pointer. A swap is one pointer store; a
+//!   call in flight finishes on the instance it started with and the next
+//!   call picks up the new one, so swapping never fails or stalls a call.
+//!   Activations are kept as history for one-call rollback, and a new
+//!   activation that faults too often is rolled back automatically.
+//! - **Dry run and shadow** ([`dry_run`], [`registry`]): a candidate runs on
+//!   the current view without being applied, once (dry run) or beside the
+//!   active strategy on every decision (shadow), disagreements counted.
+//!
+//! Strategy calls are synchronous and short; the coordinator driver makes
+//! them on its own OS thread, never on tokio's workers.
+
+pub mod bindings;
+pub mod cache;
+pub mod dry_run;
+pub mod host;
+pub mod instance;
+pub mod limits;
+pub mod load;
+pub mod registry;
+
+use std::hash::{Hash, Hasher};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
+
+use self::bindings::{StrategyWorld, StrategyWorldPre};
+use self::cache::{ArtifactCache, CacheOutcome};
+use self::host::HostState;
+use self::instance::Sandboxed;
+use self::limits::{EPOCH_TICK, Limits, MAX_COMPONENT_SIZE, MAX_MEMORY_LIMIT};
+use self::load::{Compiled, LoadError, check_world, digest, sniff};
+use crate::strategy::Info;
+
+/// How the engine is set up.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Where precompiled artifacts are kept; `None` compiles every time.
+    pub cache_dir: Option<PathBuf>,
+    /// Instance slots in the pooling allocator; `0` uses on-demand
+    /// allocation instead (for short-lived tools).
+    pub max_instances: u32,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig { cache_dir: None, max_instances: limits::DEFAULT_MAX_INSTANCES }
+    }
+}
+
+/// Why the engine could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// wasmtime refused the configuration.
+    #[error("cannot configure the WebAssembly engine: {0}")]
+    Config(String),
+    /// The cache directory is unusable.
+    #[error("cannot open the artifact cache {dir}: {error}")]
+    Cache {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+}
+
+/// Advances the engine's epoch every [`EPOCH_TICK`] until dropped.
+struct Ticker {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Ticker {
+    fn start(engine: wasmtime::Engine) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("shardalloc-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    engine.increment_epoch();
+                }
+            })
+            .expect("spawn the epoch ticker");
+        Ticker { stop, thread: Some(thread) }
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The shared engine: wasmtime configured for strategies, the host's
+/// linker, the artifact cache and the epoch ticker.
+pub struct Engine {
+    wasmtime: wasmtime::Engine,
+    linker: Linker<HostState>,
+    cache: Option<ArtifactCache>,
+    engine_hash: String,
+    _ticker: Ticker,
+}
+
+impl Engine {
+    /// Starts an engine.
+    pub fn new(config: EngineConfig) -> Result<Arc<Self>, EngineError> {
+        let mut wasm = Config::new();
+        wasm.epoch_interruption(true).parallel_compilation(true).wasm_component_model(true);
+        if config.max_instances > 0 {
+            let mut pool = PoolingAllocationConfig::default();
+            pool.total_component_instances(config.max_instances)
+                .total_core_instances(config.max_instances * 2)
+                .total_memories(config.max_instances * 2)
+                .total_tables(config.max_instances * 2)
+                .max_memory_size(MAX_MEMORY_LIMIT);
+            wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        }
+        let wasmtime = wasmtime::Engine::new(&wasm).map_err(|e| EngineError::Config(format!("{e:#}")))?;
+        let mut linker = Linker::new(&wasmtime);
+        StrategyWorld::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
+            .map_err(|e| EngineError::Config(format!("{e:#}")))?;
+        let cache = match config.cache_dir {
+            Some(dir) => Some(ArtifactCache::open(&dir).map_err(|error| EngineError::Cache { dir, error })?),
+            None => None,
+        };
+        let mut hasher = std::hash::DefaultHasher::new();
+        wasmtime.precompile_compatibility_hash().hash(&mut hasher);
+        let engine_hash = format!("{:016x}", hasher.finish());
+        let ticker = Ticker::start(wasmtime.clone());
+        Ok(Arc::new(Engine { wasmtime, linker, cache, engine_hash, _ticker: ticker }))
+    }
+
+    /// An engine for a short-lived tool: no pooling, no cache.
+    pub fn for_tool() -> Result<Arc<Self>, EngineError> {
+        Engine::new(EngineConfig { cache_dir: None, max_instances: 0 })
+    }
+
+    /// Compiles (or loads from the cache) and checks a component, and asks
+    /// it to describe itself.
+    pub fn compile(&self, bytes: &[u8]) -> Result<Arc<Compiled>, LoadError> {
+        sniff(bytes, MAX_COMPONENT_SIZE)?;
+        let digest = digest(bytes);
+        let (component, cache) = match &self.cache {
+            Some(cache) => cache.load_or_compile(&self.wasmtime, &self.engine_hash, &digest, bytes).map_err(|e| {
+                if e.downcast_ref::<std::io::Error>().is_some() {
+                    LoadError::Cache(format!("{e:#}"))
+                } else {
+                    LoadError::Invalid(format!("{e:#}"))
+                }
+            })?,
+            None => (
+                Component::new(&self.wasmtime, bytes).map_err(|e| LoadError::Invalid(format!("{e:#}")))?,
+                CacheOutcome::Compiled,
+            ),
+        };
+        check_world(&self.wasmtime, &component)?;
+        let pre = self.linker.instantiate_pre(&component).map_err(|e| LoadError::WrongWorld(format!("{e:#}")))?;
+        let pre = StrategyWorldPre::new(pre).map_err(|e| LoadError::WrongWorld(format!("{e:#}")))?;
+        let info = describe(&self.wasmtime, &pre)?;
+        Ok(Arc::new(Compiled { digest, size: bytes.len(), info, cache, pre }))
+    }
+
+    /// A configured, sandboxed instance of a compiled strategy.
+    pub fn instantiate(
+        self: &Arc<Self>,
+        compiled: &Arc<Compiled>,
+        config: &str,
+        limits: Limits,
+    ) -> Result<Sandboxed, LoadError> {
+        if limits.memory > MAX_MEMORY_LIMIT {
+            return Err(LoadError::Config(format!(
+                "memory limit {} exceeds the engine's maximum {MAX_MEMORY_LIMIT}",
+                limits.memory
+            )));
+        }
+        Sandboxed::new(self.clone(), compiled.clone(), config, limits)
+    }
+
+    /// Compiles and instantiates in one step.
+    pub fn load(self: &Arc<Self>, bytes: &[u8], config: &str, limits: Limits) -> Result<Sandboxed, LoadError> {
+        self.instantiate(&self.compile(bytes)?, config, limits)
+    }
+}
+
+/// Calls `describe` on a throwaway instance, under the default limits.
+fn describe(engine: &wasmtime::Engine, pre: &StrategyWorldPre<HostState>) -> Result<Info, LoadError> {
+    let limits = Limits::default();
+    let state = HostState {
+        label: "(describing)".into(),
+        shard_ids: Vec::new(),
+        memory_limit: limits.memory,
+        memory_denied: false,
+    };
+    let mut store = Store::new(engine, state);
+    store.limiter(|s| s);
+    store.set_epoch_deadline(limits.load_deadline_ticks());
+    let world = pre.instantiate(&mut store).map_err(|e| LoadError::Fault(format!("{e:#}")))?;
+    let info = world
+        .shardalloc_strategy_allocator()
+        .call_describe(&mut store)
+        .map_err(|e| LoadError::Fault(format!("{e:#}")))?;
+    Ok(Info {
+        name: info.name,
+        version: info.version,
+        description: info.description,
+        config_schema: info.config_schema,
+        needs_shard_names: info.needs_shard_names,
+    })
+}

@@ -1,0 +1,439 @@
+//! Strategy slots, one per entity type: the active strategy behind an
+//! atomic pointer, its activation history, rollback (by hand and
+//! automatic), the shadow candidate and the counters.
+//!
+//! **Swap guarantee.** Activating validates the candidate first (it must
+//! instantiate and accept its configuration), so a failed activation leaves
+//! the active strategy in place. The swap itself is one atomic pointer
+//! store. Callers hold a [`SlotHandle`]; each call loads the pointer once,
+//! so a call in flight finishes on the instance it started with and the
+//! next call instantiates the new activation (microseconds, pooled). No
+//! call fails or waits because of a swap.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use arc_swap::{ArcSwap, ArcSwapOption};
+
+use super::Engine;
+use super::instance::Sandboxed;
+use super::limits::Limits;
+use super::load::{Compiled, LoadError};
+use crate::strategy::{AllocationStrategy, ClusterView, Info, StrategyError};
+
+/// How many past activations a slot remembers.
+pub const HISTORY_LIMIT: usize = 100;
+
+/// Why an activation happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ActivationCause {
+    /// The slot's first strategy.
+    Initial,
+    /// An operator activated it.
+    Operator,
+    /// An operator rolled back to it.
+    Rollback,
+    /// The engine rolled back to it because its successor faulted too often.
+    AutoRollback,
+}
+
+/// One activation of a strategy in a slot.
+#[derive(Debug)]
+pub struct Activation {
+    /// Unique within the process, increasing.
+    pub id: u64,
+    /// The compiled component.
+    pub compiled: Arc<Compiled>,
+    /// Its configuration (JSON text).
+    pub config: String,
+    /// Its sandbox limits.
+    pub limits: Limits,
+    /// Why it was activated.
+    pub cause: ActivationCause,
+    /// When.
+    pub at: SystemTime,
+}
+
+impl Activation {
+    /// `name@version`.
+    pub fn label(&self) -> String {
+        format!("{}@{}", self.compiled.info.name, self.compiled.info.version)
+    }
+}
+
+static NEXT_ACTIVATION: AtomicU64 = AtomicU64::new(1);
+
+/// When a new activation is rolled back automatically.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AutoRollback {
+    /// More rejected answers than this within `window`…
+    pub max_faults: u32,
+    /// …counted over this sliding window, roll back. `max_faults == 0`
+    /// disables automatic rollback.
+    pub window: Duration,
+}
+
+impl Default for AutoRollback {
+    fn default() -> Self {
+        AutoRollback { max_faults: 5, window: Duration::from_secs(60) }
+    }
+}
+
+/// Why a rollback could not happen.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RollbackError {
+    /// Nothing was active before the current activation.
+    #[error("there is no previous strategy to roll back to")]
+    NoPrevious,
+    /// The previous strategy no longer loads.
+    #[error("the previous strategy cannot be activated again: {0}")]
+    Load(#[from] LoadError),
+}
+
+/// The slot's counters, as numbers.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SlotStats {
+    /// Answers not used, by `name@version` and reason.
+    pub fallbacks: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Activations, rollbacks included.
+    pub activations: u64,
+    /// Automatic rollbacks.
+    pub auto_rollbacks: u64,
+    /// Decisions the shadow was asked about.
+    pub shadow_calls: u64,
+    /// Decisions where the shadow disagreed with the active strategy.
+    pub shadow_disagreements: u64,
+}
+
+#[derive(Default)]
+struct Faults {
+    activation: u64,
+    times: VecDeque<Instant>,
+}
+
+/// One entity type's strategy slot.
+pub struct Slot {
+    type_name: String,
+    engine: Arc<Engine>,
+    policy: AutoRollback,
+    active: ArcSwap<Activation>,
+    shadow: ArcSwapOption<Activation>,
+    history: Mutex<Vec<Arc<Activation>>>,
+    faults: Mutex<Faults>,
+    stats: Mutex<SlotStats>,
+}
+
+impl Slot {
+    /// A slot with its first strategy, validated by instantiating it.
+    pub fn new(
+        type_name: impl Into<String>,
+        engine: Arc<Engine>,
+        policy: AutoRollback,
+        compiled: Arc<Compiled>,
+        config: &str,
+        limits: Limits,
+    ) -> Result<Arc<Self>, LoadError> {
+        engine.instantiate(&compiled, config, limits)?;
+        let first = Arc::new(activation(compiled, config, limits, ActivationCause::Initial));
+        Ok(Arc::new(Slot {
+            type_name: type_name.into(),
+            engine,
+            policy,
+            active: ArcSwap::new(first.clone()),
+            shadow: ArcSwapOption::empty(),
+            history: Mutex::new(vec![first]),
+            faults: Mutex::new(Faults::default()),
+            stats: Mutex::new(SlotStats { activations: 1, ..SlotStats::default() }),
+        }))
+    }
+
+    /// The entity type this slot serves.
+    pub fn type_name(&self) -> &str {
+        &self.type_name
+    }
+
+    /// The active activation.
+    pub fn active(&self) -> Arc<Activation> {
+        self.active.load_full()
+    }
+
+    /// Every activation, oldest first (at most [`HISTORY_LIMIT`]).
+    pub fn history(&self) -> Vec<Arc<Activation>> {
+        self.history.lock().expect("history lock").clone()
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> SlotStats {
+        self.stats.lock().expect("stats lock").clone()
+    }
+
+    /// Validates and activates a strategy. On error the active one stays.
+    pub fn activate(
+        &self,
+        compiled: Arc<Compiled>,
+        config: &str,
+        limits: Limits,
+    ) -> Result<Arc<Activation>, LoadError> {
+        self.engine.instantiate(&compiled, config, limits)?;
+        Ok(self.install(activation(compiled, config, limits, ActivationCause::Operator)))
+    }
+
+    fn install(&self, new: Activation) -> Arc<Activation> {
+        let new = Arc::new(new);
+        {
+            let mut history = self.history.lock().expect("history lock");
+            history.push(new.clone());
+            if history.len() > HISTORY_LIMIT {
+                let excess = history.len() - HISTORY_LIMIT;
+                history.drain(..excess);
+            }
+        }
+        self.active.store(new.clone());
+        self.stats.lock().expect("stats lock").activations += 1;
+        tracing::info!(r#type = %self.type_name, strategy = %new.label(), digest = %new.compiled.digest, cause = ?new.cause, "strategy activated");
+        new
+    }
+
+    /// Activates again the strategy that was active before the current one.
+    pub fn rollback(&self) -> Result<Arc<Activation>, RollbackError> {
+        self.rollback_with(ActivationCause::Rollback)
+    }
+
+    fn rollback_with(&self, cause: ActivationCause) -> Result<Arc<Activation>, RollbackError> {
+        let current = self.active();
+        let previous = {
+            let history = self.history.lock().expect("history lock");
+            let position = history.iter().rposition(|a| a.id == current.id).ok_or(RollbackError::NoPrevious)?;
+            // The latest earlier activation of a different strategy or config.
+            history[..position]
+                .iter()
+                .rev()
+                .find(|a| a.compiled.digest != current.compiled.digest || a.config != current.config)
+                .cloned()
+                .ok_or(RollbackError::NoPrevious)?
+        };
+        self.engine.instantiate(&previous.compiled, &previous.config, previous.limits)?;
+        Ok(self.install(activation(previous.compiled.clone(), &previous.config, previous.limits, cause)))
+    }
+
+    /// Sets (or with `None` clears) the shadow candidate, validated first.
+    pub fn set_shadow(&self, candidate: Option<(Arc<Compiled>, &str, Limits)>) -> Result<(), LoadError> {
+        match candidate {
+            Some((compiled, config, limits)) => {
+                self.engine.instantiate(&compiled, config, limits)?;
+                self.shadow.store(Some(Arc::new(activation(compiled, config, limits, ActivationCause::Operator))));
+            }
+            None => self.shadow.store(None),
+        }
+        Ok(())
+    }
+
+    /// The shadow candidate, if any.
+    pub fn shadow(&self) -> Option<Arc<Activation>> {
+        self.shadow.load_full()
+    }
+
+    /// A caller's handle: the [`AllocationStrategy`] the coordinator uses.
+    pub fn handle(self: &Arc<Self>) -> SlotHandle {
+        SlotHandle { slot: self.clone(), current: None, shadow: None, info: self.active().compiled.info.clone() }
+    }
+
+    fn record_rejection(&self, activation: &Activation, error: &StrategyError) {
+        {
+            let mut stats = self.stats.lock().expect("stats lock");
+            *stats.fallbacks.entry(activation.label()).or_default().entry(error.kind().to_owned()).or_default() += 1;
+        }
+        if self.policy.max_faults == 0 || activation.cause == ActivationCause::Initial {
+            return;
+        }
+        let now = Instant::now();
+        let exceeded = {
+            let mut faults = self.faults.lock().expect("faults lock");
+            if faults.activation != activation.id {
+                *faults = Faults { activation: activation.id, times: VecDeque::new() };
+            }
+            faults.times.push_back(now);
+            while faults.times.front().is_some_and(|t| now.duration_since(*t) > self.policy.window) {
+                faults.times.pop_front();
+            }
+            faults.times.len() > self.policy.max_faults as usize
+        };
+        if exceeded && self.active().id == activation.id {
+            match self.rollback_with(ActivationCause::AutoRollback) {
+                Ok(back) => {
+                    self.stats.lock().expect("stats lock").auto_rollbacks += 1;
+                    tracing::error!(
+                        r#type = %self.type_name,
+                        faulty = %activation.label(),
+                        restored = %back.label(),
+                        max_faults = self.policy.max_faults,
+                        window_secs = self.policy.window.as_secs(),
+                        "AUTOMATIC ROLLBACK: the new strategy's answers were rejected too often"
+                    );
+                }
+                Err(error) => tracing::error!(r#type = %self.type_name, "automatic rollback impossible: {error}"),
+            }
+        }
+    }
+}
+
+fn activation(compiled: Arc<Compiled>, config: &str, limits: Limits, cause: ActivationCause) -> Activation {
+    Activation {
+        id: NEXT_ACTIVATION.fetch_add(1, Ordering::Relaxed),
+        compiled,
+        config: config.to_owned(),
+        limits,
+        cause,
+        at: SystemTime::now(),
+    }
+}
+
+/// A caller's view of a slot: follows swaps between calls, runs the
+/// shadow beside the active strategy, and reports rejections to the slot.
+pub struct SlotHandle {
+    slot: Arc<Slot>,
+    current: Option<(Arc<Activation>, Sandboxed)>,
+    shadow: Option<(Arc<Activation>, Sandboxed)>,
+    info: Info,
+}
+
+impl SlotHandle {
+    /// The slot behind this handle.
+    pub fn slot(&self) -> &Arc<Slot> {
+        &self.slot
+    }
+
+    fn sync(&mut self) -> Result<(), StrategyError> {
+        let active = self.slot.active.load();
+        if self.current.as_ref().map(|(a, _)| a.id) != Some(active.id) {
+            let active = arc_swap::Guard::into_inner(active);
+            match self.slot.engine.instantiate(&active.compiled, &active.config, active.limits) {
+                Ok(instance) => {
+                    self.info = instance.info().clone();
+                    self.current = Some((active, instance));
+                }
+                Err(error) if self.current.is_none() => {
+                    return Err(StrategyError::Fault {
+                        kind: crate::strategy::FaultKind::Trap,
+                        detail: format!("cannot instantiate {}: {error}", active.label()),
+                    });
+                }
+                Err(error) => {
+                    tracing::error!(strategy = %active.label(), "cannot instantiate the new activation, keeping the previous one: {error}");
+                }
+            }
+        }
+        let shadow = self.slot.shadow.load_full();
+        match (&shadow, &self.shadow) {
+            (None, _) => self.shadow = None,
+            (Some(s), Some((current, _))) if s.id == current.id => {}
+            (Some(s), _) => {
+                self.shadow =
+                    self.slot.engine.instantiate(&s.compiled, &s.config, s.limits).ok().map(|i| (s.clone(), i));
+            }
+        }
+        Ok(())
+    }
+
+    fn compare<T: PartialEq + std::fmt::Debug>(
+        &self,
+        call: &str,
+        subject: &str,
+        active: &Result<T, StrategyError>,
+        shadow: Result<T, StrategyError>,
+    ) {
+        let agree = match (active, &shadow) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        };
+        let mut stats = self.slot.stats.lock().expect("stats lock");
+        stats.shadow_calls += 1;
+        if !agree {
+            stats.shadow_disagreements += 1;
+            drop(stats);
+            tracing::info!(r#type = %self.slot.type_name, call, subject, active = ?active, shadow = ?shadow, "shadow strategy disagrees");
+        }
+    }
+}
+
+impl AllocationStrategy for SlotHandle {
+    fn info(&self) -> &Info {
+        &self.info
+    }
+
+    fn allocate(&mut self, view: &ClusterView, shard: &str, requester: Option<&str>) -> Result<String, StrategyError> {
+        self.sync()?;
+        let (_, instance) = self.current.as_mut().expect("synced");
+        let answer = instance.allocate(view, shard, requester);
+        if let Some((_, shadow)) = self.shadow.as_mut() {
+            let theirs = shadow.allocate(view, shard, requester);
+            self.compare("allocate", shard, &answer, theirs);
+        }
+        answer
+    }
+
+    fn rebalance(&mut self, view: &ClusterView) -> Result<Vec<String>, StrategyError> {
+        self.sync()?;
+        let (_, instance) = self.current.as_mut().expect("synced");
+        let answer = instance.rebalance(view);
+        if let Some((_, shadow)) = self.shadow.as_mut() {
+            let theirs = shadow.rebalance(view);
+            self.compare("rebalance", "", &answer, theirs);
+        }
+        answer
+    }
+
+    fn rejected(&mut self, error: &StrategyError) {
+        if let Some((activation, _)) = &self.current {
+            self.slot.record_rejection(activation, error);
+        }
+    }
+}
+
+/// Every entity type's slot.
+pub struct Registry {
+    engine: Arc<Engine>,
+    policy: AutoRollback,
+    slots: Mutex<BTreeMap<String, Arc<Slot>>>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new(engine: Arc<Engine>, policy: AutoRollback) -> Self {
+        Registry { engine, policy, slots: Mutex::new(BTreeMap::new()) }
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    /// The slot of a type, if it exists.
+    pub fn slot(&self, type_name: &str) -> Option<Arc<Slot>> {
+        self.slots.lock().expect("slots lock").get(type_name).cloned()
+    }
+
+    /// The slot of a type, created with `initial` when absent.
+    pub fn slot_or_create(
+        &self,
+        type_name: &str,
+        initial: impl FnOnce() -> Result<(Arc<Compiled>, String, Limits), LoadError>,
+    ) -> Result<Arc<Slot>, LoadError> {
+        let mut slots = self.slots.lock().expect("slots lock");
+        if let Some(slot) = slots.get(type_name) {
+            return Ok(slot.clone());
+        }
+        let (compiled, config, limits) = initial()?;
+        let slot = Slot::new(type_name, self.engine.clone(), self.policy, compiled, &config, limits)?;
+        slots.insert(type_name.to_owned(), slot.clone());
+        Ok(slot)
+    }
+
+    /// Every type with a slot.
+    pub fn types(&self) -> Vec<String> {
+        self.slots.lock().expect("slots lock").keys().cloned().collect()
+    }
+}
