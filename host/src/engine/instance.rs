@@ -36,6 +36,16 @@ pub struct Sandboxed {
     instantiations: u64,
 }
 
+impl std::fmt::Debug for Sandboxed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandboxed")
+            .field("strategy", &format_args!("{}@{}", self.info.name, self.info.version))
+            .field("digest", &self.compiled.digest)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
 fn classify(error: wasmtime::Error, memory_denied: bool) -> StrategyError {
     let detail = format!("{error:#}");
     let kind = match error.downcast_ref::<wasmtime::Trap>() {

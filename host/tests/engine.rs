@@ -1,0 +1,322 @@
+//! The engine against bad input: every misbehaving component gives a clear
+//! error at load or a fallback decision at call, leaves the engine healthy,
+//! and shows in the counters. Plus the artifact cache, hot swap, rollback,
+//! shadow and dry run. Timing bounds are generous; the deadline itself is
+//! what is tested.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{engine, generous, misbehaving_bytes};
+use shardalloc::engine::cache::CacheOutcome;
+use shardalloc::engine::dry_run::{DryRunError, dry_run};
+use shardalloc::engine::limits::Limits;
+use shardalloc::engine::load::LoadError;
+use shardalloc::engine::registry::{ActivationCause, AutoRollback, RollbackError, Slot};
+use shardalloc::engine::{Engine, EngineConfig};
+use shardalloc::strategy::external::{AllocationReason, ExternalAllocation};
+use shardalloc::strategy::guarded::Guarded;
+use shardalloc::strategy::{AllocationStrategy, ClusterView, FaultKind, StrategyError, builtin};
+use shardalloc_guest::testing::Scenario;
+
+fn view() -> ClusterView {
+    ClusterView::from_snapshot(&Scenario::parse("a=1,2,3,4 b=5 c=").in_progress(&["5"]).snapshot)
+}
+
+fn misbehaving(config: &str, limits: Limits) -> shardalloc::engine::instance::Sandboxed {
+    engine().load(misbehaving_bytes(), config, limits).unwrap()
+}
+
+fn fault_kind(result: Result<impl std::fmt::Debug, StrategyError>) -> FaultKind {
+    match result {
+        Err(StrategyError::Fault { kind, .. }) => kind,
+        other => panic!("expected a fault, got {other:?}"),
+    }
+}
+
+#[test]
+fn endless_allocate_is_interrupted_at_its_deadline_and_the_instance_recovers() {
+    let limits = Limits { deadline: Duration::from_millis(100), ..Limits::default() };
+    let mut strategy = misbehaving(r#"{"allocate":"loop"}"#, limits);
+    let started = Instant::now();
+    assert_eq!(fault_kind(strategy.allocate(&view(), "9", None)), FaultKind::Deadline);
+    let elapsed = started.elapsed();
+    assert!(elapsed >= Duration::from_millis(100), "interrupted early: {elapsed:?}");
+    assert!(elapsed < Duration::from_secs(10), "deadline not enforced: {elapsed:?}");
+    // The store was dropped; the next call gets a fresh instance.
+    assert!(strategy.rebalance(&view()).is_ok());
+    assert_eq!(strategy.instantiations(), 2);
+}
+
+#[test]
+fn endless_rebalance_is_interrupted_and_falls_back() {
+    let limits = Limits { deadline: Duration::from_millis(100), ..Limits::default() };
+    let mut guarded = Guarded::new(Box::new(misbehaving(r#"{"rebalance":"loop"}"#, limits)));
+    let started = Instant::now();
+    let decision = guarded.rebalance(&view());
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(matches!(decision.fallback, Some(StrategyError::Fault { kind: FaultKind::Deadline, .. })));
+    // Allocation still works on the same guarded strategy.
+    assert_eq!(guarded.allocate(&view(), "9", None).unwrap().value, "c");
+}
+
+#[test]
+fn unbounded_memory_hits_the_cap() {
+    let limits = Limits { memory: 16 << 20, ..generous() };
+    let mut strategy = misbehaving(r#"{"allocate":"grow-memory"}"#, limits);
+    assert_eq!(fault_kind(strategy.allocate(&view(), "9", None)), FaultKind::Memory);
+    assert!(strategy.rebalance(&view()).is_ok(), "a fresh store after the fault");
+}
+
+#[test]
+fn a_panic_is_a_trap() {
+    let mut strategy = misbehaving(r#"{"allocate":"panic","rebalance":"panic"}"#, generous());
+    assert_eq!(fault_kind(strategy.allocate(&view(), "9", None)), FaultKind::Trap);
+    assert_eq!(fault_kind(strategy.rebalance(&view())), FaultKind::Trap);
+}
+
+#[test]
+fn invalid_answers_are_refused_and_replaced() {
+    let cases = [
+        (r#"{"allocate":"out-of-range"}"#, "region index 10 out of range (3 regions)"),
+        (r#"{"rebalance":"out-of-range"}"#, "shard handle 8 out of range (5 shards)"),
+        (r#"{"rebalance":"duplicate"}"#, "shard 1 is listed twice"),
+        (r#"{"rebalance":"moving"}"#, "shard 5 is already moving"),
+        (r#"{"allocate":"error"}"#, "misbehaving on purpose"),
+    ];
+    for (config, reason) in cases {
+        let mut guarded = Guarded::new(Box::new(misbehaving(config, generous())));
+        let fallback = if config.contains("allocate") {
+            let decision = guarded.allocate(&view(), "9", None).unwrap();
+            assert_eq!(decision.value, "c", "{config}");
+            decision.fallback
+        } else {
+            guarded.rebalance(&view()).fallback
+        };
+        let fallback = fallback.unwrap_or_else(|| panic!("{config}: no fallback"));
+        assert!(fallback.to_string().contains(reason), "{config}: {fallback}");
+    }
+}
+
+fn dummy_component(wit: &str, world: &str) -> Vec<u8> {
+    let mut resolve = wit_parser::Resolve::default();
+    let package = resolve.push_str("test.wit", wit).unwrap();
+    let world = resolve.select_world(&[package], Some(world)).unwrap();
+    let mut module = wit_component::dummy_module(
+        &resolve,
+        world,
+        wit_parser::ManglingAndAbi::Legacy(wit_parser::LiftLowerAbi::Sync),
+    );
+    wit_component::embed_component_metadata(&mut module, &resolve, world, wit_component::StringEncoding::UTF8, false)
+        .unwrap();
+    wit_component::ComponentEncoder::default().module(&module).unwrap().validate(true).encode().unwrap()
+}
+
+fn contract(version: &str) -> String {
+    include_str!("../../wit/strategy.wit").replace("@0.1.0", &format!("@{version}"))
+}
+
+#[test]
+fn bad_files_and_wrong_worlds_are_clear_load_errors() {
+    let engine = engine();
+    let cases: Vec<(&str, Vec<u8>, LoadError)> = vec![
+        ("empty", Vec::new(), LoadError::Empty),
+        ("text", b"definitely not wasm".to_vec(), LoadError::NotWasm),
+        ("core module", b"\0asm\x01\0\0\0".to_vec(), LoadError::CoreModule),
+        (
+            "newer contract",
+            dummy_component(&contract("0.2.0"), "shardalloc:strategy/strategy@0.2.0"),
+            LoadError::WrongVersion { found: "shardalloc:strategy/allocator@0.2.0".into() },
+        ),
+        (
+            "older contract",
+            dummy_component(&contract("0.0.9"), "shardalloc:strategy/strategy@0.0.9"),
+            LoadError::WrongVersion { found: "shardalloc:strategy/allocator@0.0.9".into() },
+        ),
+        (
+            "other world",
+            dummy_component("package other:thing; world w { export run: func(); }", "other:thing/w"),
+            LoadError::WrongWorld("no export named shardalloc:strategy/allocator@0.1.0 (it exports run)".into()),
+        ),
+    ];
+    for (name, bytes, expected) in cases {
+        assert_eq!(engine.compile(&bytes).unwrap_err(), expected, "{name}");
+    }
+    let garbage_component = [b"\0asm\x0d\0\x01\0".as_slice(), &[0xff; 16]].concat();
+    assert!(matches!(engine.compile(&garbage_component), Err(LoadError::Invalid(_))));
+    // The right world whose every function traps: a fault while loading.
+    let trapping = dummy_component(&contract("0.1.0"), "shardalloc:strategy/strategy@0.1.0");
+    assert!(matches!(engine.compile(&trapping), Err(LoadError::Fault(_))), "trapping describe");
+    // A configuration the strategy rejects.
+    let compiled = engine.compile(misbehaving_bytes()).unwrap();
+    let error = engine.instantiate(&compiled, r#"{"nope":1}"#, generous()).unwrap_err();
+    assert!(matches!(&error, LoadError::Config(m) if m.contains("nope")), "{error}");
+    // And the engine is healthy after all of that.
+    assert!(builtin::load(&engine, "least-shard", "", generous()).is_ok());
+}
+
+#[test]
+fn artifacts_are_cached_by_digest_and_a_corrupt_one_is_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = || EngineConfig { cache_dir: Some(dir.path().to_owned()), max_instances: 0 };
+    let bytes = builtin::component_bytes("hash").unwrap();
+    let first = Engine::new(config()).unwrap().compile(bytes).unwrap();
+    assert_eq!(first.cache, CacheOutcome::Compiled);
+    assert!(first.digest.starts_with("sha256:") && first.digest.len() == 71);
+    let again = Engine::new(config()).unwrap().compile(bytes).unwrap();
+    assert_eq!(again.cache, CacheOutcome::Hit);
+    assert_eq!(again.digest, first.digest);
+    // Artifacts are mapped into memory: replace (never truncate) them, as the
+    // cache itself does, and only once nothing maps them.
+    drop((first, again));
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        let replacement = path.with_extension("replacement");
+        std::fs::write(&replacement, b"corrupt").unwrap();
+        std::fs::rename(&replacement, &path).unwrap();
+    }
+    let engine = Engine::new(config()).unwrap();
+    let rebuilt = engine.compile(bytes).unwrap();
+    assert_eq!(rebuilt.cache, CacheOutcome::Compiled);
+    let mut strategy = engine.instantiate(&rebuilt, "", generous()).unwrap();
+    assert!(strategy.allocate(&view(), "9", None).is_ok());
+}
+
+fn slot(initial: &str, policy: AutoRollback) -> Arc<Slot> {
+    let engine = engine();
+    let compiled = builtin::compile(&engine, initial).unwrap();
+    Slot::new("Counter", engine, policy, compiled, "", generous()).unwrap()
+}
+
+#[test]
+fn swapping_under_a_calling_thread_fails_no_call() {
+    let slot = slot("least-shard", AutoRollback::default());
+    let engine = engine();
+    let hash = builtin::compile(&engine, "hash").unwrap();
+    let least = builtin::compile(&engine, "least-shard").unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let caller = {
+        let (slot, stop) = (slot.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut external = ExternalAllocation::new(Guarded::new(Box::new(slot.handle())));
+            let view = view();
+            let (mut calls, mut failed, mut names) = (0u64, 0u64, std::collections::BTreeSet::new());
+            while !stop.load(Ordering::Relaxed) || calls < 100 {
+                match external.allocate(&view, &format!("s{calls}"), None) {
+                    Ok(a) => match a.reason {
+                        AllocationReason::Strategy { name, .. } => {
+                            names.insert(name);
+                        }
+                        _ => failed += 1,
+                    },
+                    Err(_) => failed += 1,
+                }
+                calls += 1;
+            }
+            (calls, failed, names)
+        })
+    };
+    let swaps = 200;
+    for i in 0..swaps {
+        let next = if i % 2 == 0 { &hash } else { &least };
+        slot.activate(next.clone(), "", generous()).unwrap();
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let (calls, failed, names) = caller.join().unwrap();
+    assert_eq!(failed, 0, "{failed} of {calls} calls failed or fell back");
+    assert_eq!(names.into_iter().collect::<Vec<_>>(), ["hash", "least-shard"]);
+    assert_eq!(slot.stats().activations, swaps + 1);
+    assert_eq!(slot.history().len(), shardalloc::engine::registry::HISTORY_LIMIT);
+}
+
+#[test]
+fn rollback_returns_to_the_previous_strategy() {
+    let slot = slot("least-shard", AutoRollback::default());
+    assert_eq!(slot.rollback().unwrap_err(), RollbackError::NoPrevious);
+    let engine = engine();
+    slot.activate(builtin::compile(&engine, "hash").unwrap(), r#"{"rebalance_limit":3}"#, generous()).unwrap();
+    slot.activate(builtin::compile(&engine, "zone").unwrap(), "", generous()).unwrap();
+    let back = slot.rollback().unwrap();
+    assert_eq!(back.compiled.info.name, "hash");
+    assert_eq!(back.config, r#"{"rebalance_limit":3}"#);
+    assert_eq!(back.cause, ActivationCause::Rollback);
+    assert_eq!(slot.active().id, back.id);
+    let back = slot.rollback().unwrap();
+    assert_eq!(back.compiled.info.name, "zone", "rolling back a rollback undoes it");
+    let causes: Vec<_> = slot.history().iter().map(|a| a.cause).collect();
+    assert_eq!(
+        causes,
+        [
+            ActivationCause::Initial,
+            ActivationCause::Operator,
+            ActivationCause::Operator,
+            ActivationCause::Rollback,
+            ActivationCause::Rollback
+        ]
+    );
+    // A failed activation leaves the active strategy in place.
+    let bad = engine.compile(misbehaving_bytes()).unwrap();
+    assert!(slot.activate(bad, r#"{"allocate":"sometimes"}"#, generous()).is_err());
+    assert_eq!(slot.active().compiled.info.name, "zone");
+}
+
+#[test]
+fn a_new_strategy_that_keeps_failing_is_rolled_back_automatically() {
+    let slot = slot("least-shard", AutoRollback { max_faults: 3, window: Duration::from_secs(600) });
+    let faulty = engine().compile(misbehaving_bytes()).unwrap();
+    slot.activate(faulty, r#"{"allocate":"error"}"#, generous()).unwrap();
+    let mut guarded = Guarded::new(Box::new(slot.handle()));
+    for i in 0..6 {
+        let decision = guarded.allocate(&view(), &format!("s{i}"), None).unwrap();
+        assert_eq!(decision.value, "c");
+        assert_eq!(decision.fallback.is_some(), i < 4, "call {i}");
+    }
+    let active = slot.active();
+    assert_eq!(active.compiled.info.name, "least-shard");
+    assert_eq!(active.cause, ActivationCause::AutoRollback);
+    let stats = slot.stats();
+    assert_eq!(stats.auto_rollbacks, 1);
+    assert_eq!(stats.fallbacks["misbehaving@0.1.0"]["error"], 4);
+}
+
+#[test]
+fn a_shadow_runs_beside_the_active_strategy_and_is_never_applied() {
+    let slot = slot("least-shard", AutoRollback::default());
+    let engine = engine();
+    slot.set_shadow(Some((builtin::compile(&engine, "hash").unwrap(), "", generous()))).unwrap();
+    let mut handle = slot.handle();
+    let view = ClusterView::from_snapshot(&Scenario::parse("a=1,2,3 b=4 c=5,6 d=").snapshot);
+    let mut answers = Vec::new();
+    for i in 0..20 {
+        answers.push(handle.allocate(&view, &format!("shard-{i}"), None).unwrap());
+    }
+    assert!(answers.iter().all(|a| a == "d"), "least-shard's answers are applied: {answers:?}");
+    let stats = slot.stats();
+    assert_eq!(stats.shadow_calls, 20);
+    assert!(stats.shadow_disagreements > 0 && stats.shadow_disagreements < 20, "{stats:?}");
+    slot.set_shadow(None).unwrap();
+    handle.allocate(&view, "x", None).unwrap();
+    assert_eq!(slot.stats().shadow_calls, 20);
+}
+
+#[test]
+fn dry_run_reports_without_applying() {
+    let snapshot = Scenario::parse("a=1,2,3,4,5,6 b= c=").snapshot;
+    let candidate = Box::new(builtin::load(&engine(), "least-shard", r#"{"relative_limit":1.0}"#, generous()).unwrap());
+    let result = dry_run(candidate, &snapshot, &["new".to_owned()], 3).unwrap();
+    assert_eq!(result.allocations[0].1.as_ref().unwrap().region, "b");
+    // Optimal is 2 per region; with the relative limit at 1.0 all four extra shards move at once.
+    assert_eq!(result.rebalance.shards, ["1", "2", "3", "4"]);
+    assert_eq!(result.rounds.len(), 3);
+    assert_eq!(result.rounds[0].moved, ["1", "2", "3", "4"]);
+    assert_eq!(result.rounds[0].counts.values().copied().collect::<Vec<_>>(), [2, 2, 2]);
+    assert!(result.rounds[2].moved.is_empty());
+    // Nothing was applied: the snapshot is as it was.
+    assert_eq!(snapshot.regions[0].shards.len(), 6);
+    let candidate = Box::new(builtin::load(&engine(), "hash", "", generous()).unwrap());
+    assert_eq!(dry_run(candidate, &snapshot, &[], 1000).unwrap_err(), DryRunError::TooManyRounds(1000));
+}
