@@ -33,7 +33,17 @@ thread_local! {
     static TOPOLOGY: RefCell<Option<Arc<Topology>>> = const { RefCell::new(None) };
 }
 
+/// Sends a panic's message to the host log before the panic traps, so the
+/// node's log says what went wrong instead of a bare `unreachable`.
+fn install_panic_hook() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        std::panic::set_hook(Box::new(|info| host_log(Level::Error, &format!("strategy panicked: {info}"), &[])));
+    });
+}
+
 fn with_strategy<S: Strategy + Default, R>(state: &'static State<S>, f: impl FnOnce(&mut S) -> R) -> R {
+    install_panic_hook();
     state.with(|cell| {
         let mut slot = cell.borrow_mut();
         f(slot.get_or_insert_with(S::default))

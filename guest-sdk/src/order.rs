@@ -48,7 +48,7 @@ mod tests {
 
     #[test]
     fn each_tie_break_in_turn() {
-        let view = Scenario::parse("leaving= old=1 new=1 busy=1,2 young=1 b=1")
+        let view = Scenario::parse("leaving= old=1 new=2 busy=3,4 young=5 b=6")
             .status("leaving", RegionStatus::Leaving)
             .version("old", "1.9")
             .version("new", "1.10")

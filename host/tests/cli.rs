@@ -236,3 +236,23 @@ fn wrap_turns_a_core_module_into_a_loadable_component() {
     assert_eq!(line["name"], "hash");
     assert_eq!(lines(&shardalloc(&["strategy", "inspect", out.to_str().unwrap()]))[0]["name"], "hash");
 }
+
+#[test]
+fn conform_checks_a_component_and_names_each_violation() {
+    let out = lines(&shardalloc(&["strategy", "conform", "zone"]));
+    assert_eq!(out.last().unwrap()["conformant"], true);
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = write(dir.path(), "misbehaving.wasm", common::misbehaving_bytes());
+    let run = shardalloc(&["strategy", "conform", wasm.to_str().unwrap(), "--config", r#"{"rebalance":"duplicate"}"#]);
+    assert_ne!(run.status, 0);
+    assert!(run.stdout.contains("twice"), "{}", run.stdout);
+    assert!(run.stderr.contains("conformance problems"), "{}", run.stderr);
+}
+
+#[test]
+fn inspect_applies_a_config_first() {
+    let plain = lines(&shardalloc(&["strategy", "inspect", "least-shard"]));
+    assert_eq!(plain[0]["needs_shard_names"], false);
+    let classic = lines(&shardalloc(&["strategy", "inspect", "least-shard", "--config", r#"{"algorithm":"classic"}"#]));
+    assert_eq!(classic[0]["needs_shard_names"], true);
+}

@@ -320,3 +320,37 @@ fn dry_run_reports_without_applying() {
     let candidate = Box::new(builtin::load(&engine(), "hash", "", generous()).unwrap());
     assert_eq!(dry_run(candidate, &snapshot, &[], 1000).unwrap_err(), DryRunError::TooManyRounds(1000));
 }
+
+#[test]
+fn every_kind_of_rejection_shows_in_the_slot_counters() {
+    let limits = Limits { deadline: Duration::from_millis(100), memory: 16 << 20 };
+    let cases = [
+        (r#"{"allocate":"loop"}"#, "deadline"),
+        (r#"{"allocate":"grow-memory"}"#, "memory"),
+        (r#"{"allocate":"panic"}"#, "trap"),
+        (r#"{"allocate":"error"}"#, "error"),
+        (r#"{"allocate":"out-of-range"}"#, "invalid-answer"),
+        (r#"{"allocate":"not-allocatable"}"#, "invalid-answer"),
+    ];
+    let view = ClusterView::from_snapshot(&Scenario::parse("a=1 b= d=").draining("d").snapshot);
+    for (config, reason) in cases {
+        let compiled = engine().compile(misbehaving_bytes()).unwrap();
+        let slot = Slot::new(
+            "Counter",
+            engine(),
+            AutoRollback { max_faults: 0, ..Default::default() },
+            compiled,
+            config,
+            limits,
+        )
+        .unwrap();
+        let mut guarded = Guarded::new(Box::new(slot.handle()));
+        let decision = guarded.allocate(&view, "9", None).unwrap();
+        assert_eq!(decision.value, "b", "{config}");
+        assert_eq!(decision.fallback.as_ref().map(StrategyError::kind), Some(reason), "{config}");
+        let stats = slot.stats();
+        assert_eq!(stats.fallbacks["misbehaving@0.1.0"][reason], 1, "{config}: {stats:?}");
+        // The engine stays healthy: the next call is answered too.
+        assert_eq!(guarded.allocate(&view, "10", None).unwrap().value, "b");
+    }
+}

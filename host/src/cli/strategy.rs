@@ -23,6 +23,18 @@ pub enum StrategyCommand {
     Inspect {
         /// A built-in name (least-shard, hash, capacity, zone) or a .wasm component.
         strategy: String,
+        /// A configuration to apply first (some settings change what the strategy needs).
+        #[arg(long)]
+        config: Option<String>,
+    },
+    /// Run the conformance suite against a strategy (as a component) and
+    /// print every violation; exits non-zero when there is any.
+    Conform {
+        /// A built-in name or a .wasm component.
+        strategy: String,
+        /// The strategy's configuration, a JSON object.
+        #[arg(long)]
+        config: Option<String>,
     },
     /// Wrap a core module built for wasm32-unknown-unknown with the SDK into
     /// a strategy component.
@@ -94,8 +106,21 @@ pub enum Question {
 /// Runs a strategy subcommand.
 pub fn run(command: StrategyCommand) -> anyhow::Result<()> {
     match command {
-        StrategyCommand::Inspect { strategy } => {
-            let loaded = load(&strategy, None, Limits::default())?;
+        StrategyCommand::Conform { strategy, config } => {
+            let loaded = load(&strategy, config.as_deref(), Limits::default())?;
+            let scenarios = shardalloc_guest::conformance::scenarios().len();
+            let problems = shardalloc_guest::conformance::run(&mut Conformance(loaded));
+            for problem in &problems {
+                println!("{}", json!({ "problem": problem }));
+            }
+            if !problems.is_empty() {
+                bail!("{} conformance problems over {scenarios} scenarios", problems.len());
+            }
+            println!("{}", json!({ "conformant": true, "scenarios": scenarios }));
+            Ok(())
+        }
+        StrategyCommand::Inspect { strategy, config } => {
+            let loaded = load(&strategy, config.as_deref(), Limits::default())?;
             let info = shardalloc::strategy::AllocationStrategy::info(&loaded);
             let schema: serde_json::Value =
                 serde_json::from_str(&info.config_schema).unwrap_or_else(|_| info.config_schema.clone().into());
@@ -208,4 +233,20 @@ fn prepare(common: &Common) -> anyhow::Result<(Snapshot, ExternalAllocation)> {
         external.set_placement(shard.clone(), target.clone());
     }
     Ok((snapshot, external))
+}
+
+/// A loaded strategy as a conformance subject: each snapshot is viewed as
+/// the node would view it.
+struct Conformance(Sandboxed);
+
+impl shardalloc_guest::conformance::Subject for Conformance {
+    fn allocate(&mut self, snapshot: &Snapshot, shard: &str, requester: Option<&str>) -> Result<String, String> {
+        use shardalloc::strategy::AllocationStrategy;
+        self.0.allocate(&ClusterView::from_snapshot(snapshot), shard, requester).map_err(|e| e.to_string())
+    }
+
+    fn rebalance(&mut self, snapshot: &Snapshot) -> Result<Vec<String>, String> {
+        use shardalloc::strategy::AllocationStrategy;
+        self.0.rebalance(&ClusterView::from_snapshot(snapshot)).map_err(|e| e.to_string())
+    }
 }

@@ -1,0 +1,120 @@
+//! The same built-in called natively and through the engine, on identical
+//! inputs, in one run; `docs/performance.md` reports the ratios.
+//!
+//! `cargo bench -p shardalloc --bench strategies`
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use shardalloc::engine::limits::Limits;
+use shardalloc::engine::registry::{AutoRollback, Slot};
+use shardalloc::engine::{Engine, EngineConfig};
+use shardalloc::strategy::{AllocationStrategy, ClusterView, builtin};
+use shardalloc_guest::testing::{Shape, generate};
+
+fn cluster(regions: usize, shards: usize) -> ClusterView {
+    ClusterView::from_snapshot(&generate(7, &Shape::healthy(regions, shards)).snapshot)
+}
+
+/// Benchmarks must not trip the decision deadline on a busy machine.
+fn limits() -> Limits {
+    Limits { deadline: Duration::from_secs(10), ..Limits::default() }
+}
+
+fn engine() -> Arc<Engine> {
+    Engine::new(EngineConfig::default()).expect("engine")
+}
+
+fn allocate(c: &mut Criterion) {
+    let engine = engine();
+    let mut group = c.benchmark_group("allocate");
+    group.sample_size(20).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(500));
+    for (regions, shards) in [(10, 100_000), (100, 100_000), (1_000, 100_000), (10_000, 100_000), (1_000, 1_000)] {
+        let view = cluster(regions, shards);
+        let label = format!("{regions}r-{shards}s");
+        let mut native = builtin::native("least-shard", "").unwrap().unwrap();
+        let mut wasm = builtin::load(&engine, "least-shard", "", limits()).unwrap();
+        wasm.allocate(&view, "warm-up", None).unwrap();
+        group.bench_with_input(BenchmarkId::new("native", &label), &view, |b, view| {
+            b.iter(|| native.allocate(black_box(view), "shard-x", None).unwrap())
+        });
+        group.bench_with_input(BenchmarkId::new("engine", &label), &view, |b, view| {
+            b.iter(|| wasm.allocate(black_box(view), "shard-x", None).unwrap())
+        });
+    }
+    group.finish();
+}
+
+fn rebalance(c: &mut Criterion) {
+    let engine = engine();
+    let mut group = c.benchmark_group("rebalance");
+    group.sample_size(10).measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_millis(500));
+    for (regions, shards) in [(100, 10_000), (1_000, 100_000)] {
+        let view = cluster(regions, shards);
+        let label = format!("{regions}r-{shards}s");
+        let mut native = builtin::native("least-shard", "").unwrap().unwrap();
+        let mut wasm = builtin::load(&engine, "least-shard", "", limits()).unwrap();
+        assert_eq!(native.rebalance(&view).unwrap(), wasm.rebalance(&view).unwrap());
+        group.bench_with_input(BenchmarkId::new("native", &label), &view, |b, view| {
+            b.iter(|| native.rebalance(black_box(view)).unwrap())
+        });
+        group.bench_with_input(BenchmarkId::new("engine", &label), &view, |b, view| {
+            b.iter(|| wasm.rebalance(black_box(view)).unwrap())
+        });
+    }
+    group.finish();
+}
+
+fn loading(c: &mut Criterion) {
+    let mut group = c.benchmark_group("load");
+    group.sample_size(10).measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_millis(500));
+    let bytes = builtin::component_bytes("least-shard").unwrap();
+    let uncached = Engine::new(EngineConfig { cache_dir: None, ..Default::default() }).unwrap();
+    group.bench_function("compile", |b| b.iter(|| uncached.compile(black_box(bytes)).unwrap()));
+    let dir = tempfile::tempdir().unwrap();
+    let cached = Engine::new(EngineConfig { cache_dir: Some(dir.path().to_owned()), ..Default::default() }).unwrap();
+    cached.compile(bytes).unwrap();
+    group.bench_function("load-precompiled", |b| b.iter(|| cached.compile(black_box(bytes)).unwrap()));
+    let compiled = cached.compile(bytes).unwrap();
+    group.bench_function("instantiate", |b| b.iter(|| cached.instantiate(&compiled, "", limits()).unwrap()));
+    group.finish();
+}
+
+fn swaps(c: &mut Criterion) {
+    let engine = engine();
+    let mut group = c.benchmark_group("swap");
+    group.sample_size(20).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(500));
+    let view = cluster(100, 10_000);
+    let least = builtin::compile(&engine, "least-shard").unwrap();
+    let hash = builtin::compile(&engine, "hash").unwrap();
+    let slot = Slot::new("Counter", engine.clone(), AutoRollback::default(), least.clone(), "", limits()).unwrap();
+    let mut handle = slot.handle();
+    group.bench_function("allocate-no-swaps", |b| b.iter(|| handle.allocate(black_box(&view), "s", None).unwrap()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = {
+        let (slot, stop) = (slot.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let next = if n % 2 == 0 { &hash } else { &least };
+                slot.activate(next.clone(), "", limits()).unwrap();
+                n += 1;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            n
+        })
+    };
+    group.bench_function("allocate-during-swaps", |b| b.iter(|| handle.allocate(black_box(&view), "s", None).unwrap()));
+    stop.store(true, Ordering::Relaxed);
+    let swapped = swapper.join().unwrap();
+    eprintln!("swaps made during the measurement: {swapped}");
+    let compiled = builtin::compile(&engine, "hash").unwrap();
+    group.bench_function("activate", |b| b.iter(|| slot.activate(compiled.clone(), "", limits()).unwrap()));
+    group.finish();
+}
+
+criterion_group!(benches, allocate, rebalance, loading, swaps);
+criterion_main!(benches);
