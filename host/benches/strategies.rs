@@ -99,7 +99,7 @@ fn swaps(c: &mut Criterion) {
         std::thread::spawn(move || {
             let mut n = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                let next = if n % 2 == 0 { &hash } else { &least };
+                let next = if n.is_multiple_of(2) { &hash } else { &least };
                 slot.activate(next.clone(), "", limits()).unwrap();
                 n += 1;
                 std::thread::sleep(Duration::from_millis(1));
