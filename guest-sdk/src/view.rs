@@ -179,6 +179,14 @@ impl View {
         self.region_ids().filter(|id| self.region(*id).is_allocatable())
     }
 
+    /// The first region that would keep a hand-off from completing, if any:
+    /// one that is joining or unreachable (every region and proxy must
+    /// acknowledge a hand-off). Strategies hold rebalancing while there is one.
+    pub fn hand_off_blocker(&self) -> Option<RegionId> {
+        self.region_ids()
+            .find(|id| matches!(self.region(*id).status, RegionStatus::Joining | RegionStatus::Unreachable))
+    }
+
     /// The region with this address.
     pub fn find(&self, address: &str) -> Option<RegionId> {
         self.topology.regions.iter().position(|r| r.address == address).map(|i| RegionId(i as u32))

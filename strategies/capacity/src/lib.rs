@@ -28,7 +28,7 @@
 #![warn(missing_docs)]
 
 use shardalloc_guest::{
-    Allocations, Info, Level, RegionId, RegionStatus, Shard, ShardKey, Strategy, View, config, host,
+    Allocations, Info, Level, RegionId, Shard, ShardKey, Strategy, View, config, host,
 };
 
 use shardalloc_guest::order::least_loaded;
@@ -174,12 +174,6 @@ fn lowest(view: &View, regions: &[(RegionId, f64)]) -> Option<(RegionId, f64)> {
     Some((best, min))
 }
 
-/// The first region that blocks a hand-off from completing (joining or
-/// unreachable: every region must acknowledge a hand-off), if any.
-fn hand_off_blocker(view: &View) -> Option<RegionId> {
-    view.region_ids().find(|id| matches!(view.region(*id).status, RegionStatus::Joining | RegionStatus::Unreachable))
-}
-
 impl Strategy for Capacity {
     fn info(&self) -> Info {
         Info {
@@ -233,7 +227,7 @@ impl Strategy for Capacity {
     }
 
     fn rebalance(&self, view: &View, allocations: &Allocations) -> Result<Vec<Shard>, String> {
-        if let Some(blocker) = hand_off_blocker(view) {
+        if let Some(blocker) = view.hand_off_blocker() {
             let region = view.region(blocker);
             host::log(
                 Level::Debug,

@@ -24,7 +24,7 @@
 #![warn(missing_docs)]
 
 use shardalloc_guest::{
-    Allocations, Info, Level, RegionId, RegionStatus, Shard, ShardKey, Strategy, View, config, host, shard_hash,
+    Allocations, Info, Level, RegionId, Shard, ShardKey, Strategy, View, config, host, shard_hash,
 };
 
 /// The strategy's name in `describe`.
@@ -154,12 +154,6 @@ impl RendezvousHash {
     }
 }
 
-/// The first region that blocks a hand-off from completing (joining or
-/// unreachable: every region must acknowledge a hand-off), if any.
-fn hand_off_blocker(view: &View) -> Option<RegionId> {
-    view.region_ids().find(|id| matches!(view.region(*id).status, RegionStatus::Joining | RegionStatus::Unreachable))
-}
-
 impl Strategy for RendezvousHash {
     fn info(&self) -> Info {
         Info {
@@ -184,7 +178,7 @@ impl Strategy for RendezvousHash {
     }
 
     fn rebalance(&self, view: &View, allocations: &Allocations) -> Result<Vec<Shard>, String> {
-        if let Some(blocker) = hand_off_blocker(view) {
+        if let Some(blocker) = view.hand_off_blocker() {
             let region = view.region(blocker);
             host::log(
                 Level::Debug,

@@ -37,7 +37,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 use shardalloc_guest::{
-    Allocations, Info, Level, RegionId, RegionStatus, Shard, ShardKey, Strategy, Topology, View, config, host,
+    Allocations, Info, Level, RegionId, Shard, ShardKey, Strategy, Topology, View, config, host,
 };
 
 use shardalloc_guest::order::least_loaded;
@@ -174,12 +174,6 @@ impl Zone {
     }
 }
 
-/// The first region that blocks a hand-off from completing (joining or
-/// unreachable: every region must acknowledge a hand-off), if any.
-fn hand_off_blocker(view: &View) -> Option<RegionId> {
-    view.region_ids().find(|id| matches!(view.region(*id).status, RegionStatus::Joining | RegionStatus::Unreachable))
-}
-
 impl Strategy for Zone {
     fn info(&self) -> Info {
         Info {
@@ -225,7 +219,7 @@ impl Strategy for Zone {
     }
 
     fn rebalance(&self, view: &View, allocations: &Allocations) -> Result<Vec<Shard>, String> {
-        if let Some(blocker) = hand_off_blocker(view) {
+        if let Some(blocker) = view.hand_off_blocker() {
             let region = view.region(blocker);
             host::log(
                 Level::Debug,
