@@ -27,9 +27,7 @@
 
 #![warn(missing_docs)]
 
-use shardalloc_guest::{
-    Allocations, Info, Level, RegionId, Shard, ShardKey, Strategy, View, config, host,
-};
+use shardalloc_guest::{Allocations, Info, Level, RegionId, Shard, ShardKey, Strategy, View, config, host};
 
 use shardalloc_guest::order::least_loaded;
 

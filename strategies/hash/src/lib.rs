@@ -23,9 +23,7 @@
 
 #![warn(missing_docs)]
 
-use shardalloc_guest::{
-    Allocations, Info, Level, RegionId, Shard, ShardKey, Strategy, View, config, host, shard_hash,
-};
+use shardalloc_guest::{Allocations, Info, Level, RegionId, Shard, ShardKey, Strategy, View, config, host, shard_hash};
 
 /// The strategy's name in `describe`.
 pub const NAME: &str = "hash";

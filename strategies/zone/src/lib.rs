@@ -36,9 +36,7 @@ pub mod signal;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
-use shardalloc_guest::{
-    Allocations, Info, Level, RegionId, Shard, ShardKey, Strategy, Topology, View, config, host,
-};
+use shardalloc_guest::{Allocations, Info, Level, RegionId, Shard, ShardKey, Strategy, Topology, View, config, host};
 
 use shardalloc_guest::order::least_loaded;
 pub use signal::{SIGNAL_SCHEMA, ZoneMap};
