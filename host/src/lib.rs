@@ -16,5 +16,6 @@
 //! The coordinator, the store and the server follow in later work; see
 //! `DESIGN.md`.
 
+pub mod coordinator;
 pub mod engine;
 pub mod strategy;

@@ -1,0 +1,116 @@
+//! Shard homes: answering, allocating and re-homing.
+
+use super::{Change, Coordinator, Home, Observation, ToRegion};
+
+/// The longest shard id accepted, in bytes.
+pub const MAX_SHARD_ID_BYTES: usize = 256;
+
+impl Coordinator {
+    /// True when enough regions (not proxy-only) have registered to allocate.
+    pub(super) fn enough_regions(&self) -> bool {
+        self.durable.regions.values().filter(|r| !r.proxy_only).count() >= self.config.min_regions
+    }
+
+    pub(super) fn on_get_home(&mut self, requester: String, shard: String) {
+        if !self.durable.regions.contains_key(&requester) {
+            self.send_now(&requester, ToRegion::NotRegistered);
+            return;
+        }
+        let moving = self.durable.handoffs.contains_key(&shard);
+        if !moving && let Some(home) = self.durable.homes.get(&shard) {
+            let home = home.region.clone();
+            self.reveal(&requester, ToRegion::ShardHome { shard, home });
+            return;
+        }
+        if shard.is_empty() || shard.len() > MAX_SHARD_ID_BYTES {
+            let reason = format!("shard id must be 1 to {MAX_SHARD_ID_BYTES} bytes, not {}", shard.len());
+            self.send_now(&requester, ToRegion::ShardRefused { shard, reason });
+            return;
+        }
+        if !moving && !self.pending.contains_key(&shard) {
+            if self.durable.homes.len() >= self.config.max_shards {
+                self.observe(Observation::Limit { what: "max_shards" });
+                let reason = format!("the type has {} shards, the most allowed", self.config.max_shards);
+                self.send_now(&requester, ToRegion::ShardRefused { shard, reason });
+                return;
+            }
+            if self.pending.len() >= self.config.max_pending_shards {
+                self.observe(Observation::Limit { what: "max_pending_shards" });
+                let reason = "too many shards are waiting for a home; retry".to_owned();
+                self.send_now(&requester, ToRegion::ShardRefused { shard, reason });
+                return;
+            }
+        }
+        let waiting = self.pending.entry(shard.clone()).or_default();
+        if !waiting.contains(&requester) {
+            if waiting.len() >= self.config.max_requesters_per_shard {
+                self.observe(Observation::Limit { what: "max_requesters_per_shard" });
+            } else {
+                waiting.push(requester.clone());
+            }
+        }
+        if !moving {
+            self.allocate(&shard, Some(&requester));
+        }
+    }
+
+    /// Allocates a homeless shard (placement, else strategy), records it and
+    /// answers every region waiting for it. Leaves it waiting when no region
+    /// can take it (or too few regions registered).
+    pub(super) fn allocate(&mut self, shard: &str, requester: Option<&str>) -> Option<String> {
+        if !self.enough_regions() {
+            self.pending.entry(shard.to_owned()).or_default();
+            return None;
+        }
+        let view = self.view();
+        match self.external.allocate(&view, shard, requester) {
+            Ok(allocation) => {
+                let region = allocation.region.clone();
+                let home = Home { region: region.clone(), reason: allocation.reason.clone(), at: self.now };
+                self.change(Change::HomeSet { shard: shard.to_owned(), home });
+                self.observe(Observation::Allocated {
+                    shard: shard.to_owned(),
+                    region: region.clone(),
+                    reason: allocation.reason,
+                    warning: allocation.warning,
+                });
+                for waiting in self.pending.remove(shard).unwrap_or_default() {
+                    if self.durable.regions.contains_key(&waiting) {
+                        self.reveal(&waiting, ToRegion::ShardHome { shard: shard.to_owned(), home: region.clone() });
+                    }
+                }
+                Some(region)
+            }
+            Err(_) => {
+                self.pending.entry(shard.to_owned()).or_default();
+                self.observe(Observation::NoAllocatableRegion { shard: shard.to_owned() });
+                None
+            }
+        }
+    }
+
+    /// Tries again to allocate every homeless shard that is not moving.
+    pub(super) fn retry_pending(&mut self) {
+        let waiting: Vec<String> = self
+            .pending
+            .keys()
+            .filter(|s| !self.durable.homes.contains_key(*s) && !self.durable.handoffs.contains_key(*s))
+            .cloned()
+            .collect();
+        for shard in waiting {
+            if self.allocate(&shard, None).is_none() {
+                break;
+            }
+        }
+    }
+
+    /// Answers the regions waiting for a shard that kept or has a home.
+    pub(super) fn answer_waiting(&mut self, shard: &str) {
+        let Some(home) = self.durable.homes.get(shard).map(|h| h.region.clone()) else { return };
+        for waiting in self.pending.remove(shard).unwrap_or_default() {
+            if self.durable.regions.contains_key(&waiting) {
+                self.reveal(&waiting, ToRegion::ShardHome { shard: shard.to_owned(), home: home.clone() });
+            }
+        }
+    }
+}

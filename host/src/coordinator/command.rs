@@ -1,0 +1,294 @@
+//! What the coordinator asks the driver to do.
+
+use super::event::RequestId;
+use super::state::{Change, Stamp};
+use crate::strategy::external::AllocationReason;
+
+/// A command for the driver, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Make these changes durable, then feed back `Event::Persisted { batch }`.
+    /// Batches are numbered from 1 and must be persisted in order.
+    Persist {
+        /// The batch number.
+        batch: u64,
+        /// The changes, in order.
+        changes: Vec<Change>,
+    },
+    /// Send a message to a region.
+    Send {
+        /// The region's address.
+        to: String,
+        /// The message.
+        message: ToRegion,
+    },
+    /// Answer an operator.
+    Reply {
+        /// The request answered.
+        request: RequestId,
+        /// The answer.
+        reply: Reply,
+    },
+    /// Tell observers (logs, metrics, the "why" endpoint). Never waits for a persist.
+    Observe(Observation),
+}
+
+/// A message to a region.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToRegion {
+    /// Registration accepted; heartbeat every `heartbeat_interval_ms`. The
+    /// region holds a lease of `lease_ms` from the moment it sent the
+    /// registration and must stop all its shards when it runs out unrenewed.
+    Registered {
+        /// The incarnation registered.
+        incarnation: u64,
+        /// The lease.
+        lease_ms: u64,
+        /// How often to heartbeat.
+        heartbeat_interval_ms: u64,
+    },
+    /// Registration refused.
+    RegisterRefused {
+        /// Why.
+        reason: String,
+    },
+    /// Heartbeat received: the lease runs `lease_ms` from when it was sent.
+    HeartbeatAck {
+        /// The incarnation.
+        incarnation: u64,
+        /// The lease.
+        lease_ms: u64,
+    },
+    /// The coordinator does not know this region (incarnation): register again.
+    NotRegistered,
+    /// Where a shard lives.
+    ShardHome {
+        /// The shard.
+        shard: String,
+        /// Its home's address.
+        home: String,
+    },
+    /// A new shard was refused (a limit).
+    ShardRefused {
+        /// The shard.
+        shard: String,
+        /// Why.
+        reason: String,
+    },
+    /// Stop routing to the shard, buffer its messages, acknowledge.
+    BeginHandOff {
+        /// The shard.
+        shard: String,
+    },
+    /// Stop the shard and report `ShardStopped`.
+    HandOff {
+        /// The shard.
+        shard: String,
+    },
+    /// A placement changed (`None`: removed).
+    PlacementChanged {
+        /// The shard.
+        shard: String,
+        /// The new target.
+        target: Option<String>,
+    },
+    /// A leaving region holds no shards any more and may stop.
+    LeaveDone,
+}
+
+/// Why a shard named in `rebalance-now` was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotAccepted {
+    /// The coordinator has never heard of it.
+    #[error("unknown shard")]
+    Unknown,
+    /// It has no home now.
+    #[error("shard has no home")]
+    Unallocated,
+    /// Its hand-off is in progress or queued already.
+    #[error("shard is already moving")]
+    AlreadyMoving,
+    /// Too many shards are queued already.
+    #[error("rebalance queue is full")]
+    QueueFull,
+}
+
+/// Why a placement request was refused as a whole.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlacementError {
+    /// An empty shard id.
+    #[error("placement {index}: empty shard id")]
+    EmptyShard {
+        /// Its position in the request.
+        index: usize,
+    },
+    /// A shard id longer than 256 bytes.
+    #[error("placement {index}: shard id of {len} bytes is longer than 256 bytes")]
+    ShardTooLong {
+        /// Its position in the request.
+        index: usize,
+        /// Its length.
+        len: usize,
+    },
+    /// An empty target.
+    #[error("placement {index}: shard {shard} has an empty target")]
+    EmptyTarget {
+        /// Its position in the request.
+        index: usize,
+        /// The shard.
+        shard: String,
+    },
+    /// The same shard twice in one request.
+    #[error("placement {index}: shard {shard} is listed twice")]
+    Duplicate {
+        /// Its position in the request.
+        index: usize,
+        /// The shard.
+        shard: String,
+    },
+    /// More placements than the limit.
+    #[error("too many placements: the limit is {limit}")]
+    TooMany {
+        /// The limit.
+        limit: usize,
+    },
+    /// Nothing named.
+    #[error("no placements given")]
+    Empty,
+}
+
+/// The answer to an operator.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// Placements written: `applied` changed the state, `stale` lost to a newer write.
+    PlacementsWritten {
+        /// Shards whose placement changed.
+        applied: Vec<String>,
+        /// Shards whose write was older than the current one.
+        stale: Vec<String>,
+    },
+    /// The request was refused as a whole.
+    PlacementRefused(PlacementError),
+    /// The live placements: (shard, target, stamp).
+    Placements(Vec<(String, String, Stamp)>),
+    /// Which shards will move, and why the others will not.
+    Rebalance {
+        /// Accepted shards.
+        accepted: Vec<String>,
+        /// The others, with the reason.
+        rejected: Vec<(String, NotAccepted)>,
+    },
+    /// Done.
+    Done,
+    /// No such region.
+    UnknownRegion(String),
+}
+
+/// A hand-off step, for observers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// BeginHandOff sent; waiting for every region's acknowledgement.
+    Begin,
+    /// HandOff sent to the owner; waiting for ShardStopped.
+    Stop,
+}
+
+/// What observers are told.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Observation {
+    /// A shard got a home.
+    Allocated {
+        /// The shard.
+        shard: String,
+        /// Its home.
+        region: String,
+        /// Why there.
+        reason: AllocationReason,
+        /// Set when a placement could not be honoured.
+        warning: Option<String>,
+    },
+    /// No region could take a shard; it waits.
+    NoAllocatableRegion {
+        /// The shard.
+        shard: String,
+    },
+    /// A hand-off reached a step.
+    HandOff {
+        /// The shard.
+        shard: String,
+        /// The owner.
+        from: String,
+        /// The step.
+        step: Step,
+    },
+    /// A hand-off ran past a step's deadline; the shard keeps its home.
+    HandOffTimedOut {
+        /// The shard.
+        shard: String,
+        /// The owner.
+        from: String,
+        /// The step that timed out.
+        step: Step,
+        /// Regions that had not acknowledged.
+        missing: Vec<String>,
+    },
+    /// A hand-off ended because its owner is gone; the shard is re-homed.
+    HandOffOwnerGone {
+        /// The shard.
+        shard: String,
+        /// The owner.
+        from: String,
+    },
+    /// A placement changed.
+    PlacementChanged {
+        /// The shard.
+        shard: String,
+        /// The new target (`None`: removed).
+        target: Option<String>,
+        /// The write's stamp.
+        stamp: Stamp,
+    },
+    /// A region registered.
+    RegionRegistered {
+        /// Its address.
+        address: String,
+        /// Its incarnation.
+        incarnation: u64,
+        /// Shards re-homed because the incarnation changed.
+        rehomed: usize,
+    },
+    /// A region missed its heartbeats.
+    RegionUnreachable {
+        /// Its address.
+        address: String,
+    },
+    /// A region heartbeated again.
+    RegionReachable {
+        /// Its address.
+        address: String,
+    },
+    /// A region was removed.
+    RegionRemoved {
+        /// Its address.
+        address: String,
+        /// Why (timeout, left).
+        why: &'static str,
+        /// How many shards it had.
+        shards: usize,
+    },
+    /// The strategy's rebalance fell back to the built-in.
+    RebalanceFallback {
+        /// The strategy's failure.
+        error: String,
+    },
+    /// A message that does not fit the state was ignored.
+    Ignored {
+        /// What and why.
+        what: String,
+    },
+    /// A limit was hit.
+    Limit {
+        /// Which one.
+        what: &'static str,
+    },
+}

@@ -1,0 +1,162 @@
+//! What the driver feeds the coordinator.
+
+use std::collections::BTreeMap;
+
+use super::state::Stamp;
+
+/// The driver's clock, in milliseconds. Only ever compared and added to.
+pub type Millis = u64;
+
+/// Identifies an operator request, echoed in its [`Reply`](super::Reply).
+pub type RequestId = u64;
+
+/// A region's registration.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Registration {
+    /// Its address.
+    pub address: String,
+    /// Chosen by the region at start-up; a restart is a new incarnation.
+    pub incarnation: u64,
+    /// Cluster roles.
+    pub roles: Vec<String>,
+    /// Application version.
+    pub app_version: String,
+    /// Labels (zone, dc…).
+    pub labels: BTreeMap<String, String>,
+    /// Routes messages, never hosts shards.
+    pub proxy_only: bool,
+}
+
+/// Something that happened; every event carries the time.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// A region (re)connected.
+    Register {
+        /// The time.
+        now: Millis,
+        /// Who.
+        registration: Registration,
+    },
+    /// A region is alive; renews its lease.
+    Heartbeat {
+        /// The time.
+        now: Millis,
+        /// Who.
+        address: String,
+        /// Its incarnation.
+        incarnation: u64,
+        /// Its latest metrics (`mem-used-ratio`, `cpu`, custom gauges).
+        metrics: BTreeMap<String, f64>,
+    },
+    /// A region wants to leave gracefully.
+    Leave {
+        /// The time.
+        now: Millis,
+        /// Who.
+        address: String,
+    },
+    /// A region asks where a shard lives.
+    GetShardHome {
+        /// The time.
+        now: Millis,
+        /// Who asks.
+        requester: String,
+        /// Which shard.
+        shard: String,
+    },
+    /// A region stopped routing to a shard and buffers its messages.
+    BeginHandOffAck {
+        /// The time.
+        now: Millis,
+        /// Who acknowledges.
+        region: String,
+        /// Which shard.
+        shard: String,
+    },
+    /// A shard's owner stopped it.
+    ShardStopped {
+        /// The time.
+        now: Millis,
+        /// Who stopped it.
+        region: String,
+        /// Which shard.
+        shard: String,
+    },
+    /// Time passes: liveness, deadlines, rebalance.
+    Tick {
+        /// The time.
+        now: Millis,
+    },
+    /// A [`Command::Persist`](super::Command::Persist) batch (and every one
+    /// before it) is durable.
+    Persisted {
+        /// The time.
+        now: Millis,
+        /// The batch number.
+        batch: u64,
+    },
+    /// An operator's request; answered with a [`Reply`](super::Reply).
+    Operator {
+        /// The time.
+        now: Millis,
+        /// Echoed in the reply.
+        request: RequestId,
+        /// What is asked.
+        op: OperatorRequest,
+    },
+}
+
+impl Event {
+    /// The time the event carries.
+    pub fn now(&self) -> Millis {
+        match self {
+            Event::Register { now, .. }
+            | Event::Heartbeat { now, .. }
+            | Event::Leave { now, .. }
+            | Event::GetShardHome { now, .. }
+            | Event::BeginHandOffAck { now, .. }
+            | Event::ShardStopped { now, .. }
+            | Event::Tick { now }
+            | Event::Persisted { now, .. }
+            | Event::Operator { now, .. } => *now,
+        }
+    }
+}
+
+/// An operator's request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OperatorRequest {
+    /// Sets placements (shard, target), all or nothing.
+    SetPlacements {
+        /// (shard, target address) pairs.
+        placements: Vec<(String, String)>,
+        /// The write's (timestamp, origin); last writer wins.
+        stamp: Stamp,
+    },
+    /// Removes placements, leaving tombstones.
+    RemovePlacements {
+        /// The shards.
+        shards: Vec<String>,
+        /// The write's (timestamp, origin).
+        stamp: Stamp,
+    },
+    /// Lists the live placements.
+    ListPlacements,
+    /// Moves shards on the next tick, or at once when `immediate`.
+    RebalanceNow {
+        /// The shards.
+        shards: Vec<String>,
+        /// Start the hand-offs now rather than on the next rebalance.
+        immediate: bool,
+    },
+    /// Moves every shard off a region and gives it no new ones.
+    Drain {
+        /// The region.
+        address: String,
+    },
+    /// Lets a drained region get shards again.
+    Undrain {
+        /// The region.
+        address: String,
+    },
+}

@@ -1,0 +1,178 @@
+//! The hand-off protocol, rebalance ticks and manual rebalance.
+
+use std::collections::BTreeSet;
+
+use super::{Change, Coordinator, Flight, NotAccepted, Observation, Reply, RequestId, Step, ToRegion};
+
+impl Coordinator {
+    /// Starts a hand-off of a homed shard that is not moving; false when the
+    /// in-flight limit is reached or the shard cannot move.
+    pub(super) fn start_handoff(&mut self, shard: &str) -> bool {
+        if self.durable.handoffs.contains_key(shard) || self.flights.len() >= self.config.max_handoffs_in_flight {
+            return false;
+        }
+        let Some(from) = self.durable.homes.get(shard).map(|h| h.region.clone()) else { return false };
+        self.change(Change::HandOffStarted { shard: shard.to_owned(), from: from.clone() });
+        self.begin_flight(shard, &from);
+        true
+    }
+
+    /// Step 1: BeginHandOff to every region and proxy.
+    pub(super) fn begin_flight(&mut self, shard: &str, from: &str) {
+        let waiting: BTreeSet<String> = self.durable.regions.keys().cloned().collect();
+        for region in &waiting {
+            self.reveal(region, ToRegion::BeginHandOff { shard: shard.to_owned() });
+        }
+        let deadline = self.now.saturating_add(self.config.handoff_timeout_ms);
+        self.flights.insert(shard.to_owned(), Flight { step: Step::Begin, deadline, waiting });
+        self.observe(Observation::HandOff { shard: shard.to_owned(), from: from.to_owned(), step: Step::Begin });
+        self.advance(shard);
+    }
+
+    /// Step 2 once every region acknowledged: HandOff to the owner.
+    fn advance(&mut self, shard: &str) {
+        let Some(flight) = self.flights.get_mut(shard) else { return };
+        if flight.step != Step::Begin || !flight.waiting.is_empty() {
+            return;
+        }
+        flight.step = Step::Stop;
+        flight.deadline = self.now.saturating_add(self.config.handoff_timeout_ms);
+        let from = self.durable.handoffs[shard].clone();
+        self.reveal(&from, ToRegion::HandOff { shard: shard.to_owned() });
+        self.observe(Observation::HandOff { shard: shard.to_owned(), from, step: Step::Stop });
+    }
+
+    pub(super) fn on_ack(&mut self, region: &str, shard: &str) {
+        let expected = self.flights.get_mut(shard).is_some_and(|f| f.step == Step::Begin && f.waiting.remove(region));
+        if expected {
+            self.advance(shard);
+        } else {
+            self.observe(Observation::Ignored { what: format!("BeginHandOffAck for {shard} from {region}") });
+        }
+    }
+
+    pub(super) fn on_stopped(&mut self, region: &str, shard: &str) {
+        let expected = self.flights.get(shard).is_some_and(|f| f.step == Step::Stop)
+            && self.durable.handoffs.get(shard).is_some_and(|from| from == region);
+        if !expected {
+            self.observe(Observation::Ignored { what: format!("ShardStopped for {shard} from {region}") });
+            return;
+        }
+        self.flights.remove(shard);
+        self.change(Change::HomeRemoved { shard: shard.to_owned() });
+        self.change(Change::HandOffEnded { shard: shard.to_owned() });
+        self.allocate(shard, None);
+        self.finish_leaves();
+    }
+
+    /// A region is gone (removed or restarted): hand-offs from it end (its
+    /// shards are re-homed by the caller); it counts as having acknowledged
+    /// every other one.
+    pub(super) fn forget_in_flights(&mut self, address: &str) {
+        let owned: Vec<String> =
+            self.durable.handoffs.iter().filter(|(_, from)| *from == address).map(|(s, _)| s.clone()).collect();
+        for shard in owned {
+            self.flights.remove(&shard);
+            self.change(Change::HandOffEnded { shard: shard.clone() });
+            self.observe(Observation::HandOffOwnerGone { shard, from: address.to_owned() });
+        }
+        let acked: Vec<String> = self
+            .flights
+            .iter_mut()
+            .filter_map(|(shard, flight)| flight.waiting.remove(address).then(|| shard.clone()))
+            .collect();
+        for shard in acked {
+            self.advance(&shard);
+        }
+    }
+
+    /// Ends hand-offs past their step's deadline; the shard keeps its home.
+    pub(super) fn check_deadlines(&mut self) {
+        let now = self.now;
+        let late: Vec<String> =
+            self.flights.iter().filter(|(_, f)| f.deadline <= now).map(|(s, _)| s.clone()).collect();
+        for shard in late {
+            let flight = self.flights.remove(&shard).expect("listed");
+            let from = self.durable.handoffs.get(&shard).cloned().unwrap_or_default();
+            self.change(Change::HandOffEnded { shard: shard.clone() });
+            self.observe(Observation::HandOffTimedOut {
+                shard: shard.clone(),
+                from,
+                step: flight.step,
+                missing: flight.waiting.into_iter().collect(),
+            });
+            self.answer_waiting(&shard);
+        }
+    }
+
+    /// The rebalance tick: operator-queued shards, then the strategy's set
+    /// (placement mismatches first), minus moving ones, bounded.
+    pub(super) fn rebalance(&mut self) {
+        if !self.enough_regions() {
+            return;
+        }
+        let budget = self
+            .config
+            .max_rebalance_per_tick
+            .min(self.config.max_handoffs_in_flight.saturating_sub(self.flights.len()));
+        let mut chosen: Vec<String> = Vec::new();
+        let queued: Vec<String> = self.durable.queued.iter().cloned().collect();
+        for shard in queued {
+            if !self.durable.homes.contains_key(&shard) {
+                self.change(Change::RebalanceUnqueued { shard });
+            } else if chosen.len() < budget && !self.durable.handoffs.contains_key(&shard) {
+                chosen.push(shard);
+            }
+        }
+        if chosen.len() < budget {
+            let view = self.view();
+            let decision = self.external.rebalance(&view);
+            if let Some(error) = decision.fallback {
+                self.observe(Observation::RebalanceFallback { error: error.to_string() });
+            }
+            for shard in decision.shards {
+                if chosen.len() >= budget {
+                    break;
+                }
+                if !chosen.contains(&shard) && !self.durable.handoffs.contains_key(&shard) {
+                    chosen.push(shard);
+                }
+            }
+        }
+        for shard in chosen {
+            self.start_handoff(&shard);
+        }
+    }
+
+    /// `rebalance-now`: queue the shards for the next tick, or hand them off now.
+    pub(super) fn rebalance_now(&mut self, request: RequestId, shards: Vec<String>, immediate: bool) {
+        let mut accepted = Vec::new();
+        let mut rejected = Vec::new();
+        let mut seen = BTreeSet::new();
+        for shard in shards {
+            if !seen.insert(shard.clone()) {
+                continue;
+            }
+            let why = if self.durable.handoffs.contains_key(&shard) || self.durable.queued.contains(&shard) {
+                Some(NotAccepted::AlreadyMoving)
+            } else if !self.durable.homes.contains_key(&shard) {
+                Some(if self.pending.contains_key(&shard) { NotAccepted::Unallocated } else { NotAccepted::Unknown })
+            } else {
+                None
+            };
+            match why {
+                Some(why) => rejected.push((shard, why)),
+                None if immediate && self.start_handoff(&shard) => accepted.push(shard),
+                None if self.durable.queued.len() >= self.config.max_queued_rebalance => {
+                    self.observe(Observation::Limit { what: "max_queued_rebalance" });
+                    rejected.push((shard, NotAccepted::QueueFull));
+                }
+                None => {
+                    self.change(Change::RebalanceQueued { shard: shard.clone() });
+                    accepted.push(shard);
+                }
+            }
+        }
+        self.reply(request, Reply::Rebalance { accepted, rejected });
+    }
+}

@@ -1,0 +1,400 @@
+//! # The coordinator: a sans-I/O state machine per entity type
+//!
+//! Events go in ([`Event`], each carrying the time as a value), commands come
+//! out ([`Command`]); no clock, no sockets, no threads, no randomness. The
+//! driver (the server) owns one [`Coordinator`] per entity type, performs the
+//! commands in order and feeds back what happens, including
+//! [`Event::Persisted`] once a [`Command::Persist`] batch is durable.
+//!
+//! ```text
+//!   driver ──Event{now}──▶ Coordinator::handle ──▶ Vec<Command>
+//!     ▲                                              │
+//!     └──── Persisted{batch} ◀── store ◀── Persist ──┤
+//!                       regions ◀── Send ────────────┤
+//!                       operators ◀── Reply ─────────┤
+//!                       logs/metrics ◀── Observe ────┘
+//! ```
+//!
+//! ## Persist before reveal
+//!
+//! Every state change is a [`Change`] applied to the [`Durable`] state and
+//! emitted in one `Persist { batch, changes }` per `handle` call. Commands that
+//! reveal a decision (a home, a hand-off, a placement broadcast, an
+//! operator's "accepted") are held until `Persisted { batch }` arrives; a
+//! reveal made while an earlier batch is still unpersisted waits for that batch.
+//! Observations are never held.
+//!
+//! ```text
+//!  handle(GetShardHome s)                      handle(Persisted 7)
+//!  ├─ allocate s → HomeSet(s, r)               └─ release batch 7's reveals:
+//!  ├─ emit Persist{7,[HomeSet]}                   Send(req, ShardHome s→r)
+//!  └─ hold Send(req, ShardHome s→r) until 7
+//! ```
+//!
+//! A crash between `Persist` and `Persisted` loses the batch and its
+//! reveals together: nobody learnt anything the store does not hold.
+//! [`Coordinator::recover`] rebuilds from the durable state.
+//!
+//! ## Hand-off (Akka's protocol)
+//!
+//! ```text
+//!  coordinator                  every region & proxy             owner
+//!  HandOffStarted ─persist─▶ BeginHandOff(s) ──────────────▶ (drop cached home, buffer)
+//!       ◀──────────────────── BeginHandOffAck(s) ───────────  (dead region = acked)
+//!  all acked ───────────────────────────── HandOff(s) ──────▶ stop s
+//!       ◀───────────────────────────────── ShardStopped(s) ──
+//!  HomeRemoved, HandOffEnded, HomeSet(s, new) ─persist─▶ ShardHome(s→new) to waiting requesters
+//! ```
+//!
+//! Each step has a deadline (`handoff_timeout_ms`); on time-out the shard
+//! keeps its old home ([`Observation::HandOffTimedOut`]). A hand-off in
+//! flight at a crash is restarted from BeginHandOff by `recover`; the shard's
+//! home only changes after ShardStopped, so no shard ever has two homes.
+//!
+//! ## Liveness and leases
+//!
+//! Regions heartbeat; each [`ToRegion::HeartbeatAck`] renews a lease of
+//! `lease_ms` counted from when the region *sent* the heartbeat. A region
+//! that cannot renew stops all its shards when its lease runs out. A region
+//! silent for `unreachable_after_ms` is unreachable (status in the strategy's
+//! topology); after a further `remove_after_ms` it is removed and its shards
+//! re-homed at once. `lease_ms < unreachable_after_ms + remove_after_ms`
+//! ([`Config::validate`]) so the old home has stopped before the new one
+//! starts (assuming clocks that run at the same rate).
+//!
+//! ## Limits
+//!
+//! Every collection is bounded by [`Config`]: regions (`max_regions`), homes
+//! (`max_shards`), placements and tombstones (`max_placements`, tombstones
+//! also by `tombstone_retention_ms`), waiting shards and requesters
+//! (`max_pending_shards`, `max_requesters_per_shard`), the operator's
+//! rebalance queue (`max_queued_rebalance`), hand-offs in flight
+//! (`max_handoffs_in_flight`), the last allocation reason per shard (one per
+//! home). Held reveals are bounded by the batches the driver has not yet
+//! acknowledged; a driver must acknowledge (or crash and recover).
+
+mod allocation;
+mod command;
+mod config;
+mod event;
+mod handoff;
+mod placements;
+mod regions;
+mod state;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+
+use shardalloc_guest::{Region, RegionStatus, Topology};
+
+pub use command::{Command, NotAccepted, Observation, PlacementError, Reply, Step, ToRegion};
+pub use config::{Config, ConfigError};
+pub use event::{Event, Millis, OperatorRequest, Registration, RequestId};
+pub use state::{Change, Durable, Home, PlacementEntry, RegionRecord, Stamp};
+
+use crate::strategy::ClusterView;
+use crate::strategy::external::ExternalAllocation;
+
+/// What is known of a region but not persisted.
+#[derive(Debug, Clone, Default)]
+struct Liveness {
+    last_heartbeat: Millis,
+    unreachable: bool,
+    metrics: BTreeMap<String, f64>,
+}
+
+/// A hand-off's volatile progress.
+#[derive(Debug, Clone)]
+struct Flight {
+    step: Step,
+    deadline: Millis,
+    waiting: BTreeSet<String>,
+}
+
+/// One entity type's coordinator. See the module documentation.
+pub struct Coordinator {
+    config: Config,
+    durable: Durable,
+    external: ExternalAllocation,
+    live: BTreeMap<String, Liveness>,
+    flights: BTreeMap<String, Flight>,
+    /// Shards without a home → regions waiting for the answer.
+    pending: BTreeMap<String, Vec<String>>,
+    /// Reveals waiting for their batch.
+    held: VecDeque<(u64, Vec<Command>)>,
+    next_batch: u64,
+    last_rebalance: Option<Millis>,
+    topology: Option<Arc<Topology>>,
+    now: Millis,
+    changes: Vec<Change>,
+    reveals: Vec<Command>,
+    out: Vec<Command>,
+}
+
+impl Coordinator {
+    /// A coordinator with no state, calling `strategy`.
+    pub fn new(config: Config, strategy: ExternalAllocation) -> Result<Self, ConfigError> {
+        Ok(Self::recover(config, strategy, Durable::default(), 0)?.0)
+    }
+
+    /// A coordinator rebuilt from the durable state, at time `now`: every
+    /// region gets a fresh heartbeat clock, hand-offs in flight restart from
+    /// BeginHandOff (the returned commands). `strategy`'s placements are
+    /// replaced by the durable ones.
+    pub fn recover(
+        config: Config,
+        mut strategy: ExternalAllocation,
+        durable: Durable,
+        now: Millis,
+    ) -> Result<(Self, Vec<Command>), ConfigError> {
+        config.validate()?;
+        let stale: Vec<String> = strategy.placements().keys().cloned().collect();
+        for shard in stale {
+            strategy.remove_placement(&shard);
+        }
+        for (shard, target) in durable.live_placements() {
+            strategy.set_placement(shard.clone(), target.clone());
+        }
+        let live = durable
+            .regions
+            .keys()
+            .map(|a| (a.clone(), Liveness { last_heartbeat: now, ..Liveness::default() }))
+            .collect();
+        let mut coordinator = Coordinator {
+            config,
+            durable,
+            external: strategy,
+            live,
+            flights: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            held: VecDeque::new(),
+            next_batch: 1,
+            last_rebalance: Some(now),
+            topology: None,
+            now,
+            changes: Vec::new(),
+            reveals: Vec::new(),
+            out: Vec::new(),
+        };
+        let handoffs: Vec<(String, String)> =
+            coordinator.durable.handoffs.iter().map(|(s, f)| (s.clone(), f.clone())).collect();
+        for (shard, from) in handoffs {
+            coordinator.begin_flight(&shard, &from);
+        }
+        let commands = coordinator.finish_turn();
+        Ok((coordinator, commands))
+    }
+
+    /// Handles one event and returns the commands to perform, in order.
+    pub fn handle(&mut self, event: Event) -> Vec<Command> {
+        self.now = self.now.max(event.now());
+        match event {
+            Event::Register { registration, .. } => self.on_register(registration),
+            Event::Heartbeat { address, incarnation, metrics, .. } => self.on_heartbeat(address, incarnation, metrics),
+            Event::Leave { address, .. } => self.on_leave(&address),
+            Event::GetShardHome { requester, shard, .. } => self.on_get_home(requester, shard),
+            Event::BeginHandOffAck { region, shard, .. } => self.on_ack(&region, &shard),
+            Event::ShardStopped { region, shard, .. } => self.on_stopped(&region, &shard),
+            Event::Tick { .. } => self.on_tick(),
+            Event::Persisted { batch, .. } => self.on_persisted(batch),
+            Event::Operator { request, op, .. } => self.on_operator(request, op),
+        }
+        self.finish_turn()
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The durable state, including changes not yet persisted.
+    pub fn durable(&self) -> &Durable {
+        &self.durable
+    }
+
+    /// A shard's home, if it has one.
+    pub fn home(&self, shard: &str) -> Option<&Home> {
+        self.durable.homes.get(shard)
+    }
+
+    /// The shards whose hand-off is in flight.
+    pub fn moving(&self) -> impl Iterator<Item = &String> {
+        self.durable.handoffs.keys()
+    }
+
+    /// True when the region is registered and reachable.
+    pub fn is_reachable(&self, address: &str) -> bool {
+        self.live.get(address).is_some_and(|l| !l.unreachable)
+    }
+
+    /// The strategy with its placements.
+    pub fn strategy(&self) -> &ExternalAllocation {
+        &self.external
+    }
+
+    /// Replaces the wrapped strategy (placements kept).
+    pub fn strategy_mut(&mut self) -> &mut ExternalAllocation {
+        &mut self.external
+    }
+
+    /// The view strategies see now.
+    pub fn view(&mut self) -> ClusterView {
+        let topology = self.topology();
+        let names = topology.metric_names();
+        let mut metrics = Vec::with_capacity(topology.regions().len() * names.len());
+        let mut homes = Vec::with_capacity(topology.regions().len());
+        for region in topology.regions() {
+            let live = self.live.get(&region.address);
+            for name in names {
+                metrics.push(live.and_then(|l| l.metrics.get(name)).copied().unwrap_or(f64::NAN));
+            }
+            homes.push(self.durable.regions.get(&region.address).map(|r| r.shards.clone()).unwrap_or_default());
+        }
+        let in_progress = self.durable.handoffs.keys().cloned().collect();
+        ClusterView::new(topology, metrics, homes, in_progress).expect("the view is consistent by construction")
+    }
+
+    /// The shared topology, rebuilt only after a region, label, status or
+    /// metric name changed.
+    fn topology(&mut self) -> Arc<Topology> {
+        if let Some(t) = &self.topology {
+            return t.clone();
+        }
+        let mut records: Vec<&RegionRecord> = self.durable.regions.values().collect();
+        records.sort_by_key(|r| r.join_order);
+        let mut names = BTreeSet::new();
+        for l in self.live.values() {
+            names.extend(l.metrics.keys().cloned());
+        }
+        let regions = records
+            .into_iter()
+            .map(|r| {
+                let unreachable = self.live.get(&r.address).is_some_and(|l| l.unreachable);
+                Region {
+                    address: r.address.clone(),
+                    status: if unreachable {
+                        RegionStatus::Unreachable
+                    } else if r.leaving {
+                        RegionStatus::Leaving
+                    } else {
+                        RegionStatus::Up
+                    },
+                    app_version: r.app_version.clone(),
+                    join_order: r.join_order,
+                    labels: r.labels.clone(),
+                    proxy_only: r.proxy_only,
+                    draining: r.draining,
+                }
+            })
+            .collect();
+        let topology = Arc::new(Topology::new(regions, names.into_iter().collect(), None));
+        self.topology = Some(topology.clone());
+        topology
+    }
+
+    fn topology_changed(&mut self) {
+        self.topology = None;
+    }
+
+    /// Applies a change and records it for this turn's persist.
+    fn change(&mut self, change: Change) {
+        self.durable.apply(&change);
+        match &change {
+            Change::RegionRegistered(_)
+            | Change::RegionRemoved { .. }
+            | Change::RegionDraining { .. }
+            | Change::RegionLeaving { .. } => self.topology_changed(),
+            _ => {}
+        }
+        self.changes.push(change);
+    }
+
+    /// A command revealing a decision: released after the persist.
+    fn reveal(&mut self, to: &str, message: ToRegion) {
+        self.reveals.push(Command::Send { to: to.to_owned(), message });
+    }
+
+    fn reply(&mut self, request: RequestId, reply: Reply) {
+        self.reveals.push(Command::Reply { request, reply });
+    }
+
+    fn observe(&mut self, observation: Observation) {
+        self.out.push(Command::Observe(observation));
+    }
+
+    /// A command that reveals nothing and may go at once.
+    fn send_now(&mut self, to: &str, message: ToRegion) {
+        self.out.push(Command::Send { to: to.to_owned(), message });
+    }
+
+    fn finish_turn(&mut self) -> Vec<Command> {
+        let mut out = std::mem::take(&mut self.out);
+        let reveals = std::mem::take(&mut self.reveals);
+        if !self.changes.is_empty() {
+            let batch = self.next_batch;
+            self.next_batch += 1;
+            out.push(Command::Persist { batch, changes: std::mem::take(&mut self.changes) });
+            self.held.push_back((batch, reveals));
+        } else if let Some((_, last)) = self.held.back_mut() {
+            last.extend(reveals);
+        } else {
+            out.extend(reveals);
+        }
+        out
+    }
+
+    fn on_persisted(&mut self, batch: u64) {
+        while self.held.front().is_some_and(|(b, _)| *b <= batch) {
+            let (_, reveals) = self.held.pop_front().expect("checked");
+            for command in reveals {
+                // A home answer overtaken by a later change (the region
+                // restarted, the shard moved) is dropped: the region asks again.
+                if let Command::Send { message: ToRegion::ShardHome { shard, home }, .. } = &command
+                    && self.durable.homes.get(shard).is_none_or(|h| h.region != *home)
+                {
+                    continue;
+                }
+                self.out.push(command);
+            }
+        }
+    }
+
+    fn on_tick(&mut self) {
+        self.check_liveness();
+        self.check_deadlines();
+        self.purge_tombstones();
+        self.retry_pending();
+        self.finish_leaves();
+        let due = match self.last_rebalance {
+            Some(last) => self.now.saturating_sub(last) >= self.config.rebalance_interval_ms,
+            None => true,
+        };
+        if due {
+            self.last_rebalance = Some(self.now);
+            self.rebalance();
+        }
+        self.drain();
+    }
+
+    fn on_operator(&mut self, request: RequestId, op: OperatorRequest) {
+        match op {
+            OperatorRequest::SetPlacements { placements, stamp } => self.set_placements(request, placements, stamp),
+            OperatorRequest::RemovePlacements { shards, stamp } => self.remove_placements(request, shards, stamp),
+            OperatorRequest::ListPlacements => {
+                let list = self
+                    .durable
+                    .placements
+                    .iter()
+                    .filter_map(|(s, e)| e.target.as_ref().map(|t| (s.clone(), t.clone(), e.stamp.clone())))
+                    .collect();
+                self.reply(request, Reply::Placements(list));
+            }
+            OperatorRequest::RebalanceNow { shards, immediate } => self.rebalance_now(request, shards, immediate),
+            OperatorRequest::Drain { address } => self.set_draining(request, &address, true),
+            OperatorRequest::Undrain { address } => self.set_draining(request, &address, false),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,219 @@
+//! Region lifecycle: registration, heartbeats, unreachability, removal,
+//! graceful leave, drain and undrain.
+
+use std::collections::BTreeMap;
+
+use super::{Change, Coordinator, Observation, RegionRecord, Registration, Reply, RequestId, ToRegion};
+
+impl Coordinator {
+    pub(super) fn on_register(&mut self, registration: Registration) {
+        let address = registration.address.clone();
+        let existing = self.durable.regions.get(&address).cloned();
+        if existing.is_none() && self.durable.regions.len() >= self.config.max_regions {
+            self.observe(Observation::Limit { what: "max_regions" });
+            let reason = format!("{} regions registered, the most allowed", self.config.max_regions);
+            self.send_now(&address, ToRegion::RegisterRefused { reason });
+            return;
+        }
+        let mut rehomed = Vec::new();
+        let (join_order, draining, leaving) = match &existing {
+            Some(old) if old.incarnation == registration.incarnation => (old.join_order, old.draining, old.leaving),
+            Some(old) => {
+                // A restart: the old incarnation's shards died with it.
+                self.forget_in_flights(&address);
+                rehomed = old.shards.clone();
+                for shard in &rehomed {
+                    self.change(Change::HomeRemoved { shard: shard.clone() });
+                }
+                (self.durable.next_join_order, old.draining, false)
+            }
+            None => (self.durable.next_join_order, false, false),
+        };
+        let record = RegionRecord {
+            address: address.clone(),
+            incarnation: registration.incarnation,
+            roles: registration.roles,
+            app_version: registration.app_version,
+            join_order,
+            labels: registration.labels,
+            proxy_only: registration.proxy_only,
+            draining,
+            leaving,
+            shards: Vec::new(),
+        };
+        if existing.as_ref().is_none_or(|old| {
+            let mut same = record.clone();
+            same.shards = old.shards.clone();
+            *old != same
+        }) {
+            self.change(Change::RegionRegistered(record));
+        }
+        let live = self.live.entry(address.clone()).or_default();
+        live.last_heartbeat = self.now;
+        if live.unreachable {
+            live.unreachable = false;
+            self.topology_changed();
+        }
+        self.reveal(
+            &address,
+            ToRegion::Registered {
+                incarnation: registration.incarnation,
+                lease_ms: self.config.lease_ms,
+                heartbeat_interval_ms: self.config.heartbeat_interval_ms,
+            },
+        );
+        self.observe(Observation::RegionRegistered {
+            address,
+            incarnation: registration.incarnation,
+            rehomed: rehomed.len(),
+        });
+        for shard in rehomed {
+            self.allocate(&shard, None);
+        }
+        self.retry_pending();
+    }
+
+    pub(super) fn on_heartbeat(&mut self, address: String, incarnation: u64, metrics: BTreeMap<String, f64>) {
+        if self.durable.regions.get(&address).is_none_or(|r| r.incarnation != incarnation) {
+            self.send_now(&address, ToRegion::NotRegistered);
+            return;
+        }
+        let now = self.now;
+        let live = self.live.entry(address.clone()).or_default();
+        live.last_heartbeat = now;
+        let mut changed = !live.metrics.keys().eq(metrics.keys());
+        live.metrics = metrics;
+        if live.unreachable {
+            live.unreachable = false;
+            changed = true;
+            self.observe(Observation::RegionReachable { address: address.clone() });
+        }
+        if changed {
+            self.topology_changed();
+        }
+        self.send_now(&address, ToRegion::HeartbeatAck { incarnation, lease_ms: self.config.lease_ms });
+    }
+
+    pub(super) fn on_leave(&mut self, address: &str) {
+        match self.durable.regions.get(address) {
+            None => self.observe(Observation::Ignored { what: format!("leave from unknown region {address}") }),
+            Some(r) if r.leaving => {}
+            Some(_) => self.change(Change::RegionLeaving { address: address.to_owned() }),
+        }
+        self.finish_leaves();
+        self.drain();
+    }
+
+    pub(super) fn set_draining(&mut self, request: RequestId, address: &str, draining: bool) {
+        match self.durable.regions.get(address) {
+            None => self.reply(request, Reply::UnknownRegion(address.to_owned())),
+            Some(r) => {
+                if r.draining != draining {
+                    self.change(Change::RegionDraining { address: address.to_owned(), draining });
+                }
+                self.reply(request, Reply::Done);
+                self.drain();
+            }
+        }
+    }
+
+    /// Marks silent regions unreachable and removes those silent past the removal timeout.
+    pub(super) fn check_liveness(&mut self) {
+        let now = self.now;
+        let mut remove = Vec::new();
+        let mut unreachable = Vec::new();
+        for (address, live) in &self.live {
+            let silent = now.saturating_sub(live.last_heartbeat);
+            if silent >= self.config.removal_ms() {
+                remove.push(address.clone());
+            } else if silent >= self.config.unreachable_after_ms && !live.unreachable {
+                unreachable.push(address.clone());
+            }
+        }
+        for address in unreachable {
+            if let Some(live) = self.live.get_mut(&address) {
+                live.unreachable = true;
+            }
+            self.topology_changed();
+            self.observe(Observation::RegionUnreachable { address });
+        }
+        for address in remove {
+            self.remove_region(&address, "heartbeat timeout");
+        }
+    }
+
+    /// Removes a region and re-homes its shards at once.
+    pub(super) fn remove_region(&mut self, address: &str, why: &'static str) {
+        let Some(record) = self.durable.regions.get(address).cloned() else { return };
+        self.forget_in_flights(address);
+        for shard in &record.shards {
+            self.change(Change::HomeRemoved { shard: shard.clone() });
+        }
+        self.change(Change::RegionRemoved { address: address.to_owned() });
+        self.live.remove(address);
+        for waiting in self.pending.values_mut() {
+            waiting.retain(|r| r != address);
+        }
+        self.observe(Observation::RegionRemoved { address: address.to_owned(), why, shards: record.shards.len() });
+        for shard in record.shards {
+            self.allocate(&shard, None);
+        }
+    }
+
+    /// Removes leaving regions that hold no shard any more and tells them.
+    pub(super) fn finish_leaves(&mut self) {
+        let done: Vec<String> = self
+            .durable
+            .regions
+            .values()
+            .filter(|r| r.leaving && r.shards.is_empty())
+            .map(|r| r.address.clone())
+            .collect();
+        for address in done {
+            self.remove_region(&address, "left");
+            self.reveal(&address, ToRegion::LeaveDone);
+        }
+    }
+
+    /// True when a region other than `address` can take shards.
+    fn other_allocatable(&self, address: &str) -> bool {
+        self.durable.regions.values().any(|r| {
+            r.address != address
+                && !r.proxy_only
+                && !r.draining
+                && !r.leaving
+                && self.live.get(&r.address).is_some_and(|l| !l.unreachable)
+        })
+    }
+
+    /// Hands off shards of leaving and draining regions, at most
+    /// `drain_batch` in flight per region.
+    pub(super) fn drain(&mut self) {
+        let draining: Vec<String> = self
+            .durable
+            .regions
+            .values()
+            .filter(|r| (r.leaving || r.draining) && !r.shards.is_empty())
+            .map(|r| r.address.clone())
+            .collect();
+        for address in draining {
+            if !self.other_allocatable(&address) {
+                continue;
+            }
+            let in_flight = self.durable.handoffs.values().filter(|from| **from == address).count();
+            let budget = self.config.drain_batch.saturating_sub(in_flight);
+            let shards: Vec<String> = self.durable.regions[&address]
+                .shards
+                .iter()
+                .filter(|s| !self.durable.handoffs.contains_key(*s))
+                .take(budget)
+                .cloned()
+                .collect();
+            for shard in shards {
+                if !self.start_handoff(&shard) {
+                    return;
+                }
+            }
+        }
+    }
+}

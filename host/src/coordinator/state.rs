@@ -1,0 +1,237 @@
+//! The durable state and the changes that build it.
+//!
+//! The coordinator changes its durable state only by applying a [`Change`]
+//! and emits every change it applies in a `Persist` command, so a store that
+//! applies the same changes in order (with [`Durable::apply`]) holds exactly
+//! what a recovered coordinator needs.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::strategy::external::AllocationReason;
+
+use super::event::Millis;
+
+/// The (timestamp, origin) of a placement write; the greater one wins.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Stamp {
+    /// The writer's timestamp (milliseconds).
+    pub timestamp: u64,
+    /// The writer (node, operator, tool) breaking ties.
+    pub origin: String,
+}
+
+impl Stamp {
+    /// A stamp.
+    pub fn new(timestamp: u64, origin: impl Into<String>) -> Self {
+        Stamp { timestamp, origin: origin.into() }
+    }
+}
+
+/// A region as persisted.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RegionRecord {
+    /// Its address.
+    pub address: String,
+    /// Its incarnation.
+    pub incarnation: u64,
+    /// Cluster roles.
+    pub roles: Vec<String>,
+    /// Application version.
+    pub app_version: String,
+    /// Join order: lower is older.
+    pub join_order: u64,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// Routes messages, never hosts shards.
+    pub proxy_only: bool,
+    /// Drained by an operator: keeps no shards, gets none.
+    pub draining: bool,
+    /// Leaving gracefully.
+    pub leaving: bool,
+    /// Its shards, in allocation order (oldest first).
+    pub shards: Vec<String>,
+}
+
+/// A shard's home and why it is there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Home {
+    /// The region's address.
+    pub region: String,
+    /// Why the shard was allocated there.
+    pub reason: AllocationReason,
+    /// When.
+    pub at: Millis,
+}
+
+/// A placement: live (with a target) or a tombstone.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlacementEntry {
+    /// The target region; `None` for a tombstone.
+    pub target: Option<String>,
+    /// The last write's stamp.
+    pub stamp: Stamp,
+    /// When the coordinator applied the write (tombstone retention counts from it).
+    pub written_at: Millis,
+}
+
+/// One change of the durable state.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// A region registered (new) or re-registered (same incarnation: shards kept).
+    RegionRegistered(RegionRecord),
+    /// A region is gone (its homes were removed by earlier changes).
+    RegionRemoved {
+        /// Its address.
+        address: String,
+    },
+    /// A region was drained or undrained.
+    RegionDraining {
+        /// Its address.
+        address: String,
+        /// Draining or not.
+        draining: bool,
+    },
+    /// A region is leaving.
+    RegionLeaving {
+        /// Its address.
+        address: String,
+    },
+    /// A shard got a home.
+    HomeSet {
+        /// The shard.
+        shard: String,
+        /// Its home and why.
+        home: Home,
+    },
+    /// A shard lost its home (stopped after a hand-off, or its region is gone).
+    HomeRemoved {
+        /// The shard.
+        shard: String,
+    },
+    /// A hand-off started.
+    HandOffStarted {
+        /// The shard.
+        shard: String,
+        /// Its owner.
+        from: String,
+    },
+    /// A hand-off ended (done, timed out or aborted).
+    HandOffEnded {
+        /// The shard.
+        shard: String,
+    },
+    /// A placement was written (set, or removed as a tombstone).
+    PlacementWritten {
+        /// The shard.
+        shard: String,
+        /// The entry.
+        entry: PlacementEntry,
+    },
+    /// A tombstone's retention ran out.
+    PlacementPurged {
+        /// The shard.
+        shard: String,
+    },
+    /// An operator asked to move a shard on the next rebalance.
+    RebalanceQueued {
+        /// The shard.
+        shard: String,
+    },
+    /// A queued shard left the queue (its hand-off started, or it is gone).
+    RebalanceUnqueued {
+        /// The shard.
+        shard: String,
+    },
+}
+
+/// Everything the coordinator must not lose.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Durable {
+    /// Registered regions by address.
+    pub regions: BTreeMap<String, RegionRecord>,
+    /// Shard → home.
+    pub homes: BTreeMap<String, Home>,
+    /// Hand-offs in flight: shard → owner.
+    pub handoffs: BTreeMap<String, String>,
+    /// Placements and tombstones by shard.
+    pub placements: BTreeMap<String, PlacementEntry>,
+    /// Shards operators queued for the next rebalance.
+    pub queued: BTreeSet<String>,
+    /// The next join order to give.
+    pub next_join_order: u64,
+}
+
+impl Durable {
+    /// Applies one change.
+    pub fn apply(&mut self, change: &Change) {
+        match change {
+            Change::RegionRegistered(record) => {
+                let mut record = record.clone();
+                if let Some(old) = self.regions.get(&record.address)
+                    && old.incarnation == record.incarnation
+                {
+                    record.shards = old.shards.clone();
+                }
+                self.next_join_order = self.next_join_order.max(record.join_order + 1);
+                self.regions.insert(record.address.clone(), record);
+            }
+            Change::RegionRemoved { address } => {
+                if let Some(record) = self.regions.remove(address) {
+                    for shard in record.shards {
+                        self.homes.remove(&shard);
+                    }
+                }
+            }
+            Change::RegionDraining { address, draining } => {
+                if let Some(r) = self.regions.get_mut(address) {
+                    r.draining = *draining;
+                }
+            }
+            Change::RegionLeaving { address } => {
+                if let Some(r) = self.regions.get_mut(address) {
+                    r.leaving = true;
+                }
+            }
+            Change::HomeSet { shard, home } => {
+                self.remove_home(shard);
+                if let Some(r) = self.regions.get_mut(&home.region) {
+                    r.shards.push(shard.clone());
+                }
+                self.homes.insert(shard.clone(), home.clone());
+            }
+            Change::HomeRemoved { shard } => self.remove_home(shard),
+            Change::HandOffStarted { shard, from } => {
+                self.queued.remove(shard);
+                self.handoffs.insert(shard.clone(), from.clone());
+            }
+            Change::HandOffEnded { shard } => {
+                self.handoffs.remove(shard);
+            }
+            Change::PlacementWritten { shard, entry } => {
+                self.placements.insert(shard.clone(), entry.clone());
+            }
+            Change::PlacementPurged { shard } => {
+                self.placements.remove(shard);
+            }
+            Change::RebalanceQueued { shard } => {
+                self.queued.insert(shard.clone());
+            }
+            Change::RebalanceUnqueued { shard } => {
+                self.queued.remove(shard);
+            }
+        }
+    }
+
+    fn remove_home(&mut self, shard: &str) {
+        if let Some(old) = self.homes.remove(shard)
+            && let Some(r) = self.regions.get_mut(&old.region)
+        {
+            r.shards.retain(|s| s != shard);
+        }
+    }
+
+    /// The live placements: shard → target.
+    pub fn live_placements(&self) -> impl Iterator<Item = (&String, &String)> {
+        self.placements.iter().filter_map(|(s, e)| e.target.as_ref().map(|t| (s, t)))
+    }
+}

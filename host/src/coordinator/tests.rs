@@ -1,0 +1,390 @@
+//! Step-by-step tests asserting on the exact commands emitted.
+
+use super::*;
+use crate::strategy::builtin;
+use crate::strategy::external::AllocationReason;
+use crate::strategy::guarded::Guarded;
+
+fn least_shard() -> ExternalAllocation {
+    ExternalAllocation::new(Guarded::new(builtin::native("least-shard", "").unwrap().unwrap()))
+}
+
+fn strategy_reason() -> AllocationReason {
+    AllocationReason::Strategy { name: "least-shard".into(), version: env!("CARGO_PKG_VERSION").into() }
+}
+
+fn register(now: Millis, address: &str, incarnation: u64) -> Event {
+    Event::Register { now, registration: Registration { address: address.into(), incarnation, ..Default::default() } }
+}
+
+fn get(now: Millis, requester: &str, shard: &str) -> Event {
+    Event::GetShardHome { now, requester: requester.into(), shard: shard.into() }
+}
+
+fn send(to: &str, message: ToRegion) -> Command {
+    Command::Send { to: to.into(), message }
+}
+
+fn home(shard: &str, region: &str) -> Command {
+    send(region_of(region), ToRegion::ShardHome { shard: shard.into(), home: region.into() })
+}
+
+fn region_of(r: &str) -> &str {
+    r
+}
+
+fn home_to(to: &str, shard: &str, region: &str) -> Command {
+    send(to, ToRegion::ShardHome { shard: shard.into(), home: region.into() })
+}
+
+fn registered(to: &str, incarnation: u64) -> Command {
+    send(to, ToRegion::Registered { incarnation, lease_ms: 10_000, heartbeat_interval_ms: 1_000 })
+}
+
+fn allocated(shard: &str, region: &str) -> Command {
+    Command::Observe(Observation::Allocated {
+        shard: shard.into(),
+        region: region.into(),
+        reason: strategy_reason(),
+        warning: None,
+    })
+}
+
+fn home_set(shard: &str, region: &str, at: Millis) -> Change {
+    Change::HomeSet { shard: shard.into(), home: Home { region: region.into(), reason: strategy_reason(), at } }
+}
+
+/// The batch of the single Persist in `commands`.
+fn batch_of(commands: &[Command]) -> u64 {
+    let batches: Vec<u64> = commands
+        .iter()
+        .filter_map(|c| match c {
+            Command::Persist { batch, .. } => Some(*batch),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(batches.len(), 1, "{commands:#?}");
+    batches[0]
+}
+
+fn reveals(commands: &[Command]) -> Vec<&Command> {
+    commands.iter().filter(|c| matches!(c, Command::Send { .. } | Command::Reply { .. })).collect()
+}
+
+/// Feeds an event, persists its batch (if any) and returns everything.
+fn settle(c: &mut Coordinator, event: Event) -> Vec<Command> {
+    let now = event.now();
+    let mut out = c.handle(event);
+    if out.iter().any(|c| matches!(c, Command::Persist { .. })) {
+        let batch = batch_of(&out);
+        out.extend(c.handle(Event::Persisted { now, batch }));
+    }
+    out
+}
+
+/// A coordinator with regions a and b (a older), shards s and t on a.
+fn two_regions() -> Coordinator {
+    two_regions_with(Config::default())
+}
+
+fn two_regions_with(config: Config) -> Coordinator {
+    let mut c = Coordinator::new(config, least_shard()).unwrap();
+    settle(&mut c, register(0, "a", 1));
+    settle(&mut c, get(1, "a", "s"));
+    settle(&mut c, get(2, "a", "t"));
+    settle(&mut c, register(3, "b", 1));
+    c
+}
+
+#[test]
+fn registration_and_allocation_are_revealed_only_after_persist() {
+    let mut c = Coordinator::new(Config::default(), least_shard()).unwrap();
+    let out = c.handle(register(0, "a", 7));
+    let record = RegionRecord { address: "a".into(), incarnation: 7, ..Default::default() };
+    assert_eq!(
+        out,
+        [
+            Command::Observe(Observation::RegionRegistered { address: "a".into(), incarnation: 7, rehomed: 0 }),
+            Command::Persist { batch: 1, changes: vec![Change::RegionRegistered(record)] },
+        ]
+    );
+    // An unrelated reveal made while batch 1 is unpersisted waits for it too.
+    let out = c.handle(get(1, "a", "s"));
+    assert_eq!(out, [allocated("s", "a"), Command::Persist { batch: 2, changes: vec![home_set("s", "a", 1)] }]);
+    assert_eq!(c.handle(get(2, "a", "s")), []);
+    assert_eq!(c.handle(Event::Persisted { now: 3, batch: 1 }), [registered("a", 7)]);
+    assert_eq!(c.handle(Event::Persisted { now: 4, batch: 2 }), [home("s", "a"), home("s", "a")]);
+    // A known shard's home comes from the state, at once.
+    assert_eq!(c.handle(get(5, "a", "s")), [home("s", "a")]);
+}
+
+#[test]
+fn allocation_waits_for_the_minimum_number_of_regions() {
+    let config = Config { min_regions: 2, ..Config::default() };
+    let mut c = Coordinator::new(config, least_shard()).unwrap();
+    settle(&mut c, register(0, "a", 1));
+    assert_eq!(settle(&mut c, get(1, "a", "s")), []);
+    let out = settle(&mut c, register(2, "b", 1));
+    assert_eq!(reveals(&out), [&registered("b", 1), &home_to("a", "s", "a")]);
+}
+
+#[test]
+fn unknown_regions_are_told_to_register() {
+    let mut c = Coordinator::new(Config::default(), least_shard()).unwrap();
+    assert_eq!(c.handle(get(0, "x", "s")), [send("x", ToRegion::NotRegistered)]);
+    let hb = Event::Heartbeat { now: 0, address: "x".into(), incarnation: 1, metrics: Default::default() };
+    assert_eq!(c.handle(hb), [send("x", ToRegion::NotRegistered)]);
+}
+
+fn begin(shard: &str, from: &str) -> Command {
+    Command::Observe(Observation::HandOff { shard: shard.into(), from: from.into(), step: Step::Begin })
+}
+
+fn stop(shard: &str, from: &str) -> Command {
+    Command::Observe(Observation::HandOff { shard: shard.into(), from: from.into(), step: Step::Stop })
+}
+
+fn rebalance_now(now: Millis, shards: &[&str]) -> Event {
+    Event::Operator {
+        now,
+        request: 9,
+        op: OperatorRequest::RebalanceNow { shards: shards.iter().map(|s| s.to_string()).collect(), immediate: true },
+    }
+}
+
+fn ack(now: Millis, region: &str, shard: &str) -> Event {
+    Event::BeginHandOffAck { now, region: region.into(), shard: shard.into() }
+}
+
+fn stopped(now: Millis, region: &str, shard: &str) -> Event {
+    Event::ShardStopped { now, region: region.into(), shard: shard.into() }
+}
+
+#[test]
+fn hand_off_step_by_step() {
+    let mut c = two_regions();
+    let out = c.handle(rebalance_now(10, &["s"]));
+    assert_eq!(
+        out,
+        [
+            begin("s", "a"),
+            Command::Persist {
+                batch: 5,
+                changes: vec![Change::HandOffStarted { shard: "s".into(), from: "a".into() }]
+            }
+        ]
+    );
+    assert_eq!(
+        c.handle(Event::Persisted { now: 11, batch: 5 }),
+        [
+            send("a", ToRegion::BeginHandOff { shard: "s".into() }),
+            send("b", ToRegion::BeginHandOff { shard: "s".into() }),
+            Command::Reply { request: 9, reply: Reply::Rebalance { accepted: vec!["s".into()], rejected: vec![] } },
+        ]
+    );
+    // Requests while moving are held.
+    assert_eq!(c.handle(get(12, "b", "s")), []);
+    assert_eq!(c.handle(ack(13, "a", "s")), []);
+    assert_eq!(c.handle(ack(14, "b", "s")), [stop("s", "a"), send("a", ToRegion::HandOff { shard: "s".into() })]);
+    // A stop from the wrong region is ignored.
+    assert_eq!(
+        c.handle(stopped(15, "b", "s")),
+        [Command::Observe(Observation::Ignored { what: "ShardStopped for s from b".into() })]
+    );
+    let out = c.handle(stopped(16, "a", "s"));
+    assert_eq!(
+        out,
+        [
+            allocated("s", "b"),
+            Command::Persist {
+                batch: 6,
+                changes: vec![
+                    Change::HomeRemoved { shard: "s".into() },
+                    Change::HandOffEnded { shard: "s".into() },
+                    home_set("s", "b", 16),
+                ]
+            }
+        ]
+    );
+    assert_eq!(c.handle(Event::Persisted { now: 17, batch: 6 }), [home_to("b", "s", "b")]);
+    assert_eq!(c.moving().count(), 0);
+}
+
+#[test]
+fn hand_off_time_outs_keep_the_old_home() {
+    // (acks before the deadline, step that times out, regions missing)
+    let cases: [(&[&str], Step, &[&str]); 2] = [(&["a"], Step::Begin, &["b"]), (&["a", "b"], Step::Stop, &[])];
+    for (acks, step, missing) in cases {
+        // Deadlines shorter than the heartbeat time-outs (no heartbeats here).
+        let mut c = two_regions_with(Config { handoff_timeout_ms: 3_000, ..Config::default() });
+        settle(&mut c, rebalance_now(10, &["s"]));
+        settle(&mut c, get(11, "b", "s"));
+        for region in acks {
+            c.handle(ack(12, region, "s"));
+        }
+        let deadline = if step == Step::Begin { 10 } else { 12 } + 3_000;
+        let out = c.handle(Event::Tick { now: deadline - 1 });
+        assert!(!out.iter().any(|c| matches!(c, Command::Observe(Observation::HandOffTimedOut { .. }))), "{out:?}");
+        let out = c.handle(Event::Tick { now: deadline });
+        let timed_out = Command::Observe(Observation::HandOffTimedOut {
+            shard: "s".into(),
+            from: "a".into(),
+            step,
+            missing: missing.iter().map(|s| s.to_string()).collect(),
+        });
+        assert!(out.contains(&timed_out), "{out:#?}");
+        let batch = batch_of(&out);
+        assert!(out.contains(&Command::Persist { batch, changes: vec![Change::HandOffEnded { shard: "s".into() }] }));
+        assert_eq!(reveals(&out), Vec::<&Command>::new());
+        assert_eq!(c.handle(Event::Persisted { now: deadline, batch }), [home_to("b", "s", "a")]);
+        assert_eq!(c.home("s").unwrap().region, "a");
+    }
+}
+
+#[test]
+fn a_dead_region_counts_as_acknowledged() {
+    let mut c = two_regions();
+    settle(&mut c, rebalance_now(10, &["s"]));
+    c.handle(ack(11, "a", "s"));
+    // a keeps heartbeating; b goes silent and is removed at 3 + 15 000.
+    let hb = Event::Heartbeat { now: 10_000, address: "a".into(), incarnation: 1, metrics: Default::default() };
+    c.handle(hb);
+    c.handle(Event::Tick { now: 8_003 });
+    let out = c.handle(Event::Tick { now: 15_003 });
+    assert!(
+        out.contains(&send("a", ToRegion::HandOff { shard: "s".into() })) || {
+            // Held behind the removal's batch.
+            let batch = batch_of(&out);
+            c.handle(Event::Persisted { now: 15_003, batch })
+                .contains(&send("a", ToRegion::HandOff { shard: "s".into() }))
+        }
+    );
+}
+
+#[test]
+fn owner_death_mid_hand_off_re_homes_the_shard_once() {
+    let mut c = two_regions();
+    settle(&mut c, rebalance_now(10, &["s"]));
+    c.handle(ack(11, "a", "s"));
+    c.handle(ack(11, "b", "s"));
+    let hb = Event::Heartbeat { now: 14_000, address: "b".into(), incarnation: 1, metrics: Default::default() };
+    c.handle(hb);
+    let out = c.handle(Event::Tick { now: 15_000 });
+    let batch = batch_of(&out);
+    let Some(Command::Persist { changes, .. }) = out.iter().find(|c| matches!(c, Command::Persist { .. })) else {
+        unreachable!()
+    };
+    assert_eq!(
+        changes,
+        &vec![
+            Change::HandOffEnded { shard: "s".into() },
+            Change::HomeRemoved { shard: "s".into() },
+            Change::HomeRemoved { shard: "t".into() },
+            Change::RegionRemoved { address: "a".into() },
+            home_set("s", "b", 15_000),
+            home_set("t", "b", 15_000),
+        ]
+    );
+    c.handle(Event::Persisted { now: 15_000, batch });
+    assert_eq!(c.home("s").unwrap().region, "b");
+    assert_eq!(c.moving().count(), 0);
+}
+
+#[test]
+fn incarnation_change_re_homes_and_reconnect_keeps() {
+    let mut c = two_regions();
+    // Same incarnation: nothing changes, nothing to persist.
+    let out = c.handle(register(20, "a", 1));
+    assert_eq!(
+        out,
+        [
+            Command::Observe(Observation::RegionRegistered { address: "a".into(), incarnation: 1, rehomed: 0 }),
+            registered("a", 1),
+        ]
+    );
+    assert_eq!(c.durable().regions["a"].shards, ["s", "t"]);
+    // New incarnation: the old one's shards are re-homed.
+    let out = c.handle(register(21, "a", 2));
+    let record = RegionRecord { address: "a".into(), incarnation: 2, join_order: 2, ..Default::default() };
+    let Some(Command::Persist { changes, .. }) = out.iter().find(|c| matches!(c, Command::Persist { .. })) else {
+        unreachable!()
+    };
+    assert_eq!(
+        changes,
+        &vec![
+            Change::HomeRemoved { shard: "s".into() },
+            Change::HomeRemoved { shard: "t".into() },
+            Change::RegionRegistered(record),
+            home_set("s", "b", 21),
+            home_set("t", "a", 21),
+        ]
+    );
+    assert_eq!(reveals(&out), Vec::<&Command>::new());
+}
+
+#[test]
+fn recovery_restarts_hand_offs_from_begin() {
+    let mut c = two_regions();
+    settle(&mut c, rebalance_now(10, &["s"]));
+    c.handle(ack(11, "a", "s"));
+    c.handle(ack(11, "b", "s"));
+    // Crash: only the durable state survives.
+    let durable = c.durable().clone();
+    let (mut c, out) = Coordinator::recover(Config::default(), least_shard(), durable, 100).unwrap();
+    assert_eq!(
+        out,
+        [
+            begin("s", "a"),
+            send("a", ToRegion::BeginHandOff { shard: "s".into() }),
+            send("b", ToRegion::BeginHandOff { shard: "s".into() }),
+        ]
+    );
+    assert_eq!(c.home("s").unwrap().region, "a");
+    c.handle(ack(101, "a", "s"));
+    c.handle(ack(101, "b", "s"));
+    let out = settle(&mut c, stopped(102, "a", "s"));
+    assert_eq!(c.home("s").unwrap().region, "b");
+    assert!(out.contains(&allocated("s", "b")));
+}
+
+#[test]
+fn leaving_region_is_drained_and_told() {
+    let mut c = two_regions();
+    let out = settle(&mut c, Event::Leave { now: 10, address: "a".into() });
+    assert_eq!(c.moving().cloned().collect::<Vec<_>>(), ["s", "t"]);
+    assert!(out.contains(&send("b", ToRegion::BeginHandOff { shard: "t".into() })));
+    for shard in ["s", "t"] {
+        c.handle(ack(11, "a", shard));
+        c.handle(ack(11, "b", shard));
+    }
+    settle(&mut c, stopped(12, "a", "s"));
+    let out = settle(&mut c, stopped(13, "a", "t"));
+    assert!(out.contains(&send("a", ToRegion::LeaveDone)), "{out:#?}");
+    assert!(!c.durable().regions.contains_key("a"));
+    assert_eq!(c.durable().regions["b"].shards, ["s", "t"]);
+}
+
+#[test]
+fn rebalance_now_explains_refusals() {
+    let mut c = two_regions();
+    let event = Event::Operator {
+        now: 10,
+        request: 4,
+        op: OperatorRequest::RebalanceNow { shards: vec!["s".into(), "zz".into(), "s".into()], immediate: false },
+    };
+    let out = settle(&mut c, event);
+    let reply = Reply::Rebalance { accepted: vec!["s".into()], rejected: vec![("zz".into(), NotAccepted::Unknown)] };
+    assert_eq!(reveals(&out), [&Command::Reply { request: 4, reply }]);
+    assert_eq!(c.durable().queued.iter().collect::<Vec<_>>(), ["s"]);
+    let event = Event::Operator {
+        now: 11,
+        request: 5,
+        op: OperatorRequest::RebalanceNow { shards: vec!["s".into()], immediate: true },
+    };
+    let out = settle(&mut c, event);
+    let reply = Reply::Rebalance { accepted: vec![], rejected: vec![("s".into(), NotAccepted::AlreadyMoving)] };
+    assert_eq!(reveals(&out), [&Command::Reply { request: 5, reply }]);
+    // The next tick moves it.
+    let out = settle(&mut c, Event::Tick { now: 10_011 });
+    assert!(out.contains(&send("a", ToRegion::BeginHandOff { shard: "s".into() })), "{out:#?}");
+}
