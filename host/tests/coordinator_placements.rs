@@ -161,3 +161,29 @@ fn proxy_only_regions_join_hand_offs_but_never_get_shards() {
     assert!(h.c.durable().regions["p"].shards.is_empty());
     assert!(!h.c.durable().regions["b"].shards.is_empty(), "shards moved to the new region");
 }
+
+#[test]
+fn the_signal_reaches_the_strategy_and_survives_a_restart() {
+    use shardalloc::coordinator::Coordinator;
+    use shardalloc::strategy::external::ExternalAllocation;
+    use shardalloc::strategy::guarded::Guarded;
+
+    let zone =
+        || ExternalAllocation::new(Guarded::new(shardalloc::strategy::builtin::native("zone", "").unwrap().unwrap()));
+    let mut h = Harness::new(Config::default());
+    h.c = Coordinator::new(Config::default(), zone()).unwrap();
+    for (address, zone) in [("eu-1", "eu"), ("us-1", "us")] {
+        let labels = [("zone".to_string(), zone.to_string())].into_iter().collect();
+        let registration = Registration { address: address.into(), incarnation: 1, labels, ..Default::default() };
+        h.step(Event::Register { now: h.now, registration });
+    }
+    let refused = reply(&h.operator(OperatorRequest::SetSignal { signal: Some("{not json".into()) }));
+    assert!(matches!(&refused, Reply::SignalRefused(m) if m.contains("not JSON")), "{refused:?}");
+    let signal = r#"{"prefixes":{"eu/":"eu","us/":"us"}}"#.to_string();
+    assert_eq!(reply(&h.operator(OperatorRequest::SetSignal { signal: Some(signal.clone()) })), Reply::Done);
+    h.get("eu-1", "us/42");
+    assert_eq!(h.c.durable().homes["us/42"].region, "us-1", "the zone strategy read the signal");
+    // What was persisted brings the signal back after a restart.
+    let (recovered, _) = Coordinator::recover(Config::default(), zone(), h.store.clone(), h.now).unwrap();
+    assert_eq!(recovered.durable().signal.as_deref(), Some(signal.as_str()));
+}

@@ -182,6 +182,8 @@ pub enum Reply {
     Done,
     /// No such region.
     UnknownRegion(String),
+    /// The signal was refused (not JSON, too large); the message says why.
+    SignalRefused(String),
 }
 
 /// A hand-off step, for observers.

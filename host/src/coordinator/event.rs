@@ -159,4 +159,10 @@ pub enum OperatorRequest {
         /// The region.
         address: String,
     },
+    /// Sets (or with `None` clears) the type's signal: JSON handed to the
+    /// strategy unread (at most [`MAX_SIGNAL_BYTES`](super::MAX_SIGNAL_BYTES)).
+    SetSignal {
+        /// The JSON text.
+        signal: Option<String>,
+    },
 }

@@ -95,6 +95,10 @@ pub use state::{Change, Durable, Home, PlacementEntry, RegionRecord, Stamp};
 use crate::strategy::ClusterView;
 use crate::strategy::external::ExternalAllocation;
 
+/// The largest signal a type may have, in bytes: it is sent to the strategy
+/// whenever the topology changes.
+pub const MAX_SIGNAL_BYTES: usize = 1 << 20;
+
 /// What is known of a region but not persisted.
 #[derive(Debug, Clone, Default)]
 struct Liveness {
@@ -287,7 +291,7 @@ impl Coordinator {
                 }
             })
             .collect();
-        let topology = Arc::new(Topology::new(regions, names.into_iter().collect(), None));
+        let topology = Arc::new(Topology::new(regions, names.into_iter().collect(), self.durable.signal.clone()));
         self.topology = Some(topology.clone());
         topology
     }
@@ -303,7 +307,8 @@ impl Coordinator {
             Change::RegionRegistered(_)
             | Change::RegionRemoved { .. }
             | Change::RegionDraining { .. }
-            | Change::RegionLeaving { .. } => self.topology_changed(),
+            | Change::RegionLeaving { .. }
+            | Change::SignalSet { .. } => self.topology_changed(),
             _ => {}
         }
         self.changes.push(change);
@@ -312,6 +317,23 @@ impl Coordinator {
     /// A command revealing a decision: released after the persist.
     fn reveal(&mut self, to: &str, message: ToRegion) {
         self.reveals.push(Command::Send { to: to.to_owned(), message });
+    }
+
+    /// Sets the type's signal after checking that it is JSON and not too large.
+    fn set_signal(&mut self, request: RequestId, signal: Option<String>) {
+        if let Some(text) = &signal {
+            if text.len() > MAX_SIGNAL_BYTES {
+                let message = format!("the signal is {} bytes; the limit is {MAX_SIGNAL_BYTES}", text.len());
+                return self.reply(request, Reply::SignalRefused(message));
+            }
+            if let Err(error) = serde_json::from_str::<serde_json::Value>(text) {
+                return self.reply(request, Reply::SignalRefused(format!("the signal is not JSON: {error}")));
+            }
+        }
+        if self.durable.signal != signal {
+            self.change(Change::SignalSet { signal });
+        }
+        self.reply(request, Reply::Done);
     }
 
     fn reply(&mut self, request: RequestId, reply: Reply) {
@@ -392,6 +414,7 @@ impl Coordinator {
             OperatorRequest::RebalanceNow { shards, immediate } => self.rebalance_now(request, shards, immediate),
             OperatorRequest::Drain { address } => self.set_draining(request, &address, true),
             OperatorRequest::Undrain { address } => self.set_draining(request, &address, false),
+            OperatorRequest::SetSignal { signal } => self.set_signal(request, signal),
         }
     }
 }

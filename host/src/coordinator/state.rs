@@ -142,6 +142,11 @@ pub enum Change {
         /// The shard.
         shard: String,
     },
+    /// The type's signal changed.
+    SignalSet {
+        /// The JSON text, `None` when cleared.
+        signal: Option<String>,
+    },
 }
 
 /// Everything the coordinator must not lose.
@@ -159,6 +164,8 @@ pub struct Durable {
     pub queued: BTreeSet<String>,
     /// The next join order to give.
     pub next_join_order: u64,
+    /// The type's signal (operator JSON), handed to the strategy unread.
+    pub signal: Option<String>,
 }
 
 impl Durable {
@@ -200,6 +207,7 @@ impl Durable {
                 self.homes.insert(shard.clone(), home.clone());
             }
             Change::HomeRemoved { shard } => self.remove_home(shard),
+            Change::SignalSet { signal } => self.signal = signal.clone(),
             Change::HandOffStarted { shard, from } => {
                 self.queued.remove(shard);
                 self.handoffs.insert(shard.clone(), from.clone());
