@@ -1,16 +1,57 @@
 //! A seeded simulation: regions on a lossy, delaying network (FIFO per
-//! link), crashes, restarts, leaves, drains, placements, and coordinator
-//! crashes between Persist and Persisted. Checked after every step: no shard
-//! runs on two live regions; homeless shards get a home in bounded time.
+//! link) with network splits, crashes, restarts, leaves, drains, placements,
+//! a strategy that faults now and then, and coordinator crashes between
+//! Persist and Persisted. Checked after every step: no shard runs on two
+//! live regions; homeless shards get a home in bounded time.
 
 mod coordinator;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use coordinator::least_shard;
 use shardalloc::coordinator::{
     Change, Command, Config, Coordinator, Durable, Event, OperatorRequest, Registration, Stamp, ToRegion,
 };
+use shardalloc::strategy::external::ExternalAllocation;
+use shardalloc::strategy::guarded::Guarded;
+use shardalloc::strategy::{AllocationStrategy, ClusterView, FaultKind, Info, StrategyError, builtin};
+
+/// Least-shard that faults on a seeded share of its calls; the coordinator's
+/// guard must fall back every time.
+struct Flaky {
+    inner: Box<dyn AllocationStrategy>,
+    rng: Rng,
+    per_mille: u64,
+}
+
+impl Flaky {
+    fn fault(&mut self) -> Result<(), StrategyError> {
+        if self.rng.chance(self.per_mille) {
+            return Err(StrategyError::Fault { kind: FaultKind::Trap, detail: "simulated fault".into() });
+        }
+        Ok(())
+    }
+}
+
+impl AllocationStrategy for Flaky {
+    fn info(&self) -> &Info {
+        self.inner.info()
+    }
+
+    fn allocate(&mut self, view: &ClusterView, shard: &str, requester: Option<&str>) -> Result<String, StrategyError> {
+        self.fault()?;
+        self.inner.allocate(view, shard, requester)
+    }
+
+    fn rebalance(&mut self, view: &ClusterView) -> Result<Vec<String>, StrategyError> {
+        self.fault()?;
+        self.inner.rebalance(view)
+    }
+}
+
+fn flaky(seed: u64) -> ExternalAllocation {
+    let inner = builtin::native("least-shard", "").unwrap().unwrap();
+    ExternalAllocation::new(Guarded::new(Box::new(Flaky { inner, rng: Rng(seed | 1), per_mille: 50 })))
+}
 
 struct Rng(u64);
 
@@ -58,15 +99,16 @@ struct Sim {
     regions: BTreeMap<String, Region>,
     homeless_since: BTreeMap<String, u64>,
     loss: u64,
+    shards: u64,
+    /// Regions cut off from the coordinator, and until when.
+    split: (BTreeSet<String>, u64),
 }
 
-const SHARDS: u64 = 30;
-
 impl Sim {
-    fn new(seed: u64, loss: u64) -> Self {
+    fn new(seed: u64, loss: u64, regions: usize, shards: u64) -> Self {
         let config = Config::default();
-        let c = Coordinator::new(config.clone(), least_shard()).unwrap();
-        let regions = (0..5).map(|i| (format!("r{i}"), Region::default())).collect();
+        let c = Coordinator::new(config.clone(), flaky(seed)).unwrap();
+        let regions = (0..regions).map(|i| (format!("r{i}"), Region::default())).collect();
         Sim {
             rng: Rng(seed.max(1)),
             now: 0,
@@ -80,11 +122,13 @@ impl Sim {
             regions,
             homeless_since: BTreeMap::new(),
             loss,
+            shards,
+            split: (BTreeSet::new(), 0),
         }
     }
 
     fn post(&mut self, region: &str, to_region: bool, msg: Msg) {
-        if self.rng.chance(self.loss) {
+        if self.rng.chance(self.loss) || (self.now < self.split.1 && self.split.0.contains(region)) {
             return;
         }
         let delay = 1 + self.rng.below(300);
@@ -181,7 +225,8 @@ impl Sim {
         // Unfinished persists are lost; sessions break.
         self.persists.clear();
         self.net.clear();
-        let (c, out) = Coordinator::recover(self.config.clone(), least_shard(), self.store.clone(), self.now).unwrap();
+        let (c, out) =
+            Coordinator::recover(self.config.clone(), flaky(self.rng.next()), self.store.clone(), self.now).unwrap();
         self.c = c;
         self.run(out);
     }
@@ -192,7 +237,7 @@ impl Sim {
         let roll = self.rng.below(1000);
         let alive = self.regions[&pick].alive;
         if roll < 300 && alive {
-            let shard = format!("s{}", self.rng.below(SHARDS));
+            let shard = format!("s{}", self.rng.below(self.shards));
             self.region_send(&pick, Event::GetShardHome { now: self.now, requester: pick.clone(), shard });
         } else if roll < 304 && alive {
             self.crash_region(&pick);
@@ -213,7 +258,7 @@ impl Sim {
             };
             self.feed(Event::Operator { now: self.now, request: 0, op });
         } else if roll < 338 {
-            let shard = format!("s{}", self.rng.below(SHARDS));
+            let shard = format!("s{}", self.rng.below(self.shards));
             let stamp = Stamp::new(self.now, "sim");
             let op = if self.rng.chance(700) {
                 OperatorRequest::SetPlacements { placements: vec![(shard, pick.clone())], stamp }
@@ -222,11 +267,15 @@ impl Sim {
             };
             self.feed(Event::Operator { now: self.now, request: 0, op });
         } else if roll < 340 {
-            let shard = format!("s{}", self.rng.below(SHARDS));
+            let shard = format!("s{}", self.rng.below(self.shards));
             let op = OperatorRequest::RebalanceNow { shards: vec![shard], immediate: self.rng.chance(500) };
             self.feed(Event::Operator { now: self.now, request: 0, op });
         } else if roll < 342 {
             self.crash_coordinator();
+        } else if roll < 344 && self.now >= self.split.1 {
+            // A network split: a third of the regions lose the coordinator for 5–30 s.
+            let cut: BTreeSet<String> = names.iter().filter(|_| self.rng.chance(333)).cloned().collect();
+            self.split = (cut, self.now + 5_000 + self.rng.below(25_000));
         }
     }
 
@@ -285,7 +334,7 @@ impl Sim {
             let alive: Vec<String> = self.regions.iter().filter(|(_, r)| r.alive).map(|(a, _)| a.clone()).collect();
             if !alive.is_empty() {
                 let pick = alive[self.rng.below(alive.len() as u64) as usize].clone();
-                let shard = format!("s{}", self.rng.below(SHARDS));
+                let shard = format!("s{}", self.rng.below(self.shards));
                 self.region_send(&pick, Event::GetShardHome { now, requester: pick.clone(), shard });
             }
         }
@@ -325,9 +374,9 @@ impl Sim {
     }
 }
 
-fn run(seed: u64, churn_steps: usize, calm_steps: usize) {
+fn run(seed: u64, regions: usize, shards: u64, churn_steps: usize, calm_steps: usize) {
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let mut sim = Sim::new(seed, 20);
+        let mut sim = Sim::new(seed, 20, regions, shards);
         let names: Vec<String> = sim.regions.keys().cloned().collect();
         for name in &names {
             let r = sim.regions.get_mut(name).unwrap();
@@ -335,11 +384,18 @@ fn run(seed: u64, churn_steps: usize, calm_steps: usize) {
             r.incarnation = 1;
             sim.register(name);
         }
+        // Traffic reaches every shard early on.
+        for shard in 0..shards {
+            let requester = names[sim.rng.below(names.len() as u64) as usize].clone();
+            let event = Event::GetShardHome { now: sim.now, requester: requester.clone(), shard: format!("s{shard}") };
+            sim.region_send(&requester, event);
+        }
         for _ in 0..churn_steps {
             sim.step(true);
         }
         // Churn stops: every region comes back and stays; the network is clean.
         sim.loss = 0;
+        sim.split = (BTreeSet::new(), 0);
         for name in &names {
             let op = OperatorRequest::Undrain { address: name.clone() };
             sim.feed(Event::Operator { now: sim.now, request: 0, op });
@@ -356,7 +412,7 @@ fn run(seed: u64, churn_steps: usize, calm_steps: usize) {
         }
         // The run did something: shards have homes and run.
         let running: usize = sim.regions.values().map(|r| r.running.len()).sum();
-        assert!(sim.c.durable().homes.len() > SHARDS as usize / 2 && running > 0, "idle simulation");
+        assert!(sim.c.durable().homes.len() > shards as usize / 2 && running > 0, "idle simulation");
         // Placements whose target is up are honoured.
         for (shard, entry) in &sim.store.placements {
             let (Some(target), Some(home)) = (&entry.target, sim.c.home(shard)) else { continue };
@@ -382,14 +438,23 @@ fn run(seed: u64, churn_steps: usize, calm_steps: usize) {
 #[test]
 fn simulation_few_seeds() {
     for seed in [1, 2, 3, 42] {
-        run(seed, 3_000, 3_000);
+        run(seed, 5, 30, 3_000, 3_000);
     }
 }
 
 #[test]
+fn simulation_at_scale() {
+    run(7, 100, 1_000, 1_500, 3_000);
+}
+
+/// `cargo test -p shardalloc --test coordinator_sim -- --ignored`
+#[test]
 #[ignore]
 fn simulation_long() {
     for seed in 1..40 {
-        run(seed, 20_000, 5_000);
+        run(seed, 5, 30, 20_000, 5_000);
+    }
+    for seed in 100..104 {
+        run(seed, 200, 2_000, 5_000, 5_000);
     }
 }
