@@ -354,3 +354,20 @@ fn every_kind_of_rejection_shows_in_the_slot_counters() {
         assert_eq!(guarded.allocate(&view, "10", None).unwrap().value, "b");
     }
 }
+
+#[test]
+fn concurrent_compiles_of_one_component_share_the_cache_safely() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::new(EngineConfig { cache_dir: Some(dir.path().to_owned()), max_instances: 0 }).unwrap();
+    let bytes = builtin::component_bytes("least-shard").unwrap();
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let engine = engine.clone();
+            std::thread::spawn(move || engine.compile(bytes).map(|c| c.digest.clone()))
+        })
+        .collect();
+    let digests: Vec<String> = threads.into_iter().map(|t| t.join().unwrap().unwrap()).collect();
+    assert!(digests.windows(2).all(|w| w[0] == w[1]));
+    let files: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(files.len(), 1, "one artifact, no partial files left: {files:?}");
+}

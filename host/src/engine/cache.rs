@@ -8,6 +8,7 @@
 //! deleted and compiled again.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use wasmtime::component::Component;
 
@@ -72,7 +73,11 @@ impl ArtifactCache {
             }
         }
         let artifact = engine.precompile_component(bytes)?;
-        let partial = path.with_extension(format!("partial-{}", std::process::id()));
+        // Unique per writer (process and call), so concurrent compiles of the
+        // same component never share a partial file; the rename is atomic.
+        static WRITES: AtomicU64 = AtomicU64::new(0);
+        let write = WRITES.fetch_add(1, Ordering::Relaxed);
+        let partial = path.with_extension(format!("partial-{}-{write}", std::process::id()));
         std::fs::write(&partial, &artifact)?;
         std::fs::rename(&partial, &path)?;
         // SAFETY: as above; written just now by this engine.
