@@ -187,3 +187,33 @@ fn the_signal_reaches_the_strategy_and_survives_a_restart() {
     let (recovered, _) = Coordinator::recover(Config::default(), zone(), h.store.clone(), h.now).unwrap();
     assert_eq!(recovered.durable().signal.as_deref(), Some(signal.as_str()));
 }
+
+#[test]
+fn a_stale_or_malformed_registration_is_refused_and_changes_nothing() {
+    let mut h = Harness::new(Config::default());
+    let register = |h: &mut Harness, incarnation: u64, address: &str| {
+        let registration = Registration { address: address.into(), incarnation, ..Default::default() };
+        h.step(Event::Register { now: h.now, registration })
+    };
+    register(&mut h, 2, "a");
+    register(&mut h, 1, "b");
+    h.get("a", "s1");
+    assert_eq!(h.c.durable().homes["s1"].region, "a");
+    let before = h.c.durable().clone();
+    let out = register(&mut h, 1, "a");
+    assert!(
+        sends(&out)
+            .iter()
+            .any(|(to, m)| to == "a" && matches!(m, ToRegion::RegisterRefused { reason } if reason.contains("older"))),
+        "{out:#?}"
+    );
+    assert_eq!(h.c.durable(), &before, "the live incarnation keeps its shards");
+    let long = "x".repeat(300);
+    let out = register(&mut h, 1, &long);
+    assert!(
+        sends(&out)
+            .iter()
+            .any(|(_, m)| matches!(m, ToRegion::RegisterRefused { reason } if reason.contains("300 bytes")))
+    );
+    assert_eq!(h.c.durable(), &before);
+}

@@ -62,7 +62,7 @@ impl Coordinator {
             self.pending.entry(shard.to_owned()).or_default();
             return None;
         }
-        let view = self.view();
+        let view = self.allocation_view();
         match self.external.allocate(&view, shard, requester) {
             Ok(allocation) => {
                 let region = allocation.region.clone();

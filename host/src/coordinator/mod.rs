@@ -241,19 +241,40 @@ impl Coordinator {
         &mut self.external
     }
 
-    /// The view strategies see now.
-    pub fn view(&mut self) -> ClusterView {
+    /// The view `allocate` needs: shard counts only, so an allocation
+    /// costs nothing per shard in the cluster.
+    pub(super) fn allocation_view(&mut self) -> ClusterView {
         let topology = self.topology();
+        let metrics = self.metric_matrix(&topology);
+        let counts = topology
+            .regions()
+            .iter()
+            .map(|region| self.durable.regions.get(&region.address).map_or(0, |r| r.shards.len() as u32))
+            .collect();
+        ClusterView::for_allocation(topology, metrics, counts).expect("the view is consistent by construction")
+    }
+
+    fn metric_matrix(&self, topology: &Topology) -> Vec<f64> {
         let names = topology.metric_names();
         let mut metrics = Vec::with_capacity(topology.regions().len() * names.len());
-        let mut homes = Vec::with_capacity(topology.regions().len());
         for region in topology.regions() {
             let live = self.live.get(&region.address);
             for name in names {
                 metrics.push(live.and_then(|l| l.metrics.get(name)).copied().unwrap_or(f64::NAN));
             }
-            homes.push(self.durable.regions.get(&region.address).map(|r| r.shards.clone()).unwrap_or_default());
         }
+        metrics
+    }
+
+    /// The view strategies see now.
+    pub fn view(&mut self) -> ClusterView {
+        let topology = self.topology();
+        let metrics = self.metric_matrix(&topology);
+        let homes = topology
+            .regions()
+            .iter()
+            .map(|region| self.durable.regions.get(&region.address).map(|r| r.shards.clone()).unwrap_or_default())
+            .collect();
         let in_progress = self.durable.handoffs.keys().cloned().collect();
         ClusterView::new(topology, metrics, homes, in_progress).expect("the view is consistent by construction")
     }

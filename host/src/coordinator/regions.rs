@@ -5,10 +5,60 @@ use std::collections::BTreeMap;
 
 use super::{Change, Coordinator, Observation, RegionRecord, Registration, Reply, RequestId, ToRegion};
 
+/// Most labels a region may register with.
+pub const MAX_LABELS: usize = 64;
+/// Most metrics kept from one heartbeat (the first by name); the union of
+/// metric names becomes columns of every strategy view.
+pub const MAX_METRICS: usize = 64;
+/// Longest address, label key or value, role, metric name or version.
+pub const MAX_FIELD_BYTES: usize = 256;
+
+/// Why a registration is malformed, if it is.
+fn malformed(registration: &Registration) -> Option<String> {
+    let too_long = |what: &str, text: &str| {
+        (text.len() > MAX_FIELD_BYTES).then(|| format!("{what} is {} bytes; at most {MAX_FIELD_BYTES}", text.len()))
+    };
+    if registration.address.is_empty() {
+        return Some("empty address".into());
+    }
+    if registration.labels.len() > MAX_LABELS {
+        return Some(format!("{} labels; at most {MAX_LABELS}", registration.labels.len()));
+    }
+    if registration.roles.len() > MAX_LABELS {
+        return Some(format!("{} roles; at most {MAX_LABELS}", registration.roles.len()));
+    }
+    too_long("the address", &registration.address)
+        .or_else(|| too_long("the application version", &registration.app_version))
+        .or_else(|| {
+            registration
+                .labels
+                .iter()
+                .find_map(|(k, v)| too_long("a label key", k).or_else(|| too_long("a label value", v)))
+        })
+        .or_else(|| registration.roles.iter().find_map(|r| too_long("a role", r)))
+}
+
 impl Coordinator {
     pub(super) fn on_register(&mut self, registration: Registration) {
         let address = registration.address.clone();
+        if let Some(reason) = malformed(&registration) {
+            self.send_now(&address, ToRegion::RegisterRefused { reason });
+            return;
+        }
         let existing = self.durable.regions.get(&address).cloned();
+        if let Some(old) = &existing
+            && registration.incarnation < old.incarnation
+        {
+            // A late registration of an older incarnation must not re-home
+            // the live incarnation's shards.
+            let reason = format!(
+                "incarnation {} is older than the registered incarnation {}",
+                registration.incarnation, old.incarnation
+            );
+            self.observe(Observation::Ignored { what: format!("registration of {address}: {reason}") });
+            self.send_now(&address, ToRegion::RegisterRefused { reason });
+            return;
+        }
         if existing.is_none() && self.durable.regions.len() >= self.config.max_regions {
             self.observe(Observation::Limit { what: "max_regions" });
             let reason = format!("{} regions registered, the most allowed", self.config.max_regions);
@@ -79,6 +129,11 @@ impl Coordinator {
             return;
         }
         let now = self.now;
+        let metrics: BTreeMap<String, f64> = metrics
+            .into_iter()
+            .filter(|(name, value)| name.len() <= MAX_FIELD_BYTES && value.is_finite())
+            .take(MAX_METRICS)
+            .collect();
         let live = self.live.entry(address.clone()).or_default();
         live.last_heartbeat = now;
         let mut changed = !live.metrics.keys().eq(metrics.keys());

@@ -78,8 +78,18 @@ impl ArtifactCache {
         static WRITES: AtomicU64 = AtomicU64::new(0);
         let write = WRITES.fetch_add(1, Ordering::Relaxed);
         let partial = path.with_extension(format!("partial-{}-{write}", std::process::id()));
-        std::fs::write(&partial, &artifact)?;
+        {
+            use std::io::Write;
+            let mut file = std::fs::File::create(&partial)?;
+            file.write_all(&artifact)?;
+            // Durable before it becomes visible: a torn artifact after a
+            // power loss would be mapped and executed unchecked.
+            file.sync_all()?;
+        }
         std::fs::rename(&partial, &path)?;
+        if let Ok(dir) = std::fs::File::open(&self.dir) {
+            let _ = dir.sync_all();
+        }
         // SAFETY: as above; written just now by this engine.
         let component = unsafe { Component::deserialize_file(engine, &path)? };
         Ok((component, CacheOutcome::Compiled))

@@ -51,6 +51,12 @@ pub fn emit_strategy_log(strategy: &str, level: Level, message: &str, fields: &[
 /// Longest log message kept from a strategy; longer ones are cut.
 pub const MAX_LOG_MESSAGE: usize = 4096;
 
+/// Most fields kept from one log record of a strategy.
+pub const MAX_LOG_FIELDS: usize = 32;
+
+/// Longest key or value of a log field kept from a strategy.
+pub const MAX_LOG_FIELD: usize = 256;
+
 impl wit::Host for HostState {}
 
 impl wit_host::Host for HostState {
@@ -62,13 +68,12 @@ impl wit_host::Host for HostState {
             wit_host::Level::Warn => Level::Warn,
             wit_host::Level::Error => Level::Error,
         };
-        if message.len() > MAX_LOG_MESSAGE {
-            let mut cut = MAX_LOG_MESSAGE;
-            while !message.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            message.truncate(cut);
-        }
+        message = super::instance::cut(message, MAX_LOG_MESSAGE);
+        let fields: Vec<(String, String)> = fields
+            .into_iter()
+            .take(MAX_LOG_FIELDS)
+            .map(|(k, v)| (super::instance::cut(k, MAX_LOG_FIELD), super::instance::cut(v, MAX_LOG_FIELD)))
+            .collect();
         emit_strategy_log(&self.label, level, &message, &fields);
     }
 

@@ -36,6 +36,27 @@ pub struct Sandboxed {
     instantiations: u64,
 }
 
+/// Longest text kept from a strategy's error; it is logged and may be
+/// recorded as the reason of every fallback decision.
+pub const MAX_ERROR_MESSAGE: usize = 1024;
+
+/// Cuts guest-supplied text to `limit` bytes on a character boundary.
+pub fn cut(mut text: String, limit: usize) -> String {
+    if text.len() > limit {
+        let mut end = limit;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
+}
+
+fn bounded(message: String) -> String {
+    cut(message, MAX_ERROR_MESSAGE)
+}
+
 impl std::fmt::Debug for Sandboxed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sandboxed")
@@ -113,23 +134,29 @@ impl Sandboxed {
     /// there is none (first use, or after a fault).
     fn live(&mut self) -> Result<&mut Live, StrategyError> {
         if self.live.is_none() {
+            // The first instantiation may take the loading deadline; a
+            // re-instantiation after a fault is on a decision's path and gets
+            // the call deadline.
+            let ticks =
+                if self.instantiations == 0 { self.limits.load_deadline_ticks() } else { self.limits.deadline_ticks() };
             let mut store = self.new_store();
+            store.set_epoch_deadline(ticks);
             let world = self.compiled.pre.instantiate(&mut store).map_err(|e| {
                 let denied = store.data().memory_denied;
                 classify(e, denied)
             })?;
             self.instantiations += 1;
-            store.set_epoch_deadline(self.limits.load_deadline_ticks());
+            store.set_epoch_deadline(ticks);
             let allocator = world.shardalloc_strategy_allocator();
             match allocator.call_configure(&mut store, &self.config) {
                 Ok(Ok(())) => {}
-                Ok(Err(message)) => return Err(StrategyError::Refused(message)),
+                Ok(Err(message)) => return Err(StrategyError::Refused(bounded(message))),
                 Err(e) => {
                     let denied = store.data().memory_denied;
                     return Err(classify(e, denied));
                 }
             }
-            store.set_epoch_deadline(self.limits.load_deadline_ticks());
+            store.set_epoch_deadline(ticks);
             let described = allocator.call_describe(&mut store).map_err(|e| {
                 let denied = store.data().memory_denied;
                 classify(e, denied)
@@ -149,6 +176,7 @@ impl Sandboxed {
     ) -> Result<R, StrategyError> {
         let ticks = self.limits.deadline_ticks();
         let live = self.live()?;
+        live.store.data_mut().memory_denied = false;
         let result = (|| {
             if live.sent_generation != Some(topology.generation()) {
                 live.sent_generation = None;
@@ -229,7 +257,7 @@ impl AllocationStrategy for Sandboxed {
             .call(view.topology(), |world, store| {
                 world.shardalloc_strategy_allocator().call_allocate(store, &key, requester, &loads)
             })?
-            .map_err(StrategyError::Refused)?;
+            .map_err(|m| StrategyError::Refused(bounded(m)))?;
         view.regions().get(index as usize).map(|r| r.address.clone()).ok_or_else(|| {
             StrategyError::Invalid(format!("region index {index} out of range ({} regions)", view.regions().len()))
         })
@@ -249,7 +277,7 @@ impl AllocationStrategy for Sandboxed {
                 store.data_mut().shard_ids = ids;
                 world.shardalloc_strategy_allocator().call_rebalance(&mut *store, &loads, &allocations)
             })?
-            .map_err(StrategyError::Refused);
+            .map_err(|m| StrategyError::Refused(bounded(m)));
         let ids = match &mut self.live {
             Some(live) => std::mem::take(&mut live.store.data_mut().shard_ids),
             None => Vec::new(),
@@ -262,5 +290,21 @@ impl AllocationStrategy for Sandboxed {
                 })
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cut;
+
+    #[test]
+    fn guest_text_is_cut_on_a_character_boundary() {
+        assert_eq!(cut("short".into(), 10), "short");
+        assert_eq!(cut("abcdef".into(), 3), "abc…");
+        assert_eq!(cut("ééé".into(), 3), "é…");
+        assert_eq!(
+            cut("x".repeat(50 << 20), super::MAX_ERROR_MESSAGE).len(),
+            super::MAX_ERROR_MESSAGE + '…'.len_utf8()
+        );
     }
 }

@@ -56,6 +56,12 @@ use self::limits::{EPOCH_TICK, Limits, MAX_COMPONENT_SIZE, MAX_MEMORY_LIMIT};
 use self::load::{Compiled, LoadError, check_world, digest, sniff};
 use crate::strategy::Info;
 
+/// Longest strategy name or version kept from `describe`.
+pub const MAX_INFO_FIELD: usize = 128;
+
+/// Longest config schema kept from `describe`.
+pub const MAX_CONFIG_SCHEMA: usize = 64 * 1024;
+
 /// How the engine is set up.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -228,11 +234,14 @@ fn describe(engine: &wasmtime::Engine, pre: &StrategyWorldPre<HostState>) -> Res
         .shardalloc_strategy_allocator()
         .call_describe(&mut store)
         .map_err(|e| LoadError::Fault(format!("{e:#}")))?;
+    // Guest-supplied text is recorded with decisions and shown to
+    // operators: keep it bounded.
+    use self::instance::cut;
     Ok(Info {
-        name: info.name,
-        version: info.version,
-        description: info.description,
-        config_schema: info.config_schema,
+        name: cut(info.name, MAX_INFO_FIELD),
+        version: cut(info.version, MAX_INFO_FIELD),
+        description: cut(info.description, 4 * MAX_INFO_FIELD),
+        config_schema: cut(info.config_schema, MAX_CONFIG_SCHEMA),
         needs_shard_names: info.needs_shard_names,
     })
 }

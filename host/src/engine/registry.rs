@@ -66,7 +66,7 @@ impl Activation {
 
 static NEXT_ACTIVATION: AtomicU64 = AtomicU64::new(1);
 
-/// When a new activation is rolled back automatically.
+/// When a new activation (by an operator) is rolled back automatically.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AutoRollback {
     /// More rejected answers than this within `window`…
@@ -246,7 +246,10 @@ impl Slot {
             let mut stats = self.stats.lock().expect("stats lock");
             *stats.fallbacks.entry(activation.label()).or_default().entry(error.kind().to_owned()).or_default() += 1;
         }
-        if self.policy.max_faults == 0 || activation.cause == ActivationCause::Initial {
+        // Only an operator's new activation is rolled back automatically: an
+        // initial strategy has nothing to go back to, and rolling back a
+        // rollback would bring back the strategy just rejected.
+        if self.policy.max_faults == 0 || activation.cause != ActivationCause::Operator {
             return;
         }
         let now = Instant::now();

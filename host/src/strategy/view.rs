@@ -11,12 +11,18 @@ use shardalloc_guest::{Allocations, Region, Snapshot, Topology, View};
 /// The topology is shared by `Arc` while it does not change; its generation
 /// tells a component whether it must be sent again, so `allocate` costs only
 /// the per-region numbers.
+///
+/// A view made with [`ClusterView::for_allocation`] carries only each
+/// region's shard count, so `allocate` costs nothing per shard; it has no
+/// shard lists and must not be used for `rebalance`.
 #[derive(Clone, Debug)]
 pub struct ClusterView {
     topology: Arc<Topology>,
     metrics: Vec<f64>,
+    counts: Vec<u32>,
     homes: Vec<Vec<String>>,
     in_progress: BTreeSet<String>,
+    has_homes: bool,
 }
 
 impl ClusterView {
@@ -35,7 +41,21 @@ impl ClusterView {
         if metrics.len() != regions * topology.metric_names().len() {
             return Err(format!("{} metric values for {regions} regions", metrics.len()));
         }
-        Ok(ClusterView { topology, metrics, homes, in_progress })
+        let counts = homes.iter().map(|h| h.len() as u32).collect();
+        Ok(ClusterView { topology, metrics, counts, homes, in_progress, has_homes: true })
+    }
+
+    /// A view for `allocate` only: per-region shard counts, no shard lists.
+    pub fn for_allocation(topology: Arc<Topology>, metrics: Vec<f64>, counts: Vec<u32>) -> Result<Self, String> {
+        let regions = topology.regions().len();
+        if counts.len() != regions {
+            return Err(format!("{} shard counts for {regions} regions", counts.len()));
+        }
+        if metrics.len() != regions * topology.metric_names().len() {
+            return Err(format!("{} metric values for {regions} regions", metrics.len()));
+        }
+        let homes = vec![Vec::new(); regions];
+        Ok(ClusterView { topology, metrics, counts, homes, in_progress: BTreeSet::new(), has_homes: false })
     }
 
     /// The view of a (validated) snapshot.
@@ -44,7 +64,8 @@ impl ClusterView {
         let metrics = snapshot.view(topology.clone()).metrics().to_vec();
         let homes = snapshot.regions.iter().map(|r| r.shards.clone()).collect();
         let in_progress = snapshot.in_progress.iter().cloned().collect();
-        ClusterView { topology, metrics, homes, in_progress }
+        let counts = snapshot.regions.iter().map(|r| r.shards.len() as u32).collect();
+        ClusterView { topology, metrics, counts, homes, in_progress, has_homes: true }
     }
 
     /// The shared topology.
@@ -62,8 +83,10 @@ impl ClusterView {
         &self.metrics
     }
 
-    /// Each region's shards, in allocation order.
+    /// Each region's shards, in allocation order (empty lists in a view
+    /// made [`for_allocation`](Self::for_allocation)).
     pub fn homes(&self) -> &[Vec<String>] {
+        debug_assert!(self.has_homes, "an allocation-only view has no shard lists");
         &self.homes
     }
 
@@ -101,12 +124,13 @@ impl ClusterView {
 
     /// Shard id → index of its home region.
     pub fn home_index(&self) -> HashMap<&str, usize> {
+        debug_assert!(self.has_homes, "an allocation-only view has no shard lists");
         self.homes.iter().enumerate().flat_map(|(r, shards)| shards.iter().map(move |s| (s.as_str(), r))).collect()
     }
 
     /// Each region's shard count.
     pub fn shard_counts(&self) -> Vec<u32> {
-        self.homes.iter().map(|h| h.len() as u32).collect()
+        self.counts.clone()
     }
 
     /// The strategy-facing view (per-call numbers only; no shard lists).
@@ -117,6 +141,7 @@ impl ClusterView {
 
     /// The strategy-facing allocation table (handles in contract order).
     pub fn allocations(&self) -> Allocations {
+        debug_assert!(self.has_homes, "an allocation-only view has no shard lists");
         let in_progress: Vec<&str> = self.in_progress.iter().map(String::as_str).collect();
         let homes: Vec<Vec<&str>> = self.homes.iter().map(|h| h.iter().map(String::as_str).collect()).collect();
         Allocations::from_ids(&homes, &in_progress)
