@@ -39,12 +39,13 @@ fn fault_kind(result: Result<impl std::fmt::Debug, StrategyError>) -> FaultKind 
 
 #[test]
 fn endless_allocate_is_interrupted_at_its_deadline_and_the_instance_recovers() {
-    let limits = Limits { deadline: Duration::from_millis(100), ..Limits::default() };
+    // Long enough that a descheduled test thread never trips it by accident.
+    let limits = Limits { deadline: Duration::from_millis(500), ..Limits::default() };
     let mut strategy = misbehaving(r#"{"allocate":"loop"}"#, limits);
     let started = Instant::now();
     assert_eq!(fault_kind(strategy.allocate(&view(), "9", None)), FaultKind::Deadline);
     let elapsed = started.elapsed();
-    assert!(elapsed >= Duration::from_millis(100), "interrupted early: {elapsed:?}");
+    assert!(elapsed >= Duration::from_millis(500), "interrupted early: {elapsed:?}");
     assert!(elapsed < Duration::from_secs(10), "deadline not enforced: {elapsed:?}");
     // The store was dropped; the next call gets a fresh instance.
     assert!(strategy.rebalance(&view()).is_ok());
@@ -53,7 +54,7 @@ fn endless_allocate_is_interrupted_at_its_deadline_and_the_instance_recovers() {
 
 #[test]
 fn endless_rebalance_is_interrupted_and_falls_back() {
-    let limits = Limits { deadline: Duration::from_millis(100), ..Limits::default() };
+    let limits = Limits { deadline: Duration::from_millis(500), ..Limits::default() };
     let mut guarded = Guarded::new(Box::new(misbehaving(r#"{"rebalance":"loop"}"#, limits)));
     let started = Instant::now();
     let decision = guarded.rebalance(&view());
@@ -323,7 +324,9 @@ fn dry_run_reports_without_applying() {
 
 #[test]
 fn every_kind_of_rejection_shows_in_the_slot_counters() {
-    let limits = Limits { deadline: Duration::from_millis(100), memory: 16 << 20 };
+    // Only the endless call should meet the deadline; the others get room.
+    let tight = Limits { deadline: Duration::from_millis(500), memory: 16 << 20 };
+    let roomy = Limits { memory: 16 << 20, ..generous() };
     let cases = [
         (r#"{"allocate":"loop"}"#, "deadline"),
         (r#"{"allocate":"grow-memory"}"#, "memory"),
@@ -335,6 +338,7 @@ fn every_kind_of_rejection_shows_in_the_slot_counters() {
     let view = ClusterView::from_snapshot(&Scenario::parse("a=1 b= d=").draining("d").snapshot);
     for (config, reason) in cases {
         let compiled = engine().compile(misbehaving_bytes()).unwrap();
+        let limits = if reason == "deadline" { tight } else { roomy };
         let slot = Slot::new(
             "Counter",
             engine(),

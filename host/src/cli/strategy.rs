@@ -35,6 +35,8 @@ pub enum StrategyCommand {
         /// The strategy's configuration, a JSON object.
         #[arg(long)]
         config: Option<String>,
+        #[command(flatten)]
+        sandbox: Sandbox,
     },
     /// Wrap a core module built for wasm32-unknown-unknown with the SDK into
     /// a strategy component.
@@ -73,8 +75,16 @@ pub struct Common {
     /// The snapshot file (JSON).
     #[arg(long)]
     snapshot: PathBuf,
+    #[command(flatten)]
+    sandbox: Sandbox,
+}
+
+/// The sandbox limits of offline tools.
+#[derive(Debug, Args)]
+pub struct Sandbox {
     /// Deadline of one strategy call, in milliseconds (offline tools default
-    /// to a generous 1000; the node's default is 50).
+    /// to a generous 1000, so a busy machine does not fail a run; the node's
+    /// default is 50).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=60_000))]
     deadline_ms: u64,
     /// Memory cap of the strategy, in MiB.
@@ -82,7 +92,7 @@ pub struct Common {
     memory_mib: u64,
 }
 
-impl Common {
+impl Sandbox {
     fn limits(&self) -> Limits {
         Limits { deadline: Duration::from_millis(self.deadline_ms), memory: (self.memory_mib as usize) << 20 }
     }
@@ -106,8 +116,8 @@ pub enum Question {
 /// Runs a strategy subcommand.
 pub fn run(command: StrategyCommand) -> anyhow::Result<()> {
     match command {
-        StrategyCommand::Conform { strategy, config } => {
-            let loaded = load(&strategy, config.as_deref(), Limits::default())?;
+        StrategyCommand::Conform { strategy, config, sandbox } => {
+            let loaded = load(&strategy, config.as_deref(), sandbox.limits())?;
             let scenarios = shardalloc_guest::conformance::scenarios().len();
             let problems = shardalloc_guest::conformance::run(&mut Conformance(loaded));
             for problem in &problems {
@@ -227,7 +237,7 @@ fn read_snapshot(path: &Path) -> anyhow::Result<Snapshot> {
 
 fn prepare(common: &Common) -> anyhow::Result<(Snapshot, ExternalAllocation)> {
     let snapshot = read_snapshot(&common.snapshot)?;
-    let strategy = load(&common.strategy, common.config.as_deref(), common.limits())?;
+    let strategy = load(&common.strategy, common.config.as_deref(), common.sandbox.limits())?;
     let mut external = ExternalAllocation::new(Guarded::new(Box::new(strategy)));
     for (shard, target) in &snapshot.placements {
         external.set_placement(shard.clone(), target.clone());
