@@ -36,18 +36,6 @@ impl ResourceLimiter for HostState {
     }
 }
 
-/// The node's log for records a strategy emits (native or component).
-pub fn emit_strategy_log(strategy: &str, level: Level, message: &str, fields: &[(String, String)]) {
-    let fields = fields.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
-    match level {
-        Level::Trace => tracing::trace!(strategy, fields, "{message}"),
-        Level::Debug => tracing::debug!(strategy, fields, "{message}"),
-        Level::Info => tracing::info!(strategy, fields, "{message}"),
-        Level::Warn => tracing::warn!(strategy, fields, "{message}"),
-        Level::Error => tracing::error!(strategy, fields, "{message}"),
-    }
-}
-
 /// Longest log message kept from a strategy; longer ones are cut.
 pub const MAX_LOG_MESSAGE: usize = 4096;
 
@@ -74,7 +62,7 @@ impl wit_host::Host for HostState {
             .take(MAX_LOG_FIELDS)
             .map(|(k, v)| (super::instance::cut(k, MAX_LOG_FIELD), super::instance::cut(v, MAX_LOG_FIELD)))
             .collect();
-        emit_strategy_log(&self.label, level, &message, &fields);
+        crate::strategy::emit_strategy_log(&self.label, level, &message, &fields);
     }
 
     fn shard_id(&mut self, handle: u32) -> String {

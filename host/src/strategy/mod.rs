@@ -20,6 +20,7 @@ pub mod simulate;
 pub mod view;
 
 pub use shardalloc_guest::Info;
+use shardalloc_guest::Level;
 pub use view::ClusterView;
 
 /// Why a strategy call produced no usable answer.
@@ -108,5 +109,17 @@ impl<T: AllocationStrategy + ?Sized> AllocationStrategy for Box<T> {
 
     fn rejected(&mut self, error: &StrategyError) {
         (**self).rejected(error)
+    }
+}
+
+/// The node's log for records a strategy emits (native or component).
+pub fn emit_strategy_log(strategy: &str, level: Level, message: &str, fields: &[(String, String)]) {
+    let fields = fields.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
+    match level {
+        Level::Trace => tracing::trace!(strategy, fields, "{message}"),
+        Level::Debug => tracing::debug!(strategy, fields, "{message}"),
+        Level::Info => tracing::info!(strategy, fields, "{message}"),
+        Level::Warn => tracing::warn!(strategy, fields, "{message}"),
+        Level::Error => tracing::error!(strategy, fields, "{message}"),
     }
 }

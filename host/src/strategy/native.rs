@@ -22,7 +22,7 @@ impl<S: Strategy> NativeStrategy<S> {
     fn logged<R>(&self, f: impl FnOnce(&S) -> R) -> R {
         let name = self.info.name.clone();
         let previous = shardalloc_guest::host::set_log_sink(Some(Box::new(move |r: &LogRecord| {
-            crate::engine::host::emit_strategy_log(&name, r.level, &r.message, &r.fields)
+            crate::strategy::emit_strategy_log(&name, r.level, &r.message, &r.fields)
         })));
         let result = f(&self.strategy);
         shardalloc_guest::host::set_log_sink(previous);

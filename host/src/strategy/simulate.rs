@@ -61,7 +61,10 @@ pub fn simulate(
         in_progress.clear();
         let mut unallocated = Vec::new();
         for shard in &moving {
-            let view = view_of(&homes, &in_progress);
+            // allocate needs only counts: no per-shard copy per decision.
+            let counts = homes.iter().map(|h| h.len() as u32).collect();
+            let view = ClusterView::for_allocation(topology.clone(), metrics.clone(), counts)
+                .expect("simulation keeps the view consistent");
             match external.allocate(&view, shard, None) {
                 Ok(allocation) => {
                     if let super::external::AllocationReason::Fallback(e) = &allocation.reason {

@@ -5,6 +5,19 @@ use std::sync::Arc;
 
 use shardalloc_guest::{Allocations, Region, Snapshot, Topology, View};
 
+/// Checks that per-region data (`per_region` entries of `what`) and the
+/// metric matrix fit the topology.
+fn check_shape(topology: &Topology, metrics: &[f64], per_region: usize, what: &str) -> Result<(), String> {
+    let regions = topology.regions().len();
+    if per_region != regions {
+        return Err(format!("{per_region} {what} for {regions} regions"));
+    }
+    if metrics.len() != regions * topology.metric_names().len() {
+        return Err(format!("{} metric values for {regions} regions", metrics.len()));
+    }
+    Ok(())
+}
+
 /// Regions (the shared, slow-changing [`Topology`]), their metrics, their
 /// shards in allocation order, and the shards moving now.
 ///
@@ -34,27 +47,15 @@ impl ClusterView {
         homes: Vec<Vec<String>>,
         in_progress: BTreeSet<String>,
     ) -> Result<Self, String> {
-        let regions = topology.regions().len();
-        if homes.len() != regions {
-            return Err(format!("{} shard lists for {regions} regions", homes.len()));
-        }
-        if metrics.len() != regions * topology.metric_names().len() {
-            return Err(format!("{} metric values for {regions} regions", metrics.len()));
-        }
+        check_shape(&topology, &metrics, homes.len(), "shard lists")?;
         let counts = homes.iter().map(|h| h.len() as u32).collect();
         Ok(ClusterView { topology, metrics, counts, homes, in_progress, has_homes: true })
     }
 
     /// A view for `allocate` only: per-region shard counts, no shard lists.
     pub fn for_allocation(topology: Arc<Topology>, metrics: Vec<f64>, counts: Vec<u32>) -> Result<Self, String> {
-        let regions = topology.regions().len();
-        if counts.len() != regions {
-            return Err(format!("{} shard counts for {regions} regions", counts.len()));
-        }
-        if metrics.len() != regions * topology.metric_names().len() {
-            return Err(format!("{} metric values for {regions} regions", metrics.len()));
-        }
-        let homes = vec![Vec::new(); regions];
+        check_shape(&topology, &metrics, counts.len(), "shard counts")?;
+        let homes = vec![Vec::new(); counts.len()];
         Ok(ClusterView { topology, metrics, counts, homes, in_progress: BTreeSet::new(), has_homes: false })
     }
 
