@@ -156,6 +156,7 @@ fn coordinator_restart_recovers_placements_homes_and_hand_offs() {
     assert_eq!(c.moving().cloned().collect::<Vec<_>>(), ["s"]);
     let begin: Vec<_> = sends(&out).into_iter().map(|(to, _)| to).collect();
     assert_eq!(begin, ["a", "b", "c"]);
-    let out = c.handle(Event::GetShardHome { now: h.now + 6, requester: "b".into(), shard: "t".into() });
+    let out =
+        c.handle(Event::GetShardHome { now: h.now + 6, requester: "b".into(), incarnation: 1, shard: "t".into() });
     assert_eq!(sends(&out).len(), 1);
 }

@@ -75,10 +75,24 @@ struct Region {
     alive: bool,
     incarnation: u64,
     lease_until: u64,
-    /// Send times of heartbeats (and the registration) not yet acknowledged.
-    outstanding: VecDeque<u64>,
+    /// Send times of heartbeats (and registrations) not yet acknowledged, by sequence.
+    outstanding: BTreeMap<u64, u64>,
+    /// The last sequence number used.
+    sequence: u64,
     running: BTreeSet<String>,
     last_heartbeat: u64,
+}
+
+impl Region {
+    /// Numbers a heartbeat or registration sent at `now`; keeps the 20 latest.
+    fn next_sequence(&mut self, now: u64) -> u64 {
+        self.sequence += 1;
+        self.outstanding.insert(self.sequence, now);
+        while self.outstanding.len() > 20 {
+            self.outstanding.pop_first();
+        }
+        self.sequence
+    }
 }
 
 enum Msg {
@@ -164,9 +178,9 @@ impl Sim {
     fn register(&mut self, address: &str) {
         let now = self.now;
         let r = self.regions.get_mut(address).unwrap();
-        r.outstanding.push_back(now);
+        let sequence = r.next_sequence(now);
         let registration = Registration { address: address.into(), incarnation: r.incarnation, ..Default::default() };
-        self.region_send(address, Event::Register { now, registration });
+        self.region_send(address, Event::Register { now, registration, sequence });
     }
 
     fn on_region(&mut self, address: &str, message: ToRegion) {
@@ -178,12 +192,14 @@ impl Sim {
         }
         let mut reply = None;
         match message {
-            ToRegion::Registered { incarnation, .. } | ToRegion::HeartbeatAck { incarnation, .. }
+            ToRegion::Registered { incarnation, sequence, .. }
+            | ToRegion::HeartbeatAck { incarnation, sequence, .. }
                 if incarnation == r.incarnation =>
             {
-                if let Some(sent) = r.outstanding.pop_front() {
+                if let Some(sent) = r.outstanding.get(&sequence) {
                     r.lease_until = r.lease_until.max(sent + lease);
                 }
+                r.outstanding = r.outstanding.split_off(&(sequence + 1));
             }
             ToRegion::NotRegistered => {
                 self.register(address);
@@ -193,11 +209,11 @@ impl Sim {
                 r.running.insert(shard);
             }
             ToRegion::BeginHandOff { shard } => {
-                reply = Some(Event::BeginHandOffAck { now, region: address.into(), shard });
+                reply = Some(Event::BeginHandOffAck { now, region: address.into(), incarnation: r.incarnation, shard });
             }
             ToRegion::HandOff { shard } => {
                 r.running.remove(&shard);
-                reply = Some(Event::ShardStopped { now, region: address.into(), shard });
+                reply = Some(Event::ShardStopped { now, region: address.into(), incarnation: r.incarnation, shard });
             }
             ToRegion::LeaveDone => {
                 r.alive = false;
@@ -238,7 +254,8 @@ impl Sim {
         let alive = self.regions[&pick].alive;
         if roll < 300 && alive {
             let shard = format!("s{}", self.rng.below(self.shards));
-            self.region_send(&pick, Event::GetShardHome { now: self.now, requester: pick.clone(), shard });
+            let incarnation = self.regions[&pick].incarnation;
+            self.region_send(&pick, Event::GetShardHome { now: self.now, requester: pick.clone(), incarnation, shard });
         } else if roll < 304 && alive {
             self.crash_region(&pick);
         } else if roll < 330 && !alive {
@@ -249,7 +266,8 @@ impl Sim {
             r.lease_until = 0;
             self.register(&pick);
         } else if roll < 331 && alive {
-            self.region_send(&pick, Event::Leave { now: self.now, address: pick.clone() });
+            let incarnation = self.regions[&pick].incarnation;
+            self.region_send(&pick, Event::Leave { now: self.now, address: pick.clone(), incarnation });
         } else if roll < 334 {
             let op = if self.rng.chance(500) {
                 OperatorRequest::Drain { address: pick.clone() }
@@ -314,15 +332,13 @@ impl Sim {
             let r = self.regions.get_mut(name).unwrap();
             if r.alive && now - r.last_heartbeat >= 1000 {
                 r.last_heartbeat = now;
-                r.outstanding.push_back(now);
-                while r.outstanding.len() > 20 {
-                    r.outstanding.pop_front();
-                }
+                let sequence = r.next_sequence(now);
                 let event = Event::Heartbeat {
                     now,
                     address: name.clone(),
                     incarnation: r.incarnation,
                     metrics: BTreeMap::new(),
+                    sequence,
                 };
                 self.region_send(name, event);
             }
@@ -335,7 +351,8 @@ impl Sim {
             if !alive.is_empty() {
                 let pick = alive[self.rng.below(alive.len() as u64) as usize].clone();
                 let shard = format!("s{}", self.rng.below(self.shards));
-                self.region_send(&pick, Event::GetShardHome { now, requester: pick.clone(), shard });
+                let incarnation = self.regions[&pick].incarnation;
+                self.region_send(&pick, Event::GetShardHome { now, requester: pick.clone(), incarnation, shard });
             }
         }
         self.feed(Event::Tick { now });
@@ -387,7 +404,8 @@ fn run(seed: u64, regions: usize, shards: u64, churn_steps: usize, calm_steps: u
         // Traffic reaches every shard early on.
         for shard in 0..shards {
             let requester = names[sim.rng.below(names.len() as u64) as usize].clone();
-            let event = Event::GetShardHome { now: sim.now, requester: requester.clone(), shard: format!("s{shard}") };
+            let shard = format!("s{shard}");
+            let event = Event::GetShardHome { now: sim.now, requester: requester.clone(), incarnation: 1, shard };
             sim.region_send(&requester, event);
         }
         for _ in 0..churn_steps {

@@ -42,6 +42,8 @@ pub enum ToRegion {
     Registered {
         /// The incarnation registered.
         incarnation: u64,
+        /// The registration's sequence number: the lease counts from its send.
+        sequence: u64,
         /// The lease.
         lease_ms: u64,
         /// How often to heartbeat.
@@ -56,6 +58,8 @@ pub enum ToRegion {
     HeartbeatAck {
         /// The incarnation.
         incarnation: u64,
+        /// The heartbeat's sequence number: the lease counts from its send.
+        sequence: u64,
         /// The lease.
         lease_ms: u64,
     },

@@ -36,6 +36,9 @@ pub enum Event {
         now: Millis,
         /// Who.
         registration: Registration,
+        /// Chosen by the region, echoed in [`ToRegion::Registered`](super::ToRegion::Registered)
+        /// so it knows which of its sends the lease counts from.
+        sequence: u64,
     },
     /// A region is alive; renews its lease.
     Heartbeat {
@@ -47,6 +50,10 @@ pub enum Event {
         incarnation: u64,
         /// Its latest metrics (`mem-used-ratio`, `cpu`, custom gauges).
         metrics: BTreeMap<String, f64>,
+        /// Chosen by the region (increasing), echoed in
+        /// [`ToRegion::HeartbeatAck`](super::ToRegion::HeartbeatAck): the
+        /// lease runs from when *this* heartbeat was sent.
+        sequence: u64,
     },
     /// A region wants to leave gracefully.
     Leave {
@@ -54,6 +61,8 @@ pub enum Event {
         now: Millis,
         /// Who.
         address: String,
+        /// Which incarnation; a late message of an older one is ignored.
+        incarnation: u64,
     },
     /// A region asks where a shard lives.
     GetShardHome {
@@ -61,6 +70,8 @@ pub enum Event {
         now: Millis,
         /// Who asks.
         requester: String,
+        /// Which incarnation; an older one is told to register again.
+        incarnation: u64,
         /// Which shard.
         shard: String,
     },
@@ -70,6 +81,8 @@ pub enum Event {
         now: Millis,
         /// Who acknowledges.
         region: String,
+        /// Which incarnation; a late message of an older one is ignored.
+        incarnation: u64,
         /// Which shard.
         shard: String,
     },
@@ -79,6 +92,8 @@ pub enum Event {
         now: Millis,
         /// Who stopped it.
         region: String,
+        /// Which incarnation; a late message of an older one is ignored.
+        incarnation: u64,
         /// Which shard.
         shard: String,
     },

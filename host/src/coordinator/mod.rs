@@ -193,17 +193,52 @@ impl Coordinator {
     pub fn handle(&mut self, event: Event) -> Vec<Command> {
         self.now = self.now.max(event.now());
         match event {
-            Event::Register { registration, .. } => self.on_register(registration),
-            Event::Heartbeat { address, incarnation, metrics, .. } => self.on_heartbeat(address, incarnation, metrics),
-            Event::Leave { address, .. } => self.on_leave(&address),
-            Event::GetShardHome { requester, shard, .. } => self.on_get_home(requester, shard),
-            Event::BeginHandOffAck { region, shard, .. } => self.on_ack(&region, &shard),
-            Event::ShardStopped { region, shard, .. } => self.on_stopped(&region, &shard),
+            Event::Register { registration, sequence, .. } => self.on_register(registration, sequence),
+            Event::Heartbeat { address, incarnation, metrics, sequence, .. } => {
+                self.on_heartbeat(address, incarnation, metrics, sequence)
+            }
+            Event::Leave { address, incarnation, .. } => {
+                if self.is_current(&address, incarnation, "Leave") {
+                    self.on_leave(&address)
+                }
+            }
+            Event::GetShardHome { requester, incarnation, shard, .. } => {
+                if self.durable.regions.get(&requester).is_some_and(|r| r.incarnation == incarnation) {
+                    self.on_get_home(requester, shard)
+                } else {
+                    self.send_now(&requester, ToRegion::NotRegistered)
+                }
+            }
+            Event::BeginHandOffAck { region, incarnation, shard, .. } => {
+                if self.is_current(&region, incarnation, "BeginHandOffAck") {
+                    self.on_ack(&region, &shard)
+                }
+            }
+            Event::ShardStopped { region, incarnation, shard, .. } => {
+                if self.is_current(&region, incarnation, "ShardStopped") {
+                    self.on_stopped(&region, &shard)
+                }
+            }
             Event::Tick { .. } => self.on_tick(),
             Event::Persisted { batch, .. } => self.on_persisted(batch),
             Event::Operator { request, op, .. } => self.on_operator(request, op),
         }
         self.finish_turn()
+    }
+
+    /// True when `incarnation` is the region's registered one; otherwise the
+    /// message is a late one from a previous life and is ignored.
+    fn is_current(&mut self, address: &str, incarnation: u64, what: &str) -> bool {
+        let current = self.durable.regions.get(address).map(|r| r.incarnation);
+        if current == Some(incarnation) {
+            return true;
+        }
+        let why = match current {
+            Some(current) => format!("incarnation {incarnation} is not the registered {current}"),
+            None => "not registered".to_owned(),
+        };
+        self.observe(Observation::Ignored { what: format!("{what} from {address}: {why}") });
+        false
     }
 
     /// The settings.

@@ -39,7 +39,7 @@ fn malformed(registration: &Registration) -> Option<String> {
 }
 
 impl Coordinator {
-    pub(super) fn on_register(&mut self, registration: Registration) {
+    pub(super) fn on_register(&mut self, registration: Registration, sequence: u64) {
         let address = registration.address.clone();
         if let Some(reason) = malformed(&registration) {
             self.send_now(&address, ToRegion::RegisterRefused { reason });
@@ -108,6 +108,7 @@ impl Coordinator {
             &address,
             ToRegion::Registered {
                 incarnation: registration.incarnation,
+                sequence,
                 lease_ms: self.config.lease_ms,
                 heartbeat_interval_ms: self.config.heartbeat_interval_ms,
             },
@@ -123,7 +124,13 @@ impl Coordinator {
         self.retry_pending();
     }
 
-    pub(super) fn on_heartbeat(&mut self, address: String, incarnation: u64, metrics: BTreeMap<String, f64>) {
+    pub(super) fn on_heartbeat(
+        &mut self,
+        address: String,
+        incarnation: u64,
+        metrics: BTreeMap<String, f64>,
+        sequence: u64,
+    ) {
         if self.durable.regions.get(&address).is_none_or(|r| r.incarnation != incarnation) {
             self.send_now(&address, ToRegion::NotRegistered);
             return;
@@ -146,7 +153,7 @@ impl Coordinator {
         if changed {
             self.topology_changed();
         }
-        self.send_now(&address, ToRegion::HeartbeatAck { incarnation, lease_ms: self.config.lease_ms });
+        self.send_now(&address, ToRegion::HeartbeatAck { incarnation, sequence, lease_ms: self.config.lease_ms });
     }
 
     pub(super) fn on_leave(&mut self, address: &str) {

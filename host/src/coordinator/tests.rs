@@ -14,11 +14,17 @@ fn strategy_reason() -> AllocationReason {
 }
 
 fn register(now: Millis, address: &str, incarnation: u64) -> Event {
-    Event::Register { now, registration: Registration { address: address.into(), incarnation, ..Default::default() } }
+    let registration = Registration { address: address.into(), incarnation, ..Default::default() };
+    Event::Register { now, registration, sequence: 0 }
 }
 
+/// A home request from incarnation 1.
 fn get(now: Millis, requester: &str, shard: &str) -> Event {
-    Event::GetShardHome { now, requester: requester.into(), shard: shard.into() }
+    get_from(now, requester, 1, shard)
+}
+
+fn get_from(now: Millis, requester: &str, incarnation: u64, shard: &str) -> Event {
+    Event::GetShardHome { now, requester: requester.into(), incarnation, shard: shard.into() }
 }
 
 fn send(to: &str, message: ToRegion) -> Command {
@@ -38,7 +44,7 @@ fn home_to(to: &str, shard: &str, region: &str) -> Command {
 }
 
 fn registered(to: &str, incarnation: u64) -> Command {
-    send(to, ToRegion::Registered { incarnation, lease_ms: 10_000, heartbeat_interval_ms: 1_000 })
+    send(to, ToRegion::Registered { incarnation, sequence: 0, lease_ms: 10_000, heartbeat_interval_ms: 1_000 })
 }
 
 fn allocated(shard: &str, region: &str) -> Command {
@@ -109,13 +115,15 @@ fn registration_and_allocation_are_revealed_only_after_persist() {
         ]
     );
     // An unrelated reveal made while batch 1 is unpersisted waits for it too.
-    let out = c.handle(get(1, "a", "s"));
+    let out = c.handle(get_from(1, "a", 7, "s"));
     assert_eq!(out, [allocated("s", "a"), Command::Persist { batch: 2, changes: vec![home_set("s", "a", 1)] }]);
-    assert_eq!(c.handle(get(2, "a", "s")), []);
+    assert_eq!(c.handle(get_from(2, "a", 7, "s")), []);
     assert_eq!(c.handle(Event::Persisted { now: 3, batch: 1 }), [registered("a", 7)]);
     assert_eq!(c.handle(Event::Persisted { now: 4, batch: 2 }), [home("s", "a"), home("s", "a")]);
     // A known shard's home comes from the state, at once.
-    assert_eq!(c.handle(get(5, "a", "s")), [home("s", "a")]);
+    assert_eq!(c.handle(get_from(5, "a", 7, "s")), [home("s", "a")]);
+    // A request from another incarnation is told to register.
+    assert_eq!(c.handle(get_from(6, "a", 6, "s")), [send("a", ToRegion::NotRegistered)]);
 }
 
 #[test]
@@ -132,7 +140,7 @@ fn allocation_waits_for_the_minimum_number_of_regions() {
 fn unknown_regions_are_told_to_register() {
     let mut c = Coordinator::new(Config::default(), least_shard()).unwrap();
     assert_eq!(c.handle(get(0, "x", "s")), [send("x", ToRegion::NotRegistered)]);
-    let hb = Event::Heartbeat { now: 0, address: "x".into(), incarnation: 1, metrics: Default::default() };
+    let hb = Event::Heartbeat { now: 0, address: "x".into(), incarnation: 1, metrics: Default::default(), sequence: 1 };
     assert_eq!(c.handle(hb), [send("x", ToRegion::NotRegistered)]);
 }
 
@@ -153,11 +161,11 @@ fn rebalance_now(now: Millis, shards: &[&str]) -> Event {
 }
 
 fn ack(now: Millis, region: &str, shard: &str) -> Event {
-    Event::BeginHandOffAck { now, region: region.into(), shard: shard.into() }
+    Event::BeginHandOffAck { now, region: region.into(), incarnation: 1, shard: shard.into() }
 }
 
 fn stopped(now: Millis, region: &str, shard: &str) -> Event {
-    Event::ShardStopped { now, region: region.into(), shard: shard.into() }
+    Event::ShardStopped { now, region: region.into(), incarnation: 1, shard: shard.into() }
 }
 
 #[test]
@@ -247,7 +255,8 @@ fn a_dead_region_counts_as_acknowledged() {
     settle(&mut c, rebalance_now(10, &["s"]));
     c.handle(ack(11, "a", "s"));
     // a keeps heartbeating; b goes silent and is removed at 3 + 15 000.
-    let hb = Event::Heartbeat { now: 10_000, address: "a".into(), incarnation: 1, metrics: Default::default() };
+    let hb =
+        Event::Heartbeat { now: 10_000, address: "a".into(), incarnation: 1, metrics: Default::default(), sequence: 1 };
     c.handle(hb);
     c.handle(Event::Tick { now: 8_003 });
     let out = c.handle(Event::Tick { now: 15_003 });
@@ -267,7 +276,8 @@ fn owner_death_mid_hand_off_re_homes_the_shard_once() {
     settle(&mut c, rebalance_now(10, &["s"]));
     c.handle(ack(11, "a", "s"));
     c.handle(ack(11, "b", "s"));
-    let hb = Event::Heartbeat { now: 14_000, address: "b".into(), incarnation: 1, metrics: Default::default() };
+    let hb =
+        Event::Heartbeat { now: 14_000, address: "b".into(), incarnation: 1, metrics: Default::default(), sequence: 1 };
     c.handle(hb);
     let out = c.handle(Event::Tick { now: 15_000 });
     let batch = batch_of(&out);
@@ -350,7 +360,7 @@ fn recovery_restarts_hand_offs_from_begin() {
 #[test]
 fn leaving_region_is_drained_and_told() {
     let mut c = two_regions();
-    let out = settle(&mut c, Event::Leave { now: 10, address: "a".into() });
+    let out = settle(&mut c, Event::Leave { now: 10, address: "a".into(), incarnation: 1 });
     assert_eq!(c.moving().cloned().collect::<Vec<_>>(), ["s", "t"]);
     assert!(out.contains(&send("b", ToRegion::BeginHandOff { shard: "t".into() })));
     for shard in ["s", "t"] {
@@ -387,4 +397,53 @@ fn rebalance_now_explains_refusals() {
     // The next tick moves it.
     let out = settle(&mut c, Event::Tick { now: 10_011 });
     assert!(out.contains(&send("a", ToRegion::BeginHandOff { shard: "s".into() })), "{out:#?}");
+}
+
+#[test]
+fn late_messages_of_an_old_incarnation_are_ignored() {
+    let mut c = two_regions();
+    settle(&mut c, register(20, "a", 2));
+    let homes_before = c.durable().homes.clone();
+    // A Leave the first incarnation sent before it died must not drain the second.
+    let out = c.handle(Event::Leave { now: 21, address: "a".into(), incarnation: 1 });
+    assert_eq!(
+        out,
+        [Command::Observe(Observation::Ignored { what: "Leave from a: incarnation 1 is not the registered 2".into() })]
+    );
+    assert!(!c.durable().regions["a"].leaving);
+    // Nor may its ShardStopped end a hand-off of the second.
+    let shard = c.durable().regions["a"].shards[0].clone();
+    settle(&mut c, rebalance_now(22, &[&shard]));
+    let ack2 = |now, region: &str, incarnation| Event::BeginHandOffAck {
+        now,
+        region: region.into(),
+        incarnation,
+        shard: shard.clone(),
+    };
+    c.handle(ack2(23, "a", 2));
+    c.handle(ack2(23, "b", 1));
+    let out = c.handle(Event::ShardStopped { now: 24, region: "a".into(), incarnation: 1, shard: shard.clone() });
+    assert!(matches!(&out[..], [Command::Observe(Observation::Ignored { .. })]), "{out:#?}");
+    assert_eq!(c.home(&shard).unwrap().region, "a");
+    assert_eq!(c.durable().homes.len(), homes_before.len());
+}
+
+#[test]
+fn heartbeat_ack_names_the_heartbeat() {
+    let mut c = two_regions();
+    let hb = |sequence| Event::Heartbeat {
+        now: 100,
+        address: "b".into(),
+        incarnation: 1,
+        metrics: Default::default(),
+        sequence,
+    };
+    assert_eq!(
+        c.handle(hb(41)),
+        [send("b", ToRegion::HeartbeatAck { incarnation: 1, sequence: 41, lease_ms: 10_000 })]
+    );
+    assert_eq!(
+        c.handle(hb(40)),
+        [send("b", ToRegion::HeartbeatAck { incarnation: 1, sequence: 40, lease_ms: 10_000 })]
+    );
 }

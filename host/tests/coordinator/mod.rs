@@ -75,7 +75,12 @@ impl Harness {
     /// Registers a region.
     pub fn register(&mut self, address: &str) -> Vec<Command> {
         let registration = Registration { address: address.into(), incarnation: 1, ..Default::default() };
-        self.step(Event::Register { now: self.now, registration })
+        self.step(Event::Register { now: self.now, registration, sequence: 0 })
+    }
+
+    /// The registered incarnation of a region (1 when it is unknown).
+    pub fn incarnation(&self, address: &str) -> u64 {
+        self.c.durable().regions.get(address).map_or(1, |r| r.incarnation)
     }
 
     /// Heartbeats from these regions.
@@ -87,13 +92,15 @@ impl Harness {
                 address: address.to_string(),
                 incarnation,
                 metrics: Default::default(),
+                sequence: self.now,
             });
         }
     }
 
     /// Asks for a shard's home.
     pub fn get(&mut self, requester: &str, shard: &str) -> Vec<Command> {
-        self.step(Event::GetShardHome { now: self.now, requester: requester.into(), shard: shard.into() })
+        let incarnation = self.incarnation(requester);
+        self.step(Event::GetShardHome { now: self.now, requester: requester.into(), incarnation, shard: shard.into() })
     }
 
     /// An operator request.
@@ -119,12 +126,13 @@ impl Harness {
             let mut next = Vec::new();
             for command in queue {
                 if let Command::Send { to, message } = &command {
+                    let (now, region, incarnation) = (self.now, to.clone(), self.incarnation(to));
                     let reply = match message {
                         ToRegion::BeginHandOff { shard } => {
-                            Some(Event::BeginHandOffAck { now: self.now, region: to.clone(), shard: shard.clone() })
+                            Some(Event::BeginHandOffAck { now, region, incarnation, shard: shard.clone() })
                         }
                         ToRegion::HandOff { shard } => {
-                            Some(Event::ShardStopped { now: self.now, region: to.clone(), shard: shard.clone() })
+                            Some(Event::ShardStopped { now, region, incarnation, shard: shard.clone() })
                         }
                         _ => None,
                     };
