@@ -1,7 +1,11 @@
 //! # shardalloc-client
 //!
-//! The crate applications depend on to talk to a shardalloc node. It will
-//! hold the region-session protocol's message types, the region client and
-//! the typed admin client; it deliberately depends on no wasmtime, redb or
-//! axum. Nothing is implemented yet: the node and its protocols come with
-//! the node issue.
+//! The crate applications depend on to talk to a shardalloc node, without
+//! pulling in wasmtime, redb or axum.
+//!
+//! - [`protocol`]: the region-session messages (postcard frames over a
+//!   WebSocket) and their encoding.
+//! - [`api`]: the admin REST API's request and response bodies.
+
+pub mod api;
+pub mod protocol;

@@ -1,0 +1,420 @@
+//! The admin REST API's bodies, shared by the node (which serves them) and
+//! [`crate::admin`] (which sends them). JSON field names are camelCase.
+//!
+//! Shard ids are strings. Where a request carries one, a JSON integer is
+//! accepted as its decimal string ([`ShardId`]); any other number is refused.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::{self, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// The longest shard id, in bytes.
+pub const MAX_SHARD_ID_BYTES: usize = 256;
+
+/// A shard id as requests carry it: a string, or a JSON integer taken as its
+/// decimal string (`42` is `"42"`). Floats are refused. Emptiness and length
+/// are checked by [`ShardId::validate`], so the error can name the field.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ShardId(pub String);
+
+impl ShardId {
+    /// Checks that the id is 1 to [`MAX_SHARD_ID_BYTES`] bytes.
+    pub fn validate(&self) -> Result<&str, String> {
+        match self.0.len() {
+            0 => Err("a shard id is empty".to_owned()),
+            n if n > MAX_SHARD_ID_BYTES => {
+                Err(format!("a shard id of {n} bytes is longer than {MAX_SHARD_ID_BYTES} bytes"))
+            }
+            _ => Ok(&self.0),
+        }
+    }
+}
+
+impl From<&str> for ShardId {
+    fn from(s: &str) -> Self {
+        ShardId(s.to_owned())
+    }
+}
+
+impl From<String> for ShardId {
+    fn from(s: String) -> Self {
+        ShardId(s)
+    }
+}
+
+impl From<u64> for ShardId {
+    fn from(n: u64) -> Self {
+        ShardId(n.to_string())
+    }
+}
+
+impl fmt::Display for ShardId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Serialize for ShardId {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for ShardId {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ShardIdVisitor;
+        impl Visitor<'_> for ShardIdVisitor {
+            type Value = ShardId;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a shard id: a string or an integer")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<ShardId, E> {
+                Ok(ShardId(v.to_owned()))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<ShardId, E> {
+                Ok(ShardId(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<ShardId, E> {
+                Ok(ShardId(v.to_string()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<ShardId, E> {
+                Ok(ShardId(v.to_string()))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<ShardId, E> {
+                Err(E::custom(format!("a shard id must be a string or an integer, not the number {v}")))
+            }
+        }
+        deserializer.deserialize_any(ShardIdVisitor)
+    }
+}
+
+/// The body of every error response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// The error.
+    pub error: ErrorDetail,
+}
+
+/// What went wrong.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    /// A stable, machine-readable code (`unknown-type`, `invalid-body`…).
+    pub code: String,
+    /// A sentence naming the problem.
+    pub message: String,
+}
+
+/// One placement: the shard belongs on the target region.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Placement {
+    /// The shard.
+    pub shard_id: ShardId,
+    /// The target region's address.
+    pub target: String,
+}
+
+/// `POST …/placements`: one placement, or many applied all-or-nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PlacementRequest {
+    /// `{"placements":[…]}`
+    Many {
+        /// The placements.
+        placements: Vec<Placement>,
+    },
+    /// `{"shardId":42,"target":"ADDRESS"}`
+    One(Placement),
+}
+
+/// The type's placements.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placements {
+    /// Every live placement, by shard id.
+    pub placements: Vec<Placement>,
+}
+
+/// `POST …/rebalance`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RebalanceRequest {
+    /// The shards to move.
+    pub shard_ids: Vec<ShardId>,
+    /// Start the hand-offs now instead of at the next rebalance tick.
+    #[serde(default)]
+    pub immediate: bool,
+}
+
+/// The answer to a rebalance request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RebalanceResponse {
+    /// The shards that will move.
+    pub accepted: Vec<String>,
+    /// The others, each with why.
+    pub rejected: Vec<Rejected>,
+}
+
+/// A shard a rebalance request did not accept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Rejected {
+    /// The shard.
+    pub shard_id: String,
+    /// `unknown`, `unallocated`, `already-moving` or `queue-full`.
+    pub reason: String,
+}
+
+/// `GET /v1/cluster/shards`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Types {
+    /// Every entity type.
+    pub types: Vec<TypeSummary>,
+}
+
+/// One entity type in brief.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TypeSummary {
+    /// Its name.
+    pub name: String,
+    /// Regions registered.
+    pub regions: usize,
+    /// Shards with a home.
+    pub shards: usize,
+    /// The active strategy, `name@version`.
+    pub strategy: String,
+}
+
+/// `GET /v1/cluster/shards/{type}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TypeState {
+    /// The type.
+    pub name: String,
+    /// Its regions with their shards, in join order.
+    pub regions: Vec<RegionState>,
+    /// Hand-offs in flight.
+    pub hand_offs: Vec<HandOff>,
+    /// Live placements.
+    pub placements: Vec<Placement>,
+    /// The active strategy.
+    pub strategy: ActivationInfo,
+}
+
+/// A region of one type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegionState {
+    /// Its address.
+    pub address: String,
+    /// Its incarnation.
+    pub incarnation: u64,
+    /// `up`, `unreachable` or `leaving`.
+    pub status: String,
+    /// Drained by an operator.
+    pub draining: bool,
+    /// Routes only.
+    pub proxy_only: bool,
+    /// Its labels.
+    pub labels: BTreeMap<String, String>,
+    /// Its shards, oldest first.
+    pub shards: Vec<String>,
+}
+
+/// A hand-off in flight.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HandOff {
+    /// The shard.
+    pub shard_id: String,
+    /// Its owner.
+    pub from: String,
+}
+
+/// `GET /v1/cluster/shards/{type}/shards/{shardId}`: where a shard is and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardState {
+    /// The shard.
+    pub shard_id: String,
+    /// Its home, if it has one.
+    pub home: Option<String>,
+    /// Why it is there: `placement`, `strategy` or `fallback`.
+    pub reason: Option<String>,
+    /// The strategy (`name@version`) that chose, or the fallback's cause.
+    pub detail: Option<String>,
+    /// When it got its home (milliseconds since the Unix epoch).
+    pub since_ms: Option<u64>,
+    /// True while its hand-off is in flight.
+    pub moving: bool,
+    /// Its placement's target, if one is set.
+    pub placement: Option<String>,
+}
+
+/// `GET /v1/cluster/regions`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Regions {
+    /// Every region, by address.
+    pub regions: Vec<RegionSummary>,
+}
+
+/// A region across types.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegionSummary {
+    /// Its address.
+    pub address: String,
+    /// Per type it serves: its status there.
+    pub types: BTreeMap<String, String>,
+    /// Shards it holds, all types together.
+    pub shards: usize,
+    /// Drained in every type it serves.
+    pub draining: bool,
+}
+
+/// `POST /v1/strategies`: the uploaded component.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredStrategy {
+    /// `sha256:…` of the component's bytes.
+    pub digest: String,
+    /// The name it describes itself with.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// Its size in bytes (0 for built-ins).
+    #[serde(default)]
+    pub size: u64,
+    /// Types where it is active.
+    #[serde(default)]
+    pub active_in: Vec<String>,
+}
+
+/// `GET /v1/strategies`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Strategies {
+    /// Built-ins first, then uploads by digest.
+    pub strategies: Vec<StoredStrategy>,
+}
+
+/// `PUT …/strategy`, `PUT …/strategy/shadow` and the candidate of a dry run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ActivateRequest {
+    /// A built-in's name or an uploaded component's `sha256:…` digest.
+    pub strategy: String,
+    /// Its configuration (any JSON; default none).
+    #[serde(default)]
+    pub config: Option<serde_json::Value>,
+}
+
+/// `POST …/strategy/dry-run`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DryRunRequest {
+    /// A built-in's name or an uploaded component's digest.
+    pub strategy: String,
+    /// Its configuration.
+    #[serde(default)]
+    pub config: Option<serde_json::Value>,
+    /// Rounds of rebalance to simulate (default 3, at most 100).
+    #[serde(default = "default_rounds")]
+    pub rounds: usize,
+    /// Shards to ask the candidate to allocate.
+    #[serde(default)]
+    pub shard_ids: Vec<ShardId>,
+}
+
+fn default_rounds() -> usize {
+    3
+}
+
+/// What a candidate would do on the type's current state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DryRunResponse {
+    /// The candidate, `name@version`.
+    pub strategy: String,
+    /// Where it would put each shard asked about (`null`: nowhere).
+    pub allocations: BTreeMap<String, Option<String>>,
+    /// The shards its first rebalance would move.
+    pub rebalance: Vec<String>,
+    /// Each round: the shards moved and the counts after it.
+    pub rounds: Vec<DryRunRound>,
+}
+
+/// One simulated round.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DryRunRound {
+    /// Shards moved.
+    pub moved: Vec<String>,
+    /// Shards per region after the round.
+    pub counts: BTreeMap<String, usize>,
+}
+
+/// One activation of a strategy in a type's slot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActivationInfo {
+    /// Its name.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// The component's digest (`builtin:NAME` for built-ins).
+    pub digest: String,
+    /// Its configuration.
+    pub config: Option<serde_json::Value>,
+    /// `initial`, `operator`, `rollback` or `auto-rollback`.
+    pub cause: String,
+    /// When (milliseconds since the Unix epoch).
+    pub at_ms: u64,
+}
+
+/// `GET …/strategy`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StrategyState {
+    /// The active strategy.
+    pub active: ActivationInfo,
+    /// Past activations, oldest first (the active one last).
+    pub history: Vec<ActivationInfo>,
+    /// The shadow candidate, if any.
+    pub shadow: Option<ActivationInfo>,
+    /// Decisions the shadow was asked about, and how many it disagreed with.
+    pub shadow_calls: u64,
+    /// See `shadow_calls`.
+    pub shadow_disagreements: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_ids_accept_strings_and_integers_only() {
+        let one: PlacementRequest = serde_json::from_str(r#"{"shardId":42,"target":"b"}"#).unwrap();
+        assert_eq!(one, PlacementRequest::One(Placement { shard_id: "42".into(), target: "b".into() }));
+        let many: PlacementRequest =
+            serde_json::from_str(r#"{"placements":[{"shardId":"x","target":"b"},{"shardId":-3,"target":"c"}]}"#)
+                .unwrap();
+        let PlacementRequest::Many { placements } = many else { panic!() };
+        assert_eq!(placements[1].shard_id.0, "-3");
+        for bad in
+            [r#"{"shardId":4.5,"target":"b"}"#, r#"{"shardId":1e3,"target":"b"}"#, r#"{"shardId":true,"target":"b"}"#]
+        {
+            assert!(serde_json::from_str::<PlacementRequest>(bad).is_err(), "{bad}");
+        }
+        let rebalance: RebalanceRequest = serde_json::from_str(r#"{"shardIds":[42,"43"]}"#).unwrap();
+        assert_eq!(rebalance.shard_ids, ["42".into(), ShardId::from("43")]);
+        assert!(!rebalance.immediate);
+    }
+
+    #[test]
+    fn shard_id_length_is_checked() {
+        assert!(ShardId::from("").validate().is_err());
+        assert!(ShardId("x".repeat(257)).validate().unwrap_err().contains("257 bytes"));
+        assert_eq!(ShardId("x".repeat(256)).validate().unwrap().len(), 256);
+    }
+}

@@ -1,0 +1,269 @@
+//! The region-session protocol: what a region and the node say to each other
+//! over the WebSocket at `/v1/regions/connect`.
+//!
+//! Every message is one binary WebSocket frame holding one value encoded with
+//! [postcard](https://docs.rs/postcard) (varint integers, length-prefixed
+//! strings, enums as a varint variant index followed by the fields in order).
+//! `docs/protocol.md` lists every message, field by field, for clients in
+//! other languages.
+//!
+//! ```text
+//!  region                                   node
+//!  Hello{protocol, entity_type} ──────────▶
+//!                                ◀──────── Welcome{protocol} | Refused{reason} + close
+//!  Register{…, sequence} ─────────────────▶
+//!                                ◀──────── Registered{incarnation, sequence, lease_ms, heartbeat_interval_ms}
+//!  Heartbeat{sequence, metrics} ──────────▶ (every heartbeat_interval_ms)
+//!                                ◀──────── HeartbeatAck{incarnation, sequence, lease_ms}
+//!  GetShardHome{shard} ───────────────────▶
+//!                                ◀──────── ShardHome{shard, home}
+//!                                ◀──────── BeginHandOff{shard}   (to every region)
+//!  BeginHandOffAck{shard} ────────────────▶
+//!                                ◀──────── HandOff{shard}        (to the owner)
+//!  ShardStopped{shard} ───────────────────▶
+//! ```
+//!
+//! The first frame is always a [`Hello`]; its layout (a varint protocol
+//! number first) never changes, so a node can refuse a client of another
+//! version clearly. A session serves one entity type; a region serving
+//! several types opens one session per type.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The protocol version this crate speaks.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The largest frame either side accepts, in bytes. A larger one ends the
+/// session.
+pub const MAX_FRAME_BYTES: usize = 1 << 20;
+
+/// The path of the region-session WebSocket.
+pub const CONNECT_PATH: &str = "/v1/regions/connect";
+
+/// The first frame a region sends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    /// The protocol version the region speaks ([`PROTOCOL_VERSION`]).
+    pub protocol: u32,
+    /// The entity type this session serves.
+    pub entity_type: String,
+}
+
+/// A region's registration.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Register {
+    /// The region's address, unique in the cluster; other regions reach it by it.
+    pub address: String,
+    /// Chosen at start-up, greater for every restart.
+    pub incarnation: u64,
+    /// Cluster roles.
+    pub roles: Vec<String>,
+    /// Application version.
+    pub app_version: String,
+    /// Labels (zone, dc…), handed to the strategy.
+    pub labels: BTreeMap<String, String>,
+    /// Routes messages, never hosts shards.
+    pub proxy_only: bool,
+    /// Echoed in [`NodeMessage::Registered`]: the lease counts from this send.
+    pub sequence: u64,
+}
+
+/// What a region sends after its [`Hello`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum RegionMessage {
+    /// Registers (first) or re-registers this session's region.
+    Register(Register),
+    /// Alive; renews the lease. `sequence` increases with every heartbeat.
+    Heartbeat {
+        /// Echoed in [`NodeMessage::HeartbeatAck`].
+        sequence: u64,
+        /// Gauges for the strategy (`mem-used-ratio`, `cpu`, custom ones);
+        /// non-finite values are dropped.
+        metrics: BTreeMap<String, f64>,
+    },
+    /// Where does this shard live?
+    GetShardHome {
+        /// The shard id (1 to 256 bytes).
+        shard: String,
+    },
+    /// The region stopped routing to the shard and buffers its messages.
+    BeginHandOffAck {
+        /// The shard.
+        shard: String,
+    },
+    /// The region stopped the shard it was told to hand off.
+    ShardStopped {
+        /// The shard.
+        shard: String,
+    },
+    /// The region wants to leave: its shards are handed off, then it gets
+    /// [`NodeMessage::LeaveDone`].
+    Leave,
+    /// The region asks to be drained (`true`) or undrained (`false`).
+    Drain {
+        /// Drain or undrain.
+        draining: bool,
+    },
+}
+
+/// What the node sends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum NodeMessage {
+    /// The [`Hello`] was accepted.
+    Welcome {
+        /// The node's protocol version.
+        protocol: u32,
+    },
+    /// The session is refused (version, type, authentication); the node
+    /// closes it next.
+    Refused {
+        /// Why.
+        reason: String,
+    },
+    /// Registration accepted. The region holds a lease of `lease_ms` from
+    /// when it sent the registration numbered `sequence`.
+    Registered {
+        /// The incarnation registered.
+        incarnation: u64,
+        /// The registration's sequence.
+        sequence: u64,
+        /// The lease.
+        lease_ms: u64,
+        /// How often to heartbeat.
+        heartbeat_interval_ms: u64,
+    },
+    /// Registration refused (malformed, stale incarnation, too many regions).
+    RegisterRefused {
+        /// Why.
+        reason: String,
+    },
+    /// Heartbeat `sequence` arrived: the lease runs `lease_ms` from its send.
+    HeartbeatAck {
+        /// The incarnation.
+        incarnation: u64,
+        /// The heartbeat's sequence.
+        sequence: u64,
+        /// The lease.
+        lease_ms: u64,
+    },
+    /// The node does not know this region's incarnation: register again.
+    NotRegistered,
+    /// Where a shard lives.
+    ShardHome {
+        /// The shard.
+        shard: String,
+        /// Its home region's address.
+        home: String,
+    },
+    /// A new shard was refused (a limit, a bad id).
+    ShardRefused {
+        /// The shard.
+        shard: String,
+        /// Why.
+        reason: String,
+    },
+    /// Stop routing to the shard, buffer its messages, acknowledge.
+    BeginHandOff {
+        /// The shard.
+        shard: String,
+    },
+    /// Stop the shard, then send `ShardStopped`.
+    HandOff {
+        /// The shard.
+        shard: String,
+    },
+    /// An operator's placement changed (`None`: removed).
+    PlacementChanged {
+        /// The shard.
+        shard: String,
+        /// Its target region.
+        target: Option<String>,
+    },
+    /// The leaving region holds no shards any more and may stop.
+    LeaveDone,
+    /// The node is shutting down; reconnect (with backoff) to it or its successor.
+    ShuttingDown,
+}
+
+/// A frame that could not be encoded or decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    /// Larger than [`MAX_FRAME_BYTES`].
+    #[error("frame of {0} bytes is larger than the limit of {MAX_FRAME_BYTES}")]
+    TooLarge(usize),
+    /// Not a valid encoding of the expected message.
+    #[error("malformed frame: {0}")]
+    Malformed(#[from] postcard::Error),
+    /// Bytes left after the message.
+    #[error("{0} trailing bytes after the message")]
+    Trailing(usize),
+}
+
+/// Encodes a message as one frame.
+pub fn encode<T: Serialize>(message: &T) -> Result<Vec<u8>, FrameError> {
+    let bytes = postcard::to_stdvec(message)?;
+    if bytes.len() > MAX_FRAME_BYTES {
+        return Err(FrameError::TooLarge(bytes.len()));
+    }
+    Ok(bytes)
+}
+
+/// Decodes one frame; the whole frame must be one message.
+pub fn decode<'a, T: Deserialize<'a>>(frame: &'a [u8]) -> Result<T, FrameError> {
+    if frame.len() > MAX_FRAME_BYTES {
+        return Err(FrameError::TooLarge(frame.len()));
+    }
+    let (message, rest) = postcard::take_from_bytes(frame)?;
+    if !rest.is_empty() {
+        return Err(FrameError::Trailing(rest.len()));
+    }
+    Ok(message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_round_trip() {
+        let messages = [
+            RegionMessage::Register(Register {
+                address: "a".into(),
+                incarnation: 3,
+                labels: [("zone".to_string(), "eu".to_string())].into(),
+                sequence: 1,
+                ..Register::default()
+            }),
+            RegionMessage::Heartbeat { sequence: 2, metrics: [("cpu".to_string(), 0.5)].into() },
+            RegionMessage::GetShardHome { shard: "42".into() },
+            RegionMessage::Leave,
+        ];
+        for message in messages {
+            assert_eq!(decode::<RegionMessage>(&encode(&message).unwrap()).unwrap(), message);
+        }
+    }
+
+    /// The layouts other-language clients rely on (docs/protocol.md).
+    #[test]
+    fn wire_layout_is_pinned() {
+        let hello = Hello { protocol: 1, entity_type: "cart".into() };
+        assert_eq!(encode(&hello).unwrap(), [1, 4, b'c', b'a', b'r', b't']);
+        assert_eq!(encode(&RegionMessage::GetShardHome { shard: "7".into() }).unwrap(), [2, 1, b'7']);
+        assert_eq!(encode(&RegionMessage::Leave).unwrap(), [5]);
+        let home = NodeMessage::ShardHome { shard: "7".into(), home: "b".into() };
+        assert_eq!(encode(&home).unwrap(), [6, 1, b'7', 1, b'b']);
+        assert_eq!(
+            encode(&NodeMessage::PlacementChanged { shard: "7".into(), target: None }).unwrap(),
+            [10, 1, b'7', 0]
+        );
+    }
+
+    #[test]
+    fn garbage_and_trailing_bytes_are_refused() {
+        assert!(matches!(decode::<RegionMessage>(&[200, 1]), Err(FrameError::Malformed(_))));
+        assert!(matches!(decode::<RegionMessage>(&[5, 0]), Err(FrameError::Trailing(1))));
+        assert!(matches!(decode::<RegionMessage>(&vec![0; MAX_FRAME_BYTES + 1]), Err(FrameError::TooLarge(_))));
+    }
+}
