@@ -18,4 +18,5 @@
 
 pub mod coordinator;
 pub mod engine;
+pub mod store;
 pub mod strategy;

@@ -12,7 +12,7 @@ use crate::strategy::external::AllocationReason;
 use super::event::Millis;
 
 /// The (timestamp, origin) of a placement write; the greater one wins.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default, serde::Serialize, serde::Deserialize)]
 pub struct Stamp {
     /// The writer's timestamp (milliseconds).
     pub timestamp: u64,
@@ -28,7 +28,7 @@ impl Stamp {
 }
 
 /// A region as persisted.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct RegionRecord {
     /// Its address.
     pub address: String,
@@ -53,7 +53,7 @@ pub struct RegionRecord {
 }
 
 /// A shard's home and why it is there.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Home {
     /// The region's address.
     pub region: String,
@@ -64,7 +64,7 @@ pub struct Home {
 }
 
 /// A placement: live (with a target) or a tombstone.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PlacementEntry {
     /// The target region; `None` for a tombstone.
     pub target: Option<String>,

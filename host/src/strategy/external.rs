@@ -14,7 +14,8 @@ use super::guarded::{Decision, Guarded, NoAllocatableRegion};
 use super::{Info, StrategyError};
 
 /// Why a shard got the home it got.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum AllocationReason {
     /// An operator's placement.
     Placement,

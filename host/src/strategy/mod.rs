@@ -24,7 +24,8 @@ use shardalloc_guest::Level;
 pub use view::ClusterView;
 
 /// Why a strategy call produced no usable answer.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum StrategyError {
     /// The strategy answered with an error of its own.
     #[error("strategy error: {0}")]
@@ -44,7 +45,8 @@ pub enum StrategyError {
 }
 
 /// What kind of fault stopped a strategy call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum FaultKind {
     /// A trap: a panic, an `unreachable`, an out-of-bounds access…
     Trap,

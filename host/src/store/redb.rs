@@ -1,0 +1,377 @@
+//! [`RedbStore`]: the embedded store, one redb file in the data directory.
+//!
+//! Tables (keys are `(type, id)` tuples; values JSON unless noted):
+//!
+//! | table          | key                 | value                           |
+//! |----------------|---------------------|---------------------------------|
+//! | `meta`         | name                | u64 (`schema`, `revision`, `home-order`) |
+//! | `types`        | type                | [`TypeRecord`] + signal + next join order |
+//! | `regions`      | (type, address)     | `RegionRecord` without its shard list |
+//! | `homes`        | (type, shard)       | `Home` and its allocation order |
+//! | `handoffs`     | (type, shard)       | owner address (text)            |
+//! | `placements`   | (type, shard)       | `PlacementEntry` (tombstones too) |
+//! | `queued`       | (type, shard)       | nothing                         |
+//! | `activations`  | (type, number)      | [`ActivationRecord`]            |
+//! | `components`   | digest              | component bytes                 |
+//! | `component-info` | digest            | [`ComponentRecord`]             |
+//!
+//! A region's shard list is not stored: it is rebuilt from `homes` in
+//! allocation order, exactly as [`Durable::apply`] builds it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use serde::{Deserialize, Serialize};
+
+use super::{
+    ACTIVATION_HISTORY, ActivationRecord, ComponentRecord, Loaded, LoadedType, Revision, SCHEMA_VERSION, Store,
+    StoreError, Turn, TypeRecord,
+};
+use crate::coordinator::{Change, Home, PlacementEntry, RegionRecord};
+
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+const TYPES: TableDefinition<&str, &[u8]> = TableDefinition::new("types");
+const REGIONS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("regions");
+const HOMES: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("homes");
+const HANDOFFS: TableDefinition<(&str, &str), &str> = TableDefinition::new("handoffs");
+const PLACEMENTS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("placements");
+const QUEUED: TableDefinition<(&str, &str), ()> = TableDefinition::new("queued");
+const ACTIVATIONS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("activations");
+const COMPONENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("components");
+const COMPONENT_INFO: TableDefinition<&str, &[u8]> = TableDefinition::new("component-info");
+
+/// The file name inside the data directory.
+pub const FILE_NAME: &str = "shardalloc.redb";
+
+/// What the `types` table keeps per type.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct TypeRow {
+    record: Option<TypeRecord>,
+    signal: Option<String>,
+    next_join_order: u64,
+}
+
+/// What the `homes` table keeps per shard.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct HomeRow {
+    home: Home,
+    order: u64,
+}
+
+fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).expect("store records serialize")
+}
+
+fn decode<T: for<'a> Deserialize<'a>>(table: &'static str, bytes: &[u8]) -> Result<T, StoreError> {
+    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt { table, detail: e.to_string() })
+}
+
+fn db<E: Into<redb::Error>>(error: E) -> StoreError {
+    StoreError::Database(error.into())
+}
+
+/// The embedded store. See the module documentation.
+pub struct RedbStore {
+    db: Database,
+    path: PathBuf,
+}
+
+impl RedbStore {
+    /// Opens (creating when absent) the store in `dir`.
+    pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        std::fs::create_dir_all(dir)
+            .map_err(|error| StoreError::Directory { path: dir.display().to_string(), error })?;
+        let path = dir.join(FILE_NAME);
+        let db = Database::create(&path).map_err(|error| match error {
+            redb::DatabaseError::DatabaseAlreadyOpen => StoreError::InUse { path: path.display().to_string() },
+            other => db(other),
+        })?;
+        let store = RedbStore { db, path };
+        store.init()?;
+        Ok(store)
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn init(&self) -> Result<(), StoreError> {
+        let txn = self.db.begin_write().map_err(db)?;
+        {
+            let mut meta = txn.open_table(META).map_err(db)?;
+            let schema = meta.get("schema").map_err(db)?.map(|v| v.value());
+            match schema {
+                Some(found) if found > SCHEMA_VERSION => {
+                    return Err(StoreError::NewerSchema { found, supported: SCHEMA_VERSION });
+                }
+                Some(_) => {}
+                None => {
+                    meta.insert("schema", SCHEMA_VERSION).map_err(db)?;
+                    meta.insert("revision", 0).map_err(db)?;
+                }
+            }
+            // Every table exists, so readers never meet a missing one.
+            txn.open_table(TYPES).map_err(db)?;
+            txn.open_table(REGIONS).map_err(db)?;
+            txn.open_table(HOMES).map_err(db)?;
+            txn.open_table(HANDOFFS).map_err(db)?;
+            txn.open_table(PLACEMENTS).map_err(db)?;
+            txn.open_table(QUEUED).map_err(db)?;
+            txn.open_table(ACTIVATIONS).map_err(db)?;
+            txn.open_table(COMPONENTS).map_err(db)?;
+            txn.open_table(COMPONENT_INFO).map_err(db)?;
+        }
+        txn.commit().map_err(db)?;
+        Ok(())
+    }
+
+    /// The current revision.
+    pub fn revision(&self) -> Result<Revision, StoreError> {
+        let txn = self.db.begin_read().map_err(db)?;
+        let meta = txn.open_table(META).map_err(db)?;
+        Ok(meta.get("revision").map_err(db)?.map_or(0, |v| v.value()))
+    }
+}
+
+/// Applies one coordinator change to the tables.
+struct Writer<'t> {
+    types: redb::Table<'t, &'static str, &'static [u8]>,
+    regions: redb::Table<'t, (&'static str, &'static str), &'static [u8]>,
+    homes: redb::Table<'t, (&'static str, &'static str), &'static [u8]>,
+    handoffs: redb::Table<'t, (&'static str, &'static str), &'static str>,
+    placements: redb::Table<'t, (&'static str, &'static str), &'static [u8]>,
+    queued: redb::Table<'t, (&'static str, &'static str), ()>,
+    home_order: u64,
+}
+
+impl Writer<'_> {
+    fn type_row(&self, name: &str) -> Result<TypeRow, StoreError> {
+        match self.types.get(name).map_err(db)? {
+            Some(v) => decode("types", v.value()),
+            None => Ok(TypeRow::default()),
+        }
+    }
+
+    fn put_type_row(&mut self, name: &str, row: &TypeRow) -> Result<(), StoreError> {
+        self.types.insert(name, encode(row).as_slice()).map_err(db)?;
+        Ok(())
+    }
+
+    fn region(&self, t: &str, address: &str) -> Result<Option<RegionRecord>, StoreError> {
+        self.regions.get((t, address)).map_err(db)?.map(|v| decode("regions", v.value())).transpose()
+    }
+
+    fn put_region(&mut self, t: &str, record: &RegionRecord) -> Result<(), StoreError> {
+        let mut record = record.clone();
+        record.shards.clear();
+        self.regions.insert((t, record.address.as_str()), encode(&record).as_slice()).map_err(db)?;
+        Ok(())
+    }
+
+    fn apply(&mut self, t: &str, change: &Change) -> Result<(), StoreError> {
+        match change {
+            Change::RegionRegistered(record) => {
+                self.put_region(t, record)?;
+                let mut row = self.type_row(t)?;
+                row.next_join_order = row.next_join_order.max(record.join_order + 1);
+                self.put_type_row(t, &row)?;
+            }
+            Change::RegionRemoved { address } => {
+                self.regions.remove((t, address.as_str())).map_err(db)?;
+            }
+            Change::RegionDraining { address, draining } => {
+                if let Some(mut record) = self.region(t, address)? {
+                    record.draining = *draining;
+                    self.put_region(t, &record)?;
+                }
+            }
+            Change::RegionLeaving { address } => {
+                if let Some(mut record) = self.region(t, address)? {
+                    record.leaving = true;
+                    self.put_region(t, &record)?;
+                }
+            }
+            Change::HomeSet { shard, home } => {
+                self.home_order += 1;
+                let row = HomeRow { home: home.clone(), order: self.home_order };
+                self.homes.insert((t, shard.as_str()), encode(&row).as_slice()).map_err(db)?;
+            }
+            Change::HomeRemoved { shard } => {
+                self.homes.remove((t, shard.as_str())).map_err(db)?;
+            }
+            Change::HandOffStarted { shard, from } => {
+                self.queued.remove((t, shard.as_str())).map_err(db)?;
+                self.handoffs.insert((t, shard.as_str()), from.as_str()).map_err(db)?;
+            }
+            Change::HandOffEnded { shard } => {
+                self.handoffs.remove((t, shard.as_str())).map_err(db)?;
+            }
+            Change::PlacementWritten { shard, entry } => {
+                self.placements.insert((t, shard.as_str()), encode(entry).as_slice()).map_err(db)?;
+            }
+            Change::PlacementPurged { shard } => {
+                self.placements.remove((t, shard.as_str())).map_err(db)?;
+            }
+            Change::RebalanceQueued { shard } => {
+                self.queued.insert((t, shard.as_str()), ()).map_err(db)?;
+            }
+            Change::RebalanceUnqueued { shard } => {
+                self.queued.remove((t, shard.as_str())).map_err(db)?;
+            }
+            Change::SignalSet { signal } => {
+                let mut row = self.type_row(t)?;
+                row.signal = signal.clone();
+                self.put_type_row(t, &row)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Store for RedbStore {
+    fn load(&self) -> Result<Loaded, StoreError> {
+        let txn = self.db.begin_read().map_err(db)?;
+        let meta = txn.open_table(META).map_err(db)?;
+        let revision = meta.get("revision").map_err(db)?.map_or(0, |v| v.value());
+        let mut types: BTreeMap<String, LoadedType> = BTreeMap::new();
+        for entry in txn.open_table(TYPES).map_err(db)?.iter().map_err(db)? {
+            let (name, value) = entry.map_err(db)?;
+            let row: TypeRow = decode("types", value.value())?;
+            let loaded = types.entry(name.value().to_owned()).or_default();
+            loaded.record = row.record;
+            loaded.durable.signal = row.signal;
+            loaded.durable.next_join_order = row.next_join_order;
+        }
+        for entry in txn.open_table(REGIONS).map_err(db)?.iter().map_err(db)? {
+            let (key, value) = entry.map_err(db)?;
+            let (t, address) = key.value();
+            let record: RegionRecord = decode("regions", value.value())?;
+            types.entry(t.to_owned()).or_default().durable.regions.insert(address.to_owned(), record);
+        }
+        let mut homes: BTreeMap<String, Vec<(u64, String, Home)>> = BTreeMap::new();
+        for entry in txn.open_table(HOMES).map_err(db)?.iter().map_err(db)? {
+            let (key, value) = entry.map_err(db)?;
+            let (t, shard) = key.value();
+            let row: HomeRow = decode("homes", value.value())?;
+            homes.entry(t.to_owned()).or_default().push((row.order, shard.to_owned(), row.home));
+        }
+        for (t, mut list) in homes {
+            list.sort_by_key(|(order, _, _)| *order);
+            let durable = &mut types.entry(t).or_default().durable;
+            for (_, shard, home) in list {
+                // A home whose region is gone went with it (as in `Durable::apply`).
+                if let Some(region) = durable.regions.get_mut(&home.region) {
+                    region.shards.push(shard.clone());
+                    durable.homes.insert(shard, home);
+                }
+            }
+        }
+        for entry in txn.open_table(HANDOFFS).map_err(db)?.iter().map_err(db)? {
+            let (key, value) = entry.map_err(db)?;
+            let (t, shard) = key.value();
+            types.entry(t.to_owned()).or_default().durable.handoffs.insert(shard.to_owned(), value.value().to_owned());
+        }
+        for entry in txn.open_table(PLACEMENTS).map_err(db)?.iter().map_err(db)? {
+            let (key, value) = entry.map_err(db)?;
+            let (t, shard) = key.value();
+            let placement: PlacementEntry = decode("placements", value.value())?;
+            types.entry(t.to_owned()).or_default().durable.placements.insert(shard.to_owned(), placement);
+        }
+        for entry in txn.open_table(QUEUED).map_err(db)?.iter().map_err(db)? {
+            let (key, _) = entry.map_err(db)?;
+            let (t, shard) = key.value();
+            types.entry(t.to_owned()).or_default().durable.queued.insert(shard.to_owned());
+        }
+        for entry in txn.open_table(ACTIVATIONS).map_err(db)?.iter().map_err(db)? {
+            let (key, value) = entry.map_err(db)?;
+            let (t, _) = key.value();
+            let activation: ActivationRecord = decode("activations", value.value())?;
+            types.entry(t.to_owned()).or_default().activations.push(activation);
+        }
+        let mut components = BTreeMap::new();
+        for entry in txn.open_table(COMPONENT_INFO).map_err(db)?.iter().map_err(db)? {
+            let (key, value) = entry.map_err(db)?;
+            let record: ComponentRecord = decode("component-info", value.value())?;
+            components.insert(key.value().to_owned(), record);
+        }
+        Ok(Loaded { revision, types, components })
+    }
+
+    fn commit(&mut self, based_on: Revision, turn: &Turn) -> Result<Revision, StoreError> {
+        let txn = self.db.begin_write().map_err(db)?;
+        let revision;
+        {
+            let mut meta = txn.open_table(META).map_err(db)?;
+            let current = meta.get("revision").map_err(db)?.map_or(0, |v| v.value());
+            if current != based_on {
+                return Err(StoreError::Fenced { based_on, current });
+            }
+            revision = current + 1;
+            meta.insert("revision", revision).map_err(db)?;
+            let home_order = meta.get("home-order").map_err(db)?.map_or(0, |v| v.value());
+            let mut writer = Writer {
+                types: txn.open_table(TYPES).map_err(db)?,
+                regions: txn.open_table(REGIONS).map_err(db)?,
+                homes: txn.open_table(HOMES).map_err(db)?,
+                handoffs: txn.open_table(HANDOFFS).map_err(db)?,
+                placements: txn.open_table(PLACEMENTS).map_err(db)?,
+                queued: txn.open_table(QUEUED).map_err(db)?,
+                home_order,
+            };
+            for (t, record) in &turn.types {
+                let mut row = writer.type_row(t)?;
+                row.record = Some(record.clone());
+                writer.put_type_row(t, &row)?;
+            }
+            for (t, changes) in &turn.changes {
+                if !changes.is_empty() && writer.types.get(t.as_str()).map_err(db)?.is_none() {
+                    writer.put_type_row(t, &TypeRow::default())?;
+                }
+                for change in changes {
+                    writer.apply(t, change)?;
+                }
+            }
+            meta.insert("home-order", writer.home_order).map_err(db)?;
+            let mut activations = txn.open_table(ACTIVATIONS).map_err(db)?;
+            for (t, activation) in &turn.activations {
+                let last = activations
+                    .range((t.as_str(), 0)..=(t.as_str(), u64::MAX))
+                    .map_err(db)?
+                    .next_back()
+                    .transpose()
+                    .map_err(db)?
+                    .map_or(0, |(k, _)| k.value().1);
+                activations.insert((t.as_str(), last + 1), encode(activation).as_slice()).map_err(db)?;
+                let numbers: Vec<u64> = activations
+                    .range((t.as_str(), 0)..=(t.as_str(), u64::MAX))
+                    .map_err(db)?
+                    .map(|entry| entry.map(|(k, _)| k.value().1))
+                    .collect::<Result<_, _>>()
+                    .map_err(db)?;
+                for n in numbers.iter().take(numbers.len().saturating_sub(ACTIVATION_HISTORY)) {
+                    activations.remove((t.as_str(), *n)).map_err(db)?;
+                }
+            }
+            let mut components = txn.open_table(COMPONENTS).map_err(db)?;
+            let mut info = txn.open_table(COMPONENT_INFO).map_err(db)?;
+            for (record, bytes) in &turn.components {
+                components.insert(record.digest.as_str(), bytes.as_slice()).map_err(db)?;
+                info.insert(record.digest.as_str(), encode(record).as_slice()).map_err(db)?;
+            }
+            for digest in &turn.removed_components {
+                components.remove(digest.as_str()).map_err(db)?;
+                info.remove(digest.as_str()).map_err(db)?;
+            }
+        }
+        txn.commit().map_err(db)?;
+        Ok(revision)
+    }
+
+    fn component(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let txn = self.db.begin_read().map_err(db)?;
+        let table = txn.open_table(COMPONENTS).map_err(db)?;
+        Ok(table.get(digest).map_err(db)?.map(|v| v.value().to_vec()))
+    }
+}
