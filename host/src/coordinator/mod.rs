@@ -314,6 +314,34 @@ impl Coordinator {
         ClusterView::new(topology, metrics, homes, in_progress).expect("the view is consistent by construction")
     }
 
+    /// The state in the snapshot format `shardalloc strategy eval` reads:
+    /// regions in join order with their shards and latest metrics, hand-offs
+    /// in flight, live placements and the signal.
+    pub fn snapshot(&mut self) -> shardalloc_guest::Snapshot {
+        let topology = self.topology();
+        let regions = topology
+            .regions()
+            .iter()
+            .map(|region| shardalloc_guest::SnapshotRegion {
+                address: region.address.clone(),
+                shards: self.durable.regions.get(&region.address).map(|r| r.shards.clone()).unwrap_or_default(),
+                status: region.status,
+                app_version: region.app_version.clone(),
+                join_order: Some(region.join_order),
+                labels: region.labels.clone(),
+                metrics: self.live.get(&region.address).map(|l| l.metrics.clone()).unwrap_or_default(),
+                proxy_only: region.proxy_only,
+                draining: region.draining,
+            })
+            .collect();
+        shardalloc_guest::Snapshot {
+            regions,
+            in_progress: self.durable.handoffs.keys().cloned().collect(),
+            placements: self.durable.live_placements().map(|(s, t)| (s.clone(), t.clone())).collect(),
+            signal: self.durable.signal.as_deref().and_then(|s| serde_json::from_str(s).ok()),
+        }
+    }
+
     /// The shared topology, rebuilt only after a region, label, status or
     /// metric name changed.
     fn topology(&mut self) -> Arc<Topology> {

@@ -1,0 +1,502 @@
+//! The admin REST client: [`AdminClient`], typed over the bodies in
+//! [`crate::api`].
+//!
+//! Every path is built from the base URL with percent-encoded segments, so
+//! types, shard ids, addresses and digests may hold `/`, spaces or `%`.
+//! Every non-2xx answer carries `{"error":{"code","message"}}` and becomes
+//! [`AdminError::Api`]; transport failures become [`AdminError::Http`],
+//! naming the URL.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), shardalloc_client::admin::AdminError> {
+//! use shardalloc_client::admin::AdminClient;
+//!
+//! let admin = AdminClient::new("http://127.0.0.1:7878", None)?;
+//! admin.set_placement("cart", "42", "region-b").await?;
+//! println!("{:?}", admin.shard("cart", "42").await?.home);
+//! # Ok(()) }
+//! ```
+
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE};
+use reqwest::{Method, StatusCode, Url};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::api::{
+    ActivateRequest, DryRunRequest, DryRunResponse, ErrorBody, Placement, PlacementRequest, Placements,
+    RebalanceRequest, RebalanceResponse, Regions, ShardId, ShardState, StoredStrategy, Strategies, StrategyState,
+    TypeState, Types,
+};
+
+/// Why an admin request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    /// The base URL cannot be used.
+    #[error("invalid admin base URL {url:?}: {reason}")]
+    BaseUrl {
+        /// The URL given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The request did not get an answer (connection refused, timeout…).
+    #[error("request to {url} failed: {source}")]
+    Http {
+        /// The request's URL.
+        url: String,
+        /// The transport error.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The node answered with an error.
+    #[error("the node answered {status} {code}: {message}")]
+    Api {
+        /// The HTTP status.
+        status: StatusCode,
+        /// The stable error code (`unknown-type`, `invalid-body`…).
+        code: String,
+        /// The node's sentence naming the problem.
+        message: String,
+    },
+    /// The node answered with an error status but no error body.
+    #[error("the node answered {status} to {url} without an error body: {body}")]
+    Status {
+        /// The request's URL.
+        url: String,
+        /// The HTTP status.
+        status: StatusCode,
+        /// The start of the body.
+        body: String,
+    },
+    /// A successful answer whose body is not what the API promises.
+    #[error("cannot read the answer from {url}: {reason}")]
+    Decode {
+        /// The request's URL.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A request body.
+enum Body {
+    None,
+    Json(Vec<u8>),
+    Wasm(Vec<u8>),
+}
+
+/// A client of one node's admin API.
+#[derive(Debug, Clone)]
+pub struct AdminClient {
+    http: reqwest::Client,
+    base: Url,
+    token: Option<String>,
+}
+
+impl AdminClient {
+    /// A client of the node at `base_url` (e.g. `http://127.0.0.1:7878`),
+    /// sending `Authorization: Bearer <token>` when a token is given.
+    pub fn new(base_url: &str, token: Option<String>) -> Result<Self, AdminError> {
+        let invalid = |reason: String| AdminError::BaseUrl { url: base_url.to_owned(), reason };
+        let base = Url::parse(base_url).map_err(|e| invalid(e.to_string()))?;
+        if !matches!(base.scheme(), "http" | "https") {
+            return Err(invalid(format!("scheme {:?} is not http or https", base.scheme())));
+        }
+        if base.cannot_be_a_base() || base.query().is_some() || base.fragment().is_some() {
+            return Err(invalid("it must be a plain http(s)://host[:port][/path] URL".to_owned()));
+        }
+        Ok(AdminClient { http: reqwest::Client::new(), base, token })
+    }
+
+    /// The URL of `segments` under the base URL, each segment percent-encoded.
+    pub fn url(&self, segments: &[&str]) -> Url {
+        let mut url = self.base.clone();
+        url.path_segments_mut().expect("checked in new: the base URL can be a base").pop_if_empty().extend(segments);
+        url
+    }
+
+    async fn call(&self, method: Method, segments: &[&str], body: Body) -> Result<(StatusCode, Vec<u8>), AdminError> {
+        let url = self.url(segments);
+        let mut request = self.http.request(method, url.clone());
+        if let Some(token) = &self.token {
+            request = request.header(AUTHORIZATION, format!("Bearer {token}"));
+        }
+        request = match body {
+            Body::None => request,
+            Body::Json(bytes) => request.header(CONTENT_TYPE, "application/json").body(bytes),
+            Body::Wasm(bytes) => request.header(CONTENT_TYPE, "application/wasm").body(bytes),
+        };
+        let http_error = |source| AdminError::Http { url: url.to_string(), source };
+        let response = request.send().await.map_err(http_error)?;
+        let status = response.status();
+        let bytes = response.bytes().await.map_err(http_error)?;
+        if status.is_success() { Ok((status, bytes.to_vec())) } else { Err(error_from(&url, status, &bytes)) }
+    }
+
+    async fn get<T: DeserializeOwned>(&self, segments: &[&str]) -> Result<T, AdminError> {
+        self.json(Method::GET, segments, Body::None).await
+    }
+
+    async fn json<T: DeserializeOwned>(&self, method: Method, segments: &[&str], body: Body) -> Result<T, AdminError> {
+        let (_, bytes) = self.call(method, segments, body).await?;
+        decode(&self.url(segments), &bytes)
+    }
+
+    /// A call whose answer has no body worth reading (204, or any 2xx).
+    async fn unit(&self, method: Method, segments: &[&str], body: Body) -> Result<(), AdminError> {
+        self.call(method, segments, body).await.map(|_| ())
+    }
+
+    /// `GET /v1/cluster/shards`: every entity type in brief.
+    pub async fn types(&self) -> Result<Types, AdminError> {
+        self.get(&["v1", "cluster", "shards"]).await
+    }
+
+    /// `GET /v1/cluster/shards/{type}`: a type's regions, hand-offs, placements and strategy.
+    pub async fn type_state(&self, entity_type: &str) -> Result<TypeState, AdminError> {
+        self.get(&["v1", "cluster", "shards", entity_type]).await
+    }
+
+    /// `GET /v1/cluster/shards/{type}/snapshot`: the type's full state as JSON.
+    pub async fn snapshot(&self, entity_type: &str) -> Result<serde_json::Value, AdminError> {
+        self.get(&["v1", "cluster", "shards", entity_type, "snapshot"]).await
+    }
+
+    /// `POST …/placements` with one placement; answers the type's placements.
+    pub async fn set_placement(&self, entity_type: &str, shard: &str, target: &str) -> Result<Placements, AdminError> {
+        let request = PlacementRequest::One(Placement { shard_id: ShardId::from(shard), target: target.to_owned() });
+        self.json(Method::POST, &["v1", "cluster", "shards", entity_type, "placements"], json_body(&request)).await
+    }
+
+    /// `POST …/placements` with many placements, applied all or nothing;
+    /// answers the type's placements.
+    pub async fn set_placements(&self, entity_type: &str, placements: &[Placement]) -> Result<Placements, AdminError> {
+        let request = PlacementRequest::Many { placements: placements.to_vec() };
+        self.json(Method::POST, &["v1", "cluster", "shards", entity_type, "placements"], json_body(&request)).await
+    }
+
+    /// `GET …/placements`.
+    pub async fn placements(&self, entity_type: &str) -> Result<Placements, AdminError> {
+        self.get(&["v1", "cluster", "shards", entity_type, "placements"]).await
+    }
+
+    /// `DELETE …/placements/{shardId}`: true when a placement was removed,
+    /// false when the shard had none (404 with any code but `unknown-type`).
+    pub async fn remove_placement(&self, entity_type: &str, shard: &str) -> Result<bool, AdminError> {
+        match self
+            .unit(Method::DELETE, &["v1", "cluster", "shards", entity_type, "placements", shard], Body::None)
+            .await
+        {
+            Ok(()) => Ok(true),
+            Err(AdminError::Api { status: StatusCode::NOT_FOUND, code, .. }) if code != "unknown-type" => Ok(false),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// `POST …/rebalance`: moves the shards at the next rebalance tick, or
+    /// at once when `immediate`.
+    pub async fn rebalance(
+        &self,
+        entity_type: &str,
+        shards: &[&str],
+        immediate: bool,
+    ) -> Result<RebalanceResponse, AdminError> {
+        let request = RebalanceRequest { shard_ids: shards.iter().map(|s| ShardId::from(*s)).collect(), immediate };
+        self.json(Method::POST, &["v1", "cluster", "shards", entity_type, "rebalance"], json_body(&request)).await
+    }
+
+    /// `POST /v1/strategies`: uploads a strategy component.
+    pub async fn upload_strategy(&self, component: Vec<u8>) -> Result<StoredStrategy, AdminError> {
+        self.json(Method::POST, &["v1", "strategies"], Body::Wasm(component)).await
+    }
+
+    /// `GET /v1/strategies`: built-ins, then uploads.
+    pub async fn strategies(&self) -> Result<Strategies, AdminError> {
+        self.get(&["v1", "strategies"]).await
+    }
+
+    /// `DELETE /v1/strategies/{digest}`.
+    pub async fn delete_strategy(&self, digest: &str) -> Result<(), AdminError> {
+        self.unit(Method::DELETE, &["v1", "strategies", digest], Body::None).await
+    }
+
+    /// `PUT …/strategy`: activates a strategy for the type.
+    pub async fn activate(&self, entity_type: &str, request: &ActivateRequest) -> Result<StrategyState, AdminError> {
+        self.json(Method::PUT, &["v1", "cluster", "shards", entity_type, "strategy"], json_body(request)).await
+    }
+
+    /// `GET …/strategy`: the active strategy, its history and the shadow.
+    pub async fn strategy(&self, entity_type: &str) -> Result<StrategyState, AdminError> {
+        self.get(&["v1", "cluster", "shards", entity_type, "strategy"]).await
+    }
+
+    /// `POST …/strategy/dry-run`: what a candidate would do on the type's state.
+    pub async fn dry_run(&self, entity_type: &str, request: &DryRunRequest) -> Result<DryRunResponse, AdminError> {
+        self.json(Method::POST, &["v1", "cluster", "shards", entity_type, "strategy", "dry-run"], json_body(request))
+            .await
+    }
+
+    /// `PUT …/strategy/shadow`: runs a candidate beside the active strategy.
+    pub async fn set_shadow(&self, entity_type: &str, request: &ActivateRequest) -> Result<(), AdminError> {
+        self.unit(Method::PUT, &["v1", "cluster", "shards", entity_type, "strategy", "shadow"], json_body(request))
+            .await
+    }
+
+    /// `DELETE …/strategy/shadow`.
+    pub async fn clear_shadow(&self, entity_type: &str) -> Result<(), AdminError> {
+        self.unit(Method::DELETE, &["v1", "cluster", "shards", entity_type, "strategy", "shadow"], Body::None).await
+    }
+
+    /// `POST …/strategy/rollback`: back to the previous activation.
+    pub async fn rollback(&self, entity_type: &str) -> Result<StrategyState, AdminError> {
+        self.json(Method::POST, &["v1", "cluster", "shards", entity_type, "strategy", "rollback"], Body::None).await
+    }
+
+    /// `PUT …/signal`: the type's JSON signal, handed to the strategy.
+    pub async fn set_signal(&self, entity_type: &str, signal: &serde_json::Value) -> Result<(), AdminError> {
+        self.unit(Method::PUT, &["v1", "cluster", "shards", entity_type, "signal"], json_body(signal)).await
+    }
+
+    /// `GET /v1/cluster/regions`: every region across types.
+    pub async fn regions(&self) -> Result<Regions, AdminError> {
+        self.get(&["v1", "cluster", "regions"]).await
+    }
+
+    /// `POST /v1/cluster/regions/{address}/drain`: moves every shard off the region.
+    pub async fn drain(&self, address: &str) -> Result<(), AdminError> {
+        self.unit(Method::POST, &["v1", "cluster", "regions", address, "drain"], Body::None).await
+    }
+
+    /// `DELETE /v1/cluster/regions/{address}/drain`: lets the region get shards again.
+    pub async fn undrain(&self, address: &str) -> Result<(), AdminError> {
+        self.unit(Method::DELETE, &["v1", "cluster", "regions", address, "drain"], Body::None).await
+    }
+
+    /// `GET /v1/cluster/shards/{type}/shards/{shardId}`: where a shard is and why.
+    pub async fn shard(&self, entity_type: &str, shard: &str) -> Result<ShardState, AdminError> {
+        self.get(&["v1", "cluster", "shards", entity_type, "shards", shard]).await
+    }
+}
+
+fn json_body<T: Serialize + ?Sized>(body: &T) -> Body {
+    // The API's bodies have string keys only: they always serialize.
+    Body::Json(serde_json::to_vec(body).expect("API bodies serialize to JSON"))
+}
+
+fn decode<T: DeserializeOwned>(url: &Url, bytes: &[u8]) -> Result<T, AdminError> {
+    serde_json::from_slice(bytes).map_err(|e| AdminError::Decode { url: url.to_string(), reason: e.to_string() })
+}
+
+/// The error a non-2xx answer stands for.
+fn error_from(url: &Url, status: StatusCode, body: &[u8]) -> AdminError {
+    match serde_json::from_slice::<ErrorBody>(body) {
+        Ok(ErrorBody { error }) => AdminError::Api { status, code: error.code, message: error.message },
+        Err(_) => {
+            let text = String::from_utf8_lossy(body);
+            let mut body: String = text.chars().take(200).collect();
+            if text.chars().count() > 200 {
+                body.push('…');
+            }
+            AdminError::Status { url: url.to_string(), status, body }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    #[test]
+    fn path_segments_are_percent_encoded_under_the_base_path() {
+        let admin = AdminClient::new("http://node:7878/admin/", None).unwrap();
+        assert_eq!(
+            admin.url(&["v1", "cluster", "shards", "my type", "shards", "a/b?c#d%"]).as_str(),
+            "http://node:7878/admin/v1/cluster/shards/my%20type/shards/a%2Fb%3Fc%23d%25"
+        );
+        let admin = AdminClient::new("http://node:7878", None).unwrap();
+        assert_eq!(admin.url(&["v1", "strategies", "sha256:ab"]).as_str(), "http://node:7878/v1/strategies/sha256:ab");
+    }
+
+    #[test]
+    fn bad_base_urls_are_refused_by_name() {
+        for (url, fragment) in [
+            ("ws://node:1", "scheme \"ws\""),
+            ("node:7878", "scheme \"node\""),
+            ("not a url", "relative URL"),
+            ("http://node/?q=1", "plain http(s)"),
+        ] {
+            let error = AdminClient::new(url, None).unwrap_err().to_string();
+            assert!(error.starts_with(&format!("invalid admin base URL {url:?}")), "{error}");
+            assert!(error.contains(fragment), "{error}");
+        }
+    }
+
+    #[test]
+    fn error_bodies_become_api_errors_naming_status_code_and_message() {
+        let url = Url::parse("http://node/v1/cluster/shards/x").unwrap();
+        let error = error_from(
+            &url,
+            StatusCode::NOT_FOUND,
+            br#"{"error":{"code":"unknown-type","message":"no entity type named x"}}"#,
+        );
+        assert!(
+            matches!(&error, AdminError::Api { status: StatusCode::NOT_FOUND, code, .. } if code == "unknown-type")
+        );
+        assert_eq!(error.to_string(), "the node answered 404 Not Found unknown-type: no entity type named x");
+        let error = error_from(&url, StatusCode::BAD_GATEWAY, &[b'x'; 300]);
+        let text = error.to_string();
+        assert!(
+            text.starts_with(
+                "the node answered 502 Bad Gateway to http://node/v1/cluster/shards/x without an error body: xxx"
+            ),
+            "{text}"
+        );
+        assert!(text.ends_with("x…") && text.len() < 320, "{text}");
+    }
+
+    /// One recorded request: method and path, headers (lower-cased names), body.
+    #[derive(Debug, Clone)]
+    struct Seen {
+        line: String,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    }
+
+    impl Seen {
+        fn header(&self, name: &str) -> Option<&str> {
+            self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+        }
+    }
+
+    /// An HTTP/1.1 server answering each request with the next canned
+    /// (status line, body) and recording what it was asked.
+    async fn fake_node(answers: Vec<(&'static str, &'static str)>) -> (String, Arc<Mutex<Vec<Seen>>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let record = seen.clone();
+        tokio::spawn(async move {
+            let mut answers = answers.into_iter();
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let mut buffer = Vec::new();
+                loop {
+                    let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        let mut chunk = [0; 4096];
+                        match stream.read(&mut chunk).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+                        }
+                        continue;
+                    };
+                    let head = String::from_utf8_lossy(&buffer[..end]).to_string();
+                    let mut lines = head.split("\r\n");
+                    let line = lines.next().unwrap_or_default().to_owned();
+                    let headers: Vec<(String, String)> = lines
+                        .filter_map(|l| l.split_once(':'))
+                        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+                        .collect();
+                    let length: usize =
+                        headers.iter().find(|(n, _)| n == "content-length").map_or(0, |(_, v)| v.parse().unwrap());
+                    while buffer.len() < end + 4 + length {
+                        let mut chunk = [0; 4096];
+                        let n = stream.read(&mut chunk).await.unwrap();
+                        assert!(n > 0, "the client closed mid-body");
+                        buffer.extend_from_slice(&chunk[..n]);
+                    }
+                    let body = buffer[end + 4..end + 4 + length].to_vec();
+                    buffer.drain(..end + 4 + length);
+                    record.lock().unwrap().push(Seen { line, headers, body });
+                    let (status, body) = answers.next().expect("more requests than canned answers");
+                    let response = format!(
+                        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    stream.write_all(response.as_bytes()).await.unwrap();
+                }
+            }
+        });
+        (format!("http://{address}"), seen)
+    }
+
+    #[tokio::test]
+    async fn requests_carry_the_token_encoded_paths_and_bodies() {
+        let (base, seen) = fake_node(vec![
+            ("200 OK", r#"{"placements":[{"shardId":"4 2","target":"B"}]}"#),
+            ("204 No Content", ""),
+            ("404 Not Found", r#"{"error":{"code":"no-placement","message":"shard 7 has no placement"}}"#),
+            ("404 Not Found", r#"{"error":{"code":"unknown-type","message":"no entity type named c/x"}}"#),
+            ("201 Created", r#"{"digest":"sha256:00","name":"least-shard","version":"1.0.0","size":3,"activeIn":[]}"#),
+            ("202 Accepted", r#"{"accepted":["1"],"rejected":[{"shardId":"2","reason":"unknown"}]}"#),
+            ("204 No Content", ""),
+        ])
+        .await;
+        let admin = AdminClient::new(&base, Some("s3cret".into())).unwrap();
+        let placements = admin.set_placement("c/x", "4 2", "B").await.unwrap();
+        assert_eq!(placements.placements, [Placement { shard_id: "4 2".into(), target: "B".into() }]);
+        assert!(admin.remove_placement("c/x", "4 2").await.unwrap());
+        assert!(!admin.remove_placement("c/x", "7").await.unwrap());
+        let error = admin.remove_placement("c/x", "7").await.unwrap_err();
+        assert_eq!(error.to_string(), "the node answered 404 Not Found unknown-type: no entity type named c/x");
+        let stored = admin.upload_strategy(vec![0, 97, 115]).await.unwrap();
+        assert_eq!((stored.name.as_str(), stored.size), ("least-shard", 3));
+        let rebalance = admin.rebalance("c/x", &["1", "2"], true).await.unwrap();
+        assert_eq!(rebalance.accepted, ["1"]);
+        assert_eq!(rebalance.rejected[0].reason, "unknown");
+        admin.drain("zone a/1").await.unwrap();
+
+        let seen = seen.lock().unwrap().clone();
+        let lines: Vec<&str> = seen.iter().map(|s| s.line.as_str()).collect();
+        assert_eq!(
+            lines,
+            [
+                "POST /v1/cluster/shards/c%2Fx/placements HTTP/1.1",
+                "DELETE /v1/cluster/shards/c%2Fx/placements/4%202 HTTP/1.1",
+                "DELETE /v1/cluster/shards/c%2Fx/placements/7 HTTP/1.1",
+                "DELETE /v1/cluster/shards/c%2Fx/placements/7 HTTP/1.1",
+                "POST /v1/strategies HTTP/1.1",
+                "POST /v1/cluster/shards/c%2Fx/rebalance HTTP/1.1",
+                "POST /v1/cluster/regions/zone%20a%2F1/drain HTTP/1.1",
+            ]
+        );
+        assert!(seen.iter().all(|s| s.header("authorization") == Some("Bearer s3cret")));
+        assert_eq!(seen[0].header("content-type"), Some("application/json"));
+        assert_eq!(
+            serde_json::from_slice::<serde_json::Value>(&seen[0].body).unwrap(),
+            serde_json::json!({"shardId": "4 2", "target": "B"})
+        );
+        assert_eq!(seen[4].header("content-type"), Some("application/wasm"));
+        assert_eq!(seen[4].body, [0, 97, 115]);
+        assert_eq!(
+            serde_json::from_slice::<serde_json::Value>(&seen[5].body).unwrap(),
+            serde_json::json!({"shardIds": ["1", "2"], "immediate": true})
+        );
+    }
+
+    #[tokio::test]
+    async fn transport_failures_and_bad_answers_name_the_url() {
+        // A port nothing listens on: bind, note it, close it.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        drop(listener);
+        let admin = AdminClient::new(&format!("http://127.0.0.1:{port}"), None).unwrap();
+        let error = admin.regions().await.unwrap_err();
+        assert!(matches!(error, AdminError::Http { .. }), "{error:?}");
+        assert!(
+            error.to_string().starts_with(&format!("request to http://127.0.0.1:{port}/v1/cluster/regions failed"))
+        );
+
+        let (base, seen) = fake_node(vec![("200 OK", r#"{"regions":"not a list"}"#)]).await;
+        let admin = AdminClient::new(&base, None).unwrap();
+        let error = admin.regions().await.unwrap_err().to_string();
+        assert!(
+            error.starts_with(&format!("cannot read the answer from {base}/v1/cluster/regions: invalid type")),
+            "{error}"
+        );
+        assert_eq!(seen.lock().unwrap()[0].header("authorization"), None);
+    }
+}

@@ -1,0 +1,56 @@
+//! The [`Application`] a region serves: it starts, feeds and stops shards.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+
+/// What the region asks of the application. Implement it on a type holding
+/// the application's state (shared with `Arc`s if other code needs it too).
+///
+/// For each shard, the region calls `start_shard` first, then `deliver` for
+/// each message in order, then `stop_shard`; the calls of one shard never
+/// overlap, and one run's calls are awaited one after another. Different
+/// shards run concurrently.
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use shardalloc_client::region::Application;
+///
+/// struct Counter(AtomicUsize);
+///
+/// impl Application for Counter {
+///     type Message = String;
+///     async fn start_shard(&self, shard: &str) {
+///         println!("start {shard}");
+///     }
+///     async fn stop_shard(&self, shard: &str) {
+///         println!("stop {shard}");
+///     }
+///     async fn deliver(&self, _shard: &str, _message: String) {
+///         self.0.fetch_add(1, Ordering::Relaxed);
+///     }
+/// }
+/// ```
+pub trait Application: Send + Sync + 'static {
+    /// The messages shards receive.
+    type Message: Send + 'static;
+
+    /// Starts the shard here: called when the node names this region as its
+    /// home and the lease is valid, before any delivery.
+    fn start_shard(&self, shard: &str) -> impl Future<Output = ()> + Send;
+
+    /// Stops the shard (a hand-off, an expired lease, leaving, shutting
+    /// down). Called after every delivery queued before it. The region tells
+    /// the node the shard stopped when this completes, or when the
+    /// configured stop deadline passes (this future is then dropped).
+    fn stop_shard(&self, shard: &str) -> impl Future<Output = ()> + Send;
+
+    /// Delivers a message to a running shard.
+    fn deliver(&self, shard: &str, message: Self::Message) -> impl Future<Output = ()> + Send;
+
+    /// Gauges sent with every heartbeat (`mem-used-ratio`, `cpu`, custom
+    /// ones), handed to the strategy. Non-finite values are dropped by the
+    /// node. Called on the region's task: keep it quick.
+    fn metrics(&self) -> BTreeMap<String, f64> {
+        BTreeMap::new()
+    }
+}

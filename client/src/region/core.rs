@@ -1,0 +1,858 @@
+//! The region's deterministic, sans-I/O core: [`RegionCore`].
+//!
+//! Events go in (a [`NodeMessage`], an application send, a message from
+//! another region, a tick, a finished stop, the session going up or down),
+//! each carrying the time as milliseconds of the driver's clock
+//! ([`Millis`]); [`Action`]s come out, in the order the driver must perform
+//! them. The core has no clock, no sockets, no tasks and no randomness, so
+//! every decision can be tested with literal action lists.
+//!
+//! ```text
+//!  driver ──event{now}──▶ RegionCore ──▶ Vec<Action>
+//!                                         ├─ Send(RegionMessage)     → the node session
+//!                                         ├─ Start / Stop / Deliver  → the application (per-shard worker)
+//!                                         ├─ AbandonStop             → give up on a stop past its deadline
+//!                                         ├─ Forward                 → the Transport, to another region
+//!                                         ├─ Publish(Update)         → the updates stream
+//!                                         └─ Reconnect               → hang up; the driver reconnects
+//! ```
+//!
+//! ## Lease
+//!
+//! Registration and heartbeats share one sequence counter; the send time of
+//! the last [`SEQUENCE_WINDOW`] of them is kept. `Registered` and
+//! `HeartbeatAck` extend the lease to *that message's* send time plus
+//! `lease_ms`, and drop every entry up to the acknowledged sequence, so a
+//! late or lost acknowledgement never stretches the lease. When the lease
+//! runs out (checked at every event) the region fences itself: it stops
+//! every running shard and forgets every cached home. It starts shards
+//! again only after an acknowledgement renews the lease.
+//!
+//! ## Per-shard state
+//!
+//! Each shard the region has heard of has a cached home (or none), a FIFO
+//! buffer of messages waiting for a home, whether a `GetShardHome` is out,
+//! whether a hand-off began, and its local state (idle, running, stopping).
+//! Messages are buffered while the home is unknown (never asked, asked, or
+//! dropped by `BeginHandOff`) and flushed in order when a `ShardHome`
+//! answer arrives, so one sender's messages to one shard keep their order
+//! across hand-offs.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use tracing::warn;
+
+use super::Update;
+use super::error::{RegionError, SendError, check_shard};
+use crate::protocol::{NodeMessage, RegionMessage, Register};
+
+/// The driver's clock, in milliseconds. Only ever compared and added to.
+pub type Millis = u64;
+
+/// How many registration and heartbeat send times are kept for lease renewal.
+pub const SEQUENCE_WINDOW: usize = 64;
+
+/// Default per-shard buffer limit, in messages.
+pub const DEFAULT_SHARD_BUFFER_LIMIT: usize = 1_000;
+
+/// Default region-wide buffer limit, in messages.
+pub const DEFAULT_TOTAL_BUFFER_LIMIT: usize = 100_000;
+
+/// What the core needs to know about its region.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CoreConfig {
+    /// The registration sent to the node (its `sequence` is filled in per send).
+    pub registration: Register,
+    /// Most messages buffered for one shard.
+    pub shard_buffer_limit: usize,
+    /// Most messages buffered over all shards.
+    pub total_buffer_limit: usize,
+    /// How long the application may take to stop a shard (including the
+    /// deliveries queued before the stop); past it the stop is abandoned
+    /// and reported anyway.
+    pub stop_deadline_ms: Millis,
+    /// How long to wait for a `ShardHome` answer before asking again (the
+    /// node may drop an answer overtaken by a change, or forget a waiting
+    /// request when it restarts).
+    pub home_retry_ms: Millis,
+    /// How long the node may stay silent (no registration answer, no
+    /// heartbeat acknowledgement) before the session is given up; once
+    /// registered, at least three heartbeat intervals.
+    pub response_timeout_ms: Millis,
+}
+
+impl CoreConfig {
+    /// A configuration with the default limits and timings.
+    pub fn new(registration: Register) -> Self {
+        CoreConfig {
+            registration,
+            shard_buffer_limit: DEFAULT_SHARD_BUFFER_LIMIT,
+            total_buffer_limit: DEFAULT_TOTAL_BUFFER_LIMIT,
+            stop_deadline_ms: 10_000,
+            home_retry_ms: 2_000,
+            response_timeout_ms: 10_000,
+        }
+    }
+}
+
+/// Something the driver must do, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action<M> {
+    /// Send a message to the node over the session.
+    Send(RegionMessage),
+    /// Start the shard in the application (before any delivery to it).
+    Start {
+        /// The shard.
+        shard: String,
+    },
+    /// Stop the shard in the application, after the deliveries queued so
+    /// far; then feed back [`RegionCore::stop_finished`].
+    Stop {
+        /// The shard.
+        shard: String,
+    },
+    /// The stop ran past its deadline: give up on it (the core already
+    /// counts the shard as stopped).
+    AbandonStop {
+        /// The shard.
+        shard: String,
+    },
+    /// Deliver a message to the shard, which runs here.
+    Deliver {
+        /// The shard.
+        shard: String,
+        /// The message.
+        message: M,
+    },
+    /// Carry a message to the shard's home, another region. If the
+    /// transport fails, feed the message back with [`RegionCore::forward_failed`].
+    Forward {
+        /// The home's address.
+        to: String,
+        /// The shard.
+        shard: String,
+        /// The message.
+        message: M,
+    },
+    /// Publish on the updates stream.
+    Publish(Update),
+    /// Hang up the session; the driver reconnects with backoff and feeds
+    /// [`RegionCore::disconnected`] once the session is down.
+    Reconnect {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The answer to [`RegionCore::request_home`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum HomeLookup<M> {
+    /// The home is cached.
+    Known(String),
+    /// The home is unknown; it has been (or will be) asked for. A
+    /// [`Update::HomeChanged`] or [`Update::ShardRefused`] answers it.
+    Asked(Vec<Action<M>>),
+}
+
+/// The application's side of a shard on this region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Local {
+    Idle,
+    Running,
+    Stopping {
+        deadline: Millis,
+        /// Send `ShardStopped` when done (a hand-off asked for the stop).
+        report: bool,
+    },
+}
+
+#[derive(Debug)]
+struct ShardEntry<M> {
+    home: Option<String>,
+    buffer: VecDeque<M>,
+    /// When `GetShardHome` was last sent (or a failed forward deferred it);
+    /// `None` when no answer is expected.
+    asked_at: Option<Millis>,
+    /// Someone awaits the home ([`RegionCore::request_home`]).
+    wanted: bool,
+    local: Local,
+    /// A hand-off stop finished while the session was down.
+    unreported_stop: bool,
+}
+
+impl<M> ShardEntry<M> {
+    fn new() -> Self {
+        ShardEntry {
+            home: None,
+            buffer: VecDeque::new(),
+            asked_at: None,
+            wanted: false,
+            local: Local::Idle,
+            unreported_stop: false,
+        }
+    }
+
+    fn needs_home(&self) -> bool {
+        self.home.is_none() && (self.wanted || !self.buffer.is_empty())
+    }
+
+    fn is_empty(&self) -> bool {
+        self.home.is_none()
+            && self.buffer.is_empty()
+            && self.asked_at.is_none()
+            && !self.wanted
+            && self.local == Local::Idle
+            && !self.unreported_stop
+    }
+}
+
+/// The session's registration state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Link {
+    /// No session.
+    Down,
+    /// A `Register` with this sequence is out.
+    Registering { sequence: u64 },
+    /// Registered on this session.
+    Registered,
+}
+
+/// The region's state machine. See the module documentation.
+#[derive(Debug)]
+pub struct RegionCore<M> {
+    config: CoreConfig,
+    link: Link,
+    /// Send time of recent registrations and heartbeats, by sequence.
+    sent: BTreeMap<u64, Millis>,
+    next_sequence: u64,
+    lease_until: Option<Millis>,
+    fenced: bool,
+    heartbeat_interval_ms: Millis,
+    next_heartbeat: Millis,
+    last_heard: Millis,
+    shards: BTreeMap<String, ShardEntry<M>>,
+    buffered: usize,
+    leaving: bool,
+    left: bool,
+    /// Shutting down or left: nothing starts any more.
+    closing: bool,
+    /// A drain request to send once registered.
+    drain_request: Option<bool>,
+}
+
+impl<M> RegionCore<M> {
+    /// A region that has not connected yet.
+    pub fn new(config: CoreConfig) -> Self {
+        RegionCore {
+            config,
+            link: Link::Down,
+            sent: BTreeMap::new(),
+            next_sequence: 1,
+            lease_until: None,
+            fenced: false,
+            heartbeat_interval_ms: 1_000,
+            next_heartbeat: 0,
+            last_heard: 0,
+            shards: BTreeMap::new(),
+            buffered: 0,
+            leaving: false,
+            left: false,
+            closing: false,
+            drain_request: None,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &CoreConfig {
+        &self.config
+    }
+
+    fn address(&self) -> &str {
+        &self.config.registration.address
+    }
+
+    /// True while registered on the current session.
+    pub fn is_registered(&self) -> bool {
+        self.link == Link::Registered
+    }
+
+    /// True while the region is fenced: its lease ran out and was not renewed since.
+    pub fn is_fenced(&self) -> bool {
+        self.fenced
+    }
+
+    /// When the lease runs out (if the region ever held one).
+    pub fn lease_until(&self) -> Option<Millis> {
+        self.lease_until
+    }
+
+    /// True once the node let the region go (`LeaveDone`, or `NotRegistered` while leaving).
+    pub fn has_left(&self) -> bool {
+        self.left
+    }
+
+    /// True when no shard runs or is stopping.
+    pub fn is_idle(&self) -> bool {
+        self.shards.values().all(|e| e.local == Local::Idle)
+    }
+
+    /// The shards the application runs (started, and not yet stopped), in order.
+    pub fn running(&self) -> Vec<String> {
+        self.shards.iter().filter(|(_, e)| e.local != Local::Idle).map(|(s, _)| s.clone()).collect()
+    }
+
+    /// Messages buffered over all shards.
+    pub fn buffered(&self) -> usize {
+        self.buffered
+    }
+
+    /// The cached home of a shard.
+    pub fn cached_home(&self, shard: &str) -> Option<&str> {
+        self.shards.get(shard).and_then(|e| e.home.as_deref())
+    }
+
+    /// True when a message sent to the shard now would be delivered here.
+    pub fn delivers_locally(&self, shard: &str) -> bool {
+        self.shards.get(shard).is_some_and(|e| e.local == Local::Running && e.home.as_deref() == Some(self.address()))
+    }
+
+    fn lease_valid(&self, now: Millis) -> bool {
+        !self.fenced && self.lease_until.is_some_and(|until| now < until)
+    }
+
+    fn can_ask(&self) -> bool {
+        self.link == Link::Registered && !self.fenced && !self.left
+    }
+
+    fn entry(&mut self, shard: &str) -> &mut ShardEntry<M> {
+        self.shards.entry(shard.to_owned()).or_insert_with(ShardEntry::new)
+    }
+
+    fn forget_if_empty(&mut self, shard: &str) {
+        if self.shards.get(shard).is_some_and(ShardEntry::is_empty) {
+            self.shards.remove(shard);
+        }
+    }
+
+    fn next_sequence(&mut self, now: Millis) -> u64 {
+        let sequence = self.next_sequence;
+        self.next_sequence += 1;
+        self.sent.insert(sequence, now);
+        while self.sent.len() > SEQUENCE_WINDOW {
+            self.sent.pop_first();
+        }
+        sequence
+    }
+
+    fn register(&mut self, now: Millis, out: &mut Vec<Action<M>>) {
+        let sequence = self.next_sequence(now);
+        self.link = Link::Registering { sequence };
+        for entry in self.shards.values_mut() {
+            entry.asked_at = None;
+        }
+        self.shards.retain(|_, entry| !entry.is_empty());
+        out.push(Action::Send(RegionMessage::Register(Register { sequence, ..self.config.registration.clone() })));
+    }
+
+    /// Extends the lease to `sent_at + lease_ms`; true when that lifts a fence.
+    fn renew(&mut self, sequence: u64, lease_ms: Millis, now: Millis, out: &mut Vec<Action<M>>) -> bool {
+        let Some(&sent_at) = self.sent.get(&sequence) else { return false };
+        self.sent.retain(|&s, _| s > sequence);
+        let until = sent_at.saturating_add(lease_ms);
+        self.lease_until = Some(self.lease_until.map_or(until, |old| old.max(until)));
+        if self.fenced && now < until {
+            self.fenced = false;
+            out.push(Action::Publish(Update::LeaseRegained));
+            return true;
+        }
+        false
+    }
+
+    /// Fences the region when its lease has run out.
+    fn check_lease(&mut self, now: Millis, out: &mut Vec<Action<M>>) {
+        if self.fenced || self.lease_until.is_none_or(|until| now < until) {
+            return;
+        }
+        warn!(region = %self.address(), "the lease ran out: stopping every shard and forgetting cached homes");
+        self.fenced = true;
+        let deadline = now.saturating_add(self.config.stop_deadline_ms);
+        for (shard, entry) in &mut self.shards {
+            entry.home = None;
+            if entry.local == Local::Running {
+                entry.local = Local::Stopping { deadline, report: false };
+                out.push(Action::Stop { shard: shard.clone() });
+            }
+        }
+        self.shards.retain(|_, entry| !entry.is_empty());
+        out.push(Action::Publish(Update::Fenced));
+    }
+
+    fn ask(&mut self, shard: &str, now: Millis, out: &mut Vec<Action<M>>) {
+        if !self.can_ask() {
+            return;
+        }
+        self.entry(shard).asked_at = Some(now);
+        out.push(Action::Send(RegionMessage::GetShardHome { shard: shard.to_owned() }));
+    }
+
+    /// Asks for every home that is needed and not asked for.
+    fn ask_missing(&mut self, now: Millis, out: &mut Vec<Action<M>>) {
+        if !self.can_ask() {
+            return;
+        }
+        let missing: Vec<String> = self
+            .shards
+            .iter()
+            .filter(|(_, e)| e.needs_home() && e.asked_at.is_none())
+            .map(|(s, _)| s.clone())
+            .collect();
+        for shard in missing {
+            self.ask(&shard, now, out);
+        }
+    }
+
+    /// Stops every running shard without reporting it to the node.
+    fn stop_all(&mut self, now: Millis, out: &mut Vec<Action<M>>) {
+        let deadline = now.saturating_add(self.config.stop_deadline_ms);
+        for (shard, entry) in &mut self.shards {
+            if entry.local == Local::Running {
+                entry.local = Local::Stopping { deadline, report: false };
+                if entry.home.as_deref() == Some(self.config.registration.address.as_str()) {
+                    entry.home = None;
+                }
+                out.push(Action::Stop { shard: shard.clone() });
+            }
+        }
+    }
+
+    /// The session is up (the node welcomed the region): register.
+    pub fn connected(&mut self, now: Millis) -> Vec<Action<M>> {
+        let mut out = Vec::new();
+        self.check_lease(now, &mut out);
+        self.last_heard = now;
+        if !self.left {
+            self.register(now, &mut out);
+        }
+        out
+    }
+
+    /// The session is down. The lease keeps running out; cached homes stay
+    /// (they are valid while the lease is); outstanding home requests are
+    /// asked again after the next registration.
+    pub fn disconnected(&mut self, now: Millis, reason: &str) -> Vec<Action<M>> {
+        let mut out = Vec::new();
+        self.check_lease(now, &mut out);
+        if self.link == Link::Down {
+            return out;
+        }
+        self.link = Link::Down;
+        for entry in self.shards.values_mut() {
+            entry.asked_at = None;
+        }
+        self.shards.retain(|_, entry| !entry.is_empty());
+        out.push(Action::Publish(Update::Disconnected { reason: reason.to_owned() }));
+        out
+    }
+
+    /// A message from the node.
+    pub fn on_message(&mut self, message: NodeMessage, now: Millis) -> Vec<Action<M>> {
+        let mut out = Vec::new();
+        self.check_lease(now, &mut out);
+        self.last_heard = now;
+        match message {
+            NodeMessage::Welcome { .. } => {}
+            NodeMessage::Refused { reason } => {
+                out.push(Action::Publish(Update::Refused { reason: reason.clone() }));
+                out.push(Action::Reconnect { reason: format!("the node refused the session: {reason}") });
+            }
+            NodeMessage::Registered { incarnation, sequence, lease_ms, heartbeat_interval_ms } => {
+                self.on_registered(incarnation, sequence, lease_ms, heartbeat_interval_ms, now, &mut out);
+            }
+            NodeMessage::RegisterRefused { reason } => {
+                out.push(Action::Publish(Update::Refused { reason: reason.clone() }));
+                out.push(Action::Reconnect { reason: format!("the node refused the registration: {reason}") });
+            }
+            NodeMessage::HeartbeatAck { incarnation, sequence, lease_ms } => {
+                // Also while re-registering: the node granted this lease.
+                if incarnation == self.config.registration.incarnation
+                    && self.link != Link::Down
+                    && self.renew(sequence, lease_ms, now, &mut out)
+                {
+                    self.ask_missing(now, &mut out);
+                }
+            }
+            NodeMessage::NotRegistered if self.leaving => {
+                // The node removes a leaving region before its LeaveDone is
+                // out (that waits for a persist), so a NotRegistered can
+                // overtake it: the region is gone either way.
+                self.finish_leave(now, &mut out);
+            }
+            NodeMessage::NotRegistered => {
+                if !self.left && self.link == Link::Registered {
+                    self.register(now, &mut out);
+                }
+            }
+            NodeMessage::ShardHome { shard, home } => self.on_home(&shard, home, now, &mut out),
+            NodeMessage::ShardRefused { shard, reason } => {
+                let mut dropped = 0;
+                if let Some(entry) = self.shards.get_mut(&shard) {
+                    dropped = entry.buffer.len();
+                    entry.buffer.clear();
+                    entry.asked_at = None;
+                    entry.wanted = false;
+                    self.buffered -= dropped;
+                    self.forget_if_empty(&shard);
+                }
+                if dropped > 0 {
+                    warn!(%shard, %reason, dropped, "the node refused the shard: dropping its buffered messages");
+                }
+                out.push(Action::Publish(Update::ShardRefused { shard, reason, dropped }));
+            }
+            NodeMessage::BeginHandOff { shard } => {
+                // Messages for the shard wait here from now on; a home
+                // request made now is answered when the hand-off ends.
+                let mut ask = false;
+                if let Some(entry) = self.shards.get_mut(&shard) {
+                    entry.home = None;
+                    ask = entry.needs_home() && entry.asked_at.is_none();
+                    self.forget_if_empty(&shard);
+                }
+                out.push(Action::Send(RegionMessage::BeginHandOffAck { shard: shard.clone() }));
+                if ask {
+                    self.ask(&shard, now, &mut out);
+                }
+            }
+            NodeMessage::HandOff { shard } => {
+                let deadline = now.saturating_add(self.config.stop_deadline_ms);
+                let entry = self.entry(&shard);
+                entry.home = None;
+                match entry.local {
+                    Local::Running => {
+                        entry.local = Local::Stopping { deadline, report: true };
+                        out.push(Action::Stop { shard });
+                    }
+                    Local::Stopping { deadline, .. } => entry.local = Local::Stopping { deadline, report: true },
+                    Local::Idle => {
+                        self.forget_if_empty(&shard);
+                        out.push(Action::Send(RegionMessage::ShardStopped { shard }));
+                    }
+                }
+            }
+            NodeMessage::PlacementChanged { shard, target } => {
+                out.push(Action::Publish(Update::PlacementChanged { shard, target }));
+            }
+            NodeMessage::LeaveDone => self.finish_leave(now, &mut out),
+            NodeMessage::ShuttingDown => {
+                out.push(Action::Reconnect { reason: "the node is shutting down".to_owned() });
+            }
+        }
+        out
+    }
+
+    /// The node let the region go: stop everything, start nothing.
+    fn finish_leave(&mut self, now: Millis, out: &mut Vec<Action<M>>) {
+        if self.leaving && !self.left {
+            self.left = true;
+            self.closing = true;
+            self.stop_all(now, out);
+            out.push(Action::Publish(Update::Left));
+        }
+    }
+
+    fn on_registered(
+        &mut self,
+        incarnation: u64,
+        sequence: u64,
+        lease_ms: Millis,
+        heartbeat_interval_ms: Millis,
+        now: Millis,
+        out: &mut Vec<Action<M>>,
+    ) {
+        if incarnation != self.config.registration.incarnation || self.link != (Link::Registering { sequence }) {
+            warn!(incarnation, sequence, "ignoring a registration answer that is not for the registration in flight");
+            return;
+        }
+        self.link = Link::Registered;
+        self.heartbeat_interval_ms = heartbeat_interval_ms.max(1);
+        self.next_heartbeat = now.saturating_add(self.heartbeat_interval_ms);
+        out.push(Action::Publish(Update::Registered { incarnation }));
+        self.renew(sequence, lease_ms, now, out);
+        // Hand-off stops that finished while the session was down.
+        let mut reported = Vec::new();
+        for (shard, entry) in &mut self.shards {
+            if entry.unreported_stop {
+                entry.unreported_stop = false;
+                reported.push(shard.clone());
+            }
+        }
+        for shard in reported {
+            out.push(Action::Send(RegionMessage::ShardStopped { shard: shard.clone() }));
+            self.forget_if_empty(&shard);
+        }
+        if let Some(draining) = self.drain_request.take() {
+            out.push(Action::Send(RegionMessage::Drain { draining }));
+        }
+        self.ask_missing(now, out);
+        if self.leaving {
+            out.push(Action::Send(RegionMessage::Leave));
+        }
+    }
+
+    fn on_home(&mut self, shard: &str, home: String, now: Millis, out: &mut Vec<Action<M>>) {
+        let own = home == self.address();
+        let may_start = !self.closing && self.lease_valid(now);
+        let stop_deadline = now.saturating_add(self.config.stop_deadline_ms);
+        let entry = self.entry(shard);
+        entry.asked_at = None;
+        if own {
+            match entry.local {
+                // Not while fenced or closing, nor before the last run
+                // stopped: asked again after renewal or the stop.
+                _ if !may_start => return self.forget_if_empty(shard),
+                Local::Stopping { .. } => return,
+                Local::Idle => {
+                    entry.local = Local::Running;
+                    out.push(Action::Start { shard: shard.to_owned() });
+                    out.push(Action::Publish(Update::ShardStarted { shard: shard.to_owned() }));
+                }
+                Local::Running => {}
+            }
+        } else if entry.local == Local::Running {
+            // The node homes it elsewhere: this run is stale.
+            warn!(%shard, %home, "the shard runs here but its home is elsewhere: stopping it");
+            entry.local = Local::Stopping { deadline: stop_deadline, report: false };
+            out.push(Action::Stop { shard: shard.to_owned() });
+        }
+        entry.wanted = false;
+        if entry.home.as_deref() != Some(home.as_str()) {
+            entry.home = Some(home.clone());
+            out.push(Action::Publish(Update::HomeChanged { shard: shard.to_owned(), home: home.clone() }));
+        }
+        let flushed = entry.buffer.len();
+        for message in entry.buffer.drain(..) {
+            out.push(if own {
+                Action::Deliver { shard: shard.to_owned(), message }
+            } else {
+                Action::Forward { to: home.clone(), shard: shard.to_owned(), message }
+            });
+        }
+        self.buffered -= flushed;
+    }
+
+    /// The application sends `message` to `shard`.
+    pub fn send(&mut self, shard: &str, message: M, now: Millis) -> Result<Vec<Action<M>>, SendError> {
+        check_shard(shard).map_err(|reason| SendError::InvalidShard { shard: shard.to_owned(), reason })?;
+        let mut out = Vec::new();
+        self.check_lease(now, &mut out);
+        self.route(shard, message, now, &mut out)?;
+        Ok(out)
+    }
+
+    /// Another region carried `message` for `shard` here. Delivered when the
+    /// shard runs here (the sender sent it before the shard's hand-off
+    /// began); otherwise routed again like a local send.
+    pub fn inbound(&mut self, shard: &str, message: M, now: Millis) -> Result<Vec<Action<M>>, SendError> {
+        check_shard(shard).map_err(|reason| SendError::InvalidShard { shard: shard.to_owned(), reason })?;
+        let mut out = Vec::new();
+        self.check_lease(now, &mut out);
+        if self.shards.get(shard).is_some_and(|e| e.local == Local::Running) {
+            out.push(Action::Deliver { shard: shard.to_owned(), message });
+        } else {
+            self.route(shard, message, now, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    fn route(&mut self, shard: &str, message: M, now: Millis, out: &mut Vec<Action<M>>) -> Result<(), SendError> {
+        let own = self.address().to_owned();
+        if let Some(entry) = self.shards.get(shard) {
+            match entry.home.as_deref() {
+                Some(home) if home == own && entry.local == Local::Running => {
+                    out.push(Action::Deliver { shard: shard.to_owned(), message });
+                    return Ok(());
+                }
+                Some(home) if home != own => {
+                    out.push(Action::Forward { to: home.to_owned(), shard: shard.to_owned(), message });
+                    return Ok(());
+                }
+                _ => {}
+            }
+        }
+        let queued = self.shards.get(shard).map_or(0, |e| e.buffer.len());
+        if queued >= self.config.shard_buffer_limit {
+            return Err(SendError::BufferFull { shard: shard.to_owned(), limit: self.config.shard_buffer_limit });
+        }
+        if self.buffered >= self.config.total_buffer_limit {
+            return Err(SendError::TotalBufferFull { limit: self.config.total_buffer_limit });
+        }
+        let entry = self.entry(shard);
+        entry.buffer.push_back(message);
+        let ask = entry.asked_at.is_none();
+        self.buffered += 1;
+        if ask {
+            self.ask(shard, now, out);
+        }
+        Ok(())
+    }
+
+    /// Someone wants the shard's home: the cached one, or it is asked for.
+    pub fn request_home(&mut self, shard: &str, now: Millis) -> Result<HomeLookup<M>, RegionError> {
+        check_shard(shard).map_err(|reason| RegionError::InvalidShard { shard: shard.to_owned(), reason })?;
+        let mut out = Vec::new();
+        self.check_lease(now, &mut out);
+        if let Some(home) = self.cached_home(shard)
+            && out.is_empty()
+        {
+            return Ok(HomeLookup::Known(home.to_owned()));
+        }
+        let entry = self.entry(shard);
+        entry.wanted = true;
+        if entry.home.is_none() && entry.asked_at.is_none() {
+            self.ask(shard, now, &mut out);
+        }
+        Ok(HomeLookup::Asked(out))
+    }
+
+    /// The application finished stopping the shard (after a
+    /// [`Action::Stop`]). A hand-off's stop is reported to the node.
+    pub fn stop_finished(&mut self, shard: &str, now: Millis) -> Vec<Action<M>> {
+        let mut out = Vec::new();
+        self.check_lease(now, &mut out);
+        self.finish_stop(shard, now, &mut out);
+        out
+    }
+
+    fn finish_stop(&mut self, shard: &str, now: Millis, out: &mut Vec<Action<M>>) {
+        let connected = self.link != Link::Down;
+        let Some(entry) = self.shards.get_mut(shard) else { return };
+        let Local::Stopping { report, .. } = entry.local else { return };
+        entry.local = Local::Idle;
+        if report {
+            if connected {
+                out.push(Action::Send(RegionMessage::ShardStopped { shard: shard.to_owned() }));
+            } else {
+                entry.unreported_stop = true;
+            }
+        }
+        out.push(Action::Publish(Update::ShardStopped { shard: shard.to_owned() }));
+        if entry.needs_home() && entry.asked_at.is_none() {
+            self.ask(shard, now, out);
+        }
+        self.forget_if_empty(shard);
+    }
+
+    /// The transport could not carry these messages (in order) to `to`:
+    /// they go back to the front of the shard's buffer, the cached home is
+    /// dropped and asked for again after `home_retry_ms`.
+    pub fn forward_failed(&mut self, shard: &str, to: &str, messages: Vec<M>, now: Millis) -> Vec<Action<M>> {
+        let mut out = Vec::new();
+        self.check_lease(now, &mut out);
+        let count = messages.len();
+        let can_ask = self.can_ask();
+        let entry = self.entry(shard);
+        if entry.home.as_deref() != Some(to) {
+            warn!(%shard, %to, "a failed forward to a region that is no longer the cached home");
+        }
+        entry.home = None;
+        for message in messages.into_iter().rev() {
+            entry.buffer.push_front(message);
+        }
+        if can_ask && entry.asked_at.is_none() {
+            entry.asked_at = Some(now);
+        }
+        self.buffered += count;
+        out
+    }
+
+    /// Time passes: the lease, stop deadlines, heartbeats, the node's
+    /// silence and home requests to repeat. `metrics` is called only when
+    /// a heartbeat is due.
+    pub fn tick(&mut self, now: Millis, metrics: impl FnOnce() -> BTreeMap<String, f64>) -> Vec<Action<M>> {
+        let mut out = Vec::new();
+        self.check_lease(now, &mut out);
+        let late: Vec<String> = self
+            .shards
+            .iter()
+            .filter(|(_, e)| matches!(e.local, Local::Stopping { deadline, .. } if deadline <= now))
+            .map(|(s, _)| s.clone())
+            .collect();
+        for shard in late {
+            warn!(%shard, deadline_ms = self.config.stop_deadline_ms, "the application did not stop the shard in time; reporting it stopped anyway");
+            out.push(Action::AbandonStop { shard: shard.clone() });
+            self.finish_stop(&shard, now, &mut out);
+        }
+        if self.link == Link::Registered && now >= self.next_heartbeat {
+            let sequence = self.next_sequence(now);
+            self.next_heartbeat = now.saturating_add(self.heartbeat_interval_ms);
+            out.push(Action::Send(RegionMessage::Heartbeat { sequence, metrics: metrics() }));
+        }
+        if self.link != Link::Down {
+            let limit = match self.link {
+                Link::Registered => self.config.response_timeout_ms.max(self.heartbeat_interval_ms.saturating_mul(3)),
+                _ => self.config.response_timeout_ms,
+            };
+            let silent = now.saturating_sub(self.last_heard);
+            if silent >= limit {
+                self.last_heard = now;
+                out.push(Action::Reconnect { reason: format!("the node has been silent for {silent} ms") });
+            }
+        }
+        if self.can_ask() {
+            let retry = self.config.home_retry_ms;
+            let due: Vec<String> = self
+                .shards
+                .iter()
+                .filter(|(_, e)| e.needs_home() && e.asked_at.is_some_and(|at| now >= at.saturating_add(retry)))
+                .map(|(s, _)| s.clone())
+                .collect();
+            for shard in due {
+                self.ask(&shard, now, &mut out);
+            }
+        }
+        out
+    }
+
+    /// The region wants to leave: `Leave` now if registered, else after the
+    /// next registration. The node hands its shards off, then answers
+    /// `LeaveDone`.
+    pub fn leave(&mut self, now: Millis) -> Vec<Action<M>> {
+        let mut out = Vec::new();
+        self.check_lease(now, &mut out);
+        if self.left || self.leaving {
+            return out;
+        }
+        self.leaving = true;
+        if self.link == Link::Registered {
+            out.push(Action::Send(RegionMessage::Leave));
+        }
+        out
+    }
+
+    /// The region shuts down without leaving: every running shard stops
+    /// and nothing starts any more.
+    pub fn shutdown(&mut self, now: Millis) -> Vec<Action<M>> {
+        let mut out = Vec::new();
+        self.check_lease(now, &mut out);
+        self.closing = true;
+        self.stop_all(now, &mut out);
+        out
+    }
+
+    /// Asks the node to drain (`true`) or undrain (`false`) this region; sent
+    /// once, now or after the next registration.
+    pub fn request_drain(&mut self, draining: bool, now: Millis) -> Vec<Action<M>> {
+        let mut out = Vec::new();
+        self.check_lease(now, &mut out);
+        if self.link == Link::Registered {
+            self.drain_request = None;
+            out.push(Action::Send(RegionMessage::Drain { draining }));
+        } else {
+            self.drain_request = Some(draining);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+#[path = "core_tests.rs"]
+mod tests;

@@ -1,0 +1,168 @@
+//! One WebSocket session with the node: connect, `Hello`/`Welcome`, then
+//! frames both ways until either side hangs up. Runs as its own task and
+//! reports to the region's driver through [`SessionEvent`]s; the driver
+//! hangs up by dropping the outgoing sender it got in
+//! [`SessionEvent::Connected`].
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+use tokio_tungstenite::tungstenite::http::header::AUTHORIZATION;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::{self, Message};
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tracing::{debug, warn};
+
+use crate::protocol::{self, FrameError, Hello, MAX_FRAME_BYTES, NodeMessage, PROTOCOL_VERSION, RegionMessage};
+
+/// What a session task tells the driver. `generation` numbers the attempts
+/// so the driver ignores a late word from an earlier session.
+pub(crate) enum SessionEvent {
+    /// The node welcomed the region; messages to it go through `outgoing`.
+    Connected { generation: u64, outgoing: mpsc::UnboundedSender<RegionMessage> },
+    /// A message from the node.
+    Message { generation: u64, message: NodeMessage },
+    /// The node refused the session (`Refused`); `Closed` follows.
+    Refused { generation: u64, reason: String },
+    /// The session is over (or never started).
+    Closed { generation: u64, reason: String },
+}
+
+/// Where and how to connect.
+pub(crate) struct SessionParams {
+    /// `ws://host:port/v1/regions/connect`.
+    pub(crate) url: String,
+    pub(crate) token: Option<String>,
+    pub(crate) entity_type: String,
+    /// For the TCP and WebSocket handshakes and the `Welcome`.
+    pub(crate) handshake_timeout: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum SessionError {
+    #[error("cannot connect to {url}: {source}")]
+    Connect { url: String, source: tungstenite::Error },
+    #[error("no answer from {url} within {timeout:?}")]
+    Timeout { url: String, timeout: Duration },
+    #[error("the region token cannot be sent as a header: {0}")]
+    Token(String),
+    #[error("the WebSocket failed: {0}")]
+    WebSocket(#[from] tungstenite::Error),
+    #[error("bad frame from the node: {0}")]
+    Frame(#[from] FrameError),
+    #[error("the node answered the Hello with {0} instead of Welcome or Refused")]
+    Unexpected(String),
+    #[error("the node sent a text frame; the protocol uses binary frames")]
+    Text,
+    #[error("the node closed the connection during the handshake")]
+    ClosedEarly,
+}
+
+type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// Runs one session attempt to its end, then reports [`SessionEvent::Closed`].
+pub(crate) async fn run(
+    params: std::sync::Arc<SessionParams>,
+    generation: u64,
+    events: mpsc::UnboundedSender<SessionEvent>,
+) {
+    let reason = match session(&params, generation, &events).await {
+        Ok(reason) => reason,
+        Err(error) => error.to_string(),
+    };
+    debug!(generation, %reason, "region session ended");
+    let _ = events.send(SessionEvent::Closed { generation, reason });
+}
+
+async fn session(
+    params: &SessionParams,
+    generation: u64,
+    events: &mpsc::UnboundedSender<SessionEvent>,
+) -> Result<String, SessionError> {
+    let timeout = params.handshake_timeout;
+    let timed_out = || SessionError::Timeout { url: params.url.clone(), timeout };
+    let mut request = params
+        .url
+        .as_str()
+        .into_client_request()
+        .map_err(|source| SessionError::Connect { url: params.url.clone(), source })?;
+    if let Some(token) = &params.token {
+        let value =
+            HeaderValue::from_str(&format!("Bearer {token}")).map_err(|e| SessionError::Token(e.to_string()))?;
+        request.headers_mut().insert(AUTHORIZATION, value);
+    }
+    let config =
+        WebSocketConfig::default().max_message_size(Some(MAX_FRAME_BYTES)).max_frame_size(Some(MAX_FRAME_BYTES));
+    let (mut socket, _) =
+        tokio::time::timeout(timeout, tokio_tungstenite::connect_async_with_config(request, Some(config), true))
+            .await
+            .map_err(|_| timed_out())?
+            .map_err(|source| SessionError::Connect { url: params.url.clone(), source })?;
+    let hello = Hello { protocol: PROTOCOL_VERSION, entity_type: params.entity_type.clone() };
+    socket.send(Message::Binary(protocol::encode(&hello)?.into())).await?;
+    let first = tokio::time::timeout(timeout, next_message(&mut socket)).await.map_err(|_| timed_out())??;
+    match first {
+        Some(NodeMessage::Welcome { protocol }) => {
+            if protocol != PROTOCOL_VERSION {
+                warn!(node = protocol, region = PROTOCOL_VERSION, "the node speaks another protocol version");
+            }
+        }
+        Some(NodeMessage::Refused { reason }) => {
+            let _ = events.send(SessionEvent::Refused { generation, reason: reason.clone() });
+            close(&mut socket).await;
+            return Ok(format!("the node refused the session: {reason}"));
+        }
+        Some(other) => return Err(SessionError::Unexpected(format!("{other:?}"))),
+        None => return Err(SessionError::ClosedEarly),
+    }
+    let (outgoing, mut to_node) = mpsc::unbounded_channel();
+    if events.send(SessionEvent::Connected { generation, outgoing }).is_err() {
+        close(&mut socket).await;
+        return Ok("the region stopped".to_owned());
+    }
+    loop {
+        tokio::select! {
+            message = to_node.recv() => match message {
+                Some(message) => socket.send(Message::Binary(protocol::encode(&message)?.into())).await?,
+                None => {
+                    close(&mut socket).await;
+                    return Ok("the region hung up".to_owned());
+                }
+            },
+            message = next_message(&mut socket) => match message? {
+                Some(message) => {
+                    if events.send(SessionEvent::Message { generation, message }).is_err() {
+                        close(&mut socket).await;
+                        return Ok("the region stopped".to_owned());
+                    }
+                }
+                None => return Ok("the node closed the session".to_owned()),
+            },
+        }
+    }
+}
+
+/// The next protocol message; `None` when the node closed the session.
+async fn next_message(socket: &mut Socket) -> Result<Option<NodeMessage>, SessionError> {
+    loop {
+        match socket.next().await {
+            None | Some(Ok(Message::Close(_))) => return Ok(None),
+            Some(Err(error)) => return Err(error.into()),
+            Some(Ok(Message::Binary(bytes))) => return Ok(Some(protocol::decode(&bytes)?)),
+            Some(Ok(Message::Text(_))) => return Err(SessionError::Text),
+            Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
+        }
+    }
+}
+
+/// Sends a close frame and waits (briefly) for the node's.
+async fn close(socket: &mut Socket) {
+    if socket.close(None).await.is_ok() {
+        let _ = tokio::time::timeout(Duration::from_secs(1), async { while let Some(Ok(_)) = socket.next().await {} })
+            .await;
+    }
+}

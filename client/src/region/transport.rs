@@ -1,0 +1,297 @@
+//! Carrying messages between regions: the [`Transport`] an application
+//! supplies, the [`Inbox`] through which a region receives, and
+//! [`InMemoryTransport`], an in-process network for tests and simulators.
+//!
+//! ```text
+//!  region A ──Transport::send(to = "b", shard, m)──▶ Inbox of "b" ──▶ region B's driver
+//! ```
+//!
+//! `Transport::send` is synchronous and must not block: it hands the message
+//! to something that keeps the order of one sender's messages to one
+//! receiver (a queue, a connection) and returns. The region calls it in the
+//! order it routes messages and before it acknowledges a hand-off, so with
+//! a transport whose `send` returns only once the message is in the
+//! receiver's inbox (as [`InMemoryTransport`] does), every message sent to a
+//! shard's old home before a hand-off reaches it before it stops the shard.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::mpsc;
+
+/// Why a message could not be carried to another region.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransportError {
+    /// No region with this address is known to the transport.
+    #[error("no region at address {address}")]
+    UnknownAddress {
+        /// The address.
+        address: String,
+    },
+    /// The receiving region's inbox is full.
+    #[error("the inbox of region {address} is full ({capacity} messages)")]
+    InboxFull {
+        /// The receiving region.
+        address: String,
+        /// Its inbox capacity.
+        capacity: usize,
+    },
+    /// The receiving region has stopped.
+    #[error("region {address} has stopped")]
+    Closed {
+        /// The receiving region.
+        address: String,
+    },
+    /// The transport could not reach the region (for application transports).
+    #[error("cannot reach region {address}: {reason}")]
+    Unreachable {
+        /// The receiving region.
+        address: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A message the transport could not carry, handed back so the region can
+/// buffer it again (in order) and retry once it has asked for the home again.
+pub struct Undelivered<M> {
+    /// Why it was not carried.
+    pub error: TransportError,
+    /// The message.
+    pub message: M,
+}
+
+impl<M> Undelivered<M> {
+    /// Pairs an error with the message it concerns.
+    pub fn new(error: TransportError, message: M) -> Self {
+        Undelivered { error, message }
+    }
+}
+
+impl<M> fmt::Debug for Undelivered<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Undelivered").field("error", &self.error).finish_non_exhaustive()
+    }
+}
+
+impl<M> fmt::Display for Undelivered<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "message not delivered: {}", self.error)
+    }
+}
+
+impl<M> std::error::Error for Undelivered<M> {}
+
+/// Carries messages from this region to other regions, by address. The
+/// application supplies it (over its own network), or uses
+/// [`InMemoryTransport`] in tests.
+pub trait Transport<M>: Send + Sync + 'static {
+    /// Carries `message` for `shard` to the region at `to`. Must not block:
+    /// queue the message and return. Messages from this region to one
+    /// receiver must arrive in the order of the calls. On failure, hand the
+    /// message back in [`Undelivered`].
+    fn send(&self, to: &str, shard: &str, message: M) -> Result<(), Undelivered<M>>;
+
+    /// Called by [`Region::start`](super::Region::start) with the region's
+    /// inbox: messages for it are to be handed to [`Inbox::deliver`]. The
+    /// default does nothing (the application feeds
+    /// [`RegionHandle::inbox`](super::RegionHandle::inbox) itself).
+    fn attach(&self, inbox: Inbox<M>) {
+        let _ = inbox;
+    }
+
+    /// Called when the region stops, with the inbox given to [`Transport::attach`].
+    fn detach(&self, inbox: &Inbox<M>) {
+        let _ = inbox;
+    }
+}
+
+/// A message another region sent to this one.
+pub(crate) struct Inbound<M> {
+    pub(crate) shard: String,
+    pub(crate) message: M,
+}
+
+/// A region's inbox: hands messages that other regions sent for a shard to
+/// the region, in order. Bounded; cheap to clone.
+pub struct Inbox<M> {
+    address: Arc<str>,
+    capacity: usize,
+    sender: mpsc::Sender<Inbound<M>>,
+}
+
+impl<M> Clone for Inbox<M> {
+    fn clone(&self) -> Self {
+        Inbox { address: self.address.clone(), capacity: self.capacity, sender: self.sender.clone() }
+    }
+}
+
+impl<M> fmt::Debug for Inbox<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Inbox").field("address", &self.address).field("capacity", &self.capacity).finish()
+    }
+}
+
+impl<M> Inbox<M> {
+    /// A new inbox of `capacity` messages and its receiving end.
+    pub(crate) fn new(address: &str, capacity: usize) -> (Self, mpsc::Receiver<Inbound<M>>) {
+        let (sender, receiver) = mpsc::channel(capacity.max(1));
+        (Inbox { address: address.into(), capacity: capacity.max(1), sender }, receiver)
+    }
+
+    /// The address of the region this inbox belongs to.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// Hands a message for `shard` to the region without waiting. The region
+    /// delivers it if the shard runs there, and routes it again otherwise.
+    pub fn deliver(&self, shard: &str, message: M) -> Result<(), Undelivered<M>> {
+        self.sender.try_send(Inbound { shard: shard.to_owned(), message }).map_err(|error| match error {
+            mpsc::error::TrySendError::Full(inbound) => Undelivered::new(
+                TransportError::InboxFull { address: self.address.to_string(), capacity: self.capacity },
+                inbound.message,
+            ),
+            mpsc::error::TrySendError::Closed(inbound) => {
+                Undelivered::new(TransportError::Closed { address: self.address.to_string() }, inbound.message)
+            }
+        })
+    }
+
+    /// True when both are the same region's inbox.
+    pub fn same_inbox(&self, other: &Inbox<M>) -> bool {
+        self.sender.same_channel(&other.sender)
+    }
+}
+
+/// An in-process network: every region started with a clone of it is
+/// reachable by its address. For tests and simulators.
+///
+/// ```
+/// use shardalloc_client::region::{InMemoryTransport, Transport, TransportError};
+///
+/// let network: InMemoryTransport<u32> = InMemoryTransport::new();
+/// let undelivered = network.send("nowhere", "42", 7).unwrap_err();
+/// assert_eq!(undelivered.error, TransportError::UnknownAddress { address: "nowhere".into() });
+/// assert_eq!(undelivered.message, 7);
+/// ```
+pub struct InMemoryTransport<M> {
+    regions: Arc<Mutex<HashMap<String, Inbox<M>>>>,
+}
+
+impl<M> Clone for InMemoryTransport<M> {
+    fn clone(&self) -> Self {
+        InMemoryTransport { regions: self.regions.clone() }
+    }
+}
+
+impl<M> Default for InMemoryTransport<M> {
+    fn default() -> Self {
+        InMemoryTransport { regions: Arc::new(Mutex::new(HashMap::new())) }
+    }
+}
+
+impl<M> fmt::Debug for InMemoryTransport<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InMemoryTransport").field("addresses", &self.addresses()).finish()
+    }
+}
+
+impl<M> InMemoryTransport<M> {
+    /// An empty network.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The addresses of the regions attached now, sorted.
+    pub fn addresses(&self) -> Vec<String> {
+        let mut addresses: Vec<String> =
+            self.regions.lock().unwrap_or_else(PoisonError::into_inner).keys().cloned().collect();
+        addresses.sort();
+        addresses
+    }
+
+    fn inbox(&self, address: &str) -> Option<Inbox<M>> {
+        self.regions.lock().unwrap_or_else(PoisonError::into_inner).get(address).cloned()
+    }
+}
+
+impl<M: Send + 'static> Transport<M> for InMemoryTransport<M> {
+    fn send(&self, to: &str, shard: &str, message: M) -> Result<(), Undelivered<M>> {
+        match self.inbox(to) {
+            Some(inbox) => inbox.deliver(shard, message),
+            None => Err(Undelivered::new(TransportError::UnknownAddress { address: to.to_owned() }, message)),
+        }
+    }
+
+    /// Attaches the inbox under its address, replacing an earlier region of
+    /// the same address (a restart).
+    fn attach(&self, inbox: Inbox<M>) {
+        self.regions.lock().unwrap_or_else(PoisonError::into_inner).insert(inbox.address().to_owned(), inbox);
+    }
+
+    /// Detaches the inbox, unless another region took its address since.
+    fn detach(&self, inbox: &Inbox<M>) {
+        let mut regions = self.regions.lock().unwrap_or_else(PoisonError::into_inner);
+        if regions.get(inbox.address()).is_some_and(|current| current.same_inbox(inbox)) {
+            regions.remove(inbox.address());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn messages_reach_the_attached_region_in_order() {
+        let network: InMemoryTransport<u32> = InMemoryTransport::new();
+        let (inbox, mut receiver) = Inbox::new("b", 8);
+        network.attach(inbox);
+        assert_eq!(network.addresses(), ["b"]);
+        for n in 0..5 {
+            network.send("b", if n % 2 == 0 { "even" } else { "odd" }, n).unwrap();
+        }
+        let mut got = Vec::new();
+        while let Ok(inbound) = receiver.try_recv() {
+            got.push((inbound.shard, inbound.message));
+        }
+        let expected: Vec<(String, u32)> =
+            [("even", 0), ("odd", 1), ("even", 2), ("odd", 3), ("even", 4)].map(|(s, n)| (s.to_owned(), n)).into();
+        assert_eq!(got, expected);
+    }
+
+    #[tokio::test]
+    async fn a_full_or_closed_inbox_hands_the_message_back() {
+        let network: InMemoryTransport<&str> = InMemoryTransport::new();
+        let (inbox, receiver) = Inbox::new("b", 2);
+        network.attach(inbox);
+        network.send("b", "1", "first").unwrap();
+        network.send("b", "1", "second").unwrap();
+        let full = network.send("b", "1", "third").unwrap_err();
+        assert_eq!(full.error, TransportError::InboxFull { address: "b".into(), capacity: 2 });
+        assert_eq!(full.message, "third");
+        assert_eq!(full.to_string(), "message not delivered: the inbox of region b is full (2 messages)");
+        drop(receiver);
+        let closed = network.send("b", "1", "fourth").unwrap_err();
+        assert_eq!(closed.error, TransportError::Closed { address: "b".into() });
+        assert_eq!(closed.message, "fourth");
+    }
+
+    #[tokio::test]
+    async fn detach_leaves_a_newer_region_of_the_same_address() {
+        let network: InMemoryTransport<u8> = InMemoryTransport::new();
+        let (old, _old_receiver) = Inbox::new("b", 4);
+        let (new, mut new_receiver) = Inbox::new("b", 4);
+        network.attach(old.clone());
+        network.attach(new.clone());
+        network.detach(&old);
+        network.send("b", "s", 1).unwrap();
+        assert_eq!(new_receiver.try_recv().unwrap().message, 1);
+        network.detach(&new);
+        assert!(network.addresses().is_empty());
+        let gone = network.send("b", "s", 2).unwrap_err();
+        assert_eq!(gone.error.to_string(), "no region at address b");
+    }
+}
