@@ -18,5 +18,6 @@
 
 pub mod coordinator;
 pub mod engine;
+pub mod server;
 pub mod store;
 pub mod strategy;

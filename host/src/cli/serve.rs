@@ -1,0 +1,248 @@
+//! `shardalloc serve`: runs the node.
+//!
+//! Settings come from flags, then `SHARDALLOC_*` environment variables, then
+//! the TOML file given with `--config`, then the defaults.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use serde::Deserialize;
+use shardalloc::coordinator::Config;
+use shardalloc::engine::limits::Limits;
+use shardalloc::server::driver::DriverSettings;
+use shardalloc::server::{Node, NodeSettings, Security};
+
+/// `shardalloc serve` flags.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (REST API, region sessions, metrics).
+    #[arg(long, env = "SHARDALLOC_LISTEN")]
+    listen: Option<SocketAddr>,
+    /// Data directory: the store and the artifact cache.
+    #[arg(long, env = "SHARDALLOC_DATA")]
+    data: Option<PathBuf>,
+    /// A TOML file with the node's settings (see docs/operations.md).
+    #[arg(long, env = "SHARDALLOC_CONFIG")]
+    config: Option<PathBuf>,
+    /// Token every /v1 admin call must bear (Authorization: Bearer …).
+    #[arg(long, env = "SHARDALLOC_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
+    /// File holding the admin token.
+    #[arg(long, env = "SHARDALLOC_ADMIN_TOKEN_FILE", conflicts_with = "admin_token")]
+    admin_token_file: Option<PathBuf>,
+    /// Token every region session must bear.
+    #[arg(long, env = "SHARDALLOC_REGION_TOKEN", hide_env_values = true)]
+    region_token: Option<String>,
+    /// File holding the region token.
+    #[arg(long, env = "SHARDALLOC_REGION_TOKEN_FILE", conflicts_with = "region_token")]
+    region_token_file: Option<PathBuf>,
+    /// Declares an entity type, with its strategy (default least-shard): NAME[=STRATEGY]. Repeatable.
+    #[arg(long = "type", value_name = "NAME[=STRATEGY]")]
+    types: Vec<String>,
+    /// Regions (not proxies) a type needs before it allocates.
+    #[arg(long, env = "SHARDALLOC_MIN_REGIONS")]
+    min_regions: Option<usize>,
+    /// Milliseconds between rebalance ticks.
+    #[arg(long, env = "SHARDALLOC_REBALANCE_INTERVAL_MS")]
+    rebalance_interval_ms: Option<u64>,
+    /// Milliseconds before a silent region is unreachable; removal follows after `--remove-after-ms`.
+    #[arg(long, env = "SHARDALLOC_UNREACHABLE_AFTER_MS")]
+    unreachable_after_ms: Option<u64>,
+    /// Milliseconds an unreachable region is kept before its shards are re-homed.
+    #[arg(long, env = "SHARDALLOC_REMOVE_AFTER_MS")]
+    remove_after_ms: Option<u64>,
+    /// A region's lease in milliseconds (shorter than unreachable + remove).
+    #[arg(long, env = "SHARDALLOC_LEASE_MS")]
+    lease_ms: Option<u64>,
+    /// Milliseconds between region heartbeats.
+    #[arg(long, env = "SHARDALLOC_HEARTBEAT_INTERVAL_MS")]
+    heartbeat_interval_ms: Option<u64>,
+    /// Deadline of every hand-off step, in milliseconds.
+    #[arg(long, env = "SHARDALLOC_HANDOFF_TIMEOUT_MS")]
+    handoff_timeout_ms: Option<u64>,
+}
+
+/// The TOML file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct FileConfig {
+    listen: Option<SocketAddr>,
+    data: Option<PathBuf>,
+    admin_token_file: Option<PathBuf>,
+    region_token_file: Option<PathBuf>,
+    #[serde(default)]
+    coordinator: CoordinatorFile,
+    #[serde(default)]
+    strategy_limits: LimitsFile,
+    #[serde(default)]
+    types: BTreeMap<String, TypeFile>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct CoordinatorFile {
+    heartbeat_interval_ms: Option<u64>,
+    unreachable_after_ms: Option<u64>,
+    remove_after_ms: Option<u64>,
+    lease_ms: Option<u64>,
+    handoff_timeout_ms: Option<u64>,
+    rebalance_interval_ms: Option<u64>,
+    max_rebalance_per_tick: Option<usize>,
+    max_handoffs_in_flight: Option<usize>,
+    drain_batch: Option<usize>,
+    min_regions: Option<usize>,
+    tombstone_retention_ms: Option<u64>,
+    max_regions: Option<usize>,
+    max_shards: Option<usize>,
+    max_placements: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct LimitsFile {
+    deadline_ms: Option<u64>,
+    memory_mib: Option<usize>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TypeFile {
+    strategy: String,
+    config: Option<toml::Value>,
+}
+
+/// The default listen address.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
+/// The default data directory.
+pub const DEFAULT_DATA: &str = "./shardalloc-data";
+
+fn read_token(path: &Path, what: &str) -> anyhow::Result<String> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read the {what} file {}", path.display()))?;
+    let token = text.trim().to_owned();
+    if token.is_empty() {
+        bail!("the {what} file {} is empty", path.display());
+    }
+    Ok(token)
+}
+
+fn token(
+    value: Option<String>,
+    file: Option<PathBuf>,
+    from_config: Option<PathBuf>,
+    what: &str,
+) -> anyhow::Result<Option<String>> {
+    if let Some(token) = value {
+        if token.trim().is_empty() {
+            bail!("the {what} is empty");
+        }
+        return Ok(Some(token));
+    }
+    file.or(from_config).map(|path| read_token(&path, what)).transpose()
+}
+
+fn set<T>(target: &mut T, values: [Option<T>; 2]) {
+    if let Some(value) = values.into_iter().flatten().next() {
+        *target = value;
+    }
+}
+
+/// Resolves every setting; the listen address, settings and whether it is loopback.
+fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings)> {
+    let file: FileConfig = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            toml::from_str(&text).with_context(|| format!("invalid settings file {}", path.display()))?
+        }
+        None => FileConfig::default(),
+    };
+    let listen = args.listen.or(file.listen).unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("valid"));
+    let data_dir = args.data.or(file.data).unwrap_or_else(|| PathBuf::from(DEFAULT_DATA));
+    let admin_token = token(args.admin_token, args.admin_token_file, file.admin_token_file, "admin token")?;
+    let region_token = token(args.region_token, args.region_token_file, file.region_token_file, "region token")?;
+    if !listen.ip().is_loopback() && admin_token.is_none() {
+        bail!(
+            "refusing to listen on {listen} without an admin token: anyone who reaches it could move shards. \
+             Set --admin-token, --admin-token-file or SHARDALLOC_ADMIN_TOKEN, or listen on 127.0.0.1"
+        );
+    }
+    let mut coordinator = Config::default();
+    let c = file.coordinator;
+    set(&mut coordinator.heartbeat_interval_ms, [args.heartbeat_interval_ms, c.heartbeat_interval_ms]);
+    set(&mut coordinator.unreachable_after_ms, [args.unreachable_after_ms, c.unreachable_after_ms]);
+    set(&mut coordinator.remove_after_ms, [args.remove_after_ms, c.remove_after_ms]);
+    set(&mut coordinator.lease_ms, [args.lease_ms, c.lease_ms]);
+    set(&mut coordinator.handoff_timeout_ms, [args.handoff_timeout_ms, c.handoff_timeout_ms]);
+    set(&mut coordinator.rebalance_interval_ms, [args.rebalance_interval_ms, c.rebalance_interval_ms]);
+    set(&mut coordinator.min_regions, [args.min_regions, c.min_regions]);
+    set(&mut coordinator.max_rebalance_per_tick, [c.max_rebalance_per_tick, None]);
+    set(&mut coordinator.max_handoffs_in_flight, [c.max_handoffs_in_flight, None]);
+    set(&mut coordinator.drain_batch, [c.drain_batch, None]);
+    set(&mut coordinator.tombstone_retention_ms, [c.tombstone_retention_ms, None]);
+    set(&mut coordinator.max_regions, [c.max_regions, None]);
+    set(&mut coordinator.max_shards, [c.max_shards, None]);
+    set(&mut coordinator.max_placements, [c.max_placements, None]);
+    coordinator.validate().context("inconsistent coordinator settings")?;
+    let mut limits = Limits::default();
+    if let Some(ms) = file.strategy_limits.deadline_ms {
+        limits.deadline = Duration::from_millis(ms);
+    }
+    if let Some(mib) = file.strategy_limits.memory_mib {
+        limits.memory = mib << 20;
+    }
+    let mut types = BTreeMap::new();
+    for (name, t) in file.types {
+        let config = match t.config {
+            None => String::new(),
+            Some(value) => serde_json::to_string(&value).context("a type's config")?,
+        };
+        types.insert(name, (t.strategy, config));
+    }
+    for spec in args.types {
+        let (name, strategy) = spec.split_once('=').unwrap_or((spec.as_str(), "least-shard"));
+        if name.is_empty() || strategy.is_empty() {
+            bail!("--type {spec:?}: expected NAME or NAME=STRATEGY");
+        }
+        types.insert(name.to_owned(), (strategy.to_owned(), String::new()));
+    }
+    let driver = DriverSettings { coordinator, limits, types, ..DriverSettings::default() };
+    let settings = NodeSettings {
+        data_dir,
+        driver,
+        security: Security { admin_token, region_token },
+        max_instances: shardalloc::engine::limits::DEFAULT_MAX_INSTANCES,
+    };
+    Ok((listen, settings))
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+/// Runs the node until SIGINT or SIGTERM.
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let (listen, settings) = settings(args)?;
+    let data = settings.data_dir.clone();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("start the runtime")?;
+    runtime.block_on(async move {
+        let listener =
+            tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
+        let address = listener.local_addr()?;
+        let node = Node::start(settings, format!("node@{address}"))
+            .with_context(|| format!("cannot start the node on {}", data.display()))?;
+        println!("shardalloc listening on http://{address} (data in {})", data.display());
+        tracing::info!(%address, data = %data.display(), "shardalloc node started");
+        node.serve(listener, shutdown_signal()).await?;
+        println!("shardalloc stopped");
+        Ok(())
+    })
+}

@@ -1,0 +1,75 @@
+//! [`ApiError`]: every REST error, answered as
+//! `{"error":{"code":"…","message":"…"}}` with the status that fits.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use shardalloc_client::api::{ErrorBody, ErrorDetail};
+
+use super::driver::Unavailable;
+
+/// A REST error: the status, a stable code and a message naming the problem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// A stable machine-readable code.
+    pub code: &'static str,
+    /// A sentence for the operator.
+    pub message: String,
+}
+
+impl ApiError {
+    /// A new error.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError { status, code, message: message.into() }
+    }
+
+    /// 400: the request is malformed.
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    /// 404: the named thing does not exist.
+    pub fn not_found(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, code, message)
+    }
+
+    /// 409: the request conflicts with the state.
+    pub fn conflict(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, code, message)
+    }
+
+    /// 422: well-formed, but it cannot be applied.
+    pub fn unprocessable(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
+    }
+
+    /// 401: the bearer token is missing or wrong.
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    }
+
+    /// 404 for an entity type.
+    pub fn unknown_type(name: &str) -> Self {
+        Self::not_found("unknown-type", format!("there is no entity type named {name:?}"))
+    }
+}
+
+impl From<Unavailable> for ApiError {
+    fn from(error: Unavailable) -> Self {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", error.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if self.status.is_server_error() {
+            tracing::error!(status = %self.status, code = self.code, message = %self.message, "request failed");
+        } else {
+            tracing::info!(status = %self.status, code = self.code, message = %self.message, "request refused");
+        }
+        let body = ErrorBody { error: ErrorDetail { code: self.code.to_owned(), message: self.message } };
+        (self.status, Json(body)).into_response()
+    }
+}

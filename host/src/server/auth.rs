@@ -1,0 +1,31 @@
+//! Bearer tokens: the admin token guards `/v1` (except the region
+//! WebSocket, which has its own region token). Compared in constant time.
+
+use axum::extract::{Request, State};
+use axum::http::HeaderMap;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use subtle::ConstantTimeEq;
+
+use super::AppState;
+use super::api_error::ApiError;
+
+/// True when the `Authorization` header is `Bearer <token>`.
+pub fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
+    let Some(value) = headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let Some(given) = value.strip_prefix("Bearer ") else { return false };
+    given.as_bytes().ct_eq(token.as_bytes()).into()
+}
+
+/// Middleware: refuses admin calls without the admin token (when one is set).
+pub async fn require_admin(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if let Some(token) = &state.security.admin_token
+        && !bearer_matches(request.headers(), token)
+    {
+        return ApiError::unauthorized("an admin token is required: Authorization: Bearer <admin token>")
+            .into_response();
+    }
+    next.run(request).await
+}

@@ -1,0 +1,44 @@
+//! [`JsonBody`]: a JSON request body whose every failure (too large, not
+//! JSON, wrong shape) is an [`ApiError`] naming the problem.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use axum::http::StatusCode;
+use serde::de::DeserializeOwned;
+
+use super::api_error::ApiError;
+
+/// The largest JSON body accepted, in bytes.
+pub const MAX_JSON_BODY: usize = 4 << 20;
+
+/// A parsed JSON body.
+pub struct JsonBody<T>(pub T);
+
+/// Reads the raw body, turning axum's rejections into [`ApiError`]s.
+pub async fn raw_body<S: Send + Sync>(request: Request, state: &S) -> Result<Bytes, ApiError> {
+    Bytes::from_request(request, state).await.map_err(|rejection| {
+        let status = rejection.status();
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(status, "body-too-large", "the request body is larger than this endpoint accepts")
+        } else {
+            ApiError::new(status, "unreadable-body", rejection.body_text())
+        }
+    })
+}
+
+/// Parses JSON, naming where and why it failed.
+pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    if bytes.is_empty() {
+        return Err(ApiError::bad_request("invalid-body", "the request body is empty; JSON was expected"));
+    }
+    serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request("invalid-body", format!("invalid JSON body: {e}")))
+}
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = raw_body(request, state).await?;
+        parse(&bytes).map(JsonBody)
+    }
+}

@@ -1,0 +1,158 @@
+//! Region sessions: one WebSocket per region and entity type at
+//! `/v1/regions/connect`, binary postcard frames (see
+//! `shardalloc_client::protocol` and `docs/protocol.md`).
+//!
+//! The reader decodes frames and queues them for the driver; the writer
+//! drains the session's outbox. A peer that sends garbage, a text frame, an
+//! oversized frame, or a message before its handshake or registration is
+//! disconnected with a logged reason; nothing it sends can panic the node.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{FromRequestParts, Request, State};
+use axum::response::{IntoResponse, Response};
+use futures_util::{SinkExt, StreamExt};
+use shardalloc_client::protocol::{
+    Hello, MAX_FRAME_BYTES, NodeMessage, PROTOCOL_VERSION, RegionMessage, decode, encode,
+};
+use tokio::sync::mpsc;
+
+use super::AppState;
+use super::api_error::ApiError;
+use super::driver::{Input, SESSION_OUTBOX, check_type_name};
+
+/// How long a peer has to send its [`Hello`].
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
+
+/// `GET /v1/regions/connect`: checks the region token, then upgrades.
+pub async fn connect(State(state): State<AppState>, request: Request) -> Response {
+    if let Some(token) = &state.security.region_token
+        && !super::auth::bearer_matches(request.headers(), token)
+    {
+        return ApiError::unauthorized("a region token is required: Authorization: Bearer <region token>")
+            .into_response();
+    }
+    let (mut parts, _) = request.into_parts();
+    let upgrade = match WebSocketUpgrade::from_request_parts(&mut parts, &state).await {
+        Ok(upgrade) => upgrade,
+        Err(rejection) => return rejection.into_response(),
+    };
+    upgrade
+        .max_message_size(MAX_FRAME_BYTES)
+        .max_frame_size(MAX_FRAME_BYTES)
+        .on_upgrade(move |socket| session(state, socket))
+}
+
+async fn close(socket: &mut WebSocket, reason: &str) {
+    let mut text = reason.to_owned();
+    // A close frame's reason is at most 123 bytes.
+    while text.len() > 120 {
+        text.pop();
+    }
+    let frame = CloseFrame { code: axum::extract::ws::close_code::POLICY, reason: text.into() };
+    let _ = socket.send(Message::Close(Some(frame))).await;
+}
+
+async fn refuse(socket: &mut WebSocket, reason: String) {
+    tracing::warn!(%reason, "region session refused");
+    if let Ok(frame) = encode(&NodeMessage::Refused { reason: reason.clone() }) {
+        let _ = socket.send(Message::Binary(frame.into())).await;
+    }
+    close(socket, &reason).await;
+}
+
+async fn handshake(socket: &mut WebSocket) -> Result<Hello, String> {
+    let first = tokio::time::timeout(HANDSHAKE_TIMEOUT, socket.recv())
+        .await
+        .map_err(|_| format!("no Hello within {HANDSHAKE_TIMEOUT:?}"))?;
+    let frame = match first {
+        Some(Ok(Message::Binary(frame))) => frame,
+        Some(Ok(other)) => return Err(format!("the first frame must be a binary Hello, not {}", frame_kind(&other))),
+        Some(Err(error)) => return Err(format!("the connection failed: {error}")),
+        None => return Err("the peer closed before its Hello".into()),
+    };
+    let hello: Hello = decode(&frame).map_err(|e| format!("the first frame is not a Hello: {e}"))?;
+    if hello.protocol != PROTOCOL_VERSION {
+        return Err(format!(
+            "protocol version {} is not supported; this node speaks version {PROTOCOL_VERSION}",
+            hello.protocol
+        ));
+    }
+    check_type_name(&hello.entity_type)?;
+    Ok(hello)
+}
+
+fn frame_kind(message: &Message) -> &'static str {
+    match message {
+        Message::Text(_) => "a text frame",
+        Message::Binary(_) => "a binary frame",
+        Message::Ping(_) | Message::Pong(_) => "a ping",
+        Message::Close(_) => "a close frame",
+    }
+}
+
+async fn session(state: AppState, mut socket: WebSocket) {
+    let hello = match handshake(&mut socket).await {
+        Ok(hello) => hello,
+        Err(reason) => return refuse(&mut socket, reason).await,
+    };
+    let id = NEXT_SESSION.fetch_add(1, Ordering::Relaxed);
+    let welcome = encode(&NodeMessage::Welcome { protocol: PROTOCOL_VERSION }).expect("small");
+    if socket.send(Message::Binary(welcome.into())).await.is_err() {
+        return;
+    }
+    let (outbox, mut inbox) = mpsc::channel(SESSION_OUTBOX);
+    let opened = Input::Opened { session: id, entity_type: hello.entity_type.clone(), outbox };
+    if state.driver.send(opened).await.is_err() {
+        return refuse(&mut socket, "the node is shutting down".into()).await;
+    }
+    tracing::debug!(session = id, r#type = %hello.entity_type, "region session opened");
+    let (mut sink, mut stream) = socket.split();
+    let writer = tokio::spawn(async move {
+        while let Some(message) = inbox.recv().await {
+            let last = matches!(message, NodeMessage::Refused { .. } | NodeMessage::ShuttingDown);
+            let Ok(frame) = encode(&message) else { continue };
+            if sink.send(Message::Binary(frame.into())).await.is_err() {
+                return;
+            }
+            if last {
+                break;
+            }
+        }
+        // The driver dropped the outbox (closed the session) or refused it.
+        let frame = CloseFrame { code: axum::extract::ws::close_code::NORMAL, reason: "session closed".into() };
+        let _ = sink.send(Message::Close(Some(frame))).await;
+    });
+    let reason = loop {
+        let next = tokio::select! {
+            next = stream.next() => next,
+            _ = state.shutdown.cancelled() => break "the node is shutting down".to_owned(),
+        };
+        let frame = match next {
+            None => break "the peer closed".to_owned(),
+            Some(Err(error)) => break format!("the connection failed: {error}"),
+            Some(Ok(Message::Binary(frame))) => frame,
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+            Some(Ok(Message::Close(_))) => break "the peer closed".to_owned(),
+            Some(Ok(Message::Text(_))) => break "a text frame; the protocol is binary".to_owned(),
+        };
+        let message: RegionMessage = match decode(&frame) {
+            Ok(message) => message,
+            Err(error) => break format!("a malformed frame: {error}"),
+        };
+        if state.driver.send(Input::Message { session: id, message }).await.is_err() {
+            break "the node is shutting down".to_owned();
+        }
+        if writer.is_finished() {
+            break "the node closed the session".to_owned();
+        }
+    };
+    tracing::info!(session = id, r#type = %hello.entity_type, %reason, "region session ended");
+    let _ = state.driver.send(Input::Closed { session: id }).await;
+    // The writer ends when the driver drops the outbox; do not wait forever.
+    let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
+}
