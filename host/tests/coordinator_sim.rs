@@ -345,6 +345,16 @@ impl Sim {
         }
         if churn {
             self.random_action();
+        } else if let Some(name) = names.iter().find(|n| !self.regions[*n].alive) {
+            // Calm: a region that finished leaving (its Leave was sent during
+            // the churn) comes back as a new incarnation and stays.
+            let r = self.regions.get_mut(name).unwrap();
+            r.alive = true;
+            r.incarnation += 1;
+            r.outstanding.clear();
+            r.lease_until = 0;
+            let name = name.clone();
+            self.register(&name);
         } else if self.rng.chance(300) {
             // Traffic without faults.
             let alive: Vec<String> = self.regions.iter().filter(|(_, r)| r.alive).map(|(a, _)| a.clone()).collect();
@@ -430,7 +440,18 @@ fn run(seed: u64, regions: usize, shards: u64, churn_steps: usize, calm_steps: u
         }
         // The run did something: shards have homes and run.
         let running: usize = sim.regions.values().map(|r| r.running.len()).sum();
-        assert!(sim.c.durable().homes.len() > shards as usize / 2 && running > 0, "idle simulation");
+        assert!(
+            sim.c.durable().homes.len() > shards as usize / 2 && running > 0,
+            "idle simulation: {} homes, {running} running, regions {:?}, alive {:?}",
+            sim.c.durable().homes.len(),
+            sim.c
+                .durable()
+                .regions
+                .values()
+                .map(|r| (&r.address, r.leaving, r.draining, r.shards.len()))
+                .collect::<Vec<_>>(),
+            sim.regions.iter().map(|(a, r)| (a, r.alive, r.lease_until, r.running.len())).collect::<Vec<_>>()
+        );
         // Placements whose target is up are honoured.
         for (shard, entry) in &sim.store.placements {
             let (Some(target), Some(home)) = (&entry.target, sim.c.home(shard)) else { continue };

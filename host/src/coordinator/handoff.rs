@@ -29,6 +29,27 @@ impl Coordinator {
         self.advance(shard);
     }
 
+    /// Says again to a reconnected region (same incarnation) what the hand-offs
+    /// in flight still wait for from it: BeginHandOff where its
+    /// acknowledgement is missing, HandOff where it is the owner.
+    pub(super) fn resend_hand_offs(&mut self, address: &str) {
+        let mut again = Vec::new();
+        for (shard, flight) in &self.flights {
+            match flight.step {
+                Step::Begin if flight.waiting.contains(address) => {
+                    again.push(ToRegion::BeginHandOff { shard: shard.clone() })
+                }
+                Step::Stop if self.durable.handoffs.get(shard).is_some_and(|from| from == address) => {
+                    again.push(ToRegion::HandOff { shard: shard.clone() })
+                }
+                _ => {}
+            }
+        }
+        for message in again {
+            self.reveal(address, message);
+        }
+    }
+
     /// Step 2 once every region acknowledged: HandOff to the owner.
     fn advance(&mut self, shard: &str) {
         let Some(flight) = self.flights.get_mut(shard) else { return };

@@ -67,7 +67,11 @@ impl Coordinator {
         }
         let mut rehomed = Vec::new();
         let (join_order, draining, leaving) = match &existing {
-            Some(old) if old.incarnation == registration.incarnation => (old.join_order, old.draining, old.leaving),
+            Some(old) if old.incarnation == registration.incarnation => {
+                // A reconnect: what it may have missed while away is said again.
+                self.resend_hand_offs(&address);
+                (old.join_order, old.draining, old.leaving)
+            }
             Some(old) => {
                 // A restart: the old incarnation's shards died with it.
                 self.forget_in_flights(&address);
@@ -249,17 +253,20 @@ impl Coordinator {
     }
 
     /// Hands off shards of leaving and draining regions, at most
-    /// `drain_batch` in flight per region.
+    /// `drain_batch` in flight per region. A draining region keeps its
+    /// shards while no other region can take them; a leaving one hands them
+    /// off anyway (the whole cluster may be leaving): they stop through the
+    /// full hand-off and wait, homeless, for the next region.
     pub(super) fn drain(&mut self) {
-        let draining: Vec<String> = self
+        let draining: Vec<(String, bool)> = self
             .durable
             .regions
             .values()
             .filter(|r| (r.leaving || r.draining) && !r.shards.is_empty())
-            .map(|r| r.address.clone())
+            .map(|r| (r.address.clone(), r.leaving))
             .collect();
-        for address in draining {
-            if !self.other_allocatable(&address) {
+        for (address, leaving) in draining {
+            if !leaving && !self.other_allocatable(&address) {
                 continue;
             }
             let in_flight = self.durable.handoffs.values().filter(|from| **from == address).count();

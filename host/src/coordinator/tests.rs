@@ -447,3 +447,33 @@ fn heartbeat_ack_names_the_heartbeat() {
         [send("b", ToRegion::HeartbeatAck { incarnation: 1, sequence: 40, lease_ms: 10_000 })]
     );
 }
+
+#[test]
+fn a_reconnecting_region_is_told_again_what_a_hand_off_waits_for() {
+    let mut c = two_regions();
+    settle(&mut c, rebalance_now(10, &["s"]));
+    // a acknowledged, b's acknowledgement was lost with its session.
+    c.handle(ack(11, "a", "s"));
+    let out = settle(&mut c, register(12, "b", 1));
+    assert!(out.contains(&send("b", ToRegion::BeginHandOff { shard: "s".into() })), "{out:#?}");
+    c.handle(ack(13, "b", "s"));
+    // Now the owner's HandOff is lost: a reconnects and hears it again.
+    let out = settle(&mut c, register(14, "a", 1));
+    assert!(out.contains(&send("a", ToRegion::HandOff { shard: "s".into() })), "{out:#?}");
+    assert!(!out.contains(&send("a", ToRegion::BeginHandOff { shard: "s".into() })), "{out:#?}");
+}
+
+#[test]
+fn the_last_region_leaving_hands_its_shards_off_to_nowhere() {
+    let mut c = two_regions();
+    settle(&mut c, Event::Leave { now: 10, address: "b".into(), incarnation: 1 });
+    let out = settle(&mut c, Event::Leave { now: 11, address: "a".into(), incarnation: 1 });
+    // b had no shards and left at once; a's shards go through the hand-off.
+    assert!(out.contains(&send("a", ToRegion::BeginHandOff { shard: "s".into() })), "{out:#?}");
+    for shard in ["s", "t"] {
+        c.handle(ack(12, "a", shard));
+        settle(&mut c, stopped(13, "a", shard));
+    }
+    assert!(c.durable().regions.is_empty(), "a left once its shards stopped");
+    assert!(c.durable().homes.is_empty(), "the shards wait for the next region");
+}
