@@ -362,7 +362,7 @@ pub struct ActivationInfo {
     pub name: String,
     /// Its version.
     pub version: String,
-    /// The component's digest (`builtin:NAME` for built-ins).
+    /// The uploaded component's `sha256:…` digest, or the built-in's name.
     pub digest: String,
     /// Its configuration.
     pub config: Option<serde_json::Value>,

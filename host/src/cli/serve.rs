@@ -151,7 +151,7 @@ fn set<T>(target: &mut T, values: [Option<T>; 2]) {
     }
 }
 
-/// Resolves every setting; the listen address, settings and whether it is loopback.
+/// Resolves every setting: the listen address and the node's settings.
 fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings)> {
     let file: FileConfig = match &args.config {
         Some(path) => {
@@ -169,6 +169,10 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings)> {
             "refusing to listen on {listen} without an admin token: anyone who reaches it could move shards. \
              Set --admin-token, --admin-token-file or SHARDALLOC_ADMIN_TOKEN, or listen on 127.0.0.1"
         );
+    }
+    if !listen.ip().is_loopback() && region_token.is_none() {
+        tracing::warn!(%listen, "no region token: anyone who reaches this address can register a region");
+        eprintln!("warning: listening on {listen} without a region token; anyone who reaches it can register a region");
     }
     let mut coordinator = Config::default();
     let c = file.coordinator;

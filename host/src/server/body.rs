@@ -42,3 +42,14 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
         parse(&bytes).map(JsonBody)
     }
 }
+
+/// A raw body whose failures (too large, unreadable) are [`ApiError`]s.
+pub struct RawBody(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        raw_body(request, state).await.map(RawBody)
+    }
+}

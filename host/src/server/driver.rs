@@ -184,6 +184,7 @@ pub struct Driver {
     after_commit: Vec<Box<dyn FnOnce() + Send>>,
     builtin_digests: BTreeMap<String, String>,
     now: u64,
+    last_stamp: u64,
 }
 
 /// The handle REST handlers and sessions use.
@@ -338,6 +339,7 @@ impl Driver {
             after_commit: Vec::new(),
             builtin_digests,
             now,
+            last_stamp: 0,
         };
         for (name, loaded_type) in loaded.types {
             let record = loaded_type.record.clone().unwrap_or_else(|| TypeRecord {
@@ -488,6 +490,14 @@ impl Driver {
         self.now
     }
 
+    /// A timestamp for a placement write made by this node: the wall clock,
+    /// but strictly greater than the previous one, so two writes in one
+    /// millisecond (a set then a remove) are ordered as they were made.
+    pub fn stamp_time(&mut self) -> u64 {
+        self.last_stamp = self.now.max(self.last_stamp + 1);
+        self.last_stamp
+    }
+
     /// Number of region sessions open.
     pub fn sessions(&self) -> usize {
         self.sessions.len()
@@ -612,6 +622,17 @@ impl Driver {
                     return self.refuse(session, format!("cannot create the entity type {entity_type}: {reason}"));
                 }
             }
+            let registered = self.types[&entity_type].coordinator.durable().regions.get(&register.address);
+            if let Some(current) = registered.map(|r| r.incarnation)
+                && register.incarnation < current
+            {
+                // Refused without touching the live incarnation's session.
+                let reason =
+                    format!("incarnation {} is older than the registered incarnation {current}", register.incarnation);
+                tracing::warn!(r#type = %entity_type, address = %register.address, %reason, "registration refused");
+                let _ = s_outbox(&self.sessions, session).map(|o| o.try_send(NodeMessage::RegisterRefused { reason }));
+                return;
+            }
             let key = (entity_type.clone(), register.address.clone());
             if let Some(old) = self.routes.insert(key, session)
                 && old != session
@@ -733,6 +754,10 @@ impl Driver {
         tracing::info!(revision = self.revision, "the coordinator driver stopped; state flushed");
         Ok(())
     }
+}
+
+fn s_outbox(sessions: &HashMap<SessionId, Session>, session: SessionId) -> Option<&mpsc::Sender<NodeMessage>> {
+    sessions.get(&session).map(|s| &s.outbox)
 }
 
 fn message_name(message: &RegionMessage) -> &'static str {

@@ -4,7 +4,7 @@
 //! |---|---|---|
 //! | `shardalloc_decisions_total` | type, reason | allocations by reason (`placement`, `strategy`, `fallback`) |
 //! | `shardalloc_fallbacks_total` | type, reason | strategy answers replaced by the fallback, by failure kind |
-//! | `shardalloc_handoffs_total` | type, outcome | hand-offs `started`, `stopped`, `timed-out`, `owner-gone` |
+//! | `shardalloc_handoffs_total` | type, outcome | hand-off steps and ends: `started` (BeginHandOff sent), `stopping` (HandOff sent to the owner), `timed-out`, `owner-gone` |
 //! | `shardalloc_regions` | type, status | regions by status (`up`, `unreachable`, `leaving`, `draining`) |
 //! | `shardalloc_shards` | type, region | shards per region |
 //! | `shardalloc_placements` | type | live placements |

@@ -16,7 +16,7 @@ use shardalloc_client::api::{
 
 use super::AppState;
 use super::api_error::ApiError;
-use super::body::{JsonBody, parse};
+use super::body::{JsonBody, RawBody, parse};
 use super::driver::{Driver, TypeEntry};
 use super::strategies::activation_info;
 use crate::coordinator::{NotAccepted, OperatorRequest, PlacementError, Reply, Stamp};
@@ -187,7 +187,7 @@ pub async fn set_placements(
     let reply = state
         .driver
         .call(move |driver| {
-            let stamp = Stamp::new(driver.now(), origin);
+            let stamp = Stamp::new(driver.stamp_time(), origin);
             driver.operator(&type_name, OperatorRequest::SetPlacements { placements, stamp })
         })
         .await?;
@@ -225,7 +225,7 @@ pub async fn remove_placement(
             if entry.coordinator.durable().placements.get(&shard).is_none_or(|p| p.target.is_none()) {
                 return Err(ApiError::not_found("no-placement", format!("shard {shard:?} of {name} has no placement")));
             }
-            let stamp = Stamp::new(driver.now(), origin);
+            let stamp = Stamp::new(driver.stamp_time(), origin);
             Ok(driver.operator(&name, OperatorRequest::RemovePlacements { shards: vec![shard], stamp }))
         })
         .await??;
@@ -285,7 +285,7 @@ pub async fn rebalance(
 pub async fn set_signal(
     State(state): State<AppState>,
     Path(name): Path<String>,
-    body: axum::body::Bytes,
+    RawBody(body): RawBody,
 ) -> Result<StatusCode, ApiError> {
     let value: Value = parse(&body)?;
     let signal = (!value.is_null()).then(|| value.to_string());

@@ -106,6 +106,7 @@ async fn session(state: AppState, mut socket: WebSocket) {
         return;
     }
     let (outbox, mut inbox) = mpsc::channel(SESSION_OUTBOX);
+    let refusals = outbox.clone();
     let opened = Input::Opened { session: id, entity_type: hello.entity_type.clone(), outbox };
     if state.driver.send(opened).await.is_err() {
         return refuse(&mut socket, "the node is shutting down".into()).await;
@@ -127,6 +128,12 @@ async fn session(state: AppState, mut socket: WebSocket) {
         let frame = CloseFrame { code: axum::extract::ws::close_code::NORMAL, reason: "session closed".into() };
         let _ = sink.send(Message::Close(Some(frame))).await;
     });
+    // A peer breaking the protocol is told why (a Refused frame), then cut off.
+    let violation = |reason: String| {
+        tracing::warn!(session = id, %reason, "region session closed: protocol violation");
+        let _ = refusals.try_send(NodeMessage::Refused { reason: reason.clone() });
+        reason
+    };
     let reason = loop {
         let next = tokio::select! {
             next = stream.next() => next,
@@ -134,15 +141,15 @@ async fn session(state: AppState, mut socket: WebSocket) {
         };
         let frame = match next {
             None => break "the peer closed".to_owned(),
-            Some(Err(error)) => break format!("the connection failed: {error}"),
+            Some(Err(error)) => break violation(format!("the connection failed: {error}")),
             Some(Ok(Message::Binary(frame))) => frame,
             Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
             Some(Ok(Message::Close(_))) => break "the peer closed".to_owned(),
-            Some(Ok(Message::Text(_))) => break "a text frame; the protocol is binary".to_owned(),
+            Some(Ok(Message::Text(_))) => break violation("a text frame; the protocol is binary".to_owned()),
         };
         let message: RegionMessage = match decode(&frame) {
             Ok(message) => message,
-            Err(error) => break format!("a malformed frame: {error}"),
+            Err(error) => break violation(format!("a malformed frame: {error}")),
         };
         if state.driver.send(Input::Message { session: id, message }).await.is_err() {
             break "the node is shutting down".to_owned();
@@ -151,6 +158,7 @@ async fn session(state: AppState, mut socket: WebSocket) {
             break "the node closed the session".to_owned();
         }
     };
+    drop(refusals);
     tracing::info!(session = id, r#type = %hello.entity_type, %reason, "region session ended");
     let _ = state.driver.send(Input::Closed { session: id }).await;
     // The writer ends when the driver drops the outbox; do not wait forever.

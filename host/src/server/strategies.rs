@@ -7,7 +7,6 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use shardalloc_client::api::{
@@ -17,7 +16,7 @@ use shardalloc_client::api::{
 
 use super::AppState;
 use super::api_error::ApiError;
-use super::body::JsonBody;
+use super::body::{JsonBody, RawBody};
 use super::driver::{Driver, TypeEntry};
 use crate::engine::dry_run::dry_run;
 use crate::engine::load::Compiled;
@@ -84,7 +83,7 @@ fn strategy_state(driver: &Driver, name: &str) -> StrategyState {
 /// `POST /v1/strategies`: the raw component; answered once it compiled.
 pub async fn upload(
     State(state): State<AppState>,
-    body: Bytes,
+    RawBody(body): RawBody,
 ) -> Result<(StatusCode, Json<StoredStrategy>), ApiError> {
     if body.is_empty() {
         return Err(ApiError::bad_request("invalid-body", "the body is empty; send the component's bytes"));
