@@ -1,5 +1,7 @@
 //! The `shardalloc` command line.
 
+pub mod admin;
+pub mod regions;
 pub mod serve;
 pub mod strategy;
 
@@ -20,6 +22,16 @@ pub enum Command {
     Strategy(strategy::StrategyCommand),
     /// Run the node: coordinator, admin REST API and region sessions on one port.
     Serve(serve::ServeArgs),
+    /// Pin shards to regions on a running node.
+    #[command(subcommand)]
+    Placements(admin::PlacementsCommand),
+    /// Move shards now (or at the next rebalance tick) on a running node.
+    Rebalance(admin::RebalanceArgs),
+    /// Upload, activate, roll back and list strategies on a running node.
+    #[command(subcommand)]
+    Strategies(admin::StrategiesCommand),
+    /// Simulate regions: connect N regions to a node and route traffic between them.
+    Regions(regions::RegionsArgs),
 }
 
 /// Runs a parsed command.
@@ -27,5 +39,9 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Strategy(command) => strategy::run(command),
         Command::Serve(args) => serve::run(args),
+        Command::Placements(command) => admin::placements(command),
+        Command::Rebalance(args) => admin::rebalance(args),
+        Command::Strategies(command) => admin::strategies(command),
+        Command::Regions(args) => regions::run(args),
     }
 }

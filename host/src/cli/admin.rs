@@ -1,0 +1,206 @@
+//! Admin commands on a running node, through the typed admin client:
+//! `shardalloc placements set|rm|ls`, `shardalloc rebalance`,
+//! `shardalloc strategies push|activate|rollback|ls`.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use shardalloc_client::admin::AdminClient;
+use shardalloc_client::api::{ActivateRequest, Placement, ShardId};
+
+/// Where the node is and how to authenticate.
+#[derive(Debug, Args)]
+pub struct NodeArgs {
+    /// The node's URL.
+    #[arg(long, env = "SHARDALLOC_NODE", default_value = "http://127.0.0.1:7878")]
+    pub node: String,
+    /// The admin token, when the node requires one.
+    #[arg(long, env = "SHARDALLOC_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+}
+
+impl NodeArgs {
+    fn client(&self) -> anyhow::Result<AdminClient> {
+        AdminClient::new(&self.node, self.admin_token.clone()).with_context(|| format!("node URL {}", self.node))
+    }
+}
+
+/// `shardalloc placements …`
+#[derive(Debug, Subcommand)]
+pub enum PlacementsCommand {
+    /// Pins shards to a region: `set TYPE TARGET SHARD…` (all or nothing).
+    Set {
+        #[command(flatten)]
+        node: NodeArgs,
+        /// The entity type.
+        entity_type: String,
+        /// The target region's address.
+        target: String,
+        /// The shards.
+        #[arg(required = true)]
+        shards: Vec<String>,
+    },
+    /// Removes a shard's placement; the strategy decides again on the next rebalance.
+    Rm {
+        #[command(flatten)]
+        node: NodeArgs,
+        /// The entity type.
+        entity_type: String,
+        /// The shard.
+        shard: String,
+    },
+    /// Lists a type's placements.
+    Ls {
+        #[command(flatten)]
+        node: NodeArgs,
+        /// The entity type.
+        entity_type: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `shardalloc rebalance`
+#[derive(Debug, Args)]
+pub struct RebalanceArgs {
+    #[command(flatten)]
+    node: NodeArgs,
+    /// The entity type.
+    entity_type: String,
+    /// The shards to move.
+    #[arg(required = true)]
+    shards: Vec<String>,
+    /// Start the hand-offs now rather than at the next rebalance tick.
+    #[arg(long)]
+    immediate: bool,
+}
+
+/// `shardalloc strategies …`
+#[derive(Debug, Subcommand)]
+pub enum StrategiesCommand {
+    /// Uploads a component; prints its digest.
+    Push {
+        #[command(flatten)]
+        node: NodeArgs,
+        /// The component file (.wasm).
+        file: PathBuf,
+    },
+    /// Activates a strategy for a type (after a dry run on the node).
+    Activate {
+        #[command(flatten)]
+        node: NodeArgs,
+        /// The entity type.
+        entity_type: String,
+        /// A built-in's name or an uploaded `sha256:…` digest.
+        strategy: String,
+        /// Its configuration, as JSON.
+        #[arg(long)]
+        config: Option<String>,
+    },
+    /// Activates again the strategy active before the current one.
+    Rollback {
+        #[command(flatten)]
+        node: NodeArgs,
+        /// The entity type.
+        entity_type: String,
+    },
+    /// Lists built-in and uploaded strategies and where they are active.
+    Ls {
+        #[command(flatten)]
+        node: NodeArgs,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().context("start the runtime")
+}
+
+fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+/// Runs `shardalloc placements …`.
+pub fn placements(command: PlacementsCommand) -> anyhow::Result<()> {
+    runtime()?.block_on(async move {
+        match command {
+            PlacementsCommand::Set { node, entity_type, target, shards } => {
+                let placements: Vec<Placement> =
+                    shards.into_iter().map(|s| Placement { shard_id: ShardId(s), target: target.clone() }).collect();
+                let all = node.client()?.set_placements(&entity_type, &placements).await?;
+                println!("{} placement(s) set; {entity_type} has {} in all", placements.len(), all.placements.len());
+            }
+            PlacementsCommand::Rm { node, entity_type, shard } => {
+                if node.client()?.remove_placement(&entity_type, &shard).await? {
+                    println!("placement of {shard} removed; the strategy decides at the next rebalance");
+                } else {
+                    anyhow::bail!("shard {shard} of {entity_type} has no placement");
+                }
+            }
+            PlacementsCommand::Ls { node, entity_type, json } => {
+                let placements = node.client()?.placements(&entity_type).await?;
+                if json {
+                    return print_json(&placements);
+                }
+                for p in placements.placements {
+                    println!("{}\t{}", p.shard_id, p.target);
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Runs `shardalloc rebalance`.
+pub fn rebalance(args: RebalanceArgs) -> anyhow::Result<()> {
+    runtime()?.block_on(async move {
+        let shards: Vec<&str> = args.shards.iter().map(String::as_str).collect();
+        let answer = args.node.client()?.rebalance(&args.entity_type, &shards, args.immediate).await?;
+        for shard in &answer.accepted {
+            println!("{shard}\taccepted");
+        }
+        for rejected in &answer.rejected {
+            println!("{}\trejected: {}", rejected.shard_id, rejected.reason);
+        }
+        Ok(())
+    })
+}
+
+/// Runs `shardalloc strategies …`.
+pub fn strategies(command: StrategiesCommand) -> anyhow::Result<()> {
+    runtime()?.block_on(async move {
+        match command {
+            StrategiesCommand::Push { node, file } => {
+                let bytes = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
+                let stored = node.client()?.upload_strategy(bytes).await?;
+                println!("{}\t{}@{}", stored.digest, stored.name, stored.version);
+            }
+            StrategiesCommand::Activate { node, entity_type, strategy, config } => {
+                let config =
+                    config.map(|text| serde_json::from_str(&text).context("--config is not JSON")).transpose()?;
+                let state = node.client()?.activate(&entity_type, &ActivateRequest { strategy, config }).await?;
+                println!("{entity_type}: {}@{} active", state.active.name, state.active.version);
+            }
+            StrategiesCommand::Rollback { node, entity_type } => {
+                let state = node.client()?.rollback(&entity_type).await?;
+                println!("{entity_type}: rolled back to {}@{}", state.active.name, state.active.version);
+            }
+            StrategiesCommand::Ls { node, json } => {
+                let list = node.client()?.strategies().await?;
+                if json {
+                    return print_json(&list);
+                }
+                for s in list.strategies {
+                    let active = if s.active_in.is_empty() { String::new() } else { s.active_in.join(",") };
+                    println!("{}\t{}@{}\t{active}", s.digest, s.name, s.version);
+                }
+            }
+        }
+        Ok(())
+    })
+}

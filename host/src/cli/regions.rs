@@ -1,0 +1,178 @@
+//! `shardalloc regions`: a simulator that connects N regions (`sim-1` …
+//! `sim-N`) to a node with the region client, routes traffic for shards
+//! "1" … "M" between them through the in-memory transport, prints
+//! `ready N` once all are registered, and leaves gracefully when
+//! interrupted.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use shardalloc_client::region::{Application, InMemoryTransport, Region, RegionConfig, RegionHandle};
+
+/// `shardalloc regions` flags.
+#[derive(Debug, Args)]
+pub struct RegionsArgs {
+    /// The node's URL.
+    #[arg(long, env = "SHARDALLOC_NODE", default_value = "http://127.0.0.1:7878")]
+    node: String,
+    /// The entity type the regions serve.
+    #[arg(long = "type", value_name = "NAME")]
+    entity_type: String,
+    /// How many regions.
+    #[arg(long)]
+    count: usize,
+    /// Traffic goes to shards "1" … "M".
+    #[arg(long, default_value_t = 100)]
+    shards: u64,
+    /// The region token, when the node requires one.
+    #[arg(long, env = "SHARDALLOC_REGION_TOKEN", hide_env_values = true)]
+    region_token: Option<String>,
+    /// A label every region registers with: KEY=VALUE (repeatable).
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    labels: Vec<String>,
+    /// Spread regions over this many zones (label `zone` = `z1` … `zN`).
+    #[arg(long)]
+    zones: Option<usize>,
+    /// A gauge every region reports: NAME=VALUE (repeatable).
+    #[arg(long = "metric", value_name = "NAME=VALUE")]
+    metrics: Vec<String>,
+    /// How long stopping a shard takes, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    stop_delay_ms: u64,
+    /// Milliseconds between messages each region sends (0: no traffic).
+    #[arg(long, default_value_t = 200)]
+    interval_ms: u64,
+}
+
+/// The most regions one simulator runs.
+pub const MAX_REGIONS: usize = 1_000;
+
+/// A simulated application: counts what its shards receive.
+struct SimApp {
+    stop_delay: Duration,
+    metrics: BTreeMap<String, f64>,
+    delivered: Arc<AtomicU64>,
+}
+
+impl Application for SimApp {
+    type Message = u64;
+
+    async fn start_shard(&self, _shard: &str) {}
+
+    async fn stop_shard(&self, _shard: &str) {
+        if !self.stop_delay.is_zero() {
+            tokio::time::sleep(self.stop_delay).await;
+        }
+    }
+
+    async fn deliver(&self, _shard: &str, _message: u64) {
+        self.delivered.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn metrics(&self) -> BTreeMap<String, f64> {
+        self.metrics.clone()
+    }
+}
+
+fn pairs(items: &[String], what: &str) -> anyhow::Result<Vec<(String, String)>> {
+    items
+        .iter()
+        .map(|item| {
+            item.split_once('=')
+                .filter(|(k, _)| !k.is_empty())
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .with_context(|| format!("--{what} {item:?}: expected NAME=VALUE"))
+        })
+        .collect()
+}
+
+async fn interrupted() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+/// Runs the simulator until SIGINT or SIGTERM.
+pub fn run(args: RegionsArgs) -> anyhow::Result<()> {
+    if args.count == 0 || args.count > MAX_REGIONS {
+        bail!("--count must be 1 to {MAX_REGIONS}, not {}", args.count);
+    }
+    if args.shards == 0 {
+        bail!("--shards must be at least 1");
+    }
+    let labels = pairs(&args.labels, "label")?;
+    let metrics: BTreeMap<String, f64> = pairs(&args.metrics, "metric")?
+        .into_iter()
+        .map(|(k, v)| v.parse::<f64>().map(|v| (k.clone(), v)).with_context(|| format!("--metric {k}: not a number")))
+        .collect::<anyhow::Result<_>>()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("start the runtime")?;
+    runtime.block_on(async move {
+        let transport = InMemoryTransport::<u64>::new();
+        let delivered = Arc::new(AtomicU64::new(0));
+        let mut regions: Vec<RegionHandle<u64>> = Vec::new();
+        for i in 1..=args.count {
+            let mut config = RegionConfig::new(&args.node, &args.entity_type, format!("sim-{i}"));
+            config.token = args.region_token.clone();
+            config.labels = labels.iter().cloned().collect();
+            if let Some(zones) = args.zones.filter(|z| *z > 0) {
+                config.labels.insert("zone".into(), format!("z{}", (i - 1) % zones + 1));
+            }
+            config.stop_deadline = config.stop_deadline.max(Duration::from_millis(args.stop_delay_ms * 2));
+            let app = SimApp {
+                stop_delay: Duration::from_millis(args.stop_delay_ms),
+                metrics: metrics.clone(),
+                delivered: delivered.clone(),
+            };
+            regions.push(Region::start(config, app, transport.clone()).context("start a region")?);
+        }
+        for region in &regions {
+            region
+                .wait_registered()
+                .await
+                .with_context(|| format!("region {} was not registered", region.address()))?;
+        }
+        println!("ready {}", regions.len());
+        let mut sent = 0u64;
+        let mut refused = 0u64;
+        let traffic = async {
+            if args.interval_ms == 0 {
+                return std::future::pending().await;
+            }
+            let mut tick = tokio::time::interval(Duration::from_millis(args.interval_ms));
+            loop {
+                tick.tick().await;
+                for (i, region) in regions.iter().enumerate() {
+                    let shard = (sent + i as u64) % args.shards + 1;
+                    match region.send(&shard.to_string(), sent) {
+                        Ok(()) => sent += 1,
+                        Err(error) => {
+                            refused += 1;
+                            tracing::debug!(%error, "message not sent");
+                        }
+                    }
+                }
+            }
+        };
+        tokio::select! {
+            _ = traffic => {}
+            _ = interrupted() => {}
+        }
+        println!("leaving: {sent} messages sent, {} delivered, {refused} refused", delivered.load(Ordering::Relaxed));
+        let leaves = regions.into_iter().map(|region| async move {
+            let address = region.address().to_owned();
+            if let Err(error) = region.leave().await {
+                eprintln!("region {address} did not leave cleanly: {error}");
+            }
+        });
+        futures_util::future::join_all(leaves).await;
+        println!("left");
+        Ok(())
+    })
+}
