@@ -3,7 +3,9 @@
 //! - `setup`: install what builds need (the wasm32 target, or Debian's
 //!   rustc-web fallback);
 //! - `test`: setup, then formatting, lints and every test — what CI runs;
-//! - `demo`: build the node and show the built-in strategies at work on a
+//! - `demo`: build and start a node with three simulated regions, and print
+//!   its URL and commands to try;
+//! - `demo-strategies`: show the built-in strategies at work offline on a
 //!   generated cluster;
 //! - `component -p CRATE [--out FILE]`: build a workspace strategy crate
 //!   into a component.
@@ -22,10 +24,11 @@ fn main() -> anyhow::Result<()> {
         Some("setup") => setup().map(|_| ()),
         Some("test") => test(&root),
         Some("demo") => demo(&root),
+        Some("demo-strategies") => demo_strategies(&root),
         Some("component") => component(&root, &args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\n  setup       install the wasm32 toolchain (rustup target, else Debian rustc-web)\n  test        formatting, lints and every test (what CI runs)\n  demo        build the node and show the built-in strategies on a generated cluster\n  component   -p CRATE [--out FILE]: build a strategy crate into a component"
+                "usage: cargo xtask <command>\n\n  setup       install the wasm32 toolchain (rustup target, else Debian rustc-web)\n  test        formatting, lints and every test (what CI runs)\n  demo        build and start a node with three simulated regions\n  demo-strategies  show the built-in strategies offline on a generated cluster\n  component   -p CRATE [--out FILE]: build a strategy crate into a component"
             );
             bail!("unknown or missing command");
         }
@@ -101,7 +104,87 @@ fn component(root: &Path, args: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Reads a child's stdout lines until one satisfies `want`, echoing nothing.
+fn wait_for_line(
+    lines: &mut impl Iterator<Item = std::io::Result<String>>,
+    what: &str,
+    want: impl Fn(&str) -> Option<String>,
+) -> anyhow::Result<String> {
+    for line in lines {
+        if let Some(found) = want(&line?) {
+            return Ok(found);
+        }
+    }
+    bail!("{what} exited before it was ready (see its messages above)")
+}
+
+/// Stops a child with SIGTERM (graceful), when dropped.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-TERM", &self.0.id().to_string()]).status();
+        let _ = self.0.wait();
+    }
+}
+
 fn demo(root: &Path) -> anyhow::Result<()> {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    setup()?;
+    run(root, &cargo(), &["build", "--locked", "-p", "shardalloc"])?;
+    let binary = root.join("target/debug/shardalloc");
+    let data = root.join("target/demo/data");
+    let listen = std::env::var("SHARDALLOC_LISTEN").unwrap_or_else(|_| "127.0.0.1:7878".into());
+    let mut node = Child(
+        Command::new(&binary)
+            .args(["serve", "--listen", &listen, "--type", "cart", "--rebalance-interval-ms", "2000"])
+            .arg("--data")
+            .arg(&data)
+            .env_remove("SHARDALLOC_ADMIN_TOKEN")
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("start the node")?,
+    );
+    let mut node_lines = std::io::BufReader::new(node.0.stdout.take().expect("piped")).lines();
+    let url = wait_for_line(&mut node_lines, "the node", |line| {
+        line.strip_prefix("shardalloc listening on ").and_then(|rest| rest.split_whitespace().next()).map(str::to_owned)
+    })
+    .with_context(|| format!("is {listen} already in use? Set SHARDALLOC_LISTEN to another address"))?;
+    let mut regions = Child(
+        Command::new(&binary)
+            .args(["regions", "--node", &url, "--type", "cart", "--count", "3", "--shards", "30", "--zones", "2"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("start the simulated regions")?,
+    );
+    let mut region_lines = std::io::BufReader::new(regions.0.stdout.take().expect("piped")).lines();
+    wait_for_line(&mut region_lines, "the region simulator", |line| line.starts_with("ready").then(String::new))?;
+    let bin = binary.display();
+    println!();
+    println!("shardalloc is running at {url} with 3 simulated regions (sim-1, sim-2, sim-3)");
+    println!("serving entity type 'cart'; traffic flows to shards 1 to 30. Data in {}.", data.display());
+    println!();
+    println!("Try:");
+    println!("  # 1. pin shard 7 to sim-2");
+    println!("  {bin} placements set --node {url} cart sim-2 7");
+    println!("  # 2. watch it move there (home, reason) within a rebalance interval (2 s)");
+    println!("  curl -s {url}/v1/cluster/shards/cart/shards/7");
+    println!("  # 3. move shards 1, 2 and 3 now; the strategy re-homes them");
+    println!("  {bin} rebalance --node {url} cart 1 2 3 --immediate");
+    println!();
+    println!("More: curl -s {url}/v1/cluster/shards/cart    curl -s {url}/metrics    docs/operations.md");
+    println!("Press Ctrl-C to stop (the regions leave, the node flushes its state).");
+    // Keep draining the children's output so they never block on a full pipe.
+    std::thread::spawn(move || region_lines.for_each(drop));
+    for line in node_lines.map_while(Result::ok) {
+        println!("{line}");
+    }
+    let _ = node.0.wait();
+    Ok(())
+}
+
+fn demo_strategies(root: &Path) -> anyhow::Result<()> {
     setup()?;
     run(root, &cargo(), &["build", "--locked", "-p", "shardalloc"])?;
     let binary = root.join("target/debug/shardalloc");

@@ -97,11 +97,23 @@ async fn session(
     }
     let config =
         WebSocketConfig::default().max_message_size(Some(MAX_FRAME_BYTES)).max_frame_size(Some(MAX_FRAME_BYTES));
-    let (mut socket, _) =
+    let connected =
         tokio::time::timeout(timeout, tokio_tungstenite::connect_async_with_config(request, Some(config), true))
             .await
-            .map_err(|_| timed_out())?
-            .map_err(|source| SessionError::Connect { url: params.url.clone(), source })?;
+            .map_err(|_| timed_out())?;
+    let (mut socket, _) = match connected {
+        Ok(connected) => connected,
+        // The node refuses a missing or wrong region token before the upgrade.
+        Err(tokio_tungstenite::tungstenite::Error::Http(response))
+            if matches!(response.status().as_u16(), 401 | 403) =>
+        {
+            let body = response.body().as_deref().map(String::from_utf8_lossy).unwrap_or_default();
+            let reason = format!("the node refused the region token ({}): {body}", response.status());
+            let _ = events.send(SessionEvent::Refused { generation, reason: reason.clone() });
+            return Ok(reason);
+        }
+        Err(source) => return Err(SessionError::Connect { url: params.url.clone(), source }),
+    };
     let hello = Hello { protocol: PROTOCOL_VERSION, entity_type: params.entity_type.clone() };
     socket.send(Message::Binary(protocol::encode(&hello)?.into())).await?;
     let first = tokio::time::timeout(timeout, next_message(&mut socket)).await.map_err(|_| timed_out())??;

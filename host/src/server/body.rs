@@ -1,9 +1,11 @@
-//! [`JsonBody`]: a JSON request body whose every failure (too large, not
-//! JSON, wrong shape) is an [`ApiError`] naming the problem.
+//! Request extractors whose every failure is an [`ApiError`] naming the
+//! problem: [`JsonBody`] (too large, not JSON, wrong shape), [`RawBody`]
+//! and [`Params`] (path segments that do not decode).
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
+use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
 use super::api_error::ApiError;
@@ -51,5 +53,19 @@ impl<S: Send + Sync> FromRequest<S> for RawBody {
 
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
         raw_body(request, state).await.map(RawBody)
+    }
+}
+
+/// Path parameters (percent-decoded) whose failures are [`ApiError`]s.
+pub struct Params<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for Params<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Path(value)| Params(value))
+            .map_err(|rejection| ApiError::new(rejection.status(), "invalid-path", rejection.body_text()))
     }
 }

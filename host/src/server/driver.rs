@@ -401,7 +401,12 @@ impl Driver {
     }
 
     /// The name operators use for a compiled strategy: a built-in's name, or its digest.
+    /// An uploaded component is named by its digest even when its bytes are a
+    /// built-in's, so it cannot be deleted while active.
     pub fn spec_of(&self, compiled: &Compiled) -> String {
+        if self.components.contains_key(&compiled.digest) {
+            return compiled.digest.clone();
+        }
         self.builtin_digests.get(&compiled.digest).cloned().unwrap_or_else(|| compiled.digest.clone())
     }
 

@@ -195,6 +195,10 @@ async fn metrics_text(State(state): State<AppState>) -> Response {
         .into_response()
 }
 
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method-not-allowed", "this endpoint does not take that method")
+}
+
 async fn not_found() -> ApiError {
     ApiError::not_found("no-route", "no such endpoint; see /v1/openapi.json")
 }
@@ -234,6 +238,7 @@ pub fn router(state: AppState) -> Router {
         .route(shardalloc_client::protocol::CONNECT_PATH, get(sessions::connect))
         .nest("/v1", admin)
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
@@ -16,7 +16,7 @@ use shardalloc_client::api::{
 
 use super::AppState;
 use super::api_error::ApiError;
-use super::body::{JsonBody, RawBody, parse};
+use super::body::{JsonBody, Params, RawBody, parse};
 use super::driver::{Driver, TypeEntry};
 use super::strategies::activation_info;
 use crate::coordinator::{NotAccepted, OperatorRequest, PlacementError, Reply, Stamp};
@@ -77,7 +77,10 @@ pub async fn types(State(state): State<AppState>) -> Result<Json<Types>, ApiErro
 }
 
 /// `GET /v1/cluster/shards/{type}`
-pub async fn type_state(State(state): State<AppState>, Path(name): Path<String>) -> Result<Json<TypeState>, ApiError> {
+pub async fn type_state(
+    State(state): State<AppState>,
+    Params(name): Params<String>,
+) -> Result<Json<TypeState>, ApiError> {
     let answer = state
         .driver
         .call(move |driver| {
@@ -118,7 +121,7 @@ pub async fn type_state(State(state): State<AppState>, Path(name): Path<String>)
 }
 
 /// `GET /v1/cluster/shards/{type}/snapshot`: the format `shardalloc strategy eval` reads.
-pub async fn snapshot(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
+pub async fn snapshot(State(state): State<AppState>, Params(name): Params<String>) -> Result<Response, ApiError> {
     let snapshot =
         state.driver.call(move |driver| Ok::<_, ApiError>(entry(driver, &name)?.coordinator.snapshot())).await??;
     Ok(Json(snapshot).into_response())
@@ -127,7 +130,7 @@ pub async fn snapshot(State(state): State<AppState>, Path(name): Path<String>) -
 /// `GET /v1/cluster/shards/{type}/placements`
 pub async fn list_placements(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    Params(name): Params<String>,
 ) -> Result<Json<Placements>, ApiError> {
     Ok(Json(state.driver.call(move |driver| Ok::<_, ApiError>(placements_of(entry(driver, &name)?))).await??))
 }
@@ -178,7 +181,7 @@ fn placement_request(value: Value) -> Result<Vec<(String, String)>, ApiError> {
 /// `POST /v1/cluster/shards/{type}/placements`
 pub async fn set_placements(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    Params(name): Params<String>,
     JsonBody(body): JsonBody<Value>,
 ) -> Result<Json<Placements>, ApiError> {
     let placements = placement_request(body)?;
@@ -197,7 +200,7 @@ pub async fn set_placements(
         Reply::PlacementRefused(error) => return Err(placement_error(error)),
         other => return Err(unexpected(other)),
     }
-    list_placements(State(state), Path(name)).await
+    list_placements(State(state), Params(name)).await
 }
 
 fn placement_error(error: PlacementError) -> ApiError {
@@ -214,7 +217,7 @@ fn unexpected(reply: Reply) -> ApiError {
 /// `DELETE /v1/cluster/shards/{type}/placements/{shardId}`
 pub async fn remove_placement(
     State(state): State<AppState>,
-    Path((name, shard)): Path<(String, String)>,
+    Params((name, shard)): Params<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
     let shard = shard_id(&ShardId(shard), "shardId")?;
     let origin = state.origin.clone();
@@ -249,7 +252,7 @@ fn reason_name(reason: &NotAccepted) -> &'static str {
 /// `POST /v1/cluster/shards/{type}/rebalance`
 pub async fn rebalance(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    Params(name): Params<String>,
     JsonBody(request): JsonBody<RebalanceRequest>,
 ) -> Result<(StatusCode, Json<RebalanceResponse>), ApiError> {
     if request.shard_ids.is_empty() {
@@ -284,7 +287,7 @@ pub async fn rebalance(
 /// `PUT /v1/cluster/shards/{type}/signal`: any JSON (`null` clears it).
 pub async fn set_signal(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    Params(name): Params<String>,
     RawBody(body): RawBody,
 ) -> Result<StatusCode, ApiError> {
     let value: Value = parse(&body)?;
@@ -352,19 +355,19 @@ async fn set_draining(state: AppState, address: String, draining: bool) -> Resul
 }
 
 /// `POST /v1/cluster/regions/{address}/drain`
-pub async fn drain(State(state): State<AppState>, Path(address): Path<String>) -> Result<StatusCode, ApiError> {
+pub async fn drain(State(state): State<AppState>, Params(address): Params<String>) -> Result<StatusCode, ApiError> {
     set_draining(state, address, true).await
 }
 
 /// `DELETE /v1/cluster/regions/{address}/drain`
-pub async fn undrain(State(state): State<AppState>, Path(address): Path<String>) -> Result<StatusCode, ApiError> {
+pub async fn undrain(State(state): State<AppState>, Params(address): Params<String>) -> Result<StatusCode, ApiError> {
     set_draining(state, address, false).await
 }
 
 /// `GET /v1/cluster/shards/{type}/shards/{shardId}`: its home and why.
 pub async fn shard(
     State(state): State<AppState>,
-    Path((name, shard)): Path<(String, String)>,
+    Params((name, shard)): Params<(String, String)>,
 ) -> Result<Json<ShardState>, ApiError> {
     let shard = shard_id(&ShardId(shard), "shardId")?;
     let answer = state

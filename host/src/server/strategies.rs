@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use shardalloc_client::api::{
     ActivateRequest, ActivationInfo, DryRunRequest, DryRunResponse, DryRunRound, StoredStrategy, Strategies,
@@ -16,7 +16,7 @@ use shardalloc_client::api::{
 
 use super::AppState;
 use super::api_error::ApiError;
-use super::body::{JsonBody, RawBody};
+use super::body::{JsonBody, Params, RawBody};
 use super::driver::{Driver, TypeEntry};
 use crate::engine::dry_run::dry_run;
 use crate::engine::load::Compiled;
@@ -154,7 +154,7 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<Strategies>, Api
 }
 
 /// `DELETE /v1/strategies/{digest}`: 409 while active (or shadowing) anywhere.
-pub async fn delete(State(state): State<AppState>, Path(digest): Path<String>) -> Result<StatusCode, ApiError> {
+pub async fn delete(State(state): State<AppState>, Params(digest): Params<String>) -> Result<StatusCode, ApiError> {
     state
         .driver
         .call(move |driver| {
@@ -262,7 +262,7 @@ async fn run_dry(
 /// `POST /v1/cluster/shards/{type}/strategy/dry-run`
 pub async fn dry_run_endpoint(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    Params(name): Params<String>,
     JsonBody(request): JsonBody<DryRunRequest>,
 ) -> Result<Json<DryRunResponse>, ApiError> {
     let shards = request.shard_ids.iter().map(|s| s.0.clone()).collect();
@@ -273,7 +273,7 @@ pub async fn dry_run_endpoint(
 /// `PUT /v1/cluster/shards/{type}/strategy`: load, configure, dry-run, swap.
 pub async fn activate(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    Params(name): Params<String>,
     JsonBody(request): JsonBody<ActivateRequest>,
 ) -> Result<Json<StrategyState>, ApiError> {
     let compiled = compile(&state, request.strategy.clone()).await?;
@@ -296,7 +296,7 @@ pub async fn activate(
 }
 
 /// `GET /v1/cluster/shards/{type}/strategy`
-pub async fn get(State(state): State<AppState>, Path(name): Path<String>) -> Result<Json<StrategyState>, ApiError> {
+pub async fn get(State(state): State<AppState>, Params(name): Params<String>) -> Result<Json<StrategyState>, ApiError> {
     Ok(Json(
         state
             .driver
@@ -311,7 +311,7 @@ pub async fn get(State(state): State<AppState>, Path(name): Path<String>) -> Res
 /// `POST /v1/cluster/shards/{type}/strategy/rollback`
 pub async fn rollback(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    Params(name): Params<String>,
 ) -> Result<Json<StrategyState>, ApiError> {
     let answer = state
         .driver
@@ -331,7 +331,7 @@ pub async fn rollback(
 /// `PUT /v1/cluster/shards/{type}/strategy/shadow`
 pub async fn set_shadow(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    Params(name): Params<String>,
     JsonBody(request): JsonBody<ActivateRequest>,
 ) -> Result<Json<StrategyState>, ApiError> {
     let compiled = compile(&state, request.strategy.clone()).await?;
@@ -353,7 +353,7 @@ pub async fn set_shadow(
 }
 
 /// `DELETE /v1/cluster/shards/{type}/strategy/shadow`
-pub async fn clear_shadow(State(state): State<AppState>, Path(name): Path<String>) -> Result<StatusCode, ApiError> {
+pub async fn clear_shadow(State(state): State<AppState>, Params(name): Params<String>) -> Result<StatusCode, ApiError> {
     state
         .driver
         .call(move |driver| {

@@ -1,0 +1,229 @@
+//! Regions against the real node: an operator's placement reaches every
+//! region and moves a running shard through a full hand-off, while messages
+//! from both regions keep flowing, each sender's in order.
+
+mod node;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use shardalloc_client::region::{InMemoryTransport, RegionHandle, Update};
+
+use node::{Entry, Journal, Msg, Node, fast_args, next_update, registered, wait_for};
+
+/// Sends numbered messages to `shard` every few milliseconds until `stop`;
+/// answers how many it sent.
+fn pump(region: RegionHandle<Msg>, shard: &'static str, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u64> {
+    tokio::spawn(async move {
+        let from = region.address().to_owned();
+        let mut n = 0;
+        while !stop.load(Ordering::Relaxed) {
+            if let Err(error) = region.send(shard, Msg::new(&from, n)) {
+                panic!("{from} could not send message {n} to {shard}: {error}");
+            }
+            n += 1;
+            tokio::time::sleep(Duration::from_millis(4)).await;
+        }
+        n
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_placement_moves_a_running_shard_by_hand_off_keeping_each_senders_order() {
+    let node = Node::start(&fast_args(&[])).await;
+    let rebalance_interval = Duration::from_millis(500);
+    let journal = Journal::default();
+    // A slow stop keeps the hand-off open while both regions send.
+    let stop_delay = Duration::from_millis(300);
+    journal.set_stop_delay(stop_delay);
+    let network = InMemoryTransport::new();
+    let r1 = node.region("cart", "r1", &journal, &network, |_| {});
+    let r2 = node.region("cart", "r2", &journal, &network, |_| {});
+    registered(&r1).await;
+    registered(&r2).await;
+
+    // Home the shard wherever the strategy likes: that region is A.
+    let home = tokio::time::timeout(Duration::from_secs(30), r1.home_of("s")).await.unwrap().unwrap();
+    let (a, b) = if home == "r1" { (r1, r2) } else { (r2, r1) };
+    assert_eq!(a.address(), home);
+    let (a_name, b_name) = (a.address().to_owned(), b.address().to_owned());
+    tokio::time::timeout(Duration::from_secs(30), a.home_of("s")).await.unwrap().unwrap();
+    wait_for("the shard to run on A", Duration::from_secs(30), async || {
+        (journal.running("s") == [a_name.clone()]).then_some(())
+    })
+    .await;
+
+    let mut a_updates = a.updates();
+    let mut b_updates = b.updates();
+    let stop = Arc::new(AtomicBool::new(false));
+    let pumps = [pump(a.clone(), "s", stop.clone()), pump(b.clone(), "s", stop.clone())];
+    wait_for("messages from both regions to arrive on A", Duration::from_secs(30), async || {
+        let deliveries = journal.deliveries("s");
+        let from_both = ["r1", "r2"].iter().all(|r| deliveries.iter().any(|(_, m)| m.from == *r));
+        from_both.then_some(())
+    })
+    .await;
+
+    let placed = Instant::now();
+    node.admin().set_placement("cart", "s", &b_name).await.unwrap();
+    // Every region hears of the placement (well within one rebalance interval;
+    // allowed 10 of them on a busy machine).
+    for (name, updates) in [(&a_name, &mut a_updates), (&b_name, &mut b_updates)] {
+        let target =
+            next_update(updates, &format!("PlacementChanged on {name}"), rebalance_interval * 10, |u| match u {
+                Update::PlacementChanged { shard, target } if shard == "s" => Some(target.clone()),
+                _ => None,
+            })
+            .await;
+        assert_eq!(target.as_deref(), Some(b_name.as_str()), "the placement {name} heard of");
+    }
+    let heard = placed.elapsed();
+
+    // The shard moves: A stops it, then B starts it.
+    wait_for("the shard to run on B", Duration::from_secs(30), async || {
+        (journal.running("s") == [b_name.clone()]).then_some(())
+    })
+    .await;
+    let moved = placed.elapsed();
+    // Keep sending a while after the move, then stop and let everything arrive.
+    let delivered_on_b = journal.deliveries("s").iter().filter(|(r, _)| *r == b_name).count();
+    wait_for("more messages on B after the move", Duration::from_secs(30), async || {
+        let now = journal.deliveries("s").iter().filter(|(r, _)| *r == b_name).count();
+        (now >= delivered_on_b + 40).then_some(())
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    let mut sent = BTreeMap::new();
+    for (pump, name) in pumps.into_iter().zip([&a_name, &b_name]) {
+        sent.insert(name.clone(), pump.await.expect("a sender panicked"));
+    }
+    let total: u64 = sent.values().sum();
+    wait_for("every message to be delivered", Duration::from_secs(30), async || {
+        (journal.deliveries("s").len() as u64 >= total).then_some(())
+    })
+    .await;
+
+    // A full hand-off: A saw its stop before B saw its start, and the
+    // shard never ran on both.
+    let entries = journal.entries();
+    let position = |entry: &Entry| entries.iter().position(|e| e == entry);
+    let a_stop = position(&Entry::Stopped { region: a_name.clone(), shard: "s".into() })
+        .unwrap_or_else(|| panic!("A's application never saw stop_shard: {entries:?}"));
+    let b_start = position(&Entry::Started { region: b_name.clone(), shard: "s".into() })
+        .unwrap_or_else(|| panic!("B's application never saw start_shard: {entries:?}"));
+    assert!(a_stop < b_start, "B started the shard before A stopped it: {entries:?}");
+    assert!(journal.overlaps().is_empty(), "{:?}", journal.overlaps());
+
+    // Every message arrived exactly once, each sender's in order, A's
+    // deliveries all before B's.
+    let deliveries = journal.deliveries("s");
+    assert_eq!(deliveries.len() as u64, total, "sent {sent:?}, delivered {}", deliveries.len());
+    for (name, count) in &sent {
+        let numbers: Vec<u64> = deliveries.iter().filter(|(_, m)| m.from == *name).map(|(_, m)| m.n).collect();
+        let expected: Vec<u64> = (0..*count).collect();
+        if numbers != expected {
+            let first_bad = numbers.iter().zip(&expected).position(|(a, b)| a != b);
+            panic!(
+                "{name}'s messages were not delivered exactly once in order: \
+                 {} of {count}, first difference at {first_bad:?}",
+                numbers.len()
+            );
+        }
+    }
+    // Both regions sent while the shard moved (from the start of A's stop
+    // until B started it); those messages arrived on B.
+    let timed = journal.timed_entries();
+    let at = |entry: &Entry| timed.iter().find(|(_, e)| e == entry).map(|(t, _)| *t).unwrap();
+    let moving_from = at(&Entry::Stopped { region: a_name.clone(), shard: "s".into() }) - stop_delay;
+    let moving_until = at(&Entry::Started { region: b_name.clone(), shard: "s".into() });
+    for name in [&a_name, &b_name] {
+        let during = deliveries
+            .iter()
+            .filter(|(r, m)| *r == b_name && m.from == *name && m.at >= moving_from && m.at <= moving_until)
+            .count();
+        assert!(during >= 5, "only {during} of {name}'s messages were sent during the hand-off");
+    }
+    let last_on_a = deliveries.iter().rposition(|(r, _)| *r == a_name).expect("deliveries on A");
+    let first_on_b = deliveries.iter().position(|(r, _)| *r == b_name).expect("deliveries on B");
+    assert!(last_on_a < first_on_b, "A delivered after B started delivering");
+    // Each sender's messages reached both sides.
+    for name in [&a_name, &b_name] {
+        let on_a = deliveries.iter().filter(|(r, m)| *r == a_name && m.from == *name).count();
+        let on_b = deliveries.iter().filter(|(r, m)| *r == b_name && m.from == *name).count();
+        assert!(on_a > 0 && on_b > 0, "{name}'s messages: {on_a} on A, {on_b} on B");
+    }
+
+    let state = node.admin().shard("cart", "s").await.unwrap();
+    assert_eq!(state.home.as_deref(), Some(b_name.as_str()), "{state:?}");
+    assert_eq!(state.reason.as_deref(), Some("placement"), "{state:?}");
+    assert_eq!(state.placement.as_deref(), Some(b_name.as_str()), "{state:?}");
+    assert!(!state.moving, "{state:?}");
+    assert_eq!(a.home_of("s").await.unwrap(), b_name);
+    assert_eq!(b.home_of("s").await.unwrap(), b_name);
+    // Removing the placement reaches every region too; the shard stays put.
+    let mut a_updates = a.updates();
+    let mut b_updates = b.updates();
+    assert!(node.admin().remove_placement("cart", "s").await.unwrap());
+    for (name, updates) in [(&a_name, &mut a_updates), (&b_name, &mut b_updates)] {
+        let target = next_update(updates, &format!("the removal on {name}"), rebalance_interval * 10, |u| match u {
+            Update::PlacementChanged { shard, target } if shard == "s" => Some(target.clone()),
+            _ => None,
+        })
+        .await;
+        assert_eq!(target, None, "the removal {name} heard of");
+    }
+    let state = node.admin().shard("cart", "s").await.unwrap();
+    assert_eq!((state.home.as_deref(), state.placement.as_deref()), (Some(b_name.as_str()), None), "{state:?}");
+    eprintln!("placement heard after {heard:?}, shard moved after {moved:?}, {total} messages");
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn draining_a_region_moves_its_shards_away() {
+    let node = Node::start(&fast_args(&[])).await;
+    let journal = Journal::default();
+    let network = InMemoryTransport::new();
+    let a = node.region("cart", "a", &journal, &network, |_| {});
+    let b = node.region("cart", "b", &journal, &network, |_| {});
+    registered(&a).await;
+    registered(&b).await;
+    let shards: Vec<String> = (0..8).map(|i| format!("d{i}")).collect();
+    for shard in &shards {
+        for region in [&a, &b] {
+            tokio::time::timeout(Duration::from_secs(30), region.home_of(shard)).await.unwrap().unwrap();
+        }
+    }
+    let on_a = journal.running_on("a");
+    assert!(!on_a.is_empty(), "a holds no shard to drain");
+    let admin = node.admin();
+    admin.drain("a").await.unwrap();
+    let regions = admin.regions().await.unwrap();
+    let summary = regions.regions.iter().find(|r| r.address == "a").unwrap_or_else(|| panic!("{regions:?}"));
+    assert!(summary.draining, "{summary:?}");
+    wait_for("the drained region to hold no shard", Duration::from_secs(30), async || {
+        let state = admin.type_state("cart").await.ok()?;
+        let a_state = state.regions.iter().find(|r| r.address == "a")?;
+        (a_state.shards.is_empty() && state.hand_offs.is_empty()).then_some(())
+    })
+    .await;
+    // Its shards stopped on A; asked for again, they live on B.
+    for shard in &on_a {
+        assert_eq!(tokio::time::timeout(Duration::from_secs(30), a.home_of(shard)).await.unwrap().unwrap(), "b");
+        assert!(
+            journal.saw(&Entry::Stopped { region: "a".into(), shard: shard.clone() }),
+            "{shard} never stopped on a"
+        );
+    }
+    assert!(journal.running_on("a").is_empty());
+    // A new shard is not given to the drained region.
+    assert_eq!(tokio::time::timeout(Duration::from_secs(30), a.home_of("fresh")).await.unwrap().unwrap(), "b");
+    admin.undrain("a").await.unwrap();
+    let regions = admin.regions().await.unwrap();
+    assert!(regions.regions.iter().any(|r| r.address == "a" && !r.draining), "{regions:?}");
+    assert!(journal.overlaps().is_empty(), "{:?}", journal.overlaps());
+    a.shutdown().await;
+    b.shutdown().await;
+}

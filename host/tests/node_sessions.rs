@@ -1,0 +1,253 @@
+//! The region-session WebSocket of the real node against misbehaving peers
+//! (raw tokio-tungstenite) and the region token.
+
+mod node;
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use reqwest::StatusCode;
+use shardalloc_client::protocol::{
+    CONNECT_PATH, Hello, MAX_FRAME_BYTES, NodeMessage, PROTOCOL_VERSION, RegionMessage, Register, decode, encode,
+};
+use shardalloc_client::region::{InMemoryTransport, RegionError};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+use tokio_tungstenite::tungstenite::{self, Message};
+
+use node::{Journal, Node, registered};
+
+type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// How long the node may take to hang up on a misbehaving peer.
+const HANG_UP: Duration = Duration::from_secs(15);
+
+async fn connect(node: &Node, token: Option<&str>) -> Result<Socket, tungstenite::Error> {
+    let mut request = format!("ws://{}{CONNECT_PATH}", node.addr).into_client_request().unwrap();
+    if let Some(token) = token {
+        request.headers_mut().insert("authorization", HeaderValue::from_str(&format!("Bearer {token}")).unwrap());
+    }
+    let (socket, _) = tokio::time::timeout(Duration::from_secs(30), tokio_tungstenite::connect_async(request))
+        .await
+        .expect("connect")?;
+    Ok(socket)
+}
+
+async fn send(socket: &mut Socket, message: Message) {
+    // The node may already have hung up; what counts is what it answers.
+    let _ = socket.send(message).await;
+}
+
+fn binary<T: serde::Serialize>(message: &T) -> Message {
+    Message::Binary(encode(message).unwrap().into())
+}
+
+/// A session past its handshake: Hello sent, Welcome received.
+async fn welcomed(node: &Node) -> Socket {
+    let mut socket = connect(node, None).await.expect("connect");
+    send(&mut socket, binary(&Hello { protocol: PROTOCOL_VERSION, entity_type: "cart".into() })).await;
+    let frame = tokio::time::timeout(Duration::from_secs(30), socket.next()).await.expect("an answer to Hello");
+    match frame {
+        Some(Ok(Message::Binary(bytes))) => {
+            assert_eq!(decode::<NodeMessage>(&bytes).unwrap(), NodeMessage::Welcome { protocol: PROTOCOL_VERSION })
+        }
+        other => panic!("expected Welcome, got {other:?}"),
+    }
+    socket
+}
+
+/// What the node sent until it hung up: its protocol messages, and whether
+/// it sent a close frame. Panics if it does not hang up within [`HANG_UP`].
+async fn until_hung_up(socket: &mut Socket, what: &str) -> (Vec<NodeMessage>, bool) {
+    let mut messages = Vec::new();
+    let deadline = tokio::time::Instant::now() + HANG_UP;
+    loop {
+        let next = tokio::time::timeout_at(deadline, socket.next())
+            .await
+            .unwrap_or_else(|_| panic!("{what}: the node did not hang up within {HANG_UP:?}; it sent {messages:?}"));
+        match next {
+            None | Some(Err(_)) => return (messages, false),
+            Some(Ok(Message::Close(_))) => return (messages, true),
+            Some(Ok(Message::Binary(bytes))) => messages.push(
+                decode::<NodeMessage>(&bytes)
+                    .unwrap_or_else(|e| panic!("{what}: an undecodable frame from the node: {e}")),
+            ),
+            Some(Ok(Message::Text(text))) => panic!("{what}: the node sent a text frame {text:?}"),
+            Some(Ok(_)) => {}
+        }
+    }
+}
+
+/// The peer is refused: a `Refused` whose reason contains `reason`, then a close.
+async fn refused(socket: &mut Socket, what: &str, reason: &str) {
+    let (messages, closed) = until_hung_up(socket, what).await;
+    match messages.as_slice() {
+        [NodeMessage::Refused { reason: got }] => {
+            assert!(got.contains(reason), "{what}: the reason {got:?} does not mention {reason:?}")
+        }
+        other => panic!("{what}: expected one Refused frame, got {other:?}"),
+    }
+    assert!(closed, "{what}: no close frame after Refused");
+}
+
+/// After the handshake a protocol violation closes the session, at most with
+/// a `Refused` naming it (docs/protocol.md: none; the node may say why).
+fn nothing_but_a_refusal(messages: &[NodeMessage], what: &str) {
+    assert!(
+        matches!(messages, [] | [NodeMessage::Refused { .. }]),
+        "{what} was answered {messages:?} before the node hung up"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn misbehaving_peers_are_disconnected_and_the_node_carries_on() {
+    let node = Node::start(&["--type", "cart"]).await;
+
+    // Before the handshake.
+    let mut socket = connect(&node, None).await.unwrap();
+    send(&mut socket, binary(&Hello { protocol: PROTOCOL_VERSION + 98, entity_type: "cart".into() })).await;
+    refused(&mut socket, "a wrong protocol version", &format!("protocol version {}", PROTOCOL_VERSION + 98)).await;
+
+    let mut socket = connect(&node, None).await.unwrap();
+    send(&mut socket, Message::Text("hello".into())).await;
+    refused(&mut socket, "a text frame instead of Hello", "text frame").await;
+
+    let mut socket = connect(&node, None).await.unwrap();
+    send(&mut socket, Message::Binary(vec![0xff; 12].into())).await;
+    refused(&mut socket, "garbage instead of Hello", "not a Hello").await;
+
+    let mut socket = connect(&node, None).await.unwrap();
+    send(&mut socket, binary(&Hello { protocol: PROTOCOL_VERSION, entity_type: String::new() })).await;
+    refused(&mut socket, "an empty entity type", "entity type").await;
+
+    let mut socket = connect(&node, None).await.unwrap();
+    send(&mut socket, Message::Binary(vec![0; MAX_FRAME_BYTES + 1].into())).await;
+    until_hung_up(&mut socket, "an oversized first frame").await;
+
+    // After the handshake.
+    let mut socket = welcomed(&node).await;
+    send(&mut socket, binary(&RegionMessage::GetShardHome { shard: "42".into() })).await;
+    refused(&mut socket, "GetShardHome before Register", "before Register").await;
+
+    let mut socket = welcomed(&node).await;
+    send(&mut socket, binary(&RegionMessage::Heartbeat { sequence: 1, metrics: Default::default() })).await;
+    refused(&mut socket, "Heartbeat before Register", "before Register").await;
+
+    let mut socket = welcomed(&node).await;
+    send(&mut socket, Message::Text("{\"register\":true}".into())).await;
+    let (messages, _) = until_hung_up(&mut socket, "a text frame after Welcome").await;
+    nothing_but_a_refusal(&messages, "a text frame after Welcome");
+
+    let mut socket = welcomed(&node).await;
+    send(&mut socket, Message::Binary(vec![0xc8, 0x01, 0x02, 0x03].into())).await;
+    let (messages, _) = until_hung_up(&mut socket, "garbage after Welcome").await;
+    nothing_but_a_refusal(&messages, "garbage after Welcome");
+
+    let mut socket = welcomed(&node).await;
+    let mut trailing = encode(&RegionMessage::Leave).unwrap();
+    trailing.push(0);
+    send(&mut socket, Message::Binary(trailing.into())).await;
+    let (messages, _) = until_hung_up(&mut socket, "a frame with trailing bytes").await;
+    nothing_but_a_refusal(&messages, "a frame with trailing bytes");
+
+    let mut socket = welcomed(&node).await;
+    send(&mut socket, Message::Binary(vec![0; MAX_FRAME_BYTES + 1].into())).await;
+    until_hung_up(&mut socket, "an oversized frame after Welcome").await;
+
+    // A registered session that then sends garbage is dropped too.
+    let mut socket = welcomed(&node).await;
+    let register = Register { address: "rogue".into(), incarnation: 1, sequence: 1, ..Register::default() };
+    send(&mut socket, binary(&RegionMessage::Register(register))).await;
+    let frame = tokio::time::timeout(Duration::from_secs(30), socket.next()).await.expect("an answer to Register");
+    match frame {
+        Some(Ok(Message::Binary(bytes))) => {
+            let answer = decode::<NodeMessage>(&bytes).unwrap();
+            assert!(matches!(answer, NodeMessage::Registered { incarnation: 1, sequence: 1, .. }), "{answer:?}");
+        }
+        other => panic!("expected Registered, got {other:?}"),
+    }
+    send(&mut socket, Message::Binary(vec![0xff; 3].into())).await;
+    until_hung_up(&mut socket, "garbage after Register").await;
+
+    // The node is alive and serves a well-behaved region.
+    let (status, body) = node.request(reqwest::Method::GET, "/healthz", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let journal = Journal::default();
+    let network = InMemoryTransport::new();
+    let region = node.region("cart", "good", &journal, &network, |_| {});
+    registered(&region).await;
+    let home = tokio::time::timeout(Duration::from_secs(30), region.home_of("7")).await.unwrap().unwrap();
+    // "rogue" is registered (and silent), so either may be the home.
+    assert!(home == "good" || home == "rogue", "{home}");
+    let state = node.admin().type_state("cart").await.unwrap();
+    assert!(state.regions.iter().any(|r| r.address == "good" && r.status == "up"), "{state:?}");
+    region.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_silent_peer_is_dropped_after_the_handshake_timeout() {
+    let node = Node::start(&["--type", "cart"]).await;
+    let mut socket = connect(&node, None).await.unwrap();
+    // Nothing sent: the node gives up after its 10 s handshake timeout.
+    let started = std::time::Instant::now();
+    let (messages, _) = until_hung_up(&mut socket, "a silent peer").await;
+    assert!(started.elapsed() >= Duration::from_secs(9), "dropped after {:?}", started.elapsed());
+    assert!(
+        matches!(messages.as_slice(), [NodeMessage::Refused { reason }] if reason.contains("Hello")),
+        "{messages:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_region_token_is_required_for_region_sessions() {
+    let node = Node::start(&["--type", "cart", "--region-token", "rtok"]).await;
+    // Refused either before the upgrade (401, as openapi.json documents) or
+    // right after it with a Refused frame (as the protocol documents).
+    for (what, token) in [("no token", None), ("a wrong token", Some("wrong"))] {
+        match connect(&node, token).await {
+            Err(tungstenite::Error::Http(response)) => {
+                assert_eq!(response.status().as_u16(), 401, "a session with {what}")
+            }
+            Err(error) => panic!("a session with {what}: {error}"),
+            Ok(mut socket) => {
+                send(&mut socket, binary(&Hello { protocol: PROTOCOL_VERSION, entity_type: "cart".into() })).await;
+                refused(&mut socket, &format!("a session with {what}"), "token").await;
+            }
+        }
+    }
+    // The region token is not an admin token: the admin API stays open.
+    let (status, body) = node.request(reqwest::Method::GET, "/v1/cluster/shards", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    let journal = Journal::default();
+    let network = InMemoryTransport::new();
+    let good = node.region("cart", "good", &journal, &network, |c| c.token = Some("rtok".into()));
+    registered(&good).await;
+    let home = tokio::time::timeout(Duration::from_secs(30), good.home_of("1")).await.unwrap().unwrap();
+    assert_eq!(home, "good");
+
+    // A region without the token is never registered, and learns it was refused.
+    let mut updates;
+    let bad = node.region("cart", "bad", &journal, &network, |_| {});
+    updates = bad.updates();
+    let outcome = tokio::time::timeout(Duration::from_secs(10), bad.wait_registered()).await;
+    let state = node.admin().type_state("cart").await.unwrap();
+    assert!(!state.regions.iter().any(|r| r.address == "bad"), "the region without a token registered: {state:?}");
+    assert!(!bad.is_registered());
+    let mut seen = Vec::new();
+    while let Ok(update) = updates.try_recv() {
+        seen.push(update);
+    }
+    match outcome {
+        Ok(Err(RegionError::Refused { reason })) => {
+            assert!(reason.contains("token") || reason.contains("401"), "{reason}")
+        }
+        Ok(other) => panic!("the region without a token: wait_registered answered {other:?}"),
+        Err(_) => panic!(
+            "the region without a token was not told it is refused within 10 s \
+             (wait_registered still waits; its updates: {seen:?})"
+        ),
+    }
+    bad.shutdown().await;
+    good.shutdown().await;
+}

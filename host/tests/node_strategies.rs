@@ -1,0 +1,187 @@
+//! Strategies on the real node: an uploaded component hot-swapped in and
+//! rolled back while regions keep asking for homes, and the rule that an
+//! active upload cannot be deleted.
+
+mod node;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use shardalloc_client::api::{ActivateRequest, StrategyState};
+use shardalloc_client::region::{InMemoryTransport, RegionHandle};
+
+use node::{Journal, Msg, Node, assert_error, fast_args, registered, wait_for};
+
+/// The built-in hash strategy's component, as an operator would upload it.
+fn hash_bytes() -> Vec<u8> {
+    shardalloc::strategy::builtin::component_bytes("hash").expect("hash is built in").to_vec()
+}
+
+/// A component that is no built-in: the misbehaving fixture, which behaves
+/// (least-loaded allocation) without a configuration.
+fn fixture_bytes() -> Vec<u8> {
+    include_bytes!(concat!(env!("OUT_DIR"), "/misbehaving.wasm")).to_vec()
+}
+
+fn names_and_causes(state: &StrategyState) -> Vec<(&str, &str)> {
+    state.history.iter().map(|a| (a.name.as_str(), a.cause.as_str())).collect()
+}
+
+struct Load {
+    stop: Arc<AtomicBool>,
+    done: Arc<AtomicU64>,
+    tasks: Vec<tokio::task::JoinHandle<Vec<String>>>,
+}
+
+/// Every region asks for homes in a loop: a new shard each time (so the
+/// strategy decides) and, in between, one of 64 shared shards.
+fn load(regions: &[RegionHandle<Msg>]) -> Load {
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let tasks = regions
+        .iter()
+        .cloned()
+        .map(|region| {
+            let stop = stop.clone();
+            let done = done.clone();
+            tokio::spawn(async move {
+                let mut failures = Vec::new();
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let shard = if n.is_multiple_of(2) {
+                        format!("{}-{n}", region.address())
+                    } else {
+                        format!("shared-{}", n % 64)
+                    };
+                    match tokio::time::timeout(Duration::from_secs(20), region.home_of(&shard)).await {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(error)) => failures.push(format!("{} home_of({shard}): {error}", region.address())),
+                        Err(_) => failures.push(format!("{} home_of({shard}): no answer in 20 s", region.address())),
+                    }
+                    done.fetch_add(1, Ordering::Relaxed);
+                    n += 1;
+                }
+                failures
+            })
+        })
+        .collect();
+    Load { stop, done, tasks }
+}
+
+impl Load {
+    /// Waits until `more` look-ups completed from now.
+    async fn progress(&self, more: u64, what: &str) {
+        let target = self.done.load(Ordering::Relaxed) + more;
+        wait_for(&format!("{more} home look-ups {what}"), Duration::from_secs(60), async || {
+            (self.done.load(Ordering::Relaxed) >= target).then_some(())
+        })
+        .await;
+    }
+
+    async fn finish(self) -> (u64, Vec<String>) {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut failures = Vec::new();
+        for task in self.tasks {
+            failures.extend(task.await.expect("a load task panicked"));
+        }
+        (self.done.load(Ordering::Relaxed), failures)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hot_swap_and_rollback_under_load_fail_no_home_lookup() {
+    let node = Node::start(&fast_args(&[])).await;
+    let journal = Journal::default();
+    let network = InMemoryTransport::new();
+    let regions = vec![
+        node.region("cart", "a", &journal, &network, |_| {}),
+        node.region("cart", "b", &journal, &network, |_| {}),
+    ];
+    for region in &regions {
+        registered(region).await;
+    }
+    let admin = node.admin();
+    let load = load(&regions);
+    load.progress(100, "before the upload").await;
+
+    let stored = admin.upload_strategy(hash_bytes()).await.unwrap();
+    assert!(stored.digest.starts_with("sha256:"), "{stored:?}");
+    assert_eq!(stored.name, "hash");
+    load.progress(50, "after the upload").await;
+
+    let activated =
+        admin.activate("cart", &ActivateRequest { strategy: stored.digest.clone(), config: None }).await.unwrap();
+    assert_eq!(activated.active.name, "hash", "{activated:?}");
+    let types = admin.types().await.unwrap();
+    assert!(types.types[0].strategy.starts_with("hash@"), "{types:?}");
+    load.progress(200, "under the uploaded strategy").await;
+
+    let rolled_back = admin.rollback("cart").await.unwrap();
+    assert_eq!(rolled_back.active.name, "least-shard", "{rolled_back:?}");
+    load.progress(200, "after the rollback").await;
+    let (lookups, failures) = load.finish().await;
+    assert!(failures.is_empty(), "{} of {lookups} home look-ups failed:\n{}", failures.len(), failures.join("\n"));
+
+    let state = admin.strategy("cart").await.unwrap();
+    assert_eq!(state.active.name, "least-shard", "{state:?}");
+    assert_eq!(
+        names_and_causes(&state),
+        [("least-shard", "initial"), ("hash", "operator"), ("least-shard", "rollback")],
+        "{state:?}"
+    );
+    assert!(journal.overlaps().is_empty(), "{:?}", journal.overlaps());
+    eprintln!("{lookups} home look-ups, none failed");
+    for region in regions {
+        region.shutdown().await;
+    }
+}
+
+/// Upload, activate, try to delete (409 while active), roll back, delete (204).
+async fn active_upload_cannot_be_deleted(bytes: Vec<u8>) {
+    let node = Node::start(&["--type", "cart"]).await;
+    let admin = node.admin();
+    let stored = admin.upload_strategy(bytes).await.unwrap();
+    let digest = stored.digest.clone();
+    let activated = admin.activate("cart", &ActivateRequest { strategy: digest.clone(), config: None }).await.unwrap();
+    assert_eq!(activated.active.name, stored.name, "{activated:?}");
+
+    let path = format!("/v1/strategies/{digest}");
+    let answer = node.request(Method::DELETE, &path, None).await;
+    let code = assert_error("deleting the active uploaded strategy", &answer, StatusCode::CONFLICT);
+    assert_eq!(code, "strategy-in-use");
+    let listed = admin.strategies().await.unwrap();
+    let entry = listed.strategies.iter().find(|s| s.digest == digest).unwrap_or_else(|| panic!("{listed:?}"));
+    assert_eq!(entry.active_in, ["cart"], "GET /v1/strategies: {entry:?}");
+    let state = admin.strategy("cart").await.unwrap();
+    assert_eq!(state.active.digest, digest, "the active strategy is not named by the digest activated: {state:?}");
+
+    admin.rollback("cart").await.unwrap();
+    let answer = node.request(Method::DELETE, &path, None).await;
+    assert_eq!(answer.0, StatusCode::NO_CONTENT, "deleting after the rollback: {}", answer.1);
+    let listed = admin.strategies().await.unwrap();
+    assert!(listed.strategies.iter().all(|s| s.digest != digest), "{listed:?}");
+    assert_error("deleting it again", &node.request(Method::DELETE, &path, None).await, StatusCode::NOT_FOUND);
+    let body = serde_json::json!({ "strategy": digest }).to_string();
+    let answer = node.request(Method::PUT, "/v1/cluster/shards/cart/strategy", Some(&body)).await;
+    assert_error("activating the deleted strategy", &answer, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_active_upload_cannot_be_deleted_until_rolled_back() {
+    active_upload_cannot_be_deleted(fixture_bytes()).await;
+}
+
+/// The same with the bytes of a built-in, uploaded as any other component.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_active_upload_of_builtin_bytes_cannot_be_deleted_until_rolled_back() {
+    active_upload_cannot_be_deleted(hash_bytes()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn built_in_strategies_cannot_be_deleted() {
+    let node = Node::start(&["--type", "cart"]).await;
+    let answer = node.request(Method::DELETE, "/v1/strategies/hash", None).await;
+    assert_error("deleting a built-in", &answer, StatusCode::CONFLICT);
+}
