@@ -519,3 +519,39 @@ async fn the_snapshot_is_what_strategy_eval_reads() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// Every path and method the OpenAPI document lists is a route of the node
+/// (not the unknown-route or wrong-method answer), and the document is served.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_documented_endpoint_exists() {
+    let node = Node::start(&["--type", "cart"]).await;
+    let (status, document) = node.request(Method::GET, "/v1/openapi.json", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let paths = document["paths"].as_object().expect("the document lists paths");
+    assert!(paths.len() >= 15, "{} paths documented", paths.len());
+    let mut checked = 0;
+    for (path, item) in paths {
+        let concrete = path
+            .replace("{type}", "cart")
+            .replace("{shardId}", "42")
+            .replace("{digest}", "sha256:00")
+            .replace("{address}", "sim-1");
+        for method in ["get", "post", "put", "delete"] {
+            if item.get(method).is_none() {
+                continue;
+            }
+            if concrete == "/v1/regions/connect" {
+                continue; // a WebSocket upgrade, checked by node_sessions
+            }
+            let method = Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+            let answer = node.request(method.clone(), &concrete, Some("{}")).await;
+            let code = answer.1["error"]["code"].as_str().unwrap_or_default().to_owned();
+            assert!(
+                code != "no-route" && code != "method-not-allowed",
+                "{method} {concrete} is documented but not routed: {answer:?}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 20, "only {checked} endpoints checked");
+}
