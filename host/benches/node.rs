@@ -1,0 +1,190 @@
+//! The node over its real sockets: home requests answered per second over
+//! region sessions (one session against several, in one run), and the
+//! memory of a node holding 1,000 regions and 1,000,000 shards loaded from
+//! its store. `docs/performance.md` reports the results.
+//!
+//! `cargo bench -p shardalloc --bench node`
+
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use futures_util::{SinkExt, StreamExt};
+use shardalloc::coordinator::{Change, Home, RegionRecord};
+use shardalloc::server::driver::DriverSettings;
+use shardalloc::server::{Node, NodeSettings, Security};
+use shardalloc::store::{RedbStore, Store, Turn};
+use shardalloc::strategy::external::AllocationReason;
+use shardalloc_client::protocol::{Hello, NodeMessage, PROTOCOL_VERSION, RegionMessage, Register, decode, encode};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// Shards every session asks about (allocated before measuring).
+const SHARDS: usize = 1_000;
+
+fn settings(data: &std::path::Path) -> NodeSettings {
+    NodeSettings {
+        data_dir: data.to_owned(),
+        driver: DriverSettings::default(),
+        security: Security::default(),
+        max_instances: 64,
+    }
+}
+
+async fn next(socket: &mut Socket) -> NodeMessage {
+    loop {
+        match socket.next().await.expect("open").expect("frame") {
+            Message::Binary(frame) => return decode(&frame).expect("a node message"),
+            _ => continue,
+        }
+    }
+}
+
+async fn send(socket: &mut Socket, message: &RegionMessage) {
+    socket.send(Message::Binary(encode(message).unwrap().into())).await.unwrap();
+}
+
+/// A registered region session.
+async fn region(base: &str, address: &str) -> Socket {
+    let (mut socket, _) = tokio_tungstenite::connect_async(format!("{base}/v1/regions/connect")).await.unwrap();
+    let hello = Hello { protocol: PROTOCOL_VERSION, entity_type: "bench".into() };
+    socket.send(Message::Binary(encode(&hello).unwrap().into())).await.unwrap();
+    assert!(matches!(next(&mut socket).await, NodeMessage::Welcome { .. }));
+    let register = Register { address: address.into(), incarnation: 1, sequence: 1, ..Register::default() };
+    send(&mut socket, &RegionMessage::Register(register)).await;
+    while !matches!(next(&mut socket).await, NodeMessage::Registered { .. }) {}
+    socket
+}
+
+/// Asks `count` homes, pipelined, and reads every answer.
+async fn ask(socket: &mut Socket, count: usize, offset: usize) {
+    for i in 0..count {
+        send(socket, &RegionMessage::GetShardHome { shard: ((offset + i) % SHARDS).to_string() }).await;
+    }
+    let mut answered = 0;
+    while answered < count {
+        if let NodeMessage::ShardHome { .. } = next(socket).await {
+            answered += 1;
+        }
+    }
+}
+
+fn home_requests(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let (base, mut sessions) = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("ws://{}", listener.local_addr().unwrap());
+        let node = Node::start(settings(data.path()), "bench".into()).unwrap();
+        tokio::spawn(node.serve(listener, std::future::pending()));
+        let mut sessions = Vec::new();
+        for i in 0..4 {
+            sessions.push(region(&base, &format!("r{i}")).await);
+        }
+        // Every shard gets its home before measuring: answers come from the state.
+        ask(&mut sessions[0], SHARDS, 0).await;
+        (base, sessions)
+    });
+    let mut group = c.benchmark_group("home_requests");
+    group.sample_size(10).measurement_time(Duration::from_secs(5)).warm_up_time(Duration::from_secs(1));
+    let batch = 1_000;
+    for parallel in [1usize, 4] {
+        group.throughput(Throughput::Elements((batch * parallel) as u64));
+        group.bench_function(BenchmarkId::new("sessions", parallel), |b| {
+            b.iter(|| {
+                runtime.block_on(async {
+                    let tasks = sessions.drain(..parallel).enumerate().map(|(i, mut socket)| {
+                        tokio::spawn(async move {
+                            ask(&mut socket, batch, i * 97).await;
+                            socket
+                        })
+                    });
+                    let done: Vec<Socket> =
+                        futures_util::future::join_all(tasks).await.into_iter().map(Result::unwrap).collect();
+                    for (i, socket) in done.into_iter().enumerate() {
+                        sessions.insert(i, socket);
+                    }
+                })
+            })
+        });
+    }
+    group.finish();
+    drop(base);
+}
+
+/// Starts the real binary on `data`, returns its resident memory in MiB once
+/// it listens (it has loaded and recovered everything by then) and the time
+/// that took.
+fn serve_rss_mib(data: &std::path::Path) -> (f64, Duration) {
+    use std::io::BufRead;
+    let started = Instant::now();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_shardalloc"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+        .arg(data)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the node");
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    assert!(lines.any(|l| l.is_ok_and(|l| l.contains("listening"))), "the node did not start");
+    let load = started.elapsed();
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    let _ = child.kill();
+    let _ = child.wait();
+    (kib / 1024.0, load)
+}
+
+/// Not a timing: prints the resident memory a node needs for 1,000 regions
+/// and 1,000,000 shards, loaded from its store as after a restart.
+fn memory(_: &mut Criterion) {
+    let data = tempfile::tempdir().unwrap();
+    {
+        let mut store = RedbStore::open(data.path()).unwrap();
+        let mut revision = 0;
+        let regions: Vec<Change> = (0..1_000)
+            .map(|i| {
+                Change::RegionRegistered(RegionRecord {
+                    address: format!("10.0.{}.{}:2552", i / 256, i % 256),
+                    incarnation: 1,
+                    join_order: i,
+                    ..RegionRecord::default()
+                })
+            })
+            .collect();
+        let turn = Turn { changes: [("bench".to_string(), regions)].into(), ..Turn::default() };
+        revision = store.commit(revision, &turn).unwrap();
+        let reason = AllocationReason::Strategy { name: "least-shard".into(), version: "0.1.0".into() };
+        for chunk in 0..10 {
+            let homes: Vec<Change> = (chunk * 100_000..(chunk + 1) * 100_000)
+                .map(|s| Change::HomeSet {
+                    shard: format!("shard-{s}"),
+                    home: Home {
+                        region: format!("10.0.{}.{}:2552", (s % 1_000) / 256, (s % 1_000) % 256),
+                        reason: reason.clone(),
+                        at: 1_700_000_000_000,
+                    },
+                })
+                .collect();
+            let turn = Turn { changes: [("bench".to_string(), homes)].into(), ..Turn::default() };
+            revision = store.commit(revision, &turn).unwrap();
+        }
+    }
+    let empty = tempfile::tempdir().unwrap();
+    let (idle, _) = serve_rss_mib(empty.path());
+    let (full, load) = serve_rss_mib(data.path());
+    println!(
+        "node memory (RSS): empty {idle:.0} MiB; with 1,000 regions and 1,000,000 shards {full:.0} MiB \
+         (started, loaded and recovered in {:.1} s)",
+        load.as_secs_f64()
+    );
+}
+
+criterion_group!(benches, home_requests, memory);
+criterion_main!(benches);
