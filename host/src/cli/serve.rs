@@ -14,7 +14,7 @@ use serde::Deserialize;
 use shardalloc::coordinator::Config;
 use shardalloc::engine::limits::Limits;
 use shardalloc::server::driver::DriverSettings;
-use shardalloc::server::{Node, NodeSettings, Security};
+use shardalloc::server::{Node, NodeSettings, Security, tls};
 
 /// `shardalloc serve` flags.
 #[derive(Debug, Args)]
@@ -40,6 +40,12 @@ pub struct ServeArgs {
     /// File holding the region token.
     #[arg(long, env = "SHARDALLOC_REGION_TOKEN_FILE", conflicts_with = "region_token")]
     region_token_file: Option<PathBuf>,
+    /// PEM certificate chain: serve HTTPS and WSS on the one port (needs `--tls-key`).
+    #[arg(long, env = "SHARDALLOC_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of `--tls-cert`.
+    #[arg(long, env = "SHARDALLOC_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     /// Declares an entity type, with its strategy (default least-shard): NAME[=STRATEGY]. Repeatable.
     #[arg(long = "type", value_name = "NAME[=STRATEGY]")]
     types: Vec<String>,
@@ -74,6 +80,8 @@ struct FileConfig {
     data: Option<PathBuf>,
     admin_token_file: Option<PathBuf>,
     region_token_file: Option<PathBuf>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
     #[serde(default)]
     coordinator: CoordinatorFile,
     #[serde(default)]
@@ -151,8 +159,11 @@ fn set<T>(target: &mut T, values: [Option<T>; 2]) {
     }
 }
 
-/// Resolves every setting: the listen address and the node's settings.
-fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings)> {
+/// Where the TLS certificate and key are, when TLS is on.
+type TlsFiles = Option<(PathBuf, PathBuf)>;
+
+/// Resolves every setting: the listen address, the node's settings and TLS.
+fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFiles)> {
     let file: FileConfig = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -162,6 +173,11 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings)> {
     };
     let listen = args.listen.or(file.listen).unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("valid"));
     let data_dir = args.data.or(file.data).unwrap_or_else(|| PathBuf::from(DEFAULT_DATA));
+    let tls = match (args.tls_cert.or(file.tls_cert), args.tls_key.or(file.tls_key)) {
+        (Some(cert), Some(key)) => Some((cert, key)),
+        (None, None) => None,
+        _ => bail!("TLS needs both a certificate (--tls-cert) and its key (--tls-key)"),
+    };
     let admin_token = token(args.admin_token, args.admin_token_file, file.admin_token_file, "admin token")?;
     let region_token = token(args.region_token, args.region_token_file, file.region_token_file, "region token")?;
     if !listen.ip().is_loopback() && admin_token.is_none() {
@@ -220,7 +236,7 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings)> {
         security: Security { admin_token, region_token },
         max_instances: shardalloc::engine::limits::DEFAULT_MAX_INSTANCES,
     };
-    Ok((listen, settings))
+    Ok((listen, settings, tls))
 }
 
 async fn shutdown_signal() {
@@ -234,8 +250,9 @@ async fn shutdown_signal() {
 
 /// Runs the node until SIGINT or SIGTERM.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let (listen, settings) = settings(args)?;
+    let (listen, settings, tls) = settings(args)?;
     let data = settings.data_dir.clone();
+    let acceptor = tls.map(|(cert, key)| tls::acceptor(&cert, &key)).transpose()?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("start the runtime")?;
     runtime.block_on(async move {
         let listener =
@@ -243,9 +260,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         let address = listener.local_addr()?;
         let node = Node::start(settings, format!("node@{address}"))
             .with_context(|| format!("cannot start the node on {}", data.display()))?;
-        println!("shardalloc listening on http://{address} (data in {})", data.display());
-        tracing::info!(%address, data = %data.display(), "shardalloc node started");
-        node.serve(listener, shutdown_signal()).await?;
+        let scheme = if acceptor.is_some() { "https" } else { "http" };
+        println!("shardalloc listening on {scheme}://{address} (data in {})", data.display());
+        tracing::info!(%address, data = %data.display(), tls = acceptor.is_some(), "shardalloc node started");
+        match acceptor {
+            Some(acceptor) => node.serve(tls::TlsListener::new(listener, acceptor)?, shutdown_signal()).await?,
+            None => node.serve(listener, shutdown_signal()).await?,
+        }
         println!("shardalloc stopped");
         Ok(())
     })

@@ -4,8 +4,8 @@
 //! axum server on one port with the admin REST API under `/v1` (`rest.rs`,
 //! `strategies.rs`), the region sessions' WebSocket (`sessions.rs`),
 //! health, readiness and Prometheus metrics (`metrics.rs`), bearer-token
-//! checks (`auth.rs`), one error type (`api_error.rs`) and JSON bodies
-//! (`body.rs`).
+//! checks (`auth.rs`), one error type (`api_error.rs`), request extractors
+//! (`body.rs`) and optional TLS (`tls.rs`).
 //!
 //! [`router`] builds the whole API from an [`AppState`], so tests run it
 //! in-process; [`serve`] takes its listener and shutdown signal from the
@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod rest;
 pub mod sessions;
 pub mod strategies;
+pub mod tls;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -126,11 +127,15 @@ impl Node {
     /// Serves on `listener` until `shutdown` completes (or the driver
     /// fails), then stops the driver (state flushed, regions told) and
     /// closes the sessions.
-    pub async fn serve(
+    pub async fn serve<L>(
         self,
-        listener: tokio::net::TcpListener,
+        listener: L,
         shutdown: impl Future<Output = ()> + Send + 'static,
-    ) -> Result<(), NodeError> {
+    ) -> Result<(), NodeError>
+    where
+        L: axum::serve::Listener,
+        L::Addr: std::fmt::Debug,
+    {
         let state = self.state.clone();
         let token = state.shutdown.clone();
         let app = router(state.clone());

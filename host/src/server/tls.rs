@@ -1,0 +1,124 @@
+//! Optional TLS on the node's one port (rustls with the ring provider):
+//! `--tls-cert` and `--tls-key`, PEM files. Handshakes run concurrently, each
+//! with a deadline, so a slow or silent client cannot hold up the others.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
+
+/// How long a client has to finish its TLS handshake.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most finished handshakes waiting for the server to take them.
+const ACCEPTED_QUEUE: usize = 128;
+
+/// Why TLS could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// The certificate file.
+    #[error("cannot use the TLS certificate {path}: {reason}")]
+    Certificate {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The key file.
+    #[error("cannot use the TLS key {path}: {reason}")]
+    Key {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The pair does not make a configuration.
+    #[error("the TLS certificate and key do not work together: {0}")]
+    Config(String),
+}
+
+/// A TLS acceptor from PEM files: a certificate chain and its private key.
+pub fn acceptor(certificate: &Path, key: &Path) -> Result<TlsAcceptor, TlsError> {
+    let certificate_error = |reason: String| TlsError::Certificate { path: certificate.display().to_string(), reason };
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(certificate)
+        .map_err(|e| certificate_error(e.to_string()))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| certificate_error(e.to_string()))?;
+    if chain.is_empty() {
+        return Err(certificate_error("no PEM certificate in the file".into()));
+    }
+    let key = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| TlsError::Key { path: key.display().to_string(), reason: e.to_string() })?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError::Config(e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(|e| TlsError::Config(e.to_string()))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// A listener handing out TLS streams, for `axum::serve`.
+pub struct TlsListener {
+    local: SocketAddr,
+    accepted: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+}
+
+impl TlsListener {
+    /// Accepts TCP connections on `tcp` and completes their handshakes in the background.
+    pub fn new(tcp: TcpListener, acceptor: TlsAcceptor) -> std::io::Result<Self> {
+        let local = tcp.local_addr()?;
+        let (tx, accepted) = mpsc::channel(ACCEPTED_QUEUE);
+        tokio::spawn(async move {
+            loop {
+                let (stream, peer) = match tcp.accept().await {
+                    Ok(connection) => connection,
+                    Err(error) => {
+                        tracing::warn!(%error, "accepting a connection failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                if tx.is_closed() {
+                    return;
+                }
+                let (acceptor, tx) = (acceptor.clone(), tx.clone());
+                tokio::spawn(async move {
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                        Ok(Ok(tls)) => {
+                            let _ = tx.send((tls, peer)).await;
+                        }
+                        Ok(Err(error)) => tracing::debug!(%peer, %error, "TLS handshake failed"),
+                        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                    }
+                });
+            }
+        });
+        Ok(TlsListener { local, accepted })
+    }
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = TlsStream<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.accepted.recv().await {
+            Some(connection) => connection,
+            // The accept loop never ends while the listener lives.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        Ok(self.local)
+    }
+}

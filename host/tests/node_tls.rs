@@ -1,0 +1,107 @@
+//! TLS on the node's one port: `--tls-cert` and `--tls-key` serve HTTPS (and
+//! so WSS); a plain-HTTP client gets nothing; bad files stop the start with
+//! a message naming them. Certificates come from the `openssl` command.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
+
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn certificate(dir: &Path) {
+    let status = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"])
+        .args(["-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1"])
+        .args(["-addext", "basicConstraints=critical,CA:FALSE", "-addext", "extendedKeyUsage=serverAuth"])
+        .arg("-keyout")
+        .arg(dir.join("key.pem"))
+        .arg("-out")
+        .arg(dir.join("cert.pem"))
+        .stderr(Stdio::null())
+        .status()
+        .expect("the openssl command (Debian package openssl) makes the test certificate");
+    assert!(status.success(), "openssl could not make a certificate");
+}
+
+fn serve(dir: &Path, key: &str) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_shardalloc"));
+    command
+        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+        .arg(dir.join("data"))
+        .arg("--tls-cert")
+        .arg(dir.join("cert.pem"))
+        .arg("--tls-key")
+        .arg(dir.join(key))
+        .env_remove("SHARDALLOC_ADMIN_TOKEN");
+    command
+}
+
+async fn exchange(stream: &mut (impl AsyncReadExt + AsyncWriteExt + Unpin)) -> String {
+    let request = "GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+    if stream.write_all(request.as_bytes()).await.is_err() {
+        return String::new();
+    }
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut answer)).await;
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tls_serves_https_and_refuses_plain_http_and_bad_files() {
+    let dir = tempfile::tempdir().unwrap();
+    certificate(dir.path());
+    let mut child = serve(dir.path(), "key.pem").stdout(Stdio::piped()).spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let _node = Running(child);
+    let line = tokio::task::spawn_blocking(move || BufReader::new(stdout).lines().next())
+        .await
+        .unwrap()
+        .expect("the node prints its address")
+        .unwrap();
+    let address: SocketAddr = line
+        .strip_prefix("shardalloc listening on https://")
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("an https address in {line:?}"))
+        .parse()
+        .unwrap();
+
+    let mut roots = tokio_rustls::rustls::RootCertStore::empty();
+    roots.add(CertificateDer::from_pem_file(dir.path().join("cert.pem")).unwrap()).unwrap();
+    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+    let config = tokio_rustls::rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let tcp = TcpStream::connect(address).await.unwrap();
+    let server = ServerName::IpAddress(std::net::Ipv4Addr::LOCALHOST.into());
+    let mut tls = TlsConnector::from(Arc::new(config)).connect(server, tcp).await.expect("a TLS handshake");
+    let answer = exchange(&mut tls).await;
+    assert!(answer.starts_with("HTTP/1.1 200 OK") && answer.ends_with("ok\n"), "{answer}");
+
+    let mut plain = TcpStream::connect(address).await.unwrap();
+    let answer = exchange(&mut plain).await;
+    assert!(!answer.contains("200 OK"), "plain HTTP must not be served on a TLS port: {answer}");
+
+    // A key file that holds no key: the node says which file and exits.
+    let failed = serve(dir.path(), "cert.pem").output().unwrap();
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert!(!failed.status.success());
+    assert!(stderr.contains("cannot use the TLS key") && stderr.contains("cert.pem"), "{stderr}");
+}
