@@ -69,8 +69,25 @@ fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
 }
 
+/// The TLS test makes its certificate with the `openssl` command; install
+/// Debian's package when it is missing.
+fn ensure_openssl() -> anyhow::Result<()> {
+    let present = |_: ()| Command::new("openssl").arg("version").output().is_ok_and(|o| o.status.success());
+    if present(()) {
+        return Ok(());
+    }
+    eprintln!("xtask: installing Debian's openssl (the TLS test makes a certificate with it)");
+    let _ = Command::new("apt-get").arg("update").status();
+    let _ = Command::new("apt-get").args(["install", "-y", "--no-install-recommends", "openssl"]).status();
+    if !present(()) {
+        bail!("the `openssl` command is missing and could not be installed: apt-get install openssl");
+    }
+    Ok(())
+}
+
 fn test(root: &Path) -> anyhow::Result<()> {
     setup()?;
+    ensure_openssl()?;
     let cargo = cargo();
     run(root, &cargo, &["fmt", "--all", "--", "--check"])?;
     run(root, &cargo, &["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"])?;
