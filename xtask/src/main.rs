@@ -72,14 +72,14 @@ fn cargo() -> String {
 /// The TLS test makes its certificate with the `openssl` command; install
 /// Debian's package when it is missing.
 fn ensure_openssl() -> anyhow::Result<()> {
-    let present = |_: ()| Command::new("openssl").arg("version").output().is_ok_and(|o| o.status.success());
-    if present(()) {
+    let present = || Command::new("openssl").arg("version").output().is_ok_and(|o| o.status.success());
+    if present() {
         return Ok(());
     }
     eprintln!("xtask: installing Debian's openssl (the TLS test makes a certificate with it)");
     let _ = Command::new("apt-get").arg("update").status();
     let _ = Command::new("apt-get").args(["install", "-y", "--no-install-recommends", "openssl"]).status();
-    if !present(()) {
+    if !present() {
         bail!("the `openssl` command is missing and could not be installed: apt-get install openssl");
     }
     Ok(())
