@@ -117,6 +117,10 @@ async fn state_survives(stop: Stop) {
     assert_eq!(home, "r1");
     let state = admin.shard("cart", "new").await.unwrap();
     assert!(state.detail.as_deref().is_some_and(|d| d.starts_with("hash@")), "{state:?}");
+    // Rollback reaches back into the persisted history, past the restart.
+    let rolled = admin.rollback("cart").await.unwrap();
+    assert_eq!(rolled.active.name, "least-shard", "{rolled:?}");
+    assert_eq!(names_and_causes(&rolled).last().unwrap(), &("least-shard".to_owned(), "rollback".to_owned()));
     region.shutdown().await;
 }
 

@@ -181,6 +181,20 @@ impl Slot {
         Ok(self.install(activation(compiled, config, limits, ActivationCause::Operator)))
     }
 
+    /// Validates and activates a strategy recorded with `cause`: a rollback
+    /// to an activation the slot no longer remembers (one from before a
+    /// restart, kept in the node's store). On error the active one stays.
+    pub fn activate_as(
+        &self,
+        compiled: Arc<Compiled>,
+        config: &str,
+        limits: Limits,
+        cause: ActivationCause,
+    ) -> Result<Arc<Activation>, LoadError> {
+        self.engine.instantiate(&compiled, config, limits)?;
+        Ok(self.install(activation(compiled, config, limits, cause)))
+    }
+
     fn install(&self, new: Activation) -> Arc<Activation> {
         let new = Arc::new(new);
         {

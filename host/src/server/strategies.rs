@@ -20,7 +20,7 @@ use super::body::{JsonBody, Params, RawBody};
 use super::driver::{Driver, TypeEntry};
 use crate::engine::dry_run::dry_run;
 use crate::engine::load::Compiled;
-use crate::engine::registry::{Activation, RollbackError};
+use crate::engine::registry::{Activation, ActivationCause, RollbackError};
 use crate::store::{ActivationRecord, ComponentRecord};
 use crate::strategy::builtin;
 
@@ -317,15 +317,42 @@ pub async fn rollback(
         .driver
         .call(move |driver| {
             let entry = entry(driver, &name)?;
-            entry.slot.rollback().map_err(|e| match e {
-                RollbackError::NoPrevious => ApiError::conflict("no-previous-strategy", e.to_string()),
-                RollbackError::Load(_) => ApiError::unprocessable("strategy-refused", e.to_string()),
-            })?;
+            match entry.slot.rollback() {
+                Ok(_) => {}
+                // The slot remembers only this run; the store remembers more.
+                Err(RollbackError::NoPrevious) => rollback_from_history(driver, &name)?,
+                Err(e @ RollbackError::Load(_)) => {
+                    return Err(ApiError::unprocessable("strategy-refused", e.to_string()));
+                }
+            }
             driver.record_activation(&name);
             Ok::<_, ApiError>(strategy_state(driver, &name))
         })
         .await??;
     Ok(Json(answer))
+}
+
+/// Rolls back to the latest persisted activation before the current one that
+/// differs from it (strategy or configuration): after a restart the slot
+/// knows only its initial activation.
+fn rollback_from_history(driver: &mut Driver, name: &str) -> Result<(), ApiError> {
+    let entry = &driver.types[name];
+    let current = (&entry.record.strategy, &entry.record.config);
+    let previous = entry
+        .activations
+        .iter()
+        .rev()
+        .skip_while(|a| (&a.strategy, &a.config) == current)
+        .find(|a| (&a.strategy, &a.config) != current)
+        .cloned()
+        .ok_or_else(|| ApiError::conflict("no-previous-strategy", "there is no previous strategy to roll back to"))?;
+    let compiled = driver.compile(&previous.strategy).map_err(|m| ApiError::unprocessable("strategy-refused", m))?;
+    let limits = driver.settings.limits;
+    driver.types[name]
+        .slot
+        .activate_as(compiled, &previous.config, limits, ActivationCause::Rollback)
+        .map_err(|e| ApiError::unprocessable("strategy-refused", e.to_string()))?;
+    Ok(())
 }
 
 /// `PUT /v1/cluster/shards/{type}/strategy/shadow`
