@@ -125,6 +125,13 @@ async fn every_bad_input_gets_its_status_and_an_error_body() {
             StatusCode::BAD_REQUEST,
         ),
         (
+            "an empty shard id in a dry run",
+            Method::POST,
+            "/v1/cluster/shards/cart/strategy/dry-run".into(),
+            Some(r#"{"strategy":"hash","shardIds":[""]}"#.into()),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
             "an unknown field",
             Method::POST,
             PLACEMENTS.into(),

@@ -45,3 +45,13 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Regions(args) => regions::run(args),
     }
 }
+
+/// Completes on SIGINT (Ctrl-C) or SIGTERM: how long-running commands stop.
+pub async fn interrupted() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

@@ -90,15 +90,6 @@ fn pairs(items: &[String], what: &str) -> anyhow::Result<Vec<(String, String)>> 
         .collect()
 }
 
-async fn interrupted() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
-}
-
 /// Runs the simulator until SIGINT or SIGTERM.
 pub fn run(args: RegionsArgs) -> anyhow::Result<()> {
     if args.count == 0 || args.count > MAX_REGIONS {
@@ -162,7 +153,7 @@ pub fn run(args: RegionsArgs) -> anyhow::Result<()> {
         };
         tokio::select! {
             _ = traffic => {}
-            _ = interrupted() => {}
+            _ = super::interrupted() => {}
         }
         println!("leaving: {sent} messages sent, {} delivered, {refused} refused", delivered.load(Ordering::Relaxed));
         let leaves = regions.into_iter().map(|region| async move {

@@ -239,15 +239,6 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
     Ok((listen, settings, tls))
 }
 
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
-}
-
 /// Runs the node until SIGINT or SIGTERM.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let (listen, settings, tls) = settings(args)?;
@@ -264,8 +255,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         println!("shardalloc listening on {scheme}://{address} (data in {})", data.display());
         tracing::info!(%address, data = %data.display(), tls = acceptor.is_some(), "shardalloc node started");
         match acceptor {
-            Some(acceptor) => node.serve(tls::TlsListener::new(listener, acceptor)?, shutdown_signal()).await?,
-            None => node.serve(listener, shutdown_signal()).await?,
+            Some(acceptor) => node.serve(tls::TlsListener::new(listener, acceptor)?, super::interrupted()).await?,
+            None => node.serve(listener, super::interrupted()).await?,
         }
         println!("shardalloc stopped");
         Ok(())

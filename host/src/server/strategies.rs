@@ -265,7 +265,16 @@ pub async fn dry_run_endpoint(
     Params(name): Params<String>,
     JsonBody(request): JsonBody<DryRunRequest>,
 ) -> Result<Json<DryRunResponse>, ApiError> {
-    let shards = request.shard_ids.iter().map(|s| s.0.clone()).collect();
+    let shards = request
+        .shard_ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            id.validate()
+                .map(str::to_owned)
+                .map_err(|m| ApiError::bad_request("invalid-shard-id", format!("shardIds[{i}]: {m}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let compiled = compile(&state, request.strategy.clone()).await?;
     Ok(Json(run_dry(&state, &name, compiled, config_text(&request.config), request.rounds, shards).await?))
 }
