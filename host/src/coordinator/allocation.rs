@@ -7,7 +7,7 @@ pub const MAX_SHARD_ID_BYTES: usize = 256;
 
 impl Coordinator {
     /// True when enough regions (not proxy-only) have registered to allocate.
-    pub(super) fn enough_regions(&self) -> bool {
+    pub fn enough_regions(&self) -> bool {
         self.durable.regions.values().filter(|r| !r.proxy_only).count() >= self.config.min_regions
     }
 

@@ -16,6 +16,7 @@
 //! its answer is released only after the turn it ran in is committed, so an
 //! operator never sees state the store does not hold.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,7 +28,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::metrics::Metrics;
 use crate::coordinator::{
-    Command, Config, Coordinator, Event, Observation, OperatorRequest, Registration, Reply, RequestId, ToRegion,
+    Command, Config, Coordinator, Durable, Event, Observation, OperatorRequest, Registration, Reply, RequestId,
+    ToRegion,
 };
 use crate::engine::Engine;
 use crate::engine::limits::Limits;
@@ -153,6 +155,19 @@ pub struct TypeEntry {
     /// Its activation history, oldest first (persisted).
     pub activations: Vec<ActivationRecord>,
     active_id: u64,
+}
+
+impl TypeEntry {
+    /// A registered region's status: `unreachable`, `leaving` or `up`.
+    pub fn region_status(&self, address: &str) -> &'static str {
+        if !self.coordinator.is_reachable(address) {
+            "unreachable"
+        } else if self.coordinator.durable().regions.get(address).is_some_and(|r| r.leaving) {
+            "leaving"
+        } else {
+            "up"
+        }
+    }
 }
 
 struct Session {
@@ -287,17 +302,6 @@ pub fn start(
     Ok((handle, thread))
 }
 
-fn slot_for(
-    engine: &Arc<Engine>,
-    entity_type: &str,
-    compiled: Arc<Compiled>,
-    config: &str,
-    settings: &DriverSettings,
-) -> Result<Arc<Slot>, String> {
-    Slot::new(entity_type, engine.clone(), settings.auto_rollback, compiled, config, settings.limits)
-        .map_err(|e| e.to_string())
-}
-
 /// Checks a type name: 1 to [`MAX_TYPE_NAME_BYTES`] bytes, no control characters.
 pub fn check_type_name(name: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > MAX_TYPE_NAME_BYTES {
@@ -346,23 +350,11 @@ impl Driver {
                 strategy: driver.settings.default_strategy.clone(),
                 config: String::new(),
             });
-            let compiled = driver.compile(&record.strategy).map_err(|reason| DriverError::Strategy {
-                entity_type: name.clone(),
-                strategy: record.strategy.clone(),
-                reason,
-            })?;
-            let slot =
-                slot_for(&driver.engine, &name, compiled, &record.config, &driver.settings).map_err(|reason| {
-                    DriverError::Strategy { entity_type: name.clone(), strategy: record.strategy.clone(), reason }
-                })?;
-            let strategy = ExternalAllocation::new(Guarded::new(Box::new(driver.metrics.timed(&name, slot.handle()))));
-            let (coordinator, commands) =
-                Coordinator::recover(driver.settings.coordinator.clone(), strategy, loaded_type.durable, now)?;
-            let active_id = slot.active().id;
-            driver.types.insert(
-                name.clone(),
-                TypeEntry { coordinator, slot, record, activations: loaded_type.activations, active_id },
-            );
+            let strategy = record.strategy.clone();
+            let (entry, commands) = driver
+                .open_type(&name, record, loaded_type.durable, loaded_type.activations)
+                .map_err(|reason| DriverError::Strategy { entity_type: name.clone(), strategy, reason })?;
+            driver.types.insert(name.clone(), entry);
             driver.execute(&name, commands);
         }
         let declared: Vec<(String, (String, String))> =
@@ -380,24 +372,23 @@ impl Driver {
         Ok(driver)
     }
 
+    /// The bytes of a built-in (by name) or of an uploaded component (by
+    /// digest); `None` when the strategy is neither.
+    pub fn strategy_bytes(&self, strategy: &str) -> Result<Option<Cow<'static, [u8]>>, StoreError> {
+        if let Some(bytes) = builtin::component_bytes(strategy) {
+            return Ok(Some(Cow::Borrowed(bytes)));
+        }
+        if !self.components.contains_key(strategy) {
+            return Ok(None);
+        }
+        Ok(self.store.component(strategy)?.map(Cow::Owned))
+    }
+
     /// Compiles a built-in (by name) or an uploaded component (by digest).
     pub fn compile(&self, strategy: &str) -> Result<Arc<Compiled>, String> {
-        if let Some(bytes) = builtin::component_bytes(strategy) {
-            return self.engine.compile(bytes).map_err(|e| e.to_string());
-        }
-        if strategy.starts_with("sha256:") {
-            let bytes = self
-                .store
-                .component(strategy)
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| format!("no uploaded strategy has the digest {strategy}"))?;
-            return self.engine.compile(&bytes).map_err(|e| e.to_string());
-        }
-        let builtins: Vec<&str> = builtin::names().collect();
-        Err(format!(
-            "unknown strategy {strategy:?}: name a built-in ({}) or an uploaded component's sha256:… digest",
-            builtins.join(", ")
-        ))
+        let bytes =
+            self.strategy_bytes(strategy).map_err(|e| e.to_string())?.ok_or_else(|| unknown_strategy(strategy))?;
+        self.engine.compile(&bytes).map_err(|e| e.to_string())
     }
 
     /// The name operators use for a compiled strategy: a built-in's name, or its digest.
@@ -410,46 +401,43 @@ impl Driver {
         self.builtin_digests.get(&compiled.digest).cloned().unwrap_or_else(|| compiled.digest.clone())
     }
 
+    /// A type's coordinator recovered from `durable`, with a strategy slot
+    /// loaded from `record`, and the commands recovery emitted.
+    fn open_type(
+        &self,
+        name: &str,
+        record: TypeRecord,
+        durable: Durable,
+        activations: Vec<ActivationRecord>,
+    ) -> Result<(TypeEntry, Vec<Command>), String> {
+        let compiled = self.compile(&record.strategy)?;
+        let settings = &self.settings;
+        let slot =
+            Slot::new(name, self.engine.clone(), settings.auto_rollback, compiled, &record.config, settings.limits)
+                .map_err(|e| e.to_string())?;
+        let strategy = ExternalAllocation::new(Guarded::new(Box::new(self.metrics.timed(name, slot.handle()))));
+        let (coordinator, commands) = Coordinator::recover(settings.coordinator.clone(), strategy, durable, self.now)
+            .expect("the coordinator settings were validated at start-up");
+        let active_id = slot.active().id;
+        Ok((TypeEntry { coordinator, slot, record, activations, active_id }, commands))
+    }
+
     /// Creates a type with a strategy, recording it in this turn.
     pub fn create_type(&mut self, name: &str, strategy: &str, config: &str) -> Result<(), String> {
         check_type_name(name)?;
         if self.types.len() >= MAX_TYPES {
             return Err(format!("{MAX_TYPES} entity types exist, the most allowed"));
         }
-        let compiled = self.compile(strategy)?;
-        let slot = slot_for(&self.engine, name, compiled, config, &self.settings)?;
-        let timed = self.metrics.timed(name, slot.handle());
-        let coordinator = Coordinator::recover(
-            self.settings.coordinator.clone(),
-            ExternalAllocation::new(Guarded::new(Box::new(timed))),
-            Default::default(),
-            self.now,
-        )
-        .map_err(|e| e.to_string())?
-        .0;
-        let record = TypeRecord { strategy: self.spec_of(&slot.active().compiled), config: config.to_owned() };
-        let activation = self.activation_record(&slot.active(), &record.strategy);
-        self.turn.types.insert(name.to_owned(), record.clone());
-        self.turn.activations.push((name.to_owned(), activation.clone()));
-        let active_id = slot.active().id;
-        self.types
-            .insert(name.to_owned(), TypeEntry { coordinator, slot, record, activations: vec![activation], active_id });
+        let record = TypeRecord { strategy: strategy.to_owned(), config: config.to_owned() };
+        let (mut entry, commands) = self.open_type(name, record.clone(), Durable::default(), Vec::new())?;
+        let activation = activation_record(&entry.slot.active(), strategy);
+        entry.activations.push(activation.clone());
+        self.turn.types.insert(name.to_owned(), record);
+        self.turn.activations.push((name.to_owned(), activation));
+        self.types.insert(name.to_owned(), entry);
+        self.execute(name, commands);
         tracing::info!(r#type = name, strategy, "entity type created");
         Ok(())
-    }
-
-    fn activation_record(&self, activation: &Activation, strategy: &str) -> ActivationRecord {
-        ActivationRecord {
-            strategy: strategy.to_owned(),
-            name: activation.compiled.info.name.clone(),
-            version: activation.compiled.info.version.clone(),
-            config: activation.config.clone(),
-            cause: serde_json::to_value(activation.cause)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default(),
-            at_ms: activation.at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
-        }
     }
 
     /// Records the slot's active strategy when it changed (activation,
@@ -462,7 +450,7 @@ impl Driver {
         }
         let spec = self.spec_of(&active.compiled);
         let record = TypeRecord { strategy: spec.clone(), config: active.config.clone() };
-        let activation = self.activation_record(&active, &spec);
+        let activation = activation_record(&active, &spec);
         let entry = self.types.get_mut(entity_type).expect("checked");
         entry.active_id = active.id;
         entry.record = record.clone();
@@ -471,11 +459,6 @@ impl Driver {
         entry.activations.drain(..excess);
         self.turn.types.insert(entity_type.to_owned(), record);
         self.turn.activations.push((entity_type.to_owned(), activation));
-    }
-
-    /// An uploaded component's bytes.
-    pub fn component_bytes(&self, digest: &str) -> Result<Vec<u8>, StoreError> {
-        Ok(self.store.component(digest)?.unwrap_or_default())
     }
 
     /// Stores an uploaded component in this turn.
@@ -602,11 +585,16 @@ impl Driver {
         true
     }
 
+    /// Queues a message straight to a session (not through its route).
+    fn tell(&self, session: SessionId, message: NodeMessage) {
+        if let Some(s) = self.sessions.get(&session) {
+            let _ = s.outbox.try_send(message);
+        }
+    }
+
     fn refuse(&mut self, session: SessionId, reason: String) {
         tracing::warn!(session, %reason, "closing a region session");
-        if let Some(s) = self.sessions.get(&session) {
-            let _ = s.outbox.try_send(NodeMessage::Refused { reason });
-        }
+        self.tell(session, NodeMessage::Refused { reason });
         self.close(session);
     }
 
@@ -635,7 +623,7 @@ impl Driver {
                 let reason =
                     format!("incarnation {} is older than the registered incarnation {current}", register.incarnation);
                 tracing::warn!(r#type = %entity_type, address = %register.address, %reason, "registration refused");
-                let _ = s_outbox(&self.sessions, session).map(|o| o.try_send(NodeMessage::RegisterRefused { reason }));
+                self.tell(session, NodeMessage::RegisterRefused { reason });
                 return;
             }
             let key = (entity_type.clone(), register.address.clone());
@@ -761,8 +749,28 @@ impl Driver {
     }
 }
 
-fn s_outbox(sessions: &HashMap<SessionId, Session>, session: SessionId) -> Option<&mpsc::Sender<NodeMessage>> {
-    sessions.get(&session).map(|s| &s.outbox)
+/// The persisted form of an activation of `strategy` (a built-in's name or a digest).
+pub fn activation_record(activation: &Activation, strategy: &str) -> ActivationRecord {
+    ActivationRecord {
+        strategy: strategy.to_owned(),
+        name: activation.compiled.info.name.clone(),
+        version: activation.compiled.info.version.clone(),
+        config: activation.config.clone(),
+        cause: serde_json::to_value(activation.cause)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default(),
+        at_ms: activation.at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
+    }
+}
+
+/// Why a strategy name resolves to nothing.
+pub fn unknown_strategy(strategy: &str) -> String {
+    let builtins: Vec<&str> = builtin::names().collect();
+    format!(
+        "unknown strategy {strategy:?}: name a built-in ({}) or an uploaded component's sha256:… digest",
+        builtins.join(", ")
+    )
 }
 
 fn message_name(message: &RegionMessage) -> &'static str {

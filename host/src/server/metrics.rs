@@ -21,7 +21,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use shardalloc_guest::RegionStatus;
 
 use super::driver::TypeEntry;
 use crate::coordinator::{Observation, Step};
@@ -140,14 +139,9 @@ impl Metrics {
         for (name, entry) in types {
             let durable = entry.coordinator.durable();
             for region in durable.regions.values() {
-                let status = if !entry.coordinator.is_reachable(&region.address) {
-                    "unreachable"
-                } else if region.leaving {
-                    "leaving"
-                } else if region.draining {
-                    "draining"
-                } else {
-                    "up"
+                let status = match entry.region_status(&region.address) {
+                    "up" if region.draining => "draining",
+                    status => status,
                 };
                 self.regions.get_or_create(&labels(&[("type", name), ("status", status)])).inc();
                 self.shards
@@ -198,15 +192,5 @@ impl AllocationStrategy for Timed {
 
     fn rejected(&mut self, error: &StrategyError) {
         self.handle.rejected(error);
-    }
-}
-
-/// The status name of a region status.
-pub fn status_name(status: RegionStatus) -> &'static str {
-    match status {
-        RegionStatus::Up => "up",
-        RegionStatus::Joining => "joining",
-        RegionStatus::Leaving => "leaving",
-        RegionStatus::Unreachable => "unreachable",
     }
 }

@@ -176,12 +176,8 @@ async fn readyz(State(state): State<AppState>) -> Response {
         .driver
         .call(|driver| {
             let min = driver.settings.coordinator.min_regions;
-            let short: Vec<String> = driver
-                .types
-                .iter()
-                .filter(|(_, e)| e.coordinator.durable().regions.values().filter(|r| !r.proxy_only).count() < min)
-                .map(|(n, _)| n.clone())
-                .collect();
+            let short: Vec<String> =
+                driver.types.iter().filter(|(_, e)| !e.coordinator.enough_regions()).map(|(n, _)| n.clone()).collect();
             if short.is_empty() { Ok(()) } else { Err(format!("fewer than {min} regions in {}", short.join(", "))) }
         })
         .await;

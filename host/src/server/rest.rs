@@ -27,11 +27,13 @@ pub const MAX_SHARDS_PER_REQUEST: usize = 10_000;
 /// Longest region address, in bytes.
 pub const MAX_ADDRESS_BYTES: usize = 256;
 
-fn entry<'d>(driver: &'d mut Driver, name: &str) -> Result<&'d mut TypeEntry, ApiError> {
+/// A type by name, or 404.
+pub(super) fn entry<'d>(driver: &'d mut Driver, name: &str) -> Result<&'d mut TypeEntry, ApiError> {
     driver.types.get_mut(name).ok_or_else(|| ApiError::unknown_type(name))
 }
 
-fn shard_id(id: &ShardId, field: &str) -> Result<String, ApiError> {
+/// A shard id from a request, checked; the error names `field`.
+pub(super) fn shard_id(id: &ShardId, field: &str) -> Result<String, ApiError> {
     id.validate().map(str::to_owned).map_err(|m| ApiError::bad_request("invalid-shard-id", format!("{field}: {m}")))
 }
 
@@ -43,17 +45,6 @@ fn placements_of(entry: &TypeEntry) -> Placements {
         .map(|(s, t)| Placement { shard_id: ShardId(s.clone()), target: t.clone() })
         .collect();
     Placements { placements }
-}
-
-fn status_of(entry: &TypeEntry, address: &str) -> &'static str {
-    let record = &entry.coordinator.durable().regions[address];
-    if !entry.coordinator.is_reachable(address) {
-        "unreachable"
-    } else if record.leaving {
-        "leaving"
-    } else {
-        "up"
-    }
 }
 
 /// `GET /v1/cluster/shards`
@@ -93,7 +84,7 @@ pub async fn type_state(
                 .map(|r| RegionState {
                     address: r.address.clone(),
                     incarnation: r.incarnation,
-                    status: status_of(entry, &r.address).to_owned(),
+                    status: entry.region_status(&r.address).to_owned(),
                     draining: r.draining,
                     proxy_only: r.proxy_only,
                     labels: r.labels.clone(),
@@ -314,7 +305,7 @@ pub async fn regions(State(state): State<AppState>) -> Result<Json<Regions>, Api
                         shards: 0,
                         draining: true,
                     });
-                    summary.types.insert(name.clone(), status_of(entry, &record.address).to_owned());
+                    summary.types.insert(name.clone(), entry.region_status(&record.address).to_owned());
                     summary.shards += record.shards.len();
                     summary.draining &= record.draining;
                 }

@@ -17,7 +17,8 @@ use shardalloc_client::api::{
 use super::AppState;
 use super::api_error::ApiError;
 use super::body::{JsonBody, Params, RawBody};
-use super::driver::{Driver, TypeEntry};
+use super::driver::{Driver, activation_record, unknown_strategy};
+use super::rest::{entry, shard_id};
 use crate::engine::dry_run::dry_run;
 use crate::engine::load::Compiled;
 use crate::engine::registry::{Activation, ActivationCause, RollbackError};
@@ -45,21 +46,7 @@ pub fn activation_info(record: &ActivationRecord) -> ActivationInfo {
 
 /// The API form of a live activation.
 pub fn slot_activation_info(activation: &Activation, spec: &str) -> ActivationInfo {
-    ActivationInfo {
-        name: activation.compiled.info.name.clone(),
-        version: activation.compiled.info.version.clone(),
-        digest: spec.to_owned(),
-        config: config_value(&activation.config),
-        cause: serde_json::to_value(activation.cause)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default(),
-        at_ms: activation.at.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
-    }
-}
-
-fn entry<'d>(driver: &'d mut Driver, name: &str) -> Result<&'d mut TypeEntry, ApiError> {
-    driver.types.get_mut(name).ok_or_else(|| ApiError::unknown_type(name))
+    activation_info(&activation_record(activation, spec))
 }
 
 fn strategy_state(driver: &Driver, name: &str) -> StrategyState {
@@ -184,23 +171,10 @@ pub async fn delete(State(state): State<AppState>, Params(digest): Params<String
 async fn compile(state: &AppState, spec: String) -> Result<Arc<Compiled>, ApiError> {
     let bytes = state
         .driver
-        .call(move |driver| -> Result<Vec<u8>, ApiError> {
-            if let Some(bytes) = builtin::component_bytes(&spec) {
-                return Ok(bytes.to_vec());
-            }
-            if driver.components.contains_key(&spec) {
-                return driver
-                    .component_bytes(&spec)
-                    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "store", e.to_string()));
-            }
-            let builtins: Vec<&str> = builtin::names().collect();
-            Err(ApiError::not_found(
-                "unknown-strategy",
-                format!(
-                    "unknown strategy {spec:?}: name a built-in ({}) or an uploaded sha256:… digest",
-                    builtins.join(", ")
-                ),
-            ))
+        .call(move |driver| match driver.strategy_bytes(&spec) {
+            Ok(Some(bytes)) => Ok(bytes.into_owned()),
+            Ok(None) => Err(ApiError::not_found("unknown-strategy", unknown_strategy(&spec))),
+            Err(e) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "store", e.to_string())),
         })
         .await??;
     let engine = state.engine.clone();
@@ -269,11 +243,7 @@ pub async fn dry_run_endpoint(
         .shard_ids
         .iter()
         .enumerate()
-        .map(|(i, id)| {
-            id.validate()
-                .map(str::to_owned)
-                .map_err(|m| ApiError::bad_request("invalid-shard-id", format!("shardIds[{i}]: {m}")))
-        })
+        .map(|(i, id)| shard_id(id, &format!("shardIds[{i}]")))
         .collect::<Result<Vec<_>, _>>()?;
     let compiled = compile(&state, request.strategy.clone()).await?;
     Ok(Json(run_dry(&state, &name, compiled, config_text(&request.config), request.rounds, shards).await?))
@@ -347,14 +317,10 @@ pub async fn rollback(
 fn rollback_from_history(driver: &mut Driver, name: &str) -> Result<(), ApiError> {
     let entry = &driver.types[name];
     let current = (&entry.record.strategy, &entry.record.config);
-    let previous = entry
-        .activations
-        .iter()
-        .rev()
-        .skip_while(|a| (&a.strategy, &a.config) == current)
-        .find(|a| (&a.strategy, &a.config) != current)
-        .cloned()
-        .ok_or_else(|| ApiError::conflict("no-previous-strategy", "there is no previous strategy to roll back to"))?;
+    let previous =
+        entry.activations.iter().rev().find(|a| (&a.strategy, &a.config) != current).cloned().ok_or_else(|| {
+            ApiError::conflict("no-previous-strategy", "there is no previous strategy to roll back to")
+        })?;
     let compiled = driver.compile(&previous.strategy).map_err(|m| ApiError::unprocessable("strategy-refused", m))?;
     let limits = driver.settings.limits;
     driver.types[name]
