@@ -191,7 +191,8 @@ pub struct Driver {
     store: Box<dyn Store>,
     revision: Revision,
     sessions: HashMap<SessionId, Session>,
-    routes: HashMap<(String, String), SessionId>,
+    /// Type → region address → its current session.
+    routes: HashMap<String, HashMap<String, SessionId>>,
     requests: HashMap<RequestId, oneshot::Sender<Reply>>,
     next_request: RequestId,
     turn: Turn,
@@ -529,7 +530,7 @@ impl Driver {
     }
 
     fn send(&mut self, entity_type: &str, to: &str, message: ToRegion) {
-        let Some(&session) = self.routes.get(&(entity_type.to_owned(), to.to_owned())) else { return };
+        let Some(&session) = self.routes.get(entity_type).and_then(|r| r.get(to)) else { return };
         let message = to_node_message(message);
         let Some(s) = self.sessions.get(&session) else { return };
         if let Err(error) = s.outbox.try_send(message) {
@@ -545,11 +546,10 @@ impl Driver {
     fn close(&mut self, session: SessionId) {
         if let Some(s) = self.sessions.remove(&session)
             && let Some((address, _)) = s.registered
+            && let Some(routes) = self.routes.get_mut(&s.entity_type)
+            && routes.get(&address) == Some(&session)
         {
-            let key = (s.entity_type, address);
-            if self.routes.get(&key) == Some(&session) {
-                self.routes.remove(&key);
-            }
+            routes.remove(&address);
         }
         self.metrics.sessions.set(self.sessions.len() as i64);
     }
@@ -626,8 +626,8 @@ impl Driver {
                 self.tell(session, NodeMessage::RegisterRefused { reason });
                 return;
             }
-            let key = (entity_type.clone(), register.address.clone());
-            if let Some(old) = self.routes.insert(key, session)
+            let routes = self.routes.entry(entity_type.clone()).or_default();
+            if let Some(old) = routes.insert(register.address.clone(), session)
                 && old != session
             {
                 // The region connected again; its previous session is over.
