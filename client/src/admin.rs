@@ -17,6 +17,8 @@
 //! # Ok(()) }
 //! ```
 
+use std::path::Path;
+
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE};
 use reqwest::{Method, StatusCode, Url};
 use serde::Serialize;
@@ -31,6 +33,9 @@ use crate::api::{
 /// Why an admin request failed.
 #[derive(Debug, thiserror::Error)]
 pub enum AdminError {
+    /// TLS could not be set up for an `https://` node.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
     /// The base URL cannot be used.
     #[error("invalid admin base URL {url:?}: {reason}")]
     BaseUrl {
@@ -95,8 +100,16 @@ pub struct AdminClient {
 
 impl AdminClient {
     /// A client of the node at `base_url` (e.g. `http://127.0.0.1:7878`),
-    /// sending `Authorization: Bearer <token>` when a token is given.
+    /// sending `Authorization: Bearer <token>` when a token is given. An
+    /// `https://` node must present a certificate the system trusts.
     pub fn new(base_url: &str, token: Option<String>) -> Result<Self, AdminError> {
+        Self::with_ca_cert(base_url, token, None)
+    }
+
+    /// As [`AdminClient::new`]; an `https://` node's certificate may also be
+    /// signed by a certificate in `ca_cert` (a PEM file, added to the
+    /// system's roots).
+    pub fn with_ca_cert(base_url: &str, token: Option<String>, ca_cert: Option<&Path>) -> Result<Self, AdminError> {
         let invalid = |reason: String| AdminError::BaseUrl { url: base_url.to_owned(), reason };
         let base = Url::parse(base_url).map_err(|e| invalid(e.to_string()))?;
         if !matches!(base.scheme(), "http" | "https") {
@@ -105,7 +118,16 @@ impl AdminClient {
         if base.cannot_be_a_base() || base.query().is_some() || base.fragment().is_some() {
             return Err(invalid("it must be a plain http(s)://host[:port][/path] URL".to_owned()));
         }
-        Ok(AdminClient { http: reqwest::Client::new(), base, token })
+        let http = if base.scheme() == "https" {
+            let tls = crate::tls::client_config(ca_cert)?;
+            reqwest::Client::builder()
+                .use_preconfigured_tls((*tls).clone())
+                .build()
+                .map_err(|e| invalid(format!("cannot build its HTTPS client: {e}")))?
+        } else {
+            reqwest::Client::new()
+        };
+        Ok(AdminClient { http, base, token })
     }
 
     /// The URL of `segments` under the base URL, each segment percent-encoded.

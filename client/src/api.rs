@@ -3,6 +3,12 @@
 //!
 //! Shard ids are strings. Where a request carries one, a JSON integer is
 //! accepted as its decimal string ([`ShardId`]); any other number is refused.
+//!
+//! Closed sets of words (a region's status, why a shard is where it is, why a
+//! strategy became active, why a rebalance refused a shard) are enums that
+//! serialize as kebab-case strings. With the `openapi` feature every body
+//! also describes itself as an OpenAPI schema (`utoipa::ToSchema`); the node
+//! builds its `/v1/openapi.json` from them.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -50,6 +56,23 @@ impl From<u64> for ShardId {
     }
 }
 
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for ShardId {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Type};
+        OneOfBuilder::new()
+            .item(ObjectBuilder::new().schema_type(Type::String).min_length(Some(1)).max_length(Some(MAX_SHARD_ID_BYTES)))
+            .item(ObjectBuilder::new().schema_type(Type::Integer))
+            .description(Some(
+                "A shard id: 1 to 256 bytes. In request bodies a JSON integer is taken as its decimal string; other numbers are refused.",
+            ))
+            .into()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for ShardId {}
+
 impl fmt::Display for ShardId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
@@ -90,8 +113,99 @@ impl<'de> Deserialize<'de> for ShardId {
     }
 }
 
+/// Defines a closed set of words: a kebab-case enum with `as_str`, `Display`
+/// and comparison with `&str`.
+macro_rules! words {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $word:literal,)+ }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+        #[serde(rename_all = "kebab-case")]
+        pub enum $name {
+            $($(#[$vmeta])* $variant,)+
+        }
+
+        impl $name {
+            /// Every word, in order.
+            pub const ALL: &'static [$name] = &[$($name::$variant,)+];
+
+            /// The word as JSON spells it.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $word,)+
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.as_str() == *other
+            }
+        }
+    };
+}
+
+words! {
+    /// A registered region's status in one entity type.
+    RegionStatus {
+        /// Heartbeating; gets shards unless draining or proxy-only.
+        Up => "up",
+        /// Missed its heartbeats; removed (its shards re-homed) if it stays silent.
+        Unreachable => "unreachable",
+        /// Leaving gracefully: its shards are handed off.
+        Leaving => "leaving",
+    }
+}
+
+words! {
+    /// Why a shard has the home it has.
+    HomeReason {
+        /// An operator's placement.
+        Placement => "placement",
+        /// The active strategy's answer.
+        Strategy => "strategy",
+        /// The built-in fallback, because the strategy failed.
+        Fallback => "fallback",
+    }
+}
+
+words! {
+    /// Why a strategy became a type's active strategy.
+    ActivationCause {
+        /// The type's first strategy.
+        Initial => "initial",
+        /// An operator activated it.
+        Operator => "operator",
+        /// An operator rolled back to it.
+        Rollback => "rollback",
+        /// The node rolled back to it because its successor failed too often.
+        AutoRollback => "auto-rollback",
+    }
+}
+
+words! {
+    /// Why a rebalance request did not accept a shard.
+    RejectReason {
+        /// The coordinator has never heard of it.
+        Unknown => "unknown",
+        /// It has no home now.
+        Unallocated => "unallocated",
+        /// Its hand-off is in progress or queued already.
+        AlreadyMoving => "already-moving",
+        /// Too many shards are queued already.
+        QueueFull => "queue-full",
+    }
+}
+
 /// The body of every error response.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorBody {
     /// The error.
     pub error: ErrorDetail,
@@ -99,6 +213,7 @@ pub struct ErrorBody {
 
 /// What went wrong.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorDetail {
     /// A stable, machine-readable code (`unknown-type`, `invalid-body`…).
     pub code: String,
@@ -108,6 +223,7 @@ pub struct ErrorDetail {
 
 /// One placement: the shard belongs on the target region.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Placement {
     /// The shard.
@@ -118,6 +234,7 @@ pub struct Placement {
 
 /// `POST …/placements`: one placement, or many applied all-or-nothing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(untagged)]
 pub enum PlacementRequest {
     /// `{"placements":[…]}`
@@ -131,6 +248,7 @@ pub enum PlacementRequest {
 
 /// The type's placements.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Placements {
     /// Every live placement, by shard id.
     pub placements: Vec<Placement>,
@@ -138,6 +256,7 @@ pub struct Placements {
 
 /// `POST …/rebalance`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RebalanceRequest {
     /// The shards to move.
@@ -149,6 +268,7 @@ pub struct RebalanceRequest {
 
 /// The answer to a rebalance request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RebalanceResponse {
     /// The shards that will move.
     pub accepted: Vec<String>,
@@ -158,16 +278,18 @@ pub struct RebalanceResponse {
 
 /// A shard a rebalance request did not accept.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Rejected {
     /// The shard.
     pub shard_id: String,
-    /// `unknown`, `unallocated`, `already-moving` or `queue-full`.
-    pub reason: String,
+    /// Why it was not accepted.
+    pub reason: RejectReason,
 }
 
 /// `GET /v1/cluster/shards`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Types {
     /// Every entity type.
     pub types: Vec<TypeSummary>,
@@ -175,6 +297,7 @@ pub struct Types {
 
 /// One entity type in brief.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TypeSummary {
     /// Its name.
@@ -189,6 +312,7 @@ pub struct TypeSummary {
 
 /// `GET /v1/cluster/shards/{type}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TypeState {
     /// The type.
@@ -205,14 +329,15 @@ pub struct TypeState {
 
 /// A region of one type.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct RegionState {
     /// Its address.
     pub address: String,
     /// Its incarnation.
     pub incarnation: u64,
-    /// `up`, `unreachable` or `leaving`.
-    pub status: String,
+    /// Up, unreachable or leaving.
+    pub status: RegionStatus,
     /// Drained by an operator.
     pub draining: bool,
     /// Routes only.
@@ -225,6 +350,7 @@ pub struct RegionState {
 
 /// A hand-off in flight.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HandOff {
     /// The shard.
@@ -235,14 +361,15 @@ pub struct HandOff {
 
 /// `GET /v1/cluster/shards/{type}/shards/{shardId}`: where a shard is and why.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ShardState {
     /// The shard.
     pub shard_id: String,
     /// Its home, if it has one.
     pub home: Option<String>,
-    /// Why it is there: `placement`, `strategy` or `fallback`.
-    pub reason: Option<String>,
+    /// Why it is there.
+    pub reason: Option<HomeReason>,
     /// The strategy (`name@version`) that chose, or the fallback's cause.
     pub detail: Option<String>,
     /// When it got its home (milliseconds since the Unix epoch).
@@ -255,6 +382,7 @@ pub struct ShardState {
 
 /// `GET /v1/cluster/regions`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Regions {
     /// Every region, by address.
     pub regions: Vec<RegionSummary>,
@@ -262,12 +390,13 @@ pub struct Regions {
 
 /// A region across types.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct RegionSummary {
     /// Its address.
     pub address: String,
     /// Per type it serves: its status there.
-    pub types: BTreeMap<String, String>,
+    pub types: BTreeMap<String, RegionStatus>,
     /// Shards it holds, all types together.
     pub shards: usize,
     /// Drained in every type it serves.
@@ -276,6 +405,7 @@ pub struct RegionSummary {
 
 /// `POST /v1/strategies`: the uploaded component.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct StoredStrategy {
     /// `sha256:…` of the component's bytes.
@@ -294,6 +424,7 @@ pub struct StoredStrategy {
 
 /// `GET /v1/strategies`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Strategies {
     /// Built-ins first, then uploads by digest.
     pub strategies: Vec<StoredStrategy>,
@@ -301,6 +432,7 @@ pub struct Strategies {
 
 /// `PUT …/strategy`, `PUT …/strategy/shadow` and the candidate of a dry run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ActivateRequest {
     /// A built-in's name or an uploaded component's `sha256:…` digest.
@@ -312,6 +444,7 @@ pub struct ActivateRequest {
 
 /// `POST …/strategy/dry-run`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DryRunRequest {
     /// A built-in's name or an uploaded component's digest.
@@ -333,6 +466,7 @@ fn default_rounds() -> usize {
 
 /// What a candidate would do on the type's current state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DryRunResponse {
     /// The candidate, `name@version`.
@@ -347,6 +481,7 @@ pub struct DryRunResponse {
 
 /// One simulated round.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DryRunRound {
     /// Shards moved.
     pub moved: Vec<String>,
@@ -356,6 +491,7 @@ pub struct DryRunRound {
 
 /// One activation of a strategy in a type's slot.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ActivationInfo {
     /// Its name.
@@ -366,14 +502,15 @@ pub struct ActivationInfo {
     pub digest: String,
     /// Its configuration.
     pub config: Option<serde_json::Value>,
-    /// `initial`, `operator`, `rollback` or `auto-rollback`.
-    pub cause: String,
+    /// Why it became active.
+    pub cause: ActivationCause,
     /// When (milliseconds since the Unix epoch).
     pub at_ms: u64,
 }
 
 /// `GET …/strategy`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct StrategyState {
     /// The active strategy.

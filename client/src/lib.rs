@@ -15,6 +15,8 @@
 //!   [`region::Transport`] between regions. Its decisions are made by the
 //!   sans-I/O [`region::RegionCore`].
 //! - [`admin`]: [`admin::AdminClient`], the typed admin REST client.
+//! - [`tls`]: the rustls client configuration both clients use for
+//!   `https://` and `wss://` nodes (system roots plus an optional CA file).
 //!
 //! ## Testing an application with `InMemoryTransport`
 //!
@@ -67,3 +69,4 @@ pub mod admin;
 pub mod api;
 pub mod protocol;
 pub mod region;
+pub mod tls;

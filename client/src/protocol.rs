@@ -32,6 +32,11 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+/// A time or a duration in milliseconds, as the protocol's `*_ms` fields
+/// carry them and as the sans-I/O cores (the node's coordinator, the
+/// region's core) take the time: a value that is only compared and added to.
+pub type Millis = u64;
+
 /// The protocol version this crate speaks.
 pub const PROTOCOL_VERSION: u32 = 1;
 
@@ -108,6 +113,21 @@ pub enum RegionMessage {
     },
 }
 
+impl RegionMessage {
+    /// The message's name, as `docs/protocol.md` lists it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            RegionMessage::Register(_) => "Register",
+            RegionMessage::Heartbeat { .. } => "Heartbeat",
+            RegionMessage::GetShardHome { .. } => "GetShardHome",
+            RegionMessage::BeginHandOffAck { .. } => "BeginHandOffAck",
+            RegionMessage::ShardStopped { .. } => "ShardStopped",
+            RegionMessage::Leave => "Leave",
+            RegionMessage::Drain { .. } => "Drain",
+        }
+    }
+}
+
 /// What the node sends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum NodeMessage {
@@ -122,8 +142,10 @@ pub enum NodeMessage {
         /// Why.
         reason: String,
     },
-    /// Registration accepted. The region holds a lease of `lease_ms` from
-    /// when it sent the registration numbered `sequence`.
+    /// Registration accepted; heartbeat every `heartbeat_interval_ms`. The
+    /// region holds a lease of `lease_ms` from when it sent the registration
+    /// numbered `sequence`, and must stop all its shards when it runs out
+    /// unrenewed.
     Registered {
         /// The incarnation registered.
         incarnation: u64,

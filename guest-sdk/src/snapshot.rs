@@ -21,6 +21,7 @@ use crate::view::{Allocations, Region, RegionStatus, Topology, View};
 
 /// A cluster's state for one entity type.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Snapshot {
     /// Every region, in the file's order.
     pub regions: Vec<SnapshotRegion>,
@@ -37,6 +38,7 @@ pub struct Snapshot {
 
 /// One region of a [`Snapshot`].
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SnapshotRegion {
     /// The region's address.
     pub address: String,

@@ -20,6 +20,7 @@ impl RegionId {
 
 /// Cluster membership status of a region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum RegionStatus {
     /// A full member.

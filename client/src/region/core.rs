@@ -44,10 +44,8 @@ use tracing::warn;
 
 use super::Update;
 use super::error::{RegionError, SendError, check_shard};
+pub use crate::protocol::Millis;
 use crate::protocol::{NodeMessage, RegionMessage, Register};
-
-/// The driver's clock, in milliseconds. Only ever compared and added to.
-pub type Millis = u64;
 
 /// How many registration and heartbeat send times are kept for lease renewal.
 pub const SEQUENCE_WINDOW: usize = 64;

@@ -323,6 +323,7 @@ pub(crate) fn start<A: Application>(
     runtime: tokio::runtime::Handle,
     config: RegionConfig,
     url: String,
+    tls: Option<Arc<rustls::ClientConfig>>,
     app: Arc<A>,
     transport: Arc<dyn Transport<A::Message>>,
 ) -> (Arc<Shared<A::Message>>, mpsc::UnboundedSender<Control>) {
@@ -367,6 +368,7 @@ pub(crate) fn start<A: Application>(
         shared: shared.clone(),
         params: Arc::new(SessionParams {
             url,
+            tls,
             token: config.token.clone(),
             entity_type: config.entity_type.clone(),
             handshake_timeout: config.response_timeout,

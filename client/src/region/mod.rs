@@ -54,6 +54,7 @@ mod transport;
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -130,8 +131,9 @@ pub enum Update {
 /// How a region connects and behaves. [`RegionConfig::new`] fills in the defaults.
 #[derive(Clone)]
 pub struct RegionConfig {
-    /// The node: `http://host:port` or `ws://host:port` (the connect path is
-    /// added unless the URL already ends with it). TLS is not built in.
+    /// The node: `http://host:port` or `ws://host:port`, or with TLS
+    /// `https://host:port` or `wss://host:port` (the connect path is added
+    /// unless the URL already ends with it).
     pub node: String,
     /// The entity type this region serves.
     pub entity_type: String,
@@ -149,6 +151,10 @@ pub struct RegionConfig {
     pub proxy_only: bool,
     /// Sent as `Authorization: Bearer <token>` when set.
     pub token: Option<String>,
+    /// A PEM file of CA certificates trusted (besides the system's roots)
+    /// for a `wss://` node: a node serving a self-signed or private-CA
+    /// certificate.
+    pub ca_cert: Option<PathBuf>,
     /// Most messages waiting per shard (for a home, or for the application). Default 1,000.
     pub shard_buffer_limit: usize,
     /// Most messages waiting for a home over all shards. Default 100,000.
@@ -182,6 +188,7 @@ impl fmt::Debug for RegionConfig {
             .field("labels", &self.labels)
             .field("proxy_only", &self.proxy_only)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("ca_cert", &self.ca_cert)
             .field("shard_buffer_limit", &self.shard_buffer_limit)
             .field("total_buffer_limit", &self.total_buffer_limit)
             .field("inbox_capacity", &self.inbox_capacity)
@@ -210,6 +217,7 @@ impl RegionConfig {
             labels: BTreeMap::new(),
             proxy_only: false,
             token: None,
+            ca_cert: None,
             shard_buffer_limit: self::core::DEFAULT_SHARD_BUFFER_LIMIT,
             total_buffer_limit: self::core::DEFAULT_TOTAL_BUFFER_LIMIT,
             inbox_capacity: 10_000,
@@ -301,7 +309,12 @@ impl Region {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| RegionError::NoRuntime)?;
         config.validate()?;
         let url = config.connect_url()?;
-        let (shared, control) = driver::start(runtime, config, url, Arc::new(app), Arc::new(transport));
+        let tls = if url.starts_with("wss://") {
+            Some(crate::tls::client_config(config.ca_cert.as_deref()).map_err(|e| RegionError::Config(e.to_string()))?)
+        } else {
+            None
+        };
+        let (shared, control) = driver::start(runtime, config, url, tls, Arc::new(app), Arc::new(transport));
         Ok(RegionHandle { shared, control })
     }
 }

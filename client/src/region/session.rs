@@ -36,6 +36,8 @@ pub(crate) enum SessionEvent {
 pub(crate) struct SessionParams {
     /// `ws://host:port/v1/regions/connect`.
     pub(crate) url: String,
+    /// For a `wss://` URL.
+    pub(crate) tls: Option<std::sync::Arc<rustls::ClientConfig>>,
     pub(crate) token: Option<String>,
     pub(crate) entity_type: String,
     /// For the TCP and WebSocket handshakes and the `Welcome`.
@@ -98,9 +100,7 @@ async fn session(
     let config =
         WebSocketConfig::default().max_message_size(Some(MAX_FRAME_BYTES)).max_frame_size(Some(MAX_FRAME_BYTES));
     let connected =
-        tokio::time::timeout(timeout, tokio_tungstenite::connect_async_with_config(request, Some(config), true))
-            .await
-            .map_err(|_| timed_out())?;
+        tokio::time::timeout(timeout, connect(request, config, params.tls.clone())).await.map_err(|_| timed_out())?;
     let (mut socket, _) = match connected {
         Ok(connected) => connected,
         // The node refuses a missing or wrong region token before the upgrade.
@@ -159,6 +159,16 @@ async fn session(
 }
 
 /// The next protocol message; `None` when the node closed the session.
+/// Opens the WebSocket, over TLS with `tls` for a `wss://` URL.
+async fn connect(
+    request: tungstenite::handshake::client::Request,
+    config: WebSocketConfig,
+    tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+) -> Result<(Socket, tungstenite::handshake::client::Response), tungstenite::Error> {
+    let connector = tls.map(tokio_tungstenite::Connector::Rustls);
+    tokio_tungstenite::connect_async_tls_with_config(request, Some(config), true, connector).await
+}
+
 async fn next_message(socket: &mut Socket) -> Result<Option<NodeMessage>, SessionError> {
     loop {
         match socket.next().await {
