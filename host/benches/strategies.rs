@@ -3,6 +3,9 @@
 //!
 //! `cargo bench -p shardalloc --bench strategies`
 
+// criterion's macros define undocumented public functions.
+#![allow(missing_docs)]
+
 use std::hint::black_box;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,9 +13,9 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use shardalloc::engine::limits::Limits;
-use shardalloc::engine::registry::{AutoRollback, Slot};
+use shardalloc::engine::slot::{AutoRollback, Slot};
 use shardalloc::engine::{Engine, EngineConfig};
-use shardalloc::strategy::{AllocationStrategy, ClusterView, builtin};
+use shardalloc::strategy::{AllocationStrategy, ClusterView, StrategySource, builtin};
 use shardalloc_guest::testing::{Shape, generate};
 
 fn cluster(regions: usize, shards: usize) -> ClusterView {
@@ -36,7 +39,7 @@ fn allocate(c: &mut Criterion) {
         let view = cluster(regions, shards);
         let label = format!("{regions}r-{shards}s");
         let mut native = builtin::native("least-shard", "").unwrap().unwrap();
-        let mut wasm = builtin::load(&engine, "least-shard", "", limits()).unwrap();
+        let mut wasm = engine.load_source(&StrategySource::Builtin("least-shard".into()), "", limits(), None).unwrap();
         wasm.allocate(&view, "warm-up", None).unwrap();
         group.bench_with_input(BenchmarkId::new("native", &label), &view, |b, view| {
             b.iter(|| native.allocate(black_box(view), "shard-x", None).unwrap())
@@ -56,7 +59,7 @@ fn rebalance(c: &mut Criterion) {
         let view = cluster(regions, shards);
         let label = format!("{regions}r-{shards}s");
         let mut native = builtin::native("least-shard", "").unwrap().unwrap();
-        let mut wasm = builtin::load(&engine, "least-shard", "", limits()).unwrap();
+        let mut wasm = engine.load_source(&StrategySource::Builtin("least-shard".into()), "", limits(), None).unwrap();
         assert_eq!(native.rebalance(&view).unwrap(), wasm.rebalance(&view).unwrap());
         group.bench_with_input(BenchmarkId::new("native", &label), &view, |b, view| {
             b.iter(|| native.rebalance(black_box(view)).unwrap())
@@ -88,8 +91,8 @@ fn swaps(c: &mut Criterion) {
     let mut group = c.benchmark_group("swap");
     group.sample_size(20).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(500));
     let view = cluster(100, 10_000);
-    let least = builtin::compile(&engine, "least-shard").unwrap();
-    let hash = builtin::compile(&engine, "hash").unwrap();
+    let least = engine.compile_source(&StrategySource::Builtin("least-shard".into()), None).unwrap();
+    let hash = engine.compile_source(&StrategySource::Builtin("hash".into()), None).unwrap();
     let slot = Slot::new("Counter", engine.clone(), AutoRollback::default(), least.clone(), "", limits()).unwrap();
     let mut handle = slot.handle();
     group.bench_function("allocate-no-swaps", |b| b.iter(|| handle.allocate(black_box(&view), "s", None).unwrap()));
@@ -111,7 +114,7 @@ fn swaps(c: &mut Criterion) {
     stop.store(true, Ordering::Relaxed);
     let swapped = swapper.join().unwrap();
     eprintln!("swaps made during the measurement: {swapped}");
-    let compiled = builtin::compile(&engine, "hash").unwrap();
+    let compiled = engine.compile_source(&StrategySource::Builtin("hash".into()), None).unwrap();
     group.bench_function("activate", |b| b.iter(|| slot.activate(compiled.clone(), "", limits()).unwrap()));
     group.finish();
 }

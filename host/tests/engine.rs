@@ -12,14 +12,14 @@ use std::time::{Duration, Instant};
 
 use common::{engine, generous, misbehaving_bytes};
 use shardalloc::engine::cache::CacheOutcome;
-use shardalloc::engine::dry_run::{DryRunError, dry_run};
 use shardalloc::engine::limits::Limits;
 use shardalloc::engine::load::LoadError;
-use shardalloc::engine::registry::{ActivationCause, AutoRollback, RollbackError, Slot};
+use shardalloc::engine::slot::{ActivationCause, AutoRollback, RollbackError, Slot};
 use shardalloc::engine::{Engine, EngineConfig};
+use shardalloc::strategy::dry_run::{DryRunError, dry_run};
 use shardalloc::strategy::external::{AllocationReason, ExternalAllocation};
 use shardalloc::strategy::guarded::Guarded;
-use shardalloc::strategy::{AllocationStrategy, ClusterView, FaultKind, StrategyError, builtin};
+use shardalloc::strategy::{AllocationStrategy, ClusterView, FaultKind, StrategyError, StrategySource, builtin};
 use shardalloc_guest::testing::Scenario;
 
 fn view() -> ClusterView {
@@ -156,7 +156,7 @@ fn bad_files_and_wrong_worlds_are_clear_load_errors() {
     let error = engine.instantiate(&compiled, r#"{"nope":1}"#, generous()).unwrap_err();
     assert!(matches!(&error, LoadError::Config(m) if m.contains("nope")), "{error}");
     // And the engine is healthy after all of that.
-    assert!(builtin::load(&engine, "least-shard", "", generous()).is_ok());
+    assert!(engine.load_source(&StrategySource::Builtin("least-shard".into()), "", generous(), None).is_ok());
 }
 
 #[test]
@@ -188,7 +188,7 @@ fn artifacts_are_cached_by_digest_and_a_corrupt_one_is_rebuilt() {
 
 fn slot(initial: &str, policy: AutoRollback) -> Arc<Slot> {
     let engine = engine();
-    let compiled = builtin::compile(&engine, initial).unwrap();
+    let compiled = engine.compile_source(&StrategySource::Builtin(initial.into()), None).unwrap();
     Slot::new("Counter", engine, policy, compiled, "", generous()).unwrap()
 }
 
@@ -196,8 +196,8 @@ fn slot(initial: &str, policy: AutoRollback) -> Arc<Slot> {
 fn swapping_under_a_calling_thread_fails_no_call() {
     let slot = slot("least-shard", AutoRollback::default());
     let engine = engine();
-    let hash = builtin::compile(&engine, "hash").unwrap();
-    let least = builtin::compile(&engine, "least-shard").unwrap();
+    let hash = engine.compile_source(&StrategySource::Builtin("hash".into()), None).unwrap();
+    let least = engine.compile_source(&StrategySource::Builtin("least-shard".into()), None).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let caller = {
         let (slot, stop) = (slot.clone(), stop.clone());
@@ -231,7 +231,7 @@ fn swapping_under_a_calling_thread_fails_no_call() {
     assert_eq!(failed, 0, "{failed} of {calls} calls failed or fell back");
     assert_eq!(names.into_iter().collect::<Vec<_>>(), ["hash", "least-shard"]);
     assert_eq!(slot.stats().activations, swaps + 1);
-    assert_eq!(slot.history().len(), shardalloc::engine::registry::HISTORY_LIMIT);
+    assert_eq!(slot.history().len(), shardalloc::engine::slot::HISTORY_LIMIT);
 }
 
 #[test]
@@ -239,8 +239,14 @@ fn rollback_returns_to_the_previous_strategy() {
     let slot = slot("least-shard", AutoRollback::default());
     assert_eq!(slot.rollback().unwrap_err(), RollbackError::NoPrevious);
     let engine = engine();
-    slot.activate(builtin::compile(&engine, "hash").unwrap(), r#"{"rebalance_limit":3}"#, generous()).unwrap();
-    slot.activate(builtin::compile(&engine, "zone").unwrap(), "", generous()).unwrap();
+    slot.activate(
+        engine.compile_source(&StrategySource::Builtin("hash".into()), None).unwrap(),
+        r#"{"rebalance_limit":3}"#,
+        generous(),
+    )
+    .unwrap();
+    slot.activate(engine.compile_source(&StrategySource::Builtin("zone".into()), None).unwrap(), "", generous())
+        .unwrap();
     let back = slot.rollback().unwrap();
     assert_eq!(back.compiled.info.name, "hash");
     assert_eq!(back.config, r#"{"rebalance_limit":3}"#);
@@ -288,7 +294,12 @@ fn a_new_strategy_that_keeps_failing_is_rolled_back_automatically() {
 fn a_shadow_runs_beside_the_active_strategy_and_is_never_applied() {
     let slot = slot("least-shard", AutoRollback::default());
     let engine = engine();
-    slot.set_shadow(Some((builtin::compile(&engine, "hash").unwrap(), "", generous()))).unwrap();
+    slot.set_shadow(Some((
+        engine.compile_source(&StrategySource::Builtin("hash".into()), None).unwrap(),
+        "",
+        generous(),
+    )))
+    .unwrap();
     let mut handle = slot.handle();
     let view = ClusterView::from_snapshot(&Scenario::parse("a=1,2,3 b=4 c=5,6 d=").snapshot);
     let mut answers = Vec::new();
@@ -307,7 +318,11 @@ fn a_shadow_runs_beside_the_active_strategy_and_is_never_applied() {
 #[test]
 fn dry_run_reports_without_applying() {
     let snapshot = Scenario::parse("a=1,2,3,4,5,6 b= c=").snapshot;
-    let candidate = Box::new(builtin::load(&engine(), "least-shard", r#"{"relative_limit":1.0}"#, generous()).unwrap());
+    let candidate = Box::new(
+        engine()
+            .load_source(&StrategySource::Builtin("least-shard".into()), r#"{"relative_limit":1.0}"#, generous(), None)
+            .unwrap(),
+    );
     let result = dry_run(candidate, &snapshot, &["new".to_owned()], 3).unwrap();
     assert_eq!(result.allocations[0].1.as_ref().unwrap().region, "b");
     // Optimal is 2 per region; with the relative limit at 1.0 all four extra shards move at once.
@@ -318,7 +333,8 @@ fn dry_run_reports_without_applying() {
     assert!(result.rounds[2].moved.is_empty());
     // Nothing was applied: the snapshot is as it was.
     assert_eq!(snapshot.regions[0].shards.len(), 6);
-    let candidate = Box::new(builtin::load(&engine(), "hash", "", generous()).unwrap());
+    let candidate =
+        Box::new(engine().load_source(&StrategySource::Builtin("hash".into()), "", generous(), None).unwrap());
     assert_eq!(dry_run(candidate, &snapshot, &[], 1000).unwrap_err(), DryRunError::TooManyRounds(1000));
 }
 

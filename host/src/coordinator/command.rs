@@ -33,12 +33,16 @@ pub enum Command {
     Observe(Observation),
 }
 
-/// A message to a region.
+/// A message to a region. Each variant goes on the wire as the
+/// `shardalloc_client::protocol::NodeMessage` of the same name, field for
+/// field (the server's `wire.rs` is the whole mapping); the coordinator
+/// itself knows no wire format.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToRegion {
     /// Registration accepted; heartbeat every `heartbeat_interval_ms`. The
-    /// region holds a lease of `lease_ms` from the moment it sent the
-    /// registration and must stop all its shards when it runs out unrenewed.
+    /// region holds a lease of `lease_ms` from when it sent the registration
+    /// numbered `sequence`, and must stop all its shards when it runs out
+    /// unrenewed.
     Registered {
         /// The incarnation registered.
         incarnation: u64,
@@ -49,7 +53,7 @@ pub enum ToRegion {
         /// How often to heartbeat.
         heartbeat_interval_ms: u64,
     },
-    /// Registration refused.
+    /// Registration refused (malformed, stale incarnation, too many regions).
     RegisterRefused {
         /// Why.
         reason: String,
@@ -72,7 +76,7 @@ pub enum ToRegion {
         /// Its home's address.
         home: String,
     },
-    /// A new shard was refused (a limit).
+    /// A new shard was refused (a limit, a bad id).
     ShardRefused {
         /// The shard.
         shard: String,
@@ -89,7 +93,7 @@ pub enum ToRegion {
         /// The shard.
         shard: String,
     },
-    /// A placement changed (`None`: removed).
+    /// An operator's placement changed (`None`: removed).
     PlacementChanged {
         /// The shard.
         shard: String,

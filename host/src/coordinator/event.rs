@@ -4,8 +4,9 @@ use std::collections::BTreeMap;
 
 use super::state::Stamp;
 
-/// The driver's clock, in milliseconds. Only ever compared and added to.
-pub type Millis = u64;
+/// The driver's clock, in milliseconds: the one definition, shared with the
+/// region client's core.
+pub use shardalloc_client::protocol::Millis;
 
 /// Identifies an operator request, echoed in its [`Reply`](super::Reply).
 pub type RequestId = u64;

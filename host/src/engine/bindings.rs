@@ -2,6 +2,7 @@
 //! generated code stays private; the engine uses the few names re-exported
 //! here.
 
+#[allow(missing_docs)] // generated
 mod generated {
     wasmtime::component::bindgen!({
         world: "strategy",

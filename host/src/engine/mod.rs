@@ -17,27 +17,31 @@
 //!   against the view it was computed on; an error, a fault or a refused
 //!   answer is logged with the strategy's name and version, counted, and
 //!   replaced by the built-in least-shard compiled into the host.
-//! - **Hot swap** ([`registry`]): one slot per entity type holds the active
+//! - **Hot swap** ([`slot`]): one slot per entity type holds the active
 //!   activation behind an atomic pointer. A swap is one pointer store; a
 //!   call in flight finishes on the instance it started with and the next
 //!   call picks up the new one, so swapping never fails or stalls a call.
 //!   Activations are kept as history for one-call rollback, and a new
-//!   activation that faults too often is rolled back automatically.
-//! - **Dry run and shadow** ([`dry_run`], [`registry`]): a candidate runs on
-//!   the current view without being applied, once (dry run) or beside the
-//!   active strategy on every decision (shadow), disagreements counted.
+//!   activation that faults too often is rolled back automatically; every
+//!   change is reported on a channel rather than polled.
+//! - **Shadow** ([`slot`]): a candidate runs beside the active strategy on
+//!   every decision, disagreements counted. (A dry run needs no wasmtime:
+//!   it is `crate::strategy::dry_run`.)
+//! - **Sources** ([`source`]): a strategy named by a
+//!   [`crate::strategy::StrategySource`] is read (a built-in, a file, or an
+//!   uploaded component through the caller) and compiled.
 //!
 //! Strategy calls are synchronous and short; the coordinator driver makes
 //! them on its own OS thread, never on tokio's workers.
 
 pub mod bindings;
 pub mod cache;
-pub mod dry_run;
 pub mod host;
 pub mod instance;
 pub mod limits;
 pub mod load;
-pub mod registry;
+pub mod slot;
+pub mod source;
 
 use std::hash::{Hash, Hasher};
 use std::path::PathBuf;

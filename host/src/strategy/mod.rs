@@ -7,20 +7,33 @@
 //!   back to the built-in least-shard compiled into the host.
 //! - [`external::ExternalAllocation`]: operators' placements, wrapped around
 //!   whatever strategy is active.
-//! - [`builtin`]: the built-in strategies, natively and as embedded components.
+//! - [`builtin`]: the table of built-in strategies, natively and as embedded
+//!   components.
+//! - [`source`]: [`StrategySource`], where a strategy comes from (a built-in,
+//!   an uploaded component's digest, a file), parsed once at the edge.
+//! - [`dry_run`]: what a candidate would do on a snapshot, without applying it.
+//! - [`simulate`]: rounds of rebalance and re-allocation over a snapshot.
+//!
+//! This layer knows nothing of wasmtime: the engine (`crate::engine`)
+//! implements [`AllocationStrategy`] for components and depends on it, never
+//! the other way round.
 //!
 //! "Allocatable" means: status up, not proxy-only, not draining. The host
 //! never accepts another answer.
 
 pub mod builtin;
+pub mod dry_run;
 pub mod external;
 pub mod guarded;
 pub mod native;
 pub mod simulate;
+pub mod source;
 pub mod view;
 
+pub use shardalloc_client::api::ActivationCause;
 pub use shardalloc_guest::Info;
 use shardalloc_guest::Level;
+pub use source::StrategySource;
 pub use view::ClusterView;
 
 /// Why a strategy call produced no usable answer.

@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use shardalloc::engine::Engine;
 use shardalloc::engine::instance::Sandboxed;
-use shardalloc::strategy::{AllocationStrategy, ClusterView, builtin};
+use shardalloc::strategy::{AllocationStrategy, ClusterView, StrategySource, builtin};
 use shardalloc_guest::Snapshot;
 use shardalloc_guest::conformance::Subject;
 
@@ -37,7 +37,9 @@ pub fn engine() -> Arc<Engine> {
 
 /// A built-in, loaded from its embedded component.
 pub fn component(name: &str, config: &str) -> Sandboxed {
-    builtin::load(&engine(), name, config, generous()).unwrap_or_else(|e| panic!("{e}"))
+    engine()
+        .load_source(&StrategySource::Builtin(name.into()), config, generous(), None)
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A built-in, compiled into the host.

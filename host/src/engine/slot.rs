@@ -2,6 +2,11 @@
 //! atomic pointer, its activation history, rollback (by hand and
 //! automatic), the shadow candidate and the counters.
 //!
+//! **Changes are reported, not polled.** Every activation after the first
+//! (an operator's, a rollback, an automatic rollback) is sent as an
+//! [`ActivationChanged`] to the channel given to [`Slot::report_changes`],
+//! so the node records each in its history in one place, whatever caused it.
+//!
 //! **Swap guarantee.** Activating validates the candidate first (it must
 //! instantiate and accept its configuration), so a failed activation leaves
 //! the active strategy in place. The swap itself is one atomic pointer
@@ -12,7 +17,8 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::{ArcSwap, ArcSwapOption};
@@ -21,24 +27,11 @@ use super::Engine;
 use super::instance::Sandboxed;
 use super::limits::Limits;
 use super::load::{Compiled, LoadError};
+pub use crate::strategy::ActivationCause;
 use crate::strategy::{AllocationStrategy, ClusterView, Info, StrategyError};
 
 /// How many past activations a slot remembers.
 pub const HISTORY_LIMIT: usize = 100;
-
-/// Why an activation happened.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ActivationCause {
-    /// The slot's first strategy.
-    Initial,
-    /// An operator activated it.
-    Operator,
-    /// An operator rolled back to it.
-    Rollback,
-    /// The engine rolled back to it because its successor faulted too often.
-    AutoRollback,
-}
 
 /// One activation of a strategy in a slot.
 #[derive(Debug)]
@@ -65,6 +58,15 @@ impl Activation {
 }
 
 static NEXT_ACTIVATION: AtomicU64 = AtomicU64::new(1);
+
+/// A slot's active strategy changed.
+#[derive(Debug, Clone)]
+pub struct ActivationChanged {
+    /// The slot's entity type.
+    pub entity_type: String,
+    /// The new active activation (its `cause` says why).
+    pub activation: Arc<Activation>,
+}
 
 /// When a new activation (by an operator) is rolled back automatically.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,6 +126,7 @@ pub struct Slot {
     history: Mutex<Vec<Arc<Activation>>>,
     faults: Mutex<Faults>,
     stats: Mutex<SlotStats>,
+    changes: OnceLock<Sender<ActivationChanged>>,
 }
 
 impl Slot {
@@ -147,7 +150,14 @@ impl Slot {
             history: Mutex::new(vec![first]),
             faults: Mutex::new(Faults::default()),
             stats: Mutex::new(SlotStats { activations: 1, ..SlotStats::default() }),
+            changes: OnceLock::new(),
         }))
+    }
+
+    /// Sends every later change of the active strategy to `to`. Set once;
+    /// a second call is ignored.
+    pub fn report_changes(&self, to: Sender<ActivationChanged>) {
+        let _ = self.changes.set(to);
     }
 
     /// The entity type this slot serves.
@@ -207,6 +217,11 @@ impl Slot {
         }
         self.active.store(new.clone());
         self.stats.lock().expect("stats lock").activations += 1;
+        if let Some(changes) = self.changes.get() {
+            let change = ActivationChanged { entity_type: self.type_name.clone(), activation: new.clone() };
+            // A receiver that is gone has nothing left to record.
+            let _ = changes.send(change);
+        }
         tracing::info!(r#type = %self.type_name, strategy = %new.label(), digest = %new.compiled.digest, cause = ?new.cause, "strategy activated");
         new
     }
@@ -407,50 +422,5 @@ impl AllocationStrategy for SlotHandle {
         if let Some((activation, _)) = &self.current {
             self.slot.record_rejection(activation, error);
         }
-    }
-}
-
-/// Every entity type's slot.
-pub struct Registry {
-    engine: Arc<Engine>,
-    policy: AutoRollback,
-    slots: Mutex<BTreeMap<String, Arc<Slot>>>,
-}
-
-impl Registry {
-    /// An empty registry.
-    pub fn new(engine: Arc<Engine>, policy: AutoRollback) -> Self {
-        Registry { engine, policy, slots: Mutex::new(BTreeMap::new()) }
-    }
-
-    /// The engine.
-    pub fn engine(&self) -> &Arc<Engine> {
-        &self.engine
-    }
-
-    /// The slot of a type, if it exists.
-    pub fn slot(&self, type_name: &str) -> Option<Arc<Slot>> {
-        self.slots.lock().expect("slots lock").get(type_name).cloned()
-    }
-
-    /// The slot of a type, created with `initial` when absent.
-    pub fn slot_or_create(
-        &self,
-        type_name: &str,
-        initial: impl FnOnce() -> Result<(Arc<Compiled>, String, Limits), LoadError>,
-    ) -> Result<Arc<Slot>, LoadError> {
-        let mut slots = self.slots.lock().expect("slots lock");
-        if let Some(slot) = slots.get(type_name) {
-            return Ok(slot.clone());
-        }
-        let (compiled, config, limits) = initial()?;
-        let slot = Slot::new(type_name, self.engine.clone(), self.policy, compiled, &config, limits)?;
-        slots.insert(type_name.to_owned(), slot.clone());
-        Ok(slot)
-    }
-
-    /// Every type with a slot.
-    pub fn types(&self) -> Vec<String> {
-        self.slots.lock().expect("slots lock").keys().cloned().collect()
     }
 }

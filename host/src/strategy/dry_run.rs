@@ -5,11 +5,10 @@
 
 use shardalloc_guest::Snapshot;
 
-use crate::strategy::AllocationStrategy;
-use crate::strategy::ClusterView;
-use crate::strategy::external::{Allocation, ExternalAllocation, Rebalance};
-use crate::strategy::guarded::{Guarded, NoAllocatableRegion};
-use crate::strategy::simulate::{Round, simulate};
+use super::external::{Allocation, ExternalAllocation, Rebalance};
+use super::guarded::{Guarded, NoAllocatableRegion};
+use super::simulate::{Round, simulate};
+use super::{AllocationStrategy, ClusterView};
 
 /// Most rounds a dry run may simulate.
 pub const MAX_DRY_RUN_ROUNDS: usize = 100;

@@ -1,0 +1,112 @@
+//! Loading a strategy from its [`StrategySource`]: a built-in's embedded
+//! component, a file, or an uploaded component whose bytes the caller keeps
+//! (the node's store; offline tools have none).
+
+use std::borrow::Cow;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::Engine;
+use super::instance::Sandboxed;
+use super::limits::Limits;
+use super::load::{Compiled, LoadError};
+use crate::strategy::StrategySource;
+use crate::strategy::builtin;
+use crate::strategy::source::SourceError;
+
+/// Reads an uploaded component's bytes by digest: `Ok(None)` when no
+/// component has that digest.
+pub type Uploaded<'a> = &'a dyn Fn(&str) -> Result<Option<Vec<u8>>, String>;
+
+/// Why a strategy could not be loaded from its source.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceLoadError {
+    /// The name resolves to nothing.
+    #[error(transparent)]
+    Unknown(#[from] SourceError),
+    /// The file could not be read.
+    #[error("cannot read the strategy file {path}: {error}")]
+    Read {
+        /// The path given.
+        path: String,
+        /// The I/O error.
+        error: std::io::Error,
+    },
+    /// A digest where no uploaded components are kept.
+    #[error("{0} names a component uploaded to a node; here, name a built-in or a .wasm file")]
+    NoUploads(String),
+    /// The uploaded components could not be read.
+    #[error("cannot read the uploaded component {digest}: {reason}")]
+    Uploads {
+        /// The digest.
+        digest: String,
+        /// Why.
+        reason: String,
+    },
+    /// The component could not be loaded.
+    #[error("{source_name}: {error}")]
+    Load {
+        /// The built-in name, digest or path.
+        source_name: String,
+        /// What went wrong.
+        error: LoadError,
+    },
+}
+
+/// The component bytes of `source`; `uploaded` reads uploaded components.
+pub fn read(source: &StrategySource, uploaded: Option<Uploaded<'_>>) -> Result<Cow<'static, [u8]>, SourceLoadError> {
+    match source {
+        StrategySource::Builtin(name) => {
+            builtin::component_bytes(name).map(Cow::Borrowed).ok_or_else(|| source.unknown_error().into())
+        }
+        StrategySource::Digest(digest) => {
+            let uploaded = uploaded.ok_or_else(|| SourceLoadError::NoUploads(digest.clone()))?;
+            match uploaded(digest) {
+                Ok(Some(bytes)) => Ok(Cow::Owned(bytes)),
+                Ok(None) => Err(source.unknown_error().into()),
+                Err(reason) => Err(SourceLoadError::Uploads { digest: digest.clone(), reason }),
+            }
+        }
+        StrategySource::File(path) => std::fs::read(path).map(Cow::Owned).map_err(|error| read_error(path, error)),
+    }
+}
+
+fn read_error(path: &Path, error: std::io::Error) -> SourceLoadError {
+    let text = path.display().to_string();
+    // A bare word that is no file was meant as a strategy's name.
+    let bare = !text.contains('/') && !text.ends_with(".wasm");
+    if bare && error.kind() == std::io::ErrorKind::NotFound {
+        return SourceError::Unknown {
+            given: text,
+            builtins: builtin::names().collect::<Vec<_>>().join(", "),
+            or_file: ", an uploaded component's sha256:… digest, or the path of a .wasm component",
+        }
+        .into();
+    }
+    SourceLoadError::Read { path: text, error }
+}
+
+impl Engine {
+    /// Reads and compiles (or loads from the artifact cache) a strategy.
+    pub fn compile_source(
+        &self,
+        source: &StrategySource,
+        uploaded: Option<Uploaded<'_>>,
+    ) -> Result<Arc<Compiled>, SourceLoadError> {
+        let bytes = read(source, uploaded)?;
+        self.compile(&bytes).map_err(|error| SourceLoadError::Load { source_name: source.to_string(), error })
+    }
+
+    /// Reads, compiles and instantiates a strategy, configured and sandboxed with `limits`.
+    pub fn load_source(
+        self: &Arc<Self>,
+        source: &StrategySource,
+        config: &str,
+        limits: Limits,
+        uploaded: Option<Uploaded<'_>>,
+    ) -> Result<Sandboxed, SourceLoadError> {
+        let compiled = self.compile_source(source, uploaded)?;
+        self.instantiate(&compiled, config, limits)
+            .map_err(|error| SourceLoadError::Load { source_name: source.to_string(), error })
+    }
+}
