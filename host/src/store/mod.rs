@@ -9,22 +9,48 @@
 //! - `redb.rs`: [`RedbStore`], the embedded default (one file in the data
 //!   directory, ACID, crash-safe; a second process on the same directory is
 //!   refused).
+//! - `memory.rs`: [`MemoryStore`], the same contract in memory (tests, and
+//!   throw-away nodes).
+//! - `conformance.rs`: the suite every backend passes ([`conformance::suite`]).
+//! - [`open`]: the one place a backend is chosen, from a [`StoreConfig`].
 //!
 //! ## Writes
 //!
 //! The driver commits once per turn: one [`Turn`] (every type's coordinator
-//! changes, activations, components) in one transaction, and only then feeds
-//! `Persisted` back, so what a region or operator was told is on disk first.
-//! Every commit names the [`Revision`] it was based on; a store whose revision
-//! moved on (another writer, a deposed leader in a clustered backend) refuses
-//! it with [`StoreError::Fenced`] and nothing is written.
+//! changes, type declarations, activations, component records) in one
+//! transaction, and only then feeds `Persisted` back, so what a region or
+//! operator was told is durable first. Every commit names the [`Revision`]
+//! it was based on; a store whose revision moved on (another writer, a
+//! deposed leader in a clustered backend) refuses it with
+//! [`StoreError::Fenced`] and nothing is written.
+//!
+//! ## Blobs
+//!
+//! Component bytes (up to 32 MiB) never travel in a turn: they are
+//! content-addressed blobs, written with [`Store::put_blob`] before the turn
+//! that records the component, read with [`Store::blob`], and deleted with
+//! [`Store::delete_blob`] after the turn that dropped the record. A blob
+//! without a record (a crash between the two) is harmless and collected at
+//! the next start ([`Store::blob_digests`]). A networked backend can chunk
+//! blobs under its request limit without touching the turn's atomicity.
+//!
+//! ## Adding a backend
+//!
+//! Implement [`Store`], add a [`StoreConfig`] variant and its arm in
+//! [`open`], and call [`conformance::suite`] from its tests.
 
+pub mod conformance;
+pub mod memory;
 pub mod redb;
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
 
+pub use self::memory::MemoryStore;
 pub use self::redb::RedbStore;
 use crate::coordinator::{Change, Durable};
+use crate::strategy::{ActivationCause, StrategySource};
 
 /// The schema this build writes and reads.
 pub const SCHEMA_VERSION: u64 = 1;
@@ -38,8 +64,8 @@ pub type Revision = u64;
 /// A type as declared: its strategy and that strategy's configuration.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TypeRecord {
-    /// The active strategy: a built-in's name or `sha256:…`.
-    pub strategy: String,
+    /// The active strategy: a built-in or an uploaded component's digest.
+    pub strategy: StrategySource,
     /// Its configuration (JSON text, empty for none).
     pub config: String,
 }
@@ -47,16 +73,16 @@ pub struct TypeRecord {
 /// One activation, as the history keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ActivationRecord {
-    /// A built-in's name or `sha256:…`.
-    pub strategy: String,
+    /// A built-in or an uploaded component's digest.
+    pub strategy: StrategySource,
     /// The name the strategy describes itself with.
     pub name: String,
     /// Its version.
     pub version: String,
     /// Its configuration (JSON text, empty for none).
     pub config: String,
-    /// `initial`, `operator`, `rollback` or `auto-rollback`.
-    pub cause: String,
+    /// Why it became active.
+    pub cause: ActivationCause,
     /// When, in milliseconds since the Unix epoch.
     pub at_ms: u64,
 }
@@ -83,9 +109,9 @@ pub struct Turn {
     pub types: BTreeMap<String, TypeRecord>,
     /// Activations to append to each type's history.
     pub activations: Vec<(String, ActivationRecord)>,
-    /// Components to store.
-    pub components: Vec<(ComponentRecord, Vec<u8>)>,
-    /// Components to delete, by digest.
+    /// Component records to store (their blobs are written before the turn).
+    pub components: Vec<ComponentRecord>,
+    /// Component records to delete, by digest (their blobs are deleted after).
     pub removed_components: Vec<String>,
 }
 
@@ -122,12 +148,13 @@ pub struct Loaded {
     pub components: BTreeMap<String, ComponentRecord>,
 }
 
-/// Why the store failed.
+/// Why the store failed. Backend-neutral: a backend's own error is the
+/// boxed source of [`StoreError::Backend`].
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The data was written by a newer shardalloc.
     #[error(
-        "the data directory holds schema version {found}; this shardalloc reads up to {supported}: upgrade shardalloc or use another --data directory"
+        "the store holds schema version {found}; this shardalloc reads up to {supported}: upgrade shardalloc or use another store"
     )]
     NewerSchema {
         /// The stored schema version.
@@ -143,44 +170,86 @@ pub enum StoreError {
         /// The store's revision.
         current: Revision,
     },
-    /// Another process has the database open.
-    #[error("the data file {path} is in use by another process")]
+    /// Another process has the store open.
+    #[error("the store {what} is in use by another process")]
     InUse {
-        /// The file.
-        path: String,
+        /// Which store (a file, an endpoint).
+        what: String,
     },
     /// A record could not be decoded.
-    #[error("corrupt record in table {table}: {detail}")]
+    #[error("corrupt record in {what}: {detail}")]
     Corrupt {
-        /// The table.
-        table: &'static str,
+        /// Where (a table, a key).
+        what: String,
         /// What failed.
         detail: String,
     },
-    /// The database failed.
-    #[error("store: {0}")]
-    Database(#[from] ::redb::Error),
-    /// The data directory could not be created.
-    #[error("cannot create the data directory {path}: {error}")]
-    Directory {
-        /// The directory.
+    /// A local file or directory could not be used.
+    #[error("cannot use {path}: {error}")]
+    Io {
+        /// The file or directory.
         path: String,
         /// Why.
         error: std::io::Error,
     },
+    /// The backend failed.
+    #[error("store ({backend}): {source}")]
+    Backend {
+        /// Which backend.
+        backend: &'static str,
+        /// Its error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
-/// Durable storage for the node. See the module documentation.
-pub trait Store: Send {
-    /// Loads everything.
+/// Durable storage for the node. See the module documentation. Shared
+/// between the driver (which commits) and the REST layer (which writes and
+/// reads blobs off the driver thread).
+pub trait Store: Send + Sync {
+    /// Loads everything but the blobs.
     fn load(&self) -> Result<Loaded, StoreError>;
 
     /// Writes a turn atomically, if the store is still at `based_on`;
     /// returns the new revision.
-    fn commit(&mut self, based_on: Revision, turn: &Turn) -> Result<Revision, StoreError>;
+    fn commit(&self, based_on: Revision, turn: &Turn) -> Result<Revision, StoreError>;
 
-    /// An uploaded component's bytes.
-    fn component(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError>;
+    /// Stores a component's bytes under its digest (idempotent).
+    fn put_blob(&self, digest: &str, bytes: &[u8]) -> Result<(), StoreError>;
+
+    /// A component's bytes.
+    fn blob(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// Deletes a component's bytes (absent is fine).
+    fn delete_blob(&self, digest: &str) -> Result<(), StoreError>;
+
+    /// Every stored blob's digest.
+    fn blob_digests(&self) -> Result<Vec<String>, StoreError>;
+
+    /// The schema version the store holds.
+    fn schema_version(&self) -> Result<u64, StoreError>;
+
+    /// What and where this store is, for logs (`redb file /…`).
+    fn describe(&self) -> String;
+}
+
+/// Which backend holds the node's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreConfig {
+    /// The embedded store, in a data directory.
+    Embedded {
+        /// The data directory.
+        dir: PathBuf,
+    },
+    /// In memory: lost when the process ends.
+    Memory,
+}
+
+/// Opens the configured backend: the one place a backend is chosen.
+pub fn open(config: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
+    Ok(match config {
+        StoreConfig::Embedded { dir } => Arc::new(RedbStore::open(dir)?),
+        StoreConfig::Memory => Arc::new(MemoryStore::new()),
+    })
 }
 
 #[cfg(test)]

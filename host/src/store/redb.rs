@@ -12,7 +12,7 @@
 //! | `placements`   | (type, shard)       | `PlacementEntry` (tombstones too) |
 //! | `queued`       | (type, shard)       | nothing                         |
 //! | `activations`  | (type, number)      | [`ActivationRecord`]            |
-//! | `components`   | digest              | component bytes                 |
+//! | `components`   | digest              | component bytes (the blobs)     |
 //! | `component-info` | digest            | [`ComponentRecord`]             |
 //!
 //! A region's shard list is not stored: it is rebuilt from `homes` in
@@ -64,11 +64,12 @@ fn encode<T: Serialize>(value: &T) -> Vec<u8> {
 }
 
 fn decode<T: for<'a> Deserialize<'a>>(table: &'static str, bytes: &[u8]) -> Result<T, StoreError> {
-    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt { table, detail: e.to_string() })
+    serde_json::from_slice(bytes)
+        .map_err(|e| StoreError::Corrupt { what: format!("table {table}"), detail: e.to_string() })
 }
 
 fn db<E: Into<redb::Error>>(error: E) -> StoreError {
-    StoreError::Database(error.into())
+    StoreError::Backend { backend: "redb", source: Box::new(error.into()) }
 }
 
 /// The embedded store. See the module documentation.
@@ -80,11 +81,10 @@ pub struct RedbStore {
 impl RedbStore {
     /// Opens (creating when absent) the store in `dir`.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
-        std::fs::create_dir_all(dir)
-            .map_err(|error| StoreError::Directory { path: dir.display().to_string(), error })?;
+        std::fs::create_dir_all(dir).map_err(|error| StoreError::Io { path: dir.display().to_string(), error })?;
         let path = dir.join(FILE_NAME);
         let db = Database::create(&path).map_err(|error| match error {
-            redb::DatabaseError::DatabaseAlreadyOpen => StoreError::InUse { path: path.display().to_string() },
+            redb::DatabaseError::DatabaseAlreadyOpen => StoreError::InUse { what: path.display().to_string() },
             other => db(other),
         })?;
         let store = RedbStore { db, path };
@@ -299,7 +299,7 @@ impl Store for RedbStore {
         Ok(Loaded { revision, types, components })
     }
 
-    fn commit(&mut self, based_on: Revision, turn: &Turn) -> Result<Revision, StoreError> {
+    fn commit(&self, based_on: Revision, turn: &Turn) -> Result<Revision, StoreError> {
         let txn = self.db.begin_write().map_err(db)?;
         let revision;
         {
@@ -354,14 +354,11 @@ impl Store for RedbStore {
                     activations.remove((t.as_str(), *n)).map_err(db)?;
                 }
             }
-            let mut components = txn.open_table(COMPONENTS).map_err(db)?;
             let mut info = txn.open_table(COMPONENT_INFO).map_err(db)?;
-            for (record, bytes) in &turn.components {
-                components.insert(record.digest.as_str(), bytes.as_slice()).map_err(db)?;
+            for record in &turn.components {
                 info.insert(record.digest.as_str(), encode(record).as_slice()).map_err(db)?;
             }
             for digest in &turn.removed_components {
-                components.remove(digest.as_str()).map_err(db)?;
                 info.remove(digest.as_str()).map_err(db)?;
             }
         }
@@ -369,9 +366,37 @@ impl Store for RedbStore {
         Ok(revision)
     }
 
-    fn component(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError> {
+    fn put_blob(&self, digest: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        let txn = self.db.begin_write().map_err(db)?;
+        txn.open_table(COMPONENTS).map_err(db)?.insert(digest, bytes).map_err(db)?;
+        txn.commit().map_err(db)
+    }
+
+    fn blob(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let txn = self.db.begin_read().map_err(db)?;
         let table = txn.open_table(COMPONENTS).map_err(db)?;
         Ok(table.get(digest).map_err(db)?.map(|v| v.value().to_vec()))
+    }
+
+    fn delete_blob(&self, digest: &str) -> Result<(), StoreError> {
+        let txn = self.db.begin_write().map_err(db)?;
+        txn.open_table(COMPONENTS).map_err(db)?.remove(digest).map_err(db)?;
+        txn.commit().map_err(db)
+    }
+
+    fn blob_digests(&self) -> Result<Vec<String>, StoreError> {
+        let txn = self.db.begin_read().map_err(db)?;
+        let table = txn.open_table(COMPONENTS).map_err(db)?;
+        table.iter().map_err(db)?.map(|entry| entry.map(|(k, _)| k.value().to_owned()).map_err(db)).collect()
+    }
+
+    fn schema_version(&self) -> Result<u64, StoreError> {
+        let txn = self.db.begin_read().map_err(db)?;
+        let meta = txn.open_table(META).map_err(db)?;
+        Ok(meta.get("schema").map_err(db)?.map_or(0, |v| v.value()))
+    }
+
+    fn describe(&self) -> String {
+        format!("redb file {}", self.path.display())
     }
 }
