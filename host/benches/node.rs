@@ -5,6 +5,9 @@
 //!
 //! `cargo bench -p shardalloc --bench node`
 
+// criterion's macros define undocumented public functions.
+#![allow(missing_docs)]
+
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -12,7 +15,7 @@ use futures_util::{SinkExt, StreamExt};
 use shardalloc::coordinator::{Change, Home, RegionRecord};
 use shardalloc::server::driver::DriverSettings;
 use shardalloc::server::{Node, NodeSettings, Security};
-use shardalloc::store::{RedbStore, Store, Turn};
+use shardalloc::store::{RedbStore, Store, StoreConfig, Turn};
 use shardalloc::strategy::external::AllocationReason;
 use shardalloc_client::protocol::{Hello, NodeMessage, PROTOCOL_VERSION, RegionMessage, Register, decode, encode};
 use tokio::net::TcpStream;
@@ -26,7 +29,8 @@ const SHARDS: usize = 1_000;
 
 fn settings(data: &std::path::Path) -> NodeSettings {
     NodeSettings {
-        data_dir: data.to_owned(),
+        store: StoreConfig::Embedded { dir: data.to_owned() },
+        cache_dir: Some(data.join("cache")),
         driver: DriverSettings::default(),
         security: Security::default(),
         max_instances: 64,
@@ -77,7 +81,7 @@ fn home_requests(c: &mut Criterion) {
     let (base, mut sessions) = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("ws://{}", listener.local_addr().unwrap());
-        let node = Node::start(settings(data.path()), "bench".into()).unwrap();
+        let node = Node::start(settings(data.path())).unwrap();
         tokio::spawn(node.serve(listener, std::future::pending()));
         let mut sessions = Vec::new();
         for i in 0..4 {
@@ -146,7 +150,7 @@ fn serve_rss_mib(data: &std::path::Path) -> (f64, Duration) {
 fn memory(_: &mut Criterion) {
     let data = tempfile::tempdir().unwrap();
     {
-        let mut store = RedbStore::open(data.path()).unwrap();
+        let store = RedbStore::open(data.path()).unwrap();
         let mut revision = 0;
         let regions: Vec<Change> = (0..1_000)
             .map(|i| {

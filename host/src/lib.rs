@@ -2,19 +2,22 @@
 //!
 //! The shard placement service's library; the `shardalloc` binary
 //! (`src/main.rs`, subcommands under `src/cli/`) is built on it.
+//! `docs/architecture.md` is the map of the whole repository.
 //!
-//! Layout (dependencies point one way: cli → server → {coordinator, engine,
-//! store} → strategy):
+//! Layout, dependencies pointing one way (cli → server → {store →
+//! coordinator, engine} → strategy → guest SDK):
 //! - [`strategy`]: the synchronous [`strategy::AllocationStrategy`] trait
-//!   the coordinator calls, the host's view types, native and component
-//!   adapters, answer checking with fallback, external allocation
-//!   (placements) and the built-in strategies.
-//!
-//! - [`engine`]: wasmtime with sandbox limits, an artifact cache, hot-swap
-//!   slots with history and rollback, dry runs and shadows.
-//!
-//! The coordinator, the store and the server follow in later work; see
-//! `DESIGN.md`.
+//!   the coordinator calls, the host's view types, native adapters, answer
+//!   checking with fallback, external allocation (placements), dry runs,
+//!   [`strategy::StrategySource`] and the table of built-in strategies.
+//! - [`engine`]: wasmtime with sandbox limits, an artifact cache, loading
+//!   from a source, hot-swap slots with history, rollback and shadows.
+//! - [`coordinator`]: the sans-I/O state machine per entity type: events
+//!   in, commands out, time as a value.
+//! - [`store`]: durable state behind the [`store::Store`] trait (redb
+//!   embedded, in memory) and its conformance suite.
+//! - [`server`]: the I/O shell: the coordinator driver, the REST API and its
+//!   generated OpenAPI document, region sessions, metrics, TLS.
 
 pub mod coordinator;
 pub mod engine;

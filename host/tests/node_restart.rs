@@ -40,7 +40,7 @@ async fn homes(node: &Node, shards: &[&str]) -> BTreeMap<String, ShardState> {
 }
 
 fn names_and_causes(state: &StrategyState) -> Vec<(String, String)> {
-    state.history.iter().map(|a| (a.name.clone(), a.cause.clone())).collect()
+    state.history.iter().map(|a| (a.name.clone(), a.cause.to_string())).collect()
 }
 
 async fn state_survives(stop: Stop) {
@@ -66,7 +66,7 @@ async fn state_survives(stop: Stop) {
 
     let placements = admin.placements("cart").await.unwrap();
     let before_homes = homes(&node, &shards).await;
-    assert_eq!(before_homes["placed"].reason.as_deref(), Some("placement"), "{:?}", before_homes["placed"]);
+    assert_eq!(before_homes["placed"].reason.map(|r| r.as_str()), Some("placement"), "{:?}", before_homes["placed"]);
     assert!(before_homes["hashed"].detail.as_deref().is_some_and(|d| d.starts_with("hash@")), "{before_homes:?}");
     let strategy = admin.strategy("cart").await.unwrap();
     let type_state = admin.type_state("cart").await.unwrap();

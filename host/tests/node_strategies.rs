@@ -1,6 +1,7 @@
 //! Strategies on the real node: an uploaded component hot-swapped in and
-//! rolled back while regions keep asking for homes, and the rule that an
-//! active upload cannot be deleted.
+//! rolled back while regions keep asking for homes. The strategy endpoints'
+//! rules (an active upload cannot be deleted…) are tested in-process
+//! (`host/src/server/tests/strategies.rs`).
 
 mod node;
 
@@ -8,21 +9,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use reqwest::{Method, StatusCode};
 use shardalloc_client::api::{ActivateRequest, StrategyState};
 use shardalloc_client::region::{InMemoryTransport, RegionHandle};
 
-use node::{Journal, Msg, Node, assert_error, fast_args, registered, wait_for};
+use node::{Journal, Msg, Node, fast_args, registered, wait_for};
 
 /// The built-in hash strategy's component, as an operator would upload it.
 fn hash_bytes() -> Vec<u8> {
     shardalloc::strategy::builtin::component_bytes("hash").expect("hash is built in").to_vec()
-}
-
-/// A component that is no built-in: the misbehaving fixture, which behaves
-/// (least-loaded allocation) without a configuration.
-fn fixture_bytes() -> Vec<u8> {
-    include_bytes!(concat!(env!("OUT_DIR"), "/misbehaving.wasm")).to_vec()
 }
 
 fn names_and_causes(state: &StrategyState) -> Vec<(&str, &str)> {
@@ -136,52 +130,4 @@ async fn hot_swap_and_rollback_under_load_fail_no_home_lookup() {
     for region in regions {
         region.shutdown().await;
     }
-}
-
-/// Upload, activate, try to delete (409 while active), roll back, delete (204).
-async fn active_upload_cannot_be_deleted(bytes: Vec<u8>) {
-    let node = Node::start(&["--type", "cart"]).await;
-    let admin = node.admin();
-    let stored = admin.upload_strategy(bytes).await.unwrap();
-    let digest = stored.digest.clone();
-    let activated = admin.activate("cart", &ActivateRequest { strategy: digest.clone(), config: None }).await.unwrap();
-    assert_eq!(activated.active.name, stored.name, "{activated:?}");
-
-    let path = format!("/v1/strategies/{digest}");
-    let answer = node.request(Method::DELETE, &path, None).await;
-    let code = assert_error("deleting the active uploaded strategy", &answer, StatusCode::CONFLICT);
-    assert_eq!(code, "strategy-in-use");
-    let listed = admin.strategies().await.unwrap();
-    let entry = listed.strategies.iter().find(|s| s.digest == digest).unwrap_or_else(|| panic!("{listed:?}"));
-    assert_eq!(entry.active_in, ["cart"], "GET /v1/strategies: {entry:?}");
-    let state = admin.strategy("cart").await.unwrap();
-    assert_eq!(state.active.digest, digest, "the active strategy is not named by the digest activated: {state:?}");
-
-    admin.rollback("cart").await.unwrap();
-    let answer = node.request(Method::DELETE, &path, None).await;
-    assert_eq!(answer.0, StatusCode::NO_CONTENT, "deleting after the rollback: {}", answer.1);
-    let listed = admin.strategies().await.unwrap();
-    assert!(listed.strategies.iter().all(|s| s.digest != digest), "{listed:?}");
-    assert_error("deleting it again", &node.request(Method::DELETE, &path, None).await, StatusCode::NOT_FOUND);
-    let body = serde_json::json!({ "strategy": digest }).to_string();
-    let answer = node.request(Method::PUT, "/v1/cluster/shards/cart/strategy", Some(&body)).await;
-    assert_error("activating the deleted strategy", &answer, StatusCode::NOT_FOUND);
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn an_active_upload_cannot_be_deleted_until_rolled_back() {
-    active_upload_cannot_be_deleted(fixture_bytes()).await;
-}
-
-/// The same with the bytes of a built-in, uploaded as any other component.
-#[tokio::test(flavor = "multi_thread")]
-async fn an_active_upload_of_builtin_bytes_cannot_be_deleted_until_rolled_back() {
-    active_upload_cannot_be_deleted(hash_bytes()).await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn built_in_strategies_cannot_be_deleted() {
-    let node = Node::start(&["--type", "cart"]).await;
-    let answer = node.request(Method::DELETE, "/v1/strategies/hash", None).await;
-    assert_error("deleting a built-in", &answer, StatusCode::CONFLICT);
 }

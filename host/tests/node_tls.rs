@@ -105,3 +105,76 @@ async fn tls_serves_https_and_refuses_plain_http_and_bad_files() {
     assert!(!failed.status.success());
     assert!(stderr.contains("cannot use the TLS key") && stderr.contains("cert.pem"), "{stderr}");
 }
+
+/// Starts `serve` over TLS with `extra` arguments; returns the child and its
+/// `https://ADDR`.
+async fn serve_tls(dir: &Path, extra: &[&str]) -> (Running, String) {
+    let mut child = serve(dir, "key.pem").args(extra).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let line = tokio::task::spawn_blocking(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        let first = lines.next();
+        // Keep reading so the node never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        first
+    })
+    .await
+    .unwrap()
+    .expect("the node prints its address")
+    .unwrap();
+    let address = line
+        .strip_prefix("shardalloc listening on ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("an address in {line:?}"))
+        .to_owned();
+    assert!(address.starts_with("https://"), "{line}");
+    (Running(child), address)
+}
+
+fn cli(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_shardalloc"))
+        .args(args)
+        .env_remove("SHARDALLOC_CA_CERT")
+        .env_remove("SHARDALLOC_ADMIN_TOKEN")
+        .env_remove("SHARDALLOC_NODE")
+        .output()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cli_and_the_region_client_speak_tls_to_a_self_signed_node() {
+    let dir = tempfile::tempdir().unwrap();
+    certificate(dir.path());
+    let (_node, url) = serve_tls(dir.path(), &["--admin-token", "T", "--type", "cart"]).await;
+    let ca = dir.path().join("cert.pem");
+    let ca = ca.to_str().unwrap();
+
+    let set = cli(&["placements", "set", "--node", &url, "--admin-token", "T", "--ca-cert", ca, "cart", "b", "42"]);
+    assert!(set.status.success(), "placements set over https: {}", String::from_utf8_lossy(&set.stderr));
+    let ls = cli(&["placements", "ls", "--node", &url, "--admin-token", "T", "--ca-cert", ca, "cart"]);
+    assert!(ls.status.success(), "placements ls over https: {}", String::from_utf8_lossy(&ls.stderr));
+    assert_eq!(String::from_utf8_lossy(&ls.stdout), "42\tb\n");
+
+    // Without the CA the certificate is refused, and the error says so.
+    let untrusted = cli(&["placements", "ls", "--node", &url, "--admin-token", "T", "cart"]);
+    assert!(!untrusted.status.success(), "a self-signed certificate was trusted without --ca-cert");
+    let stderr = String::from_utf8_lossy(&untrusted.stderr);
+    assert!(stderr.contains(&url) || stderr.contains("127.0.0.1"), "the error names no URL: {stderr}");
+
+    // The region simulator registers over wss:// with the same CA.
+    let mut regions = Command::new(env!("CARGO_BIN_EXE_shardalloc"))
+        .args(["regions", "--node", &url, "--ca-cert", ca, "--type", "cart", "--count", "2", "--interval-ms", "0"])
+        .env_remove("SHARDALLOC_REGION_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = regions.stdout.take().unwrap();
+    let regions = Running(regions);
+    let ready = tokio::task::spawn_blocking(move || {
+        BufReader::new(stdout).lines().map_while(Result::ok).find(|line| line.starts_with("ready"))
+    });
+    let ready = tokio::time::timeout(Duration::from_secs(60), ready).await.expect("ready within 60 s").unwrap();
+    assert_eq!(ready.as_deref(), Some("ready 2"));
+    drop(regions);
+}

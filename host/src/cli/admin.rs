@@ -18,11 +18,16 @@ pub struct NodeArgs {
     /// The admin token, when the node requires one.
     #[arg(long, env = "SHARDALLOC_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
+    /// A PEM file of CA certificates to trust, besides the system's, for an
+    /// https:// node (a self-signed or private-CA certificate).
+    #[arg(long, env = "SHARDALLOC_CA_CERT", value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
 }
 
 impl NodeArgs {
     fn client(&self) -> anyhow::Result<AdminClient> {
-        AdminClient::new(&self.node, self.admin_token.clone()).with_context(|| format!("node URL {}", self.node))
+        AdminClient::with_ca_cert(&self.node, self.admin_token.clone(), self.ca_cert.as_deref())
+            .with_context(|| format!("node URL {}", self.node))
     }
 }
 

@@ -31,6 +31,10 @@ pub struct RegionsArgs {
     /// The region token, when the node requires one.
     #[arg(long, env = "SHARDALLOC_REGION_TOKEN", hide_env_values = true)]
     region_token: Option<String>,
+    /// A PEM file of CA certificates to trust, besides the system's, for an
+    /// https:// (wss://) node.
+    #[arg(long, env = "SHARDALLOC_CA_CERT", value_name = "FILE")]
+    ca_cert: Option<std::path::PathBuf>,
     /// A label every region registers with: KEY=VALUE (repeatable).
     #[arg(long = "label", value_name = "KEY=VALUE")]
     labels: Vec<String>,
@@ -111,6 +115,7 @@ pub fn run(args: RegionsArgs) -> anyhow::Result<()> {
         for i in 1..=args.count {
             let mut config = RegionConfig::new(&args.node, &args.entity_type, format!("sim-{i}"));
             config.token = args.region_token.clone();
+            config.ca_cert = args.ca_cert.clone();
             config.labels = labels.iter().cloned().collect();
             if let Some(zones) = args.zones.filter(|z| *z > 0) {
                 config.labels.insert("zone".into(), format!("z{}", (i - 1) % zones + 1));

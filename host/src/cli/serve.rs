@@ -13,8 +13,10 @@ use clap::Args;
 use serde::Deserialize;
 use shardalloc::coordinator::Config;
 use shardalloc::engine::limits::Limits;
-use shardalloc::server::driver::DriverSettings;
+use shardalloc::server::driver::{DriverSettings, TypeDeclaration};
 use shardalloc::server::{Node, NodeSettings, Security, tls};
+use shardalloc::store::StoreConfig;
+use shardalloc::strategy::StrategySource;
 
 /// `shardalloc serve` flags.
 #[derive(Debug, Args)]
@@ -46,7 +48,9 @@ pub struct ServeArgs {
     /// PEM private key of `--tls-cert`.
     #[arg(long, env = "SHARDALLOC_TLS_KEY", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
-    /// Declares an entity type, with its strategy (default least-shard): NAME[=STRATEGY]. Repeatable.
+    /// Declares an entity type, with its strategy (default least-shard): NAME[=STRATEGY], where
+    /// STRATEGY is a built-in's name, an uploaded component's sha256:… digest or a .wasm file.
+    /// Repeatable.
     #[arg(long = "type", value_name = "NAME[=STRATEGY]")]
     types: Vec<String>,
     /// Regions (not proxies) a type needs before it allocates.
@@ -220,18 +224,21 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
             None => String::new(),
             Some(value) => serde_json::to_string(&value).context("a type's config")?,
         };
-        types.insert(name, (t.strategy, config));
+        let strategy = StrategySource::parse_cli(&t.strategy).with_context(|| format!("[types.{name}] strategy"))?;
+        types.insert(name, TypeDeclaration { strategy, config });
     }
     for spec in args.types {
         let (name, strategy) = spec.split_once('=').unwrap_or((spec.as_str(), "least-shard"));
         if name.is_empty() || strategy.is_empty() {
             bail!("--type {spec:?}: expected NAME or NAME=STRATEGY");
         }
-        types.insert(name.to_owned(), (strategy.to_owned(), String::new()));
+        let strategy = StrategySource::parse_cli(strategy).with_context(|| format!("--type {spec:?}"))?;
+        types.insert(name.to_owned(), TypeDeclaration { strategy, config: String::new() });
     }
     let driver = DriverSettings { coordinator, limits, types, ..DriverSettings::default() };
     let settings = NodeSettings {
-        data_dir,
+        cache_dir: Some(data_dir.join("cache")),
+        store: StoreConfig::Embedded { dir: data_dir },
         driver,
         security: Security { admin_token, region_token },
         max_instances: shardalloc::engine::limits::DEFAULT_MAX_INSTANCES,
@@ -241,16 +248,19 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
 
 /// Runs the node until SIGINT or SIGTERM.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let (listen, settings, tls) = settings(args)?;
-    let data = settings.data_dir.clone();
+    let (listen, mut settings, tls) = settings(args)?;
+    let data = match &settings.store {
+        StoreConfig::Embedded { dir } => dir.clone(),
+        StoreConfig::Memory => PathBuf::from("(memory)"),
+    };
     let acceptor = tls.map(|(cert, key)| tls::acceptor(&cert, &key)).transpose()?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("start the runtime")?;
     runtime.block_on(async move {
         let listener =
             tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
         let address = listener.local_addr()?;
-        let node = Node::start(settings, format!("node@{address}"))
-            .with_context(|| format!("cannot start the node on {}", data.display()))?;
+        settings.driver.origin = format!("node@{address}");
+        let node = Node::start(settings).with_context(|| format!("cannot start the node on {}", data.display()))?;
         let scheme = if acceptor.is_some() { "https" } else { "http" };
         println!("shardalloc listening on {scheme}://{address} (data in {})", data.display());
         tracing::info!(%address, data = %data.display(), tls = acceptor.is_some(), "shardalloc node started");

@@ -9,11 +9,10 @@ use serde_json::json;
 use shardalloc::engine::Engine;
 use shardalloc::engine::instance::Sandboxed;
 use shardalloc::engine::limits::Limits;
-use shardalloc::strategy::ClusterView;
-use shardalloc::strategy::builtin;
 use shardalloc::strategy::external::{AllocationReason, ExternalAllocation};
 use shardalloc::strategy::guarded::Guarded;
 use shardalloc::strategy::simulate::simulate;
+use shardalloc::strategy::{ClusterView, StrategySource};
 use shardalloc_guest::Snapshot;
 use std::time::Duration;
 
@@ -227,7 +226,8 @@ fn load(spec: &str, config: Option<&str>, limits: Limits) -> anyhow::Result<Sand
             value.to_string()
         }
     };
-    Ok(builtin::load(&Engine::for_tool()?, spec, &config, limits)?)
+    let source = StrategySource::parse_cli(spec)?;
+    Ok(Engine::for_tool()?.load_source(&source, &config, limits, None)?)
 }
 
 fn read_snapshot(path: &Path) -> anyhow::Result<Snapshot> {

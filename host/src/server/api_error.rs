@@ -7,6 +7,8 @@ use axum::response::{IntoResponse, Response};
 use shardalloc_client::api::{ErrorBody, ErrorDetail};
 
 use super::driver::Unavailable;
+use super::driver::request::Refusal;
+use crate::coordinator::PlacementError;
 
 /// A REST error: the status, a stable code and a message naming the problem.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +61,27 @@ impl ApiError {
 impl From<Unavailable> for ApiError {
     fn from(error: Unavailable) -> Self {
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", error.to_string())
+    }
+}
+
+impl From<Refusal> for ApiError {
+    fn from(refusal: Refusal) -> Self {
+        let message = refusal.to_string();
+        match refusal {
+            Refusal::UnknownType(_) => ApiError::not_found("unknown-type", message),
+            Refusal::UnknownRegion(_) => ApiError::not_found("unknown-region", message),
+            Refusal::UnknownShard(_) => ApiError::not_found("unknown-shard", message),
+            Refusal::NoPlacement { .. } => ApiError::not_found("no-placement", message),
+            Refusal::Placement(PlacementError::TooMany { .. }) => ApiError::conflict("too-many-placements", message),
+            Refusal::Placement(_) => ApiError::bad_request("invalid-placement", message),
+            Refusal::Signal(_) => ApiError::bad_request("invalid-signal", message),
+            Refusal::UnknownComponent(_) => ApiError::not_found("unknown-strategy", message),
+            Refusal::Builtin(_) => ApiError::conflict("builtin", message),
+            Refusal::StrategyInUse { .. } => ApiError::conflict("strategy-in-use", message),
+            Refusal::StrategyRefused(_) => ApiError::unprocessable("strategy-refused", message),
+            Refusal::NoPreviousStrategy => ApiError::conflict("no-previous-strategy", message),
+            Refusal::Unexpected(_) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message),
+        }
     }
 }
 

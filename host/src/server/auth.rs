@@ -1,5 +1,6 @@
-//! Bearer tokens: the admin token guards `/v1` (except the region
-//! WebSocket, which has its own region token). Compared in constant time.
+//! Bearer tokens: the admin token guards every path under `/v1` (except the
+//! region WebSocket, which has its own region token); `/healthz`, `/readyz`
+//! and `/metrics` need none. Compared in constant time.
 
 use axum::extract::{Request, State};
 use axum::http::HeaderMap;
@@ -19,9 +20,15 @@ pub fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
     given.as_bytes().ct_eq(token.as_bytes()).into()
 }
 
+/// True for the paths the admin token guards.
+pub fn is_admin_path(path: &str) -> bool {
+    path.starts_with("/v1/") && path != shardalloc_client::protocol::CONNECT_PATH
+}
+
 /// Middleware: refuses admin calls without the admin token (when one is set).
 pub async fn require_admin(State(state): State<AppState>, request: Request, next: Next) -> Response {
     if let Some(token) = &state.security.admin_token
+        && is_admin_path(request.uri().path())
         && !bearer_matches(request.headers(), token)
     {
         return ApiError::unauthorized("an admin token is required: Authorization: Bearer <admin token>")

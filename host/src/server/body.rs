@@ -1,6 +1,7 @@
 //! Request extractors whose every failure is an [`ApiError`] naming the
-//! problem: [`JsonBody`] (too large, not JSON, wrong shape), [`RawBody`]
-//! and [`Params`] (path segments that do not decode).
+//! problem: [`JsonBody`] (too large, not JSON, wrong shape; at most
+//! [`MAX_JSON_BODY`]), [`RawBody`] (at most the router's body limit, the
+//! largest upload) and [`Params`] (path segments that do not decode).
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
@@ -36,12 +37,28 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request("invalid-body", format!("invalid JSON body: {e}")))
 }
 
+/// Reads a JSON request's body, at most [`MAX_JSON_BODY`] bytes.
+pub async fn json_bytes(request: Request) -> Result<Bytes, ApiError> {
+    axum::body::to_bytes(request.into_body(), MAX_JSON_BODY).await.map_err(|error| {
+        let too_large =
+            std::error::Error::source(&error).is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
+        if too_large {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body-too-large",
+                format!("the request body is larger than {MAX_JSON_BODY} bytes"),
+            )
+        } else {
+            ApiError::bad_request("unreadable-body", format!("the request body cannot be read: {error}"))
+        }
+    })
+}
+
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
-    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
-        let bytes = raw_body(request, state).await?;
-        parse(&bytes).map(JsonBody)
+    async fn from_request(request: Request, _state: &S) -> Result<Self, ApiError> {
+        parse(&json_bytes(request).await?).map(JsonBody)
     }
 }
 

@@ -12,28 +12,135 @@
 //! | `shardalloc_commit_seconds` | | store commit latency, once per driver turn |
 //! | `shardalloc_region_sessions` | | open region sessions |
 
-use std::collections::BTreeMap;
 use std::time::Instant;
 
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use super::driver::TypeEntry;
+use super::driver::catalog::TypeCatalog;
 use crate::coordinator::{Observation, Step};
-use crate::engine::registry::SlotHandle;
+use crate::engine::slot::SlotHandle;
 use crate::strategy::external::AllocationReason;
-use crate::strategy::{AllocationStrategy, ClusterView, Info, StrategyError};
+use crate::strategy::{AllocationStrategy, ClusterView, FaultKind, Info, StrategyError};
+use shardalloc_client::api::RegionStatus;
 
-type Labels = Vec<(String, String)>;
-type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
+/// Defines a label value: a closed set of words.
+macro_rules! label_words {
+    ($(#[$meta:meta])* $name:ident { $($variant:ident => $word:literal,)+ }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $(#[doc = $word] $variant,)+
+        }
 
-fn labels(pairs: &[(&str, &str)]) -> Labels {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        impl $name {
+            /// The word as the label spells it.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $word,)+
+                }
+            }
+        }
+
+        impl EncodeLabelValue for $name {
+            fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+                std::fmt::Write::write_str(encoder, self.as_str())
+            }
+        }
+    };
 }
+
+label_words! {
+    /// Why a shard got its home.
+    Decision { Placement => "placement", Strategy => "strategy", Fallback => "fallback", }
+}
+
+label_words! {
+    /// Why a strategy's answer was replaced by the fallback.
+    FallbackReason {
+        Refused => "error",
+        Invalid => "invalid-answer",
+        Trap => "trap",
+        Deadline => "deadline",
+        Memory => "memory",
+        Rebalance => "rebalance",
+    }
+}
+
+label_words! {
+    /// A hand-off step or end.
+    HandOffOutcome { Started => "started", Stopping => "stopping", TimedOut => "timed-out", OwnerGone => "owner-gone", }
+}
+
+label_words! {
+    /// A region's status, draining counted apart.
+    RegionGauge { Up => "up", Unreachable => "unreachable", Leaving => "leaving", Draining => "draining", }
+}
+
+label_words! {
+    /// A strategy call.
+    Call { Allocate => "allocate", Rebalance => "rebalance", }
+}
+
+impl From<&StrategyError> for FallbackReason {
+    fn from(error: &StrategyError) -> Self {
+        match error {
+            StrategyError::Refused(_) => FallbackReason::Refused,
+            StrategyError::Invalid(_) => FallbackReason::Invalid,
+            StrategyError::Fault { kind: FaultKind::Trap, .. } => FallbackReason::Trap,
+            StrategyError::Fault { kind: FaultKind::Deadline, .. } => FallbackReason::Deadline,
+            StrategyError::Fault { kind: FaultKind::Memory, .. } => FallbackReason::Memory,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct DecisionLabels {
+    r#type: String,
+    reason: Decision,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct FallbackLabels {
+    r#type: String,
+    reason: FallbackReason,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct HandOffLabels {
+    r#type: String,
+    outcome: HandOffOutcome,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RegionLabels {
+    r#type: String,
+    status: RegionGauge,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ShardLabels {
+    r#type: String,
+    region: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct TypeLabels {
+    r#type: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct CallLabels {
+    r#type: String,
+    call: Call,
+}
+
+type HistogramFamily = Family<CallLabels, Histogram, fn() -> Histogram>;
 
 fn latency() -> Histogram {
     // 1 µs to about 4 s.
@@ -43,12 +150,12 @@ fn latency() -> Histogram {
 /// The node's metrics.
 pub struct Metrics {
     registry: Registry,
-    decisions: Family<Labels, Counter>,
-    fallbacks: Family<Labels, Counter>,
-    handoffs: Family<Labels, Counter>,
-    regions: Family<Labels, Gauge>,
-    shards: Family<Labels, Gauge>,
-    placements: Family<Labels, Gauge>,
+    decisions: Family<DecisionLabels, Counter>,
+    fallbacks: Family<FallbackLabels, Counter>,
+    handoffs: Family<HandOffLabels, Counter>,
+    regions: Family<RegionLabels, Gauge>,
+    shards: Family<ShardLabels, Gauge>,
+    placements: Family<TypeLabels, Gauge>,
     strategy_calls: HistogramFamily,
     /// Store commit latency.
     pub commit_seconds: Histogram,
@@ -99,66 +206,69 @@ impl Metrics {
 
     /// Counts what an observation says.
     pub fn observe(&self, entity_type: &str, observation: &Observation) {
+        let r#type = entity_type.to_owned();
         match observation {
             Observation::Allocated { reason, .. } => {
                 let reason = match reason {
-                    AllocationReason::Placement => "placement",
-                    AllocationReason::Strategy { .. } => "strategy",
+                    AllocationReason::Placement => Decision::Placement,
+                    AllocationReason::Strategy { .. } => Decision::Strategy,
                     AllocationReason::Fallback(error) => {
-                        self.fallbacks.get_or_create(&labels(&[("type", entity_type), ("reason", error.kind())])).inc();
-                        "fallback"
+                        let labels = FallbackLabels { r#type: r#type.clone(), reason: error.into() };
+                        self.fallbacks.get_or_create(&labels).inc();
+                        Decision::Fallback
                     }
                 };
-                self.decisions.get_or_create(&labels(&[("type", entity_type), ("reason", reason)])).inc();
+                self.decisions.get_or_create(&DecisionLabels { r#type, reason }).inc();
             }
             Observation::HandOff { step, .. } => {
                 let outcome = match step {
-                    Step::Begin => "started",
-                    Step::Stop => "stopping",
+                    Step::Begin => HandOffOutcome::Started,
+                    Step::Stop => HandOffOutcome::Stopping,
                 };
-                self.handoffs.get_or_create(&labels(&[("type", entity_type), ("outcome", outcome)])).inc();
+                self.handoffs.get_or_create(&HandOffLabels { r#type, outcome }).inc();
             }
             Observation::HandOffTimedOut { .. } => {
-                self.handoffs.get_or_create(&labels(&[("type", entity_type), ("outcome", "timed-out")])).inc();
+                self.handoffs.get_or_create(&HandOffLabels { r#type, outcome: HandOffOutcome::TimedOut }).inc();
             }
             Observation::HandOffOwnerGone { .. } => {
-                self.handoffs.get_or_create(&labels(&[("type", entity_type), ("outcome", "owner-gone")])).inc();
+                self.handoffs.get_or_create(&HandOffLabels { r#type, outcome: HandOffOutcome::OwnerGone }).inc();
             }
             Observation::RebalanceFallback { .. } => {
-                self.fallbacks.get_or_create(&labels(&[("type", entity_type), ("reason", "rebalance")])).inc();
+                self.fallbacks.get_or_create(&FallbackLabels { r#type, reason: FallbackReason::Rebalance }).inc();
             }
             _ => {}
         }
     }
 
     /// Recomputes the gauges from the types' state.
-    pub fn update_gauges(&self, types: &BTreeMap<String, TypeEntry>) {
+    pub fn update_gauges(&self, catalog: &TypeCatalog) {
         self.regions.clear();
         self.shards.clear();
         self.placements.clear();
-        for (name, entry) in types {
+        for (name, entry) in catalog.iter() {
             let durable = entry.coordinator.durable();
             for region in durable.regions.values() {
                 let status = match entry.region_status(&region.address) {
-                    "up" if region.draining => "draining",
-                    status => status,
+                    RegionStatus::Up if region.draining => RegionGauge::Draining,
+                    RegionStatus::Up => RegionGauge::Up,
+                    RegionStatus::Unreachable => RegionGauge::Unreachable,
+                    RegionStatus::Leaving => RegionGauge::Leaving,
                 };
-                self.regions.get_or_create(&labels(&[("type", name), ("status", status)])).inc();
-                self.shards
-                    .get_or_create(&labels(&[("type", name), ("region", &region.address)]))
-                    .set(region.shards.len() as i64);
+                self.regions.get_or_create(&RegionLabels { r#type: name.clone(), status }).inc();
+                let labels = ShardLabels { r#type: name.clone(), region: region.address.clone() };
+                self.shards.get_or_create(&labels).set(region.shards.len() as i64);
             }
-            self.placements.get_or_create(&labels(&[("type", name)])).set(durable.live_placements().count() as i64);
+            let count = durable.live_placements().count() as i64;
+            self.placements.get_or_create(&TypeLabels { r#type: name.clone() }).set(count);
         }
     }
 
     /// Wraps a slot handle so its calls are timed.
     pub fn timed(&self, entity_type: &str, handle: SlotHandle) -> Timed {
+        let call = |call| CallLabels { r#type: entity_type.to_owned(), call };
         Timed {
-            allocate: self.strategy_calls.get_or_create_owned(&labels(&[("type", entity_type), ("call", "allocate")])),
-            rebalance: self
-                .strategy_calls
-                .get_or_create_owned(&labels(&[("type", entity_type), ("call", "rebalance")])),
+            allocate: self.strategy_calls.get_or_create_owned(&call(Call::Allocate)),
+            rebalance: self.strategy_calls.get_or_create_owned(&call(Call::Rebalance)),
             handle,
         }
     }

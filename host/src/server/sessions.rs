@@ -21,14 +21,37 @@ use tokio::sync::mpsc;
 
 use super::AppState;
 use super::api_error::ApiError;
-use super::driver::{Input, SESSION_OUTBOX, check_type_name};
+use super::driver::catalog::check_type_name;
+use super::driver::{Input, SESSION_OUTBOX};
 
 /// How long a peer has to send its [`Hello`].
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 
-/// `GET /v1/regions/connect`: checks the region token, then upgrades.
+/// Region session (WebSocket upgrade)
+///
+/// The region-session WebSocket; not a REST call. A region sends a `GET`
+/// with a WebSocket upgrade (`Connection: Upgrade`, `Upgrade: websocket`,
+/// `Sec-WebSocket-Version: 13`, `Sec-WebSocket-Key`) and, when the node has a
+/// region token, `Authorization: Bearer <region token>`. The admin token is
+/// not used here. After the upgrade every message is one binary frame (at
+/// most 1 MiB) encoded with postcard: the region sends
+/// `Hello{protocol, entity_type}` within 10 s, the node answers
+/// `Welcome{protocol}` or `Refused{reason}` and closes; then the region sends
+/// `Register` and the session proceeds with heartbeats, home lookups and
+/// hand-offs. docs/protocol.md lists every message, field by field, with
+/// byte examples.
+#[utoipa::path(
+    get, path = "/v1/regions/connect", operation_id = "regionSession", tag = "regions",
+    security(("regionToken" = [])),
+    responses(
+        (status = 101, description = "Switching Protocols: the WebSocket is open. From here on the session speaks the binary region-session protocol."),
+        (status = 400, description = "Not a valid WebSocket upgrade request (plain-text body).", body = String, content_type = "text/plain"),
+        (status = 401, description = "The region token is missing or wrong (`unauthorized`). Only when the node has a region token.", body = shardalloc_client::api::ErrorBody),
+        (status = 426, description = "The connection cannot be upgraded (plain-text body).", body = String, content_type = "text/plain"),
+    ),
+)]
 pub async fn connect(State(state): State<AppState>, request: Request) -> Response {
     if let Some(token) = &state.security.region_token
         && !super::auth::bearer_matches(request.headers(), token)
@@ -107,7 +130,7 @@ async fn session(state: AppState, mut socket: WebSocket) {
     }
     let (outbox, mut inbox) = mpsc::channel(SESSION_OUTBOX);
     let refusals = outbox.clone();
-    let opened = Input::Opened { session: id, entity_type: hello.entity_type.clone(), outbox };
+    let opened = Input::SessionOpened { session: id, entity_type: hello.entity_type.clone(), outbox };
     if state.driver.send(opened).await.is_err() {
         return refuse(&mut socket, "the node is shutting down".into()).await;
     }
@@ -151,7 +174,7 @@ async fn session(state: AppState, mut socket: WebSocket) {
             Ok(message) => message,
             Err(error) => break violation(format!("a malformed frame: {error}")),
         };
-        if state.driver.send(Input::Message { session: id, message }).await.is_err() {
+        if state.driver.send(Input::Region { session: id, message }).await.is_err() {
             break "the node is shutting down".to_owned();
         }
         if writer.is_finished() {
@@ -160,7 +183,7 @@ async fn session(state: AppState, mut socket: WebSocket) {
     };
     drop(refusals);
     tracing::info!(session = id, r#type = %hello.entity_type, %reason, "region session ended");
-    let _ = state.driver.send(Input::Closed { session: id }).await;
+    let _ = state.driver.send(Input::SessionClosed { session: id }).await;
     // The writer ends when the driver drops the outbox; do not wait forever.
     let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
 }

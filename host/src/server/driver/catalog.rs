@@ -1,0 +1,367 @@
+//! [`TypeCatalog`]: every entity type the node serves, with its coordinator,
+//! its strategy slot and its activation history, and the uploaded
+//! components. It declares, opens, activates and rolls back; every change of
+//! a type's active strategy (an operator's activation, a rollback, an
+//! automatic rollback) arrives as a slot event and is recorded in one place,
+//! [`TypeCatalog::record_changes`], into the history and the turn.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::time::UNIX_EPOCH;
+
+use shardalloc_client::api::RegionStatus;
+
+use super::request::{Candidate, Refusal};
+use crate::coordinator::{Command, Config, Coordinator, Durable, Millis};
+use crate::engine::Engine;
+use crate::engine::limits::Limits;
+use crate::engine::load::{Compiled, digest};
+use crate::engine::slot::{Activation, ActivationChanged, AutoRollback, RollbackError, Slot};
+use crate::engine::source::SourceLoadError;
+use crate::server::metrics::Metrics;
+use crate::store::{ActivationRecord, ComponentRecord, LoadedType, Store, Turn, TypeRecord};
+use crate::strategy::external::ExternalAllocation;
+use crate::strategy::guarded::Guarded;
+use crate::strategy::{ActivationCause, StrategySource, builtin};
+
+/// Longest entity type name, in bytes.
+pub const MAX_TYPE_NAME_BYTES: usize = 128;
+/// Most entity types.
+pub const MAX_TYPES: usize = 1_024;
+
+/// Checks a type name: 1 to [`MAX_TYPE_NAME_BYTES`] bytes, no control characters.
+pub fn check_type_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > MAX_TYPE_NAME_BYTES {
+        return Err(format!("an entity type name must be 1 to {MAX_TYPE_NAME_BYTES} bytes, not {}", name.len()));
+    }
+    if name.chars().any(char::is_control) {
+        return Err("an entity type name must not contain control characters".into());
+    }
+    Ok(())
+}
+
+/// What every type's coordinator and slot are made with.
+#[derive(Clone, Debug)]
+pub struct CatalogSettings {
+    /// Every coordinator's settings.
+    pub coordinator: Config,
+    /// Sandbox limits of strategies.
+    pub limits: Limits,
+    /// Automatic rollback of a faulting new activation.
+    pub auto_rollback: AutoRollback,
+    /// The strategy of a type created by a region's registration (and of a
+    /// stored type that was never declared).
+    pub default_strategy: StrategySource,
+}
+
+/// One entity type.
+pub struct TypeEntry {
+    /// Its coordinator.
+    pub coordinator: Coordinator,
+    /// Its strategy slot.
+    pub slot: Arc<Slot>,
+    /// Its declared (active) strategy.
+    pub record: TypeRecord,
+    /// Its activation history, oldest first (persisted).
+    pub activations: Vec<ActivationRecord>,
+}
+
+impl TypeEntry {
+    /// A registered region's status.
+    pub fn region_status(&self, address: &str) -> RegionStatus {
+        if !self.coordinator.is_reachable(address) {
+            RegionStatus::Unreachable
+        } else if self.coordinator.durable().regions.get(address).is_some_and(|r| r.leaving) {
+            RegionStatus::Leaving
+        } else {
+            RegionStatus::Up
+        }
+    }
+}
+
+/// Every entity type and uploaded component. See the module documentation.
+pub struct TypeCatalog {
+    types: BTreeMap<String, TypeEntry>,
+    components: BTreeMap<String, ComponentRecord>,
+    builtin_digests: BTreeMap<String, &'static str>,
+    engine: Arc<Engine>,
+    store: Arc<dyn Store>,
+    metrics: Arc<Metrics>,
+    settings: CatalogSettings,
+    changes: Receiver<ActivationChanged>,
+    report: Sender<ActivationChanged>,
+}
+
+impl TypeCatalog {
+    /// An empty catalog knowing `components`.
+    pub fn new(
+        engine: Arc<Engine>,
+        store: Arc<dyn Store>,
+        metrics: Arc<Metrics>,
+        settings: CatalogSettings,
+        components: BTreeMap<String, ComponentRecord>,
+    ) -> Self {
+        let builtin_digests =
+            builtin::names().map(|name| (digest(builtin::component_bytes(name).expect("listed")), name)).collect();
+        let (report, changes) = channel();
+        TypeCatalog {
+            types: BTreeMap::new(),
+            components,
+            builtin_digests,
+            engine,
+            store,
+            metrics,
+            settings,
+            changes,
+            report,
+        }
+    }
+
+    /// A type by name.
+    pub fn get(&self, name: &str) -> Result<&TypeEntry, Refusal> {
+        self.types.get(name).ok_or_else(|| Refusal::UnknownType(name.to_owned()))
+    }
+
+    /// A type by name, to change.
+    pub fn get_mut(&mut self, name: &str) -> Result<&mut TypeEntry, Refusal> {
+        self.types.get_mut(name).ok_or_else(|| Refusal::UnknownType(name.to_owned()))
+    }
+
+    /// True when the type exists.
+    pub fn contains(&self, name: &str) -> bool {
+        self.types.contains_key(name)
+    }
+
+    /// Every type, by name.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &TypeEntry)> {
+        self.types.iter()
+    }
+
+    /// Every type's name.
+    pub fn names(&self) -> Vec<String> {
+        self.types.keys().cloned().collect()
+    }
+
+    /// The uploaded components, by digest.
+    pub fn components(&self) -> &BTreeMap<String, ComponentRecord> {
+        &self.components
+    }
+
+    /// Compiles a built-in, or an uploaded component read from the store.
+    pub fn compile(&self, source: &StrategySource) -> Result<Arc<Compiled>, SourceLoadError> {
+        let store = self.store.clone();
+        let known = self.components.keys().cloned().collect::<std::collections::BTreeSet<_>>();
+        let uploaded = move |digest: &str| {
+            if !known.contains(digest) {
+                return Ok(None);
+            }
+            store.blob(digest).map_err(|e| e.to_string())
+        };
+        self.engine.compile_source(source, Some(&uploaded))
+    }
+
+    /// The name operators use for a compiled strategy: an uploaded
+    /// component's digest (even when its bytes are a built-in's, so it cannot
+    /// be deleted while active), else the built-in's name.
+    pub fn source_of(&self, compiled: &Compiled) -> StrategySource {
+        if !self.components.contains_key(&compiled.digest)
+            && let Some(name) = self.builtin_digests.get(&compiled.digest)
+        {
+            return StrategySource::Builtin((*name).to_owned());
+        }
+        StrategySource::Digest(compiled.digest.clone())
+    }
+
+    /// Opens a stored type: its coordinator recovered from the store, its
+    /// slot loaded with its declared strategy. Returns recovery's commands.
+    pub fn open(&mut self, name: &str, loaded: LoadedType, now: Millis) -> Result<Vec<Command>, String> {
+        let record = loaded
+            .record
+            .clone()
+            .unwrap_or_else(|| TypeRecord { strategy: self.settings.default_strategy.clone(), config: String::new() });
+        let compiled = self.compile(&record.strategy).map_err(|e| e.to_string())?;
+        self.install(name, record, compiled, loaded.durable, loaded.activations, now)
+    }
+
+    /// Creates a type with a strategy, recording it in `turn`. A file
+    /// source (from the command line) is uploaded first and named by digest.
+    pub fn create(
+        &mut self,
+        name: &str,
+        source: &StrategySource,
+        config: &str,
+        now: Millis,
+        turn: &mut Turn,
+    ) -> Result<Vec<Command>, String> {
+        check_type_name(name)?;
+        if self.types.len() >= MAX_TYPES {
+            return Err(format!("{MAX_TYPES} entity types exist, the most allowed"));
+        }
+        let (source, compiled) = match source {
+            StrategySource::File(_) => {
+                let bytes = crate::engine::source::read(source, None).map_err(|e| e.to_string())?;
+                let compiled = self.engine.compile(&bytes).map_err(|e| format!("{source}: {e}"))?;
+                self.store.put_blob(&compiled.digest, &bytes).map_err(|e| e.to_string())?;
+                let record = ComponentRecord {
+                    digest: compiled.digest.clone(),
+                    name: compiled.info.name.clone(),
+                    version: compiled.info.version.clone(),
+                    size: bytes.len() as u64,
+                };
+                self.add_component(record, turn);
+                (StrategySource::Digest(compiled.digest.clone()), compiled)
+            }
+            other => (other.clone(), self.compile(other).map_err(|e| e.to_string())?),
+        };
+        let record = TypeRecord { strategy: source, config: config.to_owned() };
+        let commands = self.install(name, record.clone(), compiled, Durable::default(), Vec::new(), now)?;
+        let entry = self.types.get(name).expect("installed");
+        let activation = activation_record(&entry.slot.active(), &record.strategy);
+        self.record(name, record, activation, turn);
+        tracing::info!(r#type = name, strategy = %self.types[name].record.strategy, "entity type created");
+        Ok(commands)
+    }
+
+    fn install(
+        &mut self,
+        name: &str,
+        record: TypeRecord,
+        compiled: Arc<Compiled>,
+        durable: Durable,
+        activations: Vec<ActivationRecord>,
+        now: Millis,
+    ) -> Result<Vec<Command>, String> {
+        let settings = &self.settings;
+        let slot =
+            Slot::new(name, self.engine.clone(), settings.auto_rollback, compiled, &record.config, settings.limits)
+                .map_err(|e| e.to_string())?;
+        slot.report_changes(self.report.clone());
+        let strategy = ExternalAllocation::new(Guarded::new(Box::new(self.metrics.timed(name, slot.handle()))));
+        let (coordinator, commands) = Coordinator::recover(settings.coordinator.clone(), strategy, durable, now)
+            .expect("the coordinator settings were validated at start-up");
+        self.types.insert(name.to_owned(), TypeEntry { coordinator, slot, record, activations });
+        Ok(commands)
+    }
+
+    /// The settings types are made with.
+    pub fn settings(&self) -> &CatalogSettings {
+        &self.settings
+    }
+
+    /// Activates a strategy for a type; recorded by [`TypeCatalog::record_changes`].
+    pub fn activate(&mut self, name: &str, candidate: Candidate) -> Result<(), Refusal> {
+        let limits = self.settings.limits;
+        let entry = self.get(name)?;
+        entry
+            .slot
+            .activate(candidate.compiled, &candidate.config, limits)
+            .map_err(|e| Refusal::StrategyRefused(e.to_string()))?;
+        Ok(())
+    }
+
+    /// Rolls a type back to the strategy active before the current one:
+    /// from the slot's memory, else (after a restart) from the persisted
+    /// history, compiling the older strategy on this thread.
+    pub fn rollback(&mut self, name: &str) -> Result<(), Refusal> {
+        let entry = self.get(name)?;
+        match entry.slot.rollback() {
+            Ok(_) => return Ok(()),
+            Err(RollbackError::NoPrevious) => {}
+            Err(error @ RollbackError::Load(_)) => return Err(Refusal::StrategyRefused(error.to_string())),
+        }
+        let current = (&entry.record.strategy, &entry.record.config);
+        let previous = entry
+            .activations
+            .iter()
+            .rev()
+            .find(|a| (&a.strategy, &a.config) != current)
+            .cloned()
+            .ok_or(Refusal::NoPreviousStrategy)?;
+        let compiled = self.compile(&previous.strategy).map_err(|e| Refusal::StrategyRefused(e.to_string()))?;
+        let limits = self.settings.limits;
+        self.get(name)?
+            .slot
+            .activate_as(compiled, &previous.config, limits, ActivationCause::Rollback)
+            .map_err(|e| Refusal::StrategyRefused(e.to_string()))?;
+        Ok(())
+    }
+
+    /// Sets (or clears) a type's shadow candidate.
+    pub fn set_shadow(&mut self, name: &str, candidate: Option<Candidate>) -> Result<(), Refusal> {
+        let limits = self.settings.limits;
+        let entry = self.get(name)?;
+        let candidate = candidate.as_ref().map(|c| (c.compiled.clone(), c.config.as_str(), limits));
+        entry.slot.set_shadow(candidate).map_err(|e| Refusal::StrategyRefused(e.to_string()))
+    }
+
+    /// Records every change of an active strategy reported since the last
+    /// call: in the type's record and history, and in `turn`.
+    pub fn record_changes(&mut self, turn: &mut Turn) {
+        while let Ok(ActivationChanged { entity_type, activation }) = self.changes.try_recv() {
+            if !self.types.contains_key(&entity_type) {
+                continue;
+            }
+            let source = self.source_of(&activation.compiled);
+            let record = TypeRecord { strategy: source.clone(), config: activation.config.clone() };
+            self.record(&entity_type, record, activation_record(&activation, &source), turn);
+        }
+    }
+
+    fn record(&mut self, name: &str, record: TypeRecord, activation: ActivationRecord, turn: &mut Turn) {
+        let entry = self.types.get_mut(name).expect("recorded types exist");
+        entry.record = record.clone();
+        entry.activations.push(activation.clone());
+        let excess = entry.activations.len().saturating_sub(crate::store::ACTIVATION_HISTORY);
+        entry.activations.drain(..excess);
+        turn.types.insert(name.to_owned(), record);
+        turn.activations.push((name.to_owned(), activation));
+    }
+
+    /// Records an uploaded component (its blob is stored) in `turn`.
+    pub fn add_component(&mut self, record: ComponentRecord, turn: &mut Turn) {
+        self.components.insert(record.digest.clone(), record.clone());
+        turn.components.push(record);
+    }
+
+    /// Forgets an uploaded component in `turn`, unless it is built in,
+    /// unknown or in use.
+    pub fn remove_component(&mut self, digest: &str, turn: &mut Turn) -> Result<(), Refusal> {
+        if builtin::component_bytes(digest).is_some() {
+            return Err(Refusal::Builtin(digest.to_owned()));
+        }
+        if !self.components.contains_key(digest) {
+            return Err(Refusal::UnknownComponent(digest.to_owned()));
+        }
+        let types = self.active_in(&StrategySource::Digest(digest.to_owned()));
+        if !types.is_empty() {
+            return Err(Refusal::StrategyInUse { digest: digest.to_owned(), types });
+        }
+        self.components.remove(digest);
+        turn.removed_components.push(digest.to_owned());
+        Ok(())
+    }
+
+    /// The types where `source` is active or shadowing.
+    pub fn active_in(&self, source: &StrategySource) -> Vec<String> {
+        self.types
+            .iter()
+            .filter(|(_, e)| {
+                e.record.strategy == *source || e.slot.shadow().is_some_and(|s| self.source_of(&s.compiled) == *source)
+            })
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+}
+
+/// The persisted form of an activation of `source`.
+pub fn activation_record(activation: &Activation, source: &StrategySource) -> ActivationRecord {
+    ActivationRecord {
+        strategy: source.clone(),
+        name: activation.compiled.info.name.clone(),
+        version: activation.compiled.info.version.clone(),
+        config: activation.config.clone(),
+        cause: activation.cause,
+        at_ms: activation.at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
+    }
+}

@@ -1,0 +1,75 @@
+//! What the coordinators' commands do on the driver: persists join the
+//! turn, messages go to the sessions (through `wire.rs`'s mapping), replies
+//! to whoever waits, observations to the metrics and the log.
+
+use super::{Driver, Waiter, sessions};
+use crate::coordinator::{Command, Event, Observation, OperatorRequest, Reply as CoordinatorReply, RequestId};
+
+impl Driver {
+    /// Sends an operator request to a type's coordinator; `waiter` gets its reply.
+    pub(super) fn operate(&mut self, entity_type: &str, op: OperatorRequest, waiter: Waiter) {
+        let request = self.next_request;
+        self.next_request += 1;
+        self.waiters.insert(request, waiter);
+        self.feed(entity_type, Event::Operator { now: self.now, request, op });
+    }
+
+    pub(super) fn feed(&mut self, entity_type: &str, event: Event) {
+        let Ok(entry) = self.catalog.get_mut(entity_type) else { return };
+        let commands = entry.coordinator.handle(event);
+        self.execute(entity_type, commands);
+    }
+
+    pub(super) fn execute(&mut self, entity_type: &str, commands: Vec<Command>) {
+        for command in commands {
+            match command {
+                Command::Persist { batch, changes } => {
+                    self.turn.changes.entry(entity_type.to_owned()).or_default().extend(changes);
+                    self.batches.insert(entity_type.to_owned(), batch);
+                }
+                Command::Send { to, message } => {
+                    if let Err(why) = self.sessions.send(entity_type, &to, message.into())
+                        && why != sessions::Undelivered::NoRoute
+                    {
+                        tracing::warn!(r#type = entity_type, region = %to, ?why, "closed a region session");
+                    }
+                }
+                Command::Reply { request, reply } => self.on_reply(request, reply),
+                Command::Observe(observation) => self.observe(entity_type, observation),
+            }
+        }
+    }
+
+    fn on_reply(&mut self, request: RequestId, reply: CoordinatorReply) {
+        match self.waiters.remove(&request) {
+            Some(Waiter::Admin(tx)) => {
+                let _ = tx.send(Ok(reply));
+            }
+            Some(Waiter::Drain(group)) => {
+                if let Some((remaining, _)) = self.drains.get_mut(&group) {
+                    *remaining -= 1;
+                    if *remaining == 0 {
+                        let (_, tx) = self.drains.remove(&group).expect("present");
+                        let _ = tx.send(Ok(()));
+                    }
+                }
+            }
+            Some(Waiter::Nobody) | None => {}
+        }
+    }
+
+    fn observe(&mut self, entity_type: &str, observation: Observation) {
+        self.metrics.observe(entity_type, &observation);
+        match &observation {
+            Observation::Allocated { warning: Some(warning), .. } => {
+                tracing::warn!(r#type = entity_type, ?observation, warning, "placement not honoured")
+            }
+            Observation::HandOffTimedOut { .. }
+            | Observation::NoAllocatableRegion { .. }
+            | Observation::Limit { .. }
+            | Observation::RebalanceFallback { .. } => tracing::warn!(r#type = entity_type, ?observation),
+            Observation::Ignored { .. } => tracing::debug!(r#type = entity_type, ?observation),
+            _ => tracing::info!(r#type = entity_type, ?observation),
+        }
+    }
+}

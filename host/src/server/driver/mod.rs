@@ -1,0 +1,355 @@
+//! # The coordinator driver
+//!
+//! One thread owns every entity type's [`Coordinator`](crate::coordinator::Coordinator),
+//! the region sessions' outboxes and the pending write. It is built from
+//! parts with one job each:
+//!
+//! - [`catalog::TypeCatalog`]: the types (declare, open, activate, roll
+//!   back), their slots and activation history, the uploaded components;
+//! - [`sessions::Sessions`]: region sessions routed by type and address;
+//! - `regions.rs`: what a region's message does (registration, the
+//!   coordinator events it becomes);
+//! - `admin.rs`: the answers to [`request::AdminRequest`]s;
+//! - `commands.rs`: what the coordinators' commands do (persist, send,
+//!   reply, observe);
+//! - `thread.rs`: the thread that waits for inputs or the next tick;
+//! - this file: the turn — [`Driver::step`] handles a batch of inputs at a
+//!   time given as a value, ticks the coordinators when due, commits once,
+//!   feeds `Persisted` back and releases what waited for the commit.
+//!
+//! ```text
+//!  sessions / REST ──Input──▶ step(inputs, now): handle each, tick when due
+//!                               ├─ Send (not a reveal) ──▶ session outbox
+//!                               ├─ Persist ──▶ Turn (all types)
+//!                               └─ Reply / Observe
+//!                             commit Turn ──▶ Persisted{batch} per type
+//!                               └─ released reveals ──▶ outboxes, replies
+//!                             release admin answers
+//! ```
+//!
+//! The thread itself ([`start`]) only waits for inputs or the next tick and
+//! calls [`Driver::step`] with the wall clock; tests call `step` directly.
+
+mod admin;
+pub mod catalog;
+mod commands;
+mod handle;
+mod regions;
+pub mod request;
+pub mod sessions;
+mod thread;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use self::catalog::{CatalogSettings, TypeCatalog};
+pub use self::handle::{DriverHandle, INPUT_QUEUE, Input, Unavailable};
+use self::request::{Refusal, Reply};
+use self::sessions::Sessions;
+pub use self::thread::start;
+use super::metrics::Metrics;
+use crate::coordinator::{Config, Event, Millis, Reply as CoordinatorReply, RequestId};
+use crate::engine::Engine;
+use crate::engine::limits::Limits;
+use crate::engine::slot::AutoRollback;
+use crate::store::{Revision, Store, StoreError, Turn};
+use crate::strategy::StrategySource;
+
+/// Most messages queued for one region session; a session that falls this
+/// far behind is closed.
+pub const SESSION_OUTBOX: usize = 16_384;
+/// Most inputs handled in one turn (one commit).
+pub const MAX_INPUTS_PER_TURN: usize = 4_096;
+/// How often coordinators get a `Tick`, in milliseconds.
+pub const TICK_MS: Millis = 100;
+/// How often the gauges are recomputed, in milliseconds.
+pub const GAUGES_MS: Millis = 1_000;
+
+/// The wall clock in milliseconds since the Unix epoch.
+pub fn wall_clock_ms() -> Millis {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A type declared at start-up: its strategy and that strategy's configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TypeDeclaration {
+    /// The strategy (a file is uploaded at start-up and named by digest).
+    pub strategy: StrategySource,
+    /// Its configuration (JSON text, empty for none).
+    pub config: String,
+}
+
+/// The driver's settings.
+#[derive(Clone, Debug)]
+pub struct DriverSettings {
+    /// Every coordinator's settings.
+    pub coordinator: Config,
+    /// Sandbox limits of strategies.
+    pub limits: Limits,
+    /// The strategy of a type created by a region's registration.
+    pub default_strategy: StrategySource,
+    /// Types declared at start-up. A type already in the store keeps its
+    /// stored strategy.
+    pub types: BTreeMap<String, TypeDeclaration>,
+    /// Automatic rollback of a faulting new activation.
+    pub auto_rollback: AutoRollback,
+    /// The origin stamped on placements written through this node.
+    pub origin: String,
+}
+
+impl Default for DriverSettings {
+    fn default() -> Self {
+        DriverSettings {
+            coordinator: Config::default(),
+            limits: Limits::default(),
+            default_strategy: StrategySource::Builtin("least-shard".into()),
+            types: BTreeMap::new(),
+            auto_rollback: AutoRollback::default(),
+            origin: "node".into(),
+        }
+    }
+}
+
+/// Why the driver could not start or had to stop.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    /// The store failed; nothing was revealed that it does not hold.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A type's strategy could not be loaded.
+    #[error("type {entity_type}: cannot load its strategy {strategy}: {reason}")]
+    Strategy {
+        /// The type.
+        entity_type: String,
+        /// The strategy.
+        strategy: String,
+        /// Why.
+        reason: String,
+    },
+    /// The coordinator settings are inconsistent.
+    #[error("coordinator settings: {0}")]
+    Config(#[from] crate::coordinator::ConfigError),
+}
+
+/// Whether the driver goes on after a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Keep going.
+    Continue,
+    /// A shutdown was asked for: stop after [`Driver::shut_down`].
+    Stop,
+}
+
+/// Who waits for a coordinator's reply to an operator request.
+enum Waiter {
+    /// An admin request.
+    Admin(Reply<Result<CoordinatorReply, Refusal>>),
+    /// One type of a drain across types.
+    Drain(u64),
+    /// Nobody (a region asked to be drained).
+    Nobody,
+}
+
+/// The driver's state. See the module documentation.
+pub struct Driver {
+    catalog: TypeCatalog,
+    sessions: Sessions,
+    store: Arc<dyn Store>,
+    metrics: Arc<Metrics>,
+    origin: String,
+    revision: Revision,
+    turn: Turn,
+    batches: BTreeMap<String, u64>,
+    released: Vec<Box<dyn FnOnce() + Send>>,
+    waiters: HashMap<RequestId, Waiter>,
+    drains: HashMap<u64, (usize, Reply<Result<(), Refusal>>)>,
+    deleted_blobs: Vec<String>,
+    next_request: RequestId,
+    now: Millis,
+    next_tick: Millis,
+    next_gauges: Millis,
+    last_stamp: u64,
+}
+
+impl Driver {
+    /// Loads every stored type, declares the configured ones that are not
+    /// stored, and commits, at time `now`.
+    pub fn load(
+        store: Arc<dyn Store>,
+        engine: Arc<Engine>,
+        settings: DriverSettings,
+        metrics: Arc<Metrics>,
+        now: Millis,
+    ) -> Result<Self, DriverError> {
+        settings.coordinator.validate()?;
+        let loaded = store.load()?;
+        let catalog_settings = CatalogSettings {
+            coordinator: settings.coordinator.clone(),
+            limits: settings.limits,
+            auto_rollback: settings.auto_rollback,
+            default_strategy: settings.default_strategy.clone(),
+        };
+        let catalog = TypeCatalog::new(engine, store.clone(), metrics.clone(), catalog_settings, loaded.components);
+        let mut driver = Driver {
+            catalog,
+            sessions: Sessions::default(),
+            store,
+            metrics,
+            origin: settings.origin.clone(),
+            revision: loaded.revision,
+            turn: Turn::default(),
+            batches: BTreeMap::new(),
+            released: Vec::new(),
+            waiters: HashMap::new(),
+            drains: HashMap::new(),
+            deleted_blobs: Vec::new(),
+            next_request: 1,
+            now,
+            next_tick: now,
+            next_gauges: now,
+            last_stamp: 0,
+        };
+        for (name, loaded_type) in loaded.types {
+            let strategy = loaded_type.record.as_ref().map(|r| r.strategy.to_string()).unwrap_or_default();
+            let commands = driver.catalog.open(&name, loaded_type, now).map_err(|reason| DriverError::Strategy {
+                entity_type: name.clone(),
+                strategy,
+                reason,
+            })?;
+            driver.execute(&name, commands);
+        }
+        for (name, declaration) in settings.types {
+            if driver.catalog.contains(&name) {
+                continue;
+            }
+            let commands = driver
+                .catalog
+                .create(&name, &declaration.strategy, &declaration.config, now, &mut driver.turn)
+                .map_err(|reason| DriverError::Strategy {
+                    entity_type: name.clone(),
+                    strategy: declaration.strategy.to_string(),
+                    reason,
+                })?;
+            driver.execute(&name, commands);
+        }
+        driver.collect_orphan_blobs();
+        driver.commit()?;
+        Ok(driver)
+    }
+
+    /// Handles `inputs` at time `now` (never earlier than a previous step's),
+    /// ticks the coordinators when a tick is due, and commits the turn.
+    pub fn step(&mut self, inputs: impl IntoIterator<Item = Input>, now: Millis) -> Result<Flow, DriverError> {
+        self.now = self.now.max(now);
+        let mut flow = Flow::Continue;
+        for input in inputs {
+            if self.on_input(input) == Flow::Stop {
+                flow = Flow::Stop;
+                break;
+            }
+        }
+        if self.now >= self.next_tick {
+            self.next_tick = self.now + TICK_MS;
+            for name in self.catalog.names() {
+                self.feed(&name, Event::Tick { now: self.now });
+            }
+        }
+        self.commit()?;
+        if self.now >= self.next_gauges {
+            self.next_gauges = self.now + GAUGES_MS;
+            self.metrics.update_gauges(&self.catalog);
+        }
+        Ok(flow)
+    }
+
+    /// Flushes the turn and tells every session the node is shutting down.
+    pub fn shut_down(&mut self) -> Result<(), DriverError> {
+        self.commit()?;
+        self.sessions.shut_down();
+        tracing::info!(revision = self.revision, "the coordinator driver stopped; state flushed");
+        Ok(())
+    }
+
+    /// The types.
+    pub fn catalog(&self) -> &TypeCatalog {
+        &self.catalog
+    }
+
+    /// The region sessions.
+    pub fn sessions(&self) -> &Sessions {
+        &self.sessions
+    }
+
+    /// The store revision the driver is at.
+    pub fn revision(&self) -> Revision {
+        self.revision
+    }
+
+    /// How long until the next tick is due, from `now`.
+    pub fn until_tick(&self, now: Millis) -> Duration {
+        Duration::from_millis(self.next_tick.saturating_sub(now).min(TICK_MS))
+    }
+
+    fn on_input(&mut self, input: Input) -> Flow {
+        match input {
+            Input::SessionOpened { session, entity_type, outbox } => self.sessions.open(session, entity_type, outbox),
+            Input::SessionClosed { session } => self.sessions.close(session),
+            Input::Region { session, message } => self.on_region(session, message),
+            Input::Admin(request) => self.on_admin(request),
+            Input::Shutdown => return Flow::Stop,
+        }
+        Flow::Continue
+    }
+
+    /// Releases `value` to `reply` once this turn is committed.
+    fn answer<T: Send + 'static>(&mut self, reply: Reply<T>, value: T) {
+        self.released.push(Box::new(move || {
+            let _ = reply.send(value);
+        }));
+    }
+
+    /// A timestamp for a placement write made by this node: the turn's time,
+    /// but strictly greater than the previous one, so two writes in one
+    /// millisecond (a set then a remove) are ordered as they were made.
+    fn stamp_time(&mut self) -> u64 {
+        self.last_stamp = self.now.max(self.last_stamp + 1);
+        self.last_stamp
+    }
+
+    /// Deletes blobs no component record refers to (a crash between a
+    /// blob's write and its record, or between a record's removal and the
+    /// blob's deletion).
+    fn collect_orphan_blobs(&mut self) {
+        match self.store.blob_digests() {
+            Ok(digests) => {
+                self.deleted_blobs.extend(digests.into_iter().filter(|d| !self.catalog.components().contains_key(d)))
+            }
+            Err(error) => tracing::warn!(%error, "cannot list the stored components"),
+        }
+    }
+
+    /// Commits the turn, then releases what waited for it.
+    fn commit(&mut self) -> Result<(), StoreError> {
+        self.catalog.record_changes(&mut self.turn);
+        if !self.turn.is_empty() {
+            let turn = std::mem::take(&mut self.turn);
+            let started = Instant::now();
+            self.revision = self.store.commit(self.revision, &turn)?;
+            self.metrics.commit_seconds.observe(started.elapsed().as_secs_f64());
+        }
+        for digest in std::mem::take(&mut self.deleted_blobs) {
+            if let Err(error) = self.store.delete_blob(&digest) {
+                tracing::warn!(%digest, %error, "cannot delete a component's bytes; collected at the next start");
+            }
+        }
+        for (entity_type, batch) in std::mem::take(&mut self.batches) {
+            self.feed(&entity_type, Event::Persisted { now: self.now, batch });
+        }
+        for release in std::mem::take(&mut self.released) {
+            release();
+        }
+        self.metrics.sessions.set(self.sessions.len() as i64);
+        Ok(())
+    }
+}

@@ -1,0 +1,84 @@
+//! What a region session's message does on the driver: a `Register` binds
+//! the session to its region (creating the type when it is new) and every
+//! later message becomes a coordinator event carrying the session's
+//! registered incarnation. A message before `Register`, or a `Register` for
+//! another address, ends the session with a `Refused` naming the rule.
+
+use shardalloc_client::protocol::{NodeMessage, RegionMessage, Register};
+
+use super::sessions::SessionId;
+use super::{Driver, Waiter};
+use crate::coordinator::{Event, OperatorRequest};
+
+impl Driver {
+    pub(super) fn on_region(&mut self, session: SessionId, message: RegionMessage) {
+        let Some(entity_type) = self.sessions.entity_type(session).map(str::to_owned) else { return };
+        if let RegionMessage::Register(register) = message {
+            return self.on_register(session, entity_type, register);
+        }
+        let Some((address, incarnation)) = self.sessions.registered(session).cloned() else {
+            return self.refuse(session, format!("{} before Register", message.name()));
+        };
+        let now = self.now;
+        let event = match message {
+            RegionMessage::Register(_) => unreachable!("handled above"),
+            RegionMessage::Heartbeat { sequence, metrics } => {
+                Event::Heartbeat { now, address, incarnation, metrics, sequence }
+            }
+            RegionMessage::GetShardHome { shard } => {
+                Event::GetShardHome { now, requester: address, incarnation, shard }
+            }
+            RegionMessage::BeginHandOffAck { shard } => {
+                Event::BeginHandOffAck { now, region: address, incarnation, shard }
+            }
+            RegionMessage::ShardStopped { shard } => Event::ShardStopped { now, region: address, incarnation, shard },
+            RegionMessage::Leave => Event::Leave { now, address, incarnation },
+            RegionMessage::Drain { draining } => {
+                let op =
+                    if draining { OperatorRequest::Drain { address } } else { OperatorRequest::Undrain { address } };
+                // The region is not answered.
+                return self.operate(&entity_type, op, Waiter::Nobody);
+            }
+        };
+        self.feed(&entity_type, event);
+    }
+
+    fn on_register(&mut self, session: SessionId, entity_type: String, register: Register) {
+        if let Some((address, _)) = self.sessions.registered(session)
+            && *address != register.address
+        {
+            let reason = format!("this session registered {address}; it cannot register {}", register.address);
+            return self.refuse(session, reason);
+        }
+        if !self.catalog.contains(&entity_type) {
+            let strategy = self.catalog.settings().default_strategy.clone();
+            match self.catalog.create(&entity_type, &strategy, "", self.now, &mut self.turn) {
+                Ok(commands) => self.execute(&entity_type, commands),
+                Err(reason) => {
+                    return self.refuse(session, format!("cannot create the entity type {entity_type}: {reason}"));
+                }
+            }
+        }
+        let entry = self.catalog.get(&entity_type).expect("created above");
+        if let Some(current) = entry.coordinator.durable().regions.get(&register.address).map(|r| r.incarnation)
+            && register.incarnation < current
+        {
+            // Refused without touching the live incarnation's session.
+            let reason =
+                format!("incarnation {} is older than the registered incarnation {current}", register.incarnation);
+            tracing::warn!(r#type = %entity_type, address = %register.address, %reason, "registration refused");
+            let _ = self.sessions.send_to(session, NodeMessage::RegisterRefused { reason });
+            return;
+        }
+        self.sessions.register(session, &register.address, register.incarnation);
+        let sequence = register.sequence;
+        let event = Event::Register { now: self.now, registration: register.into(), sequence };
+        self.feed(&entity_type, event);
+    }
+
+    fn refuse(&mut self, session: SessionId, reason: String) {
+        tracing::warn!(session, %reason, "closing a region session");
+        let _ = self.sessions.send_to(session, NodeMessage::Refused { reason });
+        self.sessions.close(session);
+    }
+}

@@ -1,0 +1,71 @@
+//! The driver's thread: it waits for inputs or the next tick and calls
+//! [`Driver::step`] with the wall clock, until a shutdown or a store failure.
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    Driver, DriverError, DriverHandle, DriverSettings, Flow, INPUT_QUEUE, Input, MAX_INPUTS_PER_TURN, wall_clock_ms,
+};
+use crate::engine::Engine;
+use crate::server::metrics::Metrics;
+use crate::store::Store;
+
+impl Driver {
+    fn run(mut self, mut rx: mpsc::Receiver<Input>) -> Result<(), DriverError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("a current-thread runtime for the driver's waits");
+        loop {
+            let wait = self.until_tick(wall_clock_ms());
+            let mut inputs = Vec::new();
+            match runtime.block_on(async { tokio::time::timeout(wait, rx.recv()).await }) {
+                Ok(Some(first)) => {
+                    inputs.push(first);
+                    while inputs.len() < MAX_INPUTS_PER_TURN {
+                        match rx.try_recv() {
+                            Ok(input) => inputs.push(input),
+                            Err(_) => break,
+                        }
+                    }
+                }
+                Ok(None) => return self.shut_down(),
+                Err(_elapsed) => {}
+            }
+            if self.step(inputs, wall_clock_ms())? == Flow::Stop {
+                return self.shut_down();
+            }
+        }
+    }
+}
+
+/// Loads the driver over `store` and starts its thread. Returns its handle
+/// and the thread, which ends after [`Input::Shutdown`] (or a store
+/// failure, returned); either way [`DriverHandle::stopped`] completes.
+pub fn start(
+    store: Arc<dyn Store>,
+    engine: Arc<Engine>,
+    settings: DriverSettings,
+    metrics: Arc<Metrics>,
+) -> Result<(DriverHandle, std::thread::JoinHandle<Result<(), DriverError>>), DriverError> {
+    let driver = Driver::load(store, engine, settings, metrics, wall_clock_ms())?;
+    let (tx, rx) = mpsc::channel(INPUT_QUEUE);
+    let stopped = CancellationToken::new();
+    let handle = DriverHandle::new(tx, stopped.clone());
+    let thread = std::thread::Builder::new()
+        .name("shardalloc-driver".into())
+        .spawn(move || {
+            // Cancelled however the thread ends, a panic included.
+            let _stopped = stopped.drop_guard();
+            let result = driver.run(rx);
+            if let Err(error) = &result {
+                tracing::error!(%error, "the coordinator driver stopped");
+            }
+            result
+        })
+        .expect("spawn the driver thread");
+    Ok((handle, thread))
+}

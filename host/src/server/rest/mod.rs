@@ -1,0 +1,32 @@
+//! The admin REST API under `/v1`: thin handlers that check their input,
+//! send one typed [`AdminRequest`](super::driver::request::AdminRequest) (or
+//! a few) to the driver and map the typed reply to a JSON body or an
+//! [`ApiError`]. Each handler carries its OpenAPI description
+//! (`#[utoipa::path]`), so the document served at `/v1/openapi.json` is
+//! generated from the same code that routes.
+//!
+//! - `health.rs`: `/healthz`, `/readyz`, `/metrics` (no token);
+//! - `types.rs`: entity types, their state and snapshot, the signal, where a shard is;
+//! - `placements.rs`: placements and manual rebalance (external allocation);
+//! - `regions.rs`: regions and drain;
+//! - `strategies.rs`: upload, list, delete, activate, dry-run, shadow, roll back.
+
+pub mod health;
+pub mod placements;
+pub mod regions;
+pub mod strategies;
+pub mod types;
+
+use shardalloc_client::api::ShardId;
+
+use super::api_error::ApiError;
+
+/// A shard id from a request, checked; the error names `field`.
+pub(crate) fn shard_id(id: &ShardId, field: &str) -> Result<String, ApiError> {
+    id.validate().map(str::to_owned).map_err(|m| ApiError::bad_request("invalid-shard-id", format!("{field}: {m}")))
+}
+
+/// Checks every shard id of a list; errors name `field[i]`.
+pub(crate) fn shard_ids(ids: &[ShardId], field: &str) -> Result<Vec<String>, ApiError> {
+    ids.iter().enumerate().map(|(i, id)| shard_id(id, &format!("{field}[{i}]"))).collect()
+}

@@ -1,0 +1,189 @@
+//! The driver's turn with time as a value: [`Driver::step`] fed inputs,
+//! asserting the exact messages each session's outbox gets, what the store
+//! holds, and when admin answers are released.
+
+use std::sync::Arc;
+
+use shardalloc_client::api::{ActivationCause, RegionStatus};
+use shardalloc_client::protocol::{NodeMessage, RegionMessage, Register};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{engine, settings_with};
+use crate::coordinator::{Config, Millis, Reply};
+use crate::server::driver::request::{AdminRequest, Candidate, Operation};
+use crate::server::driver::{Driver, Flow, Input, TICK_MS};
+use crate::server::metrics::Metrics;
+use crate::store::{ComponentRecord, Loaded, MemoryStore, Revision, Store, StoreError, Turn};
+
+const T0: Millis = 1_000_000;
+
+fn load(store: Arc<dyn Store>) -> Driver {
+    Driver::load(store, engine(), settings_with(&["cart"]), Arc::new(Metrics::new()), T0).expect("load the driver")
+}
+
+/// Opens session `id` and registers `address` in it.
+fn register(id: u64, address: &str) -> (Vec<Input>, mpsc::Receiver<NodeMessage>) {
+    let (outbox, rx) = mpsc::channel(64);
+    let register = Register { address: address.into(), incarnation: 1, sequence: 1, ..Register::default() };
+    let inputs = vec![
+        Input::SessionOpened { session: id, entity_type: "cart".into(), outbox },
+        Input::Region { session: id, message: RegionMessage::Register(register) },
+    ];
+    (inputs, rx)
+}
+
+fn drain(rx: &mut mpsc::Receiver<NodeMessage>) -> Vec<NodeMessage> {
+    std::iter::from_fn(|| rx.try_recv().ok()).collect()
+}
+
+#[test]
+fn a_registration_and_a_home_are_revealed_only_once_committed() {
+    let store = MemoryStore::new();
+    let mut driver = load(Arc::new(store.clone()));
+    let config = Config::default();
+    let (inputs, mut rx) = register(1, "a");
+    assert_eq!(driver.step(inputs, T0).unwrap(), Flow::Continue);
+    assert_eq!(
+        drain(&mut rx),
+        [NodeMessage::Registered {
+            incarnation: 1,
+            sequence: 1,
+            lease_ms: config.lease_ms,
+            heartbeat_interval_ms: config.heartbeat_interval_ms,
+        }]
+    );
+    assert!(store.load().unwrap().types["cart"].durable.regions.contains_key("a"));
+
+    let ask = Input::Region { session: 1, message: RegionMessage::GetShardHome { shard: "s1".into() } };
+    driver.step([ask], T0 + 1).unwrap();
+    assert_eq!(drain(&mut rx), [NodeMessage::ShardHome { shard: "s1".into(), home: "a".into() }]);
+    assert_eq!(store.load().unwrap().types["cart"].durable.homes["s1"].region, "a");
+}
+
+#[test]
+fn a_message_before_register_ends_the_session_with_the_rule() {
+    let mut driver = load(Arc::new(MemoryStore::new()));
+    let (outbox, mut rx) = mpsc::channel(8);
+    let inputs = [
+        Input::SessionOpened { session: 7, entity_type: "cart".into(), outbox },
+        Input::Region { session: 7, message: RegionMessage::GetShardHome { shard: "s".into() } },
+    ];
+    driver.step(inputs, T0).unwrap();
+    assert_eq!(drain(&mut rx), [NodeMessage::Refused { reason: "GetShardHome before Register".into() }]);
+    assert!(driver.sessions().is_empty());
+}
+
+#[test]
+fn time_given_as_a_value_drives_liveness() {
+    let mut driver = load(Arc::new(MemoryStore::new()));
+    let (inputs, _rx) = register(1, "a");
+    driver.step(inputs, T0).unwrap();
+    let status = |driver: &Driver| driver.catalog().get("cart").unwrap().region_status("a");
+    assert_eq!(status(&driver), RegionStatus::Up);
+    let silent = Config::default().unreachable_after_ms;
+    driver.step([], T0 + silent - 1).unwrap();
+    assert_eq!(status(&driver), RegionStatus::Up, "unreachable before its time");
+    // Liveness is checked on the coordinators' tick, every TICK_MS of the given time.
+    driver.step([], T0 + silent + TICK_MS).unwrap();
+    assert_eq!(status(&driver), RegionStatus::Unreachable);
+}
+
+/// A store whose commits fail once `failing` is set.
+#[derive(Clone, Default)]
+struct FailingStore {
+    inner: MemoryStore,
+    failing: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Store for FailingStore {
+    fn load(&self) -> Result<Loaded, StoreError> {
+        self.inner.load()
+    }
+    fn commit(&self, based_on: Revision, turn: &Turn) -> Result<Revision, StoreError> {
+        if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(StoreError::Backend { backend: "test", source: "the disk is gone".into() });
+        }
+        self.inner.commit(based_on, turn)
+    }
+    fn put_blob(&self, digest: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        self.inner.put_blob(digest, bytes)
+    }
+    fn blob(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.inner.blob(digest)
+    }
+    fn delete_blob(&self, digest: &str) -> Result<(), StoreError> {
+        self.inner.delete_blob(digest)
+    }
+    fn blob_digests(&self) -> Result<Vec<String>, StoreError> {
+        self.inner.blob_digests()
+    }
+    fn schema_version(&self) -> Result<u64, StoreError> {
+        self.inner.schema_version()
+    }
+    fn describe(&self) -> String {
+        "failing test store".into()
+    }
+}
+
+#[test]
+fn an_answer_whose_turn_is_not_committed_is_never_released() {
+    let store = FailingStore::default();
+    let mut driver = load(Arc::new(store.clone()));
+    let (reply, mut answer) = oneshot::channel();
+    let operation = Operation::SetPlacements(vec![("42".into(), "b".into())]);
+    let request = Input::Admin(AdminRequest::Operate { name: "cart".into(), operation, reply });
+    store.failing.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(driver.step([request], T0).is_err(), "a failed commit must stop the driver");
+    assert!(answer.try_recv().is_err(), "the placement was acknowledged without being stored");
+    assert!(store.inner.load().unwrap().types["cart"].durable.placements.is_empty());
+
+    // With a working store the same request is answered once it is stored.
+    let store = MemoryStore::new();
+    let mut driver = load(Arc::new(store.clone()));
+    let (reply, mut answer) = oneshot::channel();
+    let operation = Operation::SetPlacements(vec![("42".into(), "b".into())]);
+    driver.step([Input::Admin(AdminRequest::Operate { name: "cart".into(), operation, reply })], T0).unwrap();
+    assert!(matches!(answer.try_recv(), Ok(Ok(Reply::PlacementsWritten { .. }))));
+    assert!(store.load().unwrap().types["cart"].durable.placements.contains_key("42"));
+}
+
+#[test]
+fn an_automatic_rollback_is_recorded_in_the_history_and_the_store() {
+    let store = MemoryStore::new();
+    let mut driver = load(Arc::new(store.clone()));
+    let (inputs, mut rx) = register(1, "a");
+    driver.step(inputs, T0).unwrap();
+    assert!(matches!(drain(&mut rx)[..], [NodeMessage::Registered { .. }]));
+    // The misbehaving fixture, uploaded, then activated to trap on every allocate.
+    let bytes: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/misbehaving.wasm"));
+    let compiled = engine().compile(bytes).unwrap();
+    store.put_blob(&compiled.digest, bytes).unwrap();
+    let record = ComponentRecord {
+        digest: compiled.digest.clone(),
+        name: compiled.info.name.clone(),
+        version: compiled.info.version.clone(),
+        size: bytes.len() as u64,
+    };
+    let (reply, _) = oneshot::channel();
+    let candidate = Candidate { compiled, config: r#"{"allocate":"panic"}"#.into() };
+    let (activated, mut state) = oneshot::channel();
+    let inputs = [
+        Input::Admin(AdminRequest::AddComponent { record, reply }),
+        Input::Admin(AdminRequest::Activate { name: "cart".into(), candidate, reply: activated }),
+    ];
+    driver.step(inputs, T0 + 1).unwrap();
+    assert_eq!(state.try_recv().unwrap().unwrap().active.cause, ActivationCause::Operator);
+    // Every allocation traps and falls back; past the limit the slot rolls back on its own.
+    let asks: Vec<Input> = (0..10)
+        .map(|i| Input::Region { session: 1, message: RegionMessage::GetShardHome { shard: format!("s{i}") } })
+        .collect();
+    driver.step(asks, T0 + 2).unwrap();
+    assert_eq!(drain(&mut rx).len(), 10, "every home request is answered, by the fallback or not");
+    let causes: Vec<ActivationCause> =
+        driver.catalog().get("cart").unwrap().activations.iter().map(|a| a.cause).collect();
+    assert_eq!(causes, [ActivationCause::Initial, ActivationCause::Operator, ActivationCause::AutoRollback]);
+    let stored: Vec<ActivationCause> =
+        store.load().unwrap().types["cart"].activations.iter().map(|a| a.cause).collect();
+    assert_eq!(stored, causes, "the automatic rollback is not in the store");
+    assert_eq!(driver.catalog().get("cart").unwrap().record.strategy.to_string(), "least-shard");
+}

@@ -1,0 +1,204 @@
+//! In-process tests of the node's shell: [`TestNode`] is a node over an
+//! in-memory store whose [`router`](super::router) is driven with
+//! `tower::ServiceExt::oneshot`, and [`FakeRegion`] a region session fed
+//! straight into the driver. No binary, no socket unless a test asks for
+//! one ([`TestNode::serve`]).
+//!
+//! - `rest.rs`: every REST endpoint's success and error shapes;
+//! - `openapi.rs`: the router and the OpenAPI document, in both directions;
+//! - `driver.rs`: [`super::driver::Driver::step`] with time as a value.
+
+mod driver;
+mod openapi;
+mod rest;
+mod strategies;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
+use serde_json::Value;
+use shardalloc_client::protocol::{NodeMessage, RegionMessage, Register};
+use tokio::sync::mpsc;
+use tower::ServiceExt;
+
+use super::driver::sessions::SessionId;
+use super::driver::{DriverSettings, Input, TypeDeclaration};
+use super::{Node, NodeSettings, Security};
+use crate::engine::{Engine, EngineConfig};
+use crate::store::StoreConfig;
+use crate::strategy::StrategySource;
+
+/// How long a test waits for something it expects (generous: shared machines).
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// One engine per test process, with an artifact cache, so the built-ins
+/// compile once.
+pub fn engine() -> Arc<Engine> {
+    static ENGINE: OnceLock<Arc<Engine>> = OnceLock::new();
+    static CACHE: OnceLock<tempfile::TempDir> = OnceLock::new();
+    ENGINE
+        .get_or_init(|| {
+            let cache = CACHE.get_or_init(|| tempfile::tempdir().expect("a cache directory"));
+            Engine::new(EngineConfig { cache_dir: Some(cache.path().to_owned()), max_instances: 0 }).expect("an engine")
+        })
+        .clone()
+}
+
+/// Driver settings declaring `types` with least-shard.
+pub fn settings_with(types: &[&str]) -> DriverSettings {
+    let mut settings = DriverSettings { origin: "test-node".into(), ..DriverSettings::default() };
+    for name in types {
+        let declaration =
+            TypeDeclaration { strategy: StrategySource::Builtin("least-shard".into()), config: String::new() };
+        settings.types.insert((*name).to_owned(), declaration);
+    }
+    settings
+}
+
+/// A node over an in-memory store, its router driven in-process.
+pub struct TestNode {
+    node: Option<Node>,
+    router: Router,
+}
+
+impl TestNode {
+    /// A node declaring `cart`, without tokens.
+    pub fn start() -> TestNode {
+        Self::with(settings_with(&["cart"]), Security::default())
+    }
+
+    /// A node with these driver settings and tokens.
+    pub fn with(driver: DriverSettings, security: Security) -> TestNode {
+        let settings = NodeSettings { store: StoreConfig::Memory, cache_dir: None, driver, security, max_instances: 0 };
+        let node = Node::with_engine(settings, engine()).expect("start a node");
+        let router = node.router();
+        TestNode { node: Some(node), router }
+    }
+
+    /// The node.
+    pub fn node(&self) -> &Node {
+        self.node.as_ref().expect("running")
+    }
+
+    /// Sends `request` through the router: its status and body (JSON when
+    /// it parses, else a JSON string of the text, `null` when empty).
+    pub async fn send(&self, request: Request<Body>) -> (StatusCode, Value) {
+        let response = self.router.clone().oneshot(request).await.expect("the router answers");
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("read the answer");
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
+        };
+        (status, body)
+    }
+
+    /// A request with an optional JSON body.
+    pub async fn request(&self, method: Method, path: &str, body: Option<&str>) -> (StatusCode, Value) {
+        let mut request = Request::builder().method(method).uri(path);
+        if body.is_some() {
+            request = request.header("content-type", "application/json");
+        }
+        self.send(request.body(Body::from(body.unwrap_or_default().to_owned())).unwrap()).await
+    }
+
+    /// Serves the router on 127.0.0.1 (for clients that need a socket);
+    /// returns its `http://ADDR`. The server ends with the test's runtime.
+    pub async fn serve(&self) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
+        let address = listener.local_addr().unwrap();
+        let router = self.router.clone();
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        format!("http://{address}")
+    }
+
+    /// A region session of `entity_type` at `address`, registered.
+    pub async fn region(&self, entity_type: &str, address: &str) -> FakeRegion {
+        FakeRegion::register(self, entity_type, address).await
+    }
+}
+
+impl Drop for TestNode {
+    fn drop(&mut self) {
+        if let Some(node) = self.node.take() {
+            let _ = node.state.driver.try_send(Input::Shutdown);
+        }
+    }
+}
+
+/// Asserts an error answer: `status`, and a body `{"error":{"code","message"}}`
+/// with a non-empty code and message. Returns the code.
+#[track_caller]
+pub fn assert_error(what: &str, answer: &(StatusCode, Value), status: StatusCode) -> String {
+    let (got, body) = answer;
+    assert_eq!(*got, status, "{what}: expected {status}, got {got} with body {body}");
+    let code = body["error"]["code"].as_str().unwrap_or_default();
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        !code.is_empty() && !message.is_empty(),
+        "{what}: the body is not {{\"error\":{{\"code\",\"message\"}}}}: {body}"
+    );
+    let keys: Vec<&String> = body.as_object().map(|o| o.keys().collect()).unwrap_or_default();
+    assert_eq!(keys, ["error"], "{what}: unexpected top-level fields in {body}");
+    code.to_owned()
+}
+
+/// A region session fed straight into the driver: what a WebSocket session
+/// task would send, with its outbox in the test's hands.
+pub struct FakeRegion {
+    id: SessionId,
+    node: super::driver::DriverHandle,
+    outbox: mpsc::Receiver<NodeMessage>,
+}
+
+impl FakeRegion {
+    async fn register(node: &TestNode, entity_type: &str, address: &str) -> FakeRegion {
+        static NEXT: AtomicU64 = AtomicU64::new(1 << 40);
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        let (tx, outbox) = mpsc::channel(super::driver::SESSION_OUTBOX);
+        let driver = node.node().state.driver.clone();
+        let opened = Input::SessionOpened { session: id, entity_type: entity_type.to_owned(), outbox: tx };
+        driver.send(opened).await.expect("the driver runs");
+        let mut region = FakeRegion { id, node: driver, outbox };
+        let register = Register { address: address.to_owned(), incarnation: 1, sequence: 1, ..Register::default() };
+        region.send(RegionMessage::Register(register)).await;
+        region.expect("Registered", |m| matches!(m, NodeMessage::Registered { .. }).then_some(())).await;
+        region
+    }
+
+    /// Sends a message as the region.
+    pub async fn send(&self, message: RegionMessage) {
+        self.node.send(Input::Region { session: self.id, message }).await.expect("the driver runs");
+    }
+
+    /// The next message `pick` accepts, skipping others; panics after [`PATIENCE`].
+    pub async fn expect<T>(&mut self, what: &str, mut pick: impl FnMut(&NodeMessage) -> Option<T>) -> T {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            match tokio::time::timeout_at(deadline, self.outbox.recv()).await {
+                Ok(Some(message)) => {
+                    if let Some(value) = pick(&message) {
+                        return value;
+                    }
+                }
+                Ok(None) => panic!("the session closed while waiting for {what}"),
+                Err(_) => panic!("no {what} within {PATIENCE:?}"),
+            }
+        }
+    }
+
+    /// Asks for a shard's home and waits for the answer.
+    pub async fn home(&mut self, shard: &str) -> String {
+        self.send(RegionMessage::GetShardHome { shard: shard.to_owned() }).await;
+        self.expect(&format!("the home of {shard}"), |m| match m {
+            NodeMessage::ShardHome { shard: s, home } if s == shard => Some(home.clone()),
+            _ => None,
+        })
+        .await
+    }
+}
