@@ -2,7 +2,11 @@
 //!
 //! - `setup`: install what builds need (the wasm32 target, or Debian's
 //!   rustc-web fallback);
-//! - `test`: setup, then formatting, lints and every test — what CI runs;
+//! - `test`: setup, then formatting, lints, the code's shape (`shape.rs`)
+//!   and every test — what CI runs — ending with one summary line
+//!   `N passed, N failed[, N skipped]` counted over every test binary
+//!   (`tests.rs`);
+//! - `shape`: only the shape check;
 //! - `demo`: build and start a node with three simulated regions, and print
 //!   its URL and commands to try;
 //! - `demo-strategies`: show the built-in strategies at work offline on a
@@ -17,18 +21,22 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use shardalloc_guest_build::{Toolchain, build_components};
 
+mod shape;
+mod tests;
+
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let root = workspace_root();
     match args.first().map(String::as_str) {
         Some("setup") => setup().map(|_| ()),
         Some("test") => test(&root),
+        Some("shape") => shape::check(&root),
         Some("demo") => demo(&root),
         Some("demo-strategies") => demo_strategies(&root),
         Some("component") => component(&root, &args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\n  setup       install the wasm32 toolchain (rustup target, else Debian rustc-web)\n  test        formatting, lints and every test (what CI runs)\n  demo        build and start a node with three simulated regions\n  demo-strategies  show the built-in strategies offline on a generated cluster\n  component   -p CRATE [--out FILE]: build a strategy crate into a component"
+                "usage: cargo xtask <command>\n\n  setup       install the wasm32 toolchain (rustup target, else Debian rustc-web)\n  test        formatting, the code's shape, lints and every test (what CI runs)\n  shape       check the code's shape: server file sizes, import direction, no OpenAPI JSON\n  demo        build and start a node with three simulated regions\n  demo-strategies  show the built-in strategies offline on a generated cluster\n  component   -p CRATE [--out FILE]: build a strategy crate into a component"
             );
             bail!("unknown or missing command");
         }
@@ -86,12 +94,19 @@ fn ensure_openssl() -> anyhow::Result<()> {
 }
 
 fn test(root: &Path) -> anyhow::Result<()> {
+    let started = Instant::now();
     setup()?;
     ensure_openssl()?;
     let cargo = cargo();
     run(root, &cargo, &["fmt", "--all", "--", "--check"])?;
+    shape::check(root)?;
     run(root, &cargo, &["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"])?;
-    run(root, &cargo, &["test", "--workspace", "--locked"])?;
+    let (tally, passed) = tests::run(root, &cargo, &["--workspace", "--locked"])?;
+    eprintln!("xtask: everything took {:.0?}", started.elapsed());
+    println!("{}", tally.summary());
+    if !passed || tally.failed > 0 {
+        bail!("the tests failed ({})", tally.summary());
+    }
     Ok(())
 }
 
