@@ -149,3 +149,25 @@ async fn dry_run_shadow_and_history_answer_their_shapes() {
     let history: Vec<&str> = loaded.types["cart"].activations.iter().map(|a| a.cause.as_str()).collect();
     assert_eq!(history, ["initial", "operator", "rollback"]);
 }
+
+#[tokio::test]
+async fn a_type_declared_with_a_file_stores_it_like_an_upload() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("least-loaded.wasm");
+    std::fs::write(&path, fixture_bytes()).unwrap();
+    let mut settings = super::settings_with(&[]);
+    let declaration = crate::server::driver::TypeDeclaration {
+        strategy: crate::strategy::StrategySource::parse_cli(path.to_str().unwrap()).unwrap(),
+        config: String::new(),
+    };
+    settings.types.insert("cart".into(), declaration);
+    let node = TestNode::with(settings, crate::server::Security::default());
+    std::fs::remove_file(&path).unwrap();
+    let (_, state) = node.request(Method::GET, "/v1/cluster/shards/cart/strategy", None).await;
+    let digest = state["active"]["digest"].as_str().unwrap().to_owned();
+    assert!(digest.starts_with("sha256:"), "a file is named by its digest once stored: {state}");
+    assert!(node.node().state.store.blob(&digest).unwrap().is_some(), "its bytes are stored");
+    let (_, listed) = node.request(Method::GET, "/v1/strategies", None).await;
+    let entry = listed["strategies"].as_array().unwrap().iter().find(|s| s["digest"] == digest.as_str()).cloned();
+    assert_eq!(entry.unwrap()["activeIn"], json!(["cart"]), "{listed}");
+}
