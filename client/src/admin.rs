@@ -44,6 +44,17 @@ pub enum AdminError {
         /// What is wrong with it.
         reason: String,
     },
+    /// An `https://` node presented a certificate this client does not trust.
+    #[error(
+        "the node at {url} presented a certificate this client does not trust ({detail}); \
+         give the CA that signed it with --ca-cert FILE (SHARDALLOC_CA_CERT)"
+    )]
+    UntrustedCertificate {
+        /// The request's URL.
+        url: String,
+        /// What the TLS library said.
+        detail: String,
+    },
     /// The request did not get an answer (connection refused, timeout…).
     #[error("request to {url} failed: {source}")]
     Http {
@@ -148,7 +159,10 @@ impl AdminClient {
             Body::Json(bytes) => request.header(CONTENT_TYPE, "application/json").body(bytes),
             Body::Wasm(bytes) => request.header(CONTENT_TYPE, "application/wasm").body(bytes),
         };
-        let http_error = |source| AdminError::Http { url: url.to_string(), source };
+        let http_error = |source: reqwest::Error| match certificate_problem(&source) {
+            Some(detail) => AdminError::UntrustedCertificate { url: url.to_string(), detail },
+            None => AdminError::Http { url: url.to_string(), source },
+        };
         let response = request.send().await.map_err(http_error)?;
         let status = response.status();
         let bytes = response.bytes().await.map_err(http_error)?;
@@ -310,6 +324,18 @@ fn decode<T: DeserializeOwned>(url: &Url, bytes: &[u8]) -> Result<T, AdminError>
 }
 
 /// The error a non-2xx answer stands for.
+/// The TLS library's words when `error` is a refused server certificate.
+fn certificate_problem(error: &(dyn std::error::Error + 'static)) -> Option<String> {
+    if let Some(tls @ rustls::Error::InvalidCertificate(_)) = error.downcast_ref::<rustls::Error>() {
+        return Some(tls.to_string());
+    }
+    // An I/O error hides the error it wraps from `source()`.
+    if let Some(inner) = error.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
+        return certificate_problem(inner);
+    }
+    error.source().and_then(certificate_problem)
+}
+
 fn error_from(url: &Url, status: StatusCode, body: &[u8]) -> AdminError {
     match serde_json::from_slice::<ErrorBody>(body) {
         Ok(ErrorBody { error }) => AdminError::Api { status, code: error.code, message: error.message },
