@@ -62,6 +62,10 @@ pub struct AppState {
     pub engine: Arc<Engine>,
     /// The store (component blobs are written and read off the driver thread).
     pub store: Arc<dyn Store>,
+    /// Held while a component's blob is written and recorded, or its record
+    /// removed and its blob deleted, so an upload and a delete of the same
+    /// component never interleave.
+    pub component_writes: Arc<tokio::sync::Mutex<()>>,
     /// Tokens.
     pub security: Arc<Security>,
     /// Metrics.

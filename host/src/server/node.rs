@@ -72,6 +72,7 @@ impl Node {
             driver,
             engine,
             store,
+            component_writes: Arc::default(),
             security: Arc::new(settings.security),
             metrics,
             limits,

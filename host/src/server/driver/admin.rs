@@ -63,9 +63,6 @@ impl Driver {
             }
             AdminRequest::RemoveComponent { digest, reply } => {
                 let answer = self.catalog.remove_component(&digest, &mut self.turn);
-                if answer.is_ok() {
-                    self.deleted_blobs.push(digest);
-                }
                 self.answer(reply, answer);
             }
             AdminRequest::StrategyState { name, reply } => {

@@ -150,13 +150,9 @@ impl TypeCatalog {
 
     /// Compiles a built-in, or an uploaded component read from the store.
     pub fn compile(&self, source: &StrategySource) -> Result<Arc<Compiled>, SourceLoadError> {
-        let store = self.store.clone();
-        let known = self.components.keys().cloned().collect::<std::collections::BTreeSet<_>>();
-        let uploaded = move |digest: &str| {
-            if !known.contains(digest) {
-                return Ok(None);
-            }
-            store.blob(digest).map_err(|e| e.to_string())
+        let uploaded = |digest: &str| match self.components.contains_key(digest) {
+            true => self.store.blob(digest).map_err(|e| e.to_string()),
+            false => Ok(None),
         };
         self.engine.compile_source(source, Some(&uploaded))
     }
@@ -249,8 +245,20 @@ impl TypeCatalog {
         &self.settings
     }
 
+    /// Refuses a candidate that is neither a built-in nor a recorded upload
+    /// (its record was deleted while it was being compiled).
+    fn known(&self, candidate: &Candidate) -> Result<(), Refusal> {
+        let digest = &candidate.compiled.digest;
+        if self.components.contains_key(digest) || self.builtin_digests.contains_key(digest) {
+            Ok(())
+        } else {
+            Err(Refusal::UnknownComponent(digest.clone()))
+        }
+    }
+
     /// Activates a strategy for a type; recorded by [`TypeCatalog::record_changes`].
     pub fn activate(&mut self, name: &str, candidate: Candidate) -> Result<(), Refusal> {
+        self.known(&candidate)?;
         let limits = self.settings.limits;
         let entry = self.get(name)?;
         entry
@@ -289,6 +297,9 @@ impl TypeCatalog {
 
     /// Sets (or clears) a type's shadow candidate.
     pub fn set_shadow(&mut self, name: &str, candidate: Option<Candidate>) -> Result<(), Refusal> {
+        if let Some(candidate) = &candidate {
+            self.known(candidate)?;
+        }
         let limits = self.settings.limits;
         let entry = self.get(name)?;
         let candidate = candidate.as_ref().map(|c| (c.compiled.clone(), c.config.as_str(), limits));

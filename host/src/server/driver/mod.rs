@@ -164,7 +164,6 @@ pub struct Driver {
     released: Vec<Box<dyn FnOnce() + Send>>,
     waiters: HashMap<RequestId, Waiter>,
     drains: HashMap<u64, (usize, Reply<Result<(), Refusal>>)>,
-    deleted_blobs: Vec<String>,
     next_request: RequestId,
     now: Millis,
     next_tick: Millis,
@@ -203,7 +202,6 @@ impl Driver {
             released: Vec::new(),
             waiters: HashMap::new(),
             drains: HashMap::new(),
-            deleted_blobs: Vec::new(),
             next_request: 1,
             now,
             next_tick: now,
@@ -233,8 +231,8 @@ impl Driver {
                 })?;
             driver.execute(&name, commands);
         }
-        driver.collect_orphan_blobs();
         driver.commit()?;
+        driver.collect_orphan_blobs();
         Ok(driver)
     }
 
@@ -317,15 +315,19 @@ impl Driver {
         self.last_stamp
     }
 
-    /// Deletes blobs no component record refers to (a crash between a
-    /// blob's write and its record, or between a record's removal and the
-    /// blob's deletion).
-    fn collect_orphan_blobs(&mut self) {
-        match self.store.blob_digests() {
-            Ok(digests) => {
-                self.deleted_blobs.extend(digests.into_iter().filter(|d| !self.catalog.components().contains_key(d)))
+    /// Deletes blobs no component record refers to: left by a crash between
+    /// a blob's write and its record, or between a record's removal and the
+    /// blob's deletion. Only at start-up, before anything uploads.
+    fn collect_orphan_blobs(&self) {
+        let digests = match self.store.blob_digests() {
+            Ok(digests) => digests,
+            Err(error) => return tracing::warn!(%error, "cannot list the stored components"),
+        };
+        for digest in digests.iter().filter(|d| !self.catalog.components().contains_key(*d)) {
+            match self.store.delete_blob(digest) {
+                Ok(()) => tracing::info!(%digest, "deleted the bytes of a component no longer recorded"),
+                Err(error) => tracing::warn!(%digest, %error, "cannot delete a component's bytes"),
             }
-            Err(error) => tracing::warn!(%error, "cannot list the stored components"),
         }
     }
 
@@ -337,11 +339,6 @@ impl Driver {
             let started = Instant::now();
             self.revision = self.store.commit(self.revision, &turn)?;
             self.metrics.commit_seconds.observe(started.elapsed().as_secs_f64());
-        }
-        for digest in std::mem::take(&mut self.deleted_blobs) {
-            if let Err(error) = self.store.delete_blob(&digest) {
-                tracing::warn!(%digest, %error, "cannot delete a component's bytes; collected at the next start");
-            }
         }
         for (entity_type, batch) in std::mem::take(&mut self.batches) {
             self.feed(&entity_type, Event::Persisted { now: self.now, batch });

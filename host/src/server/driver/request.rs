@@ -125,7 +125,7 @@ pub enum AdminRequest {
         /// The answer.
         reply: Reply<()>,
     },
-    /// Forget an uploaded component (its blob is deleted after the commit).
+    /// Forget an uploaded component (the caller deletes its blob after the answer).
     RemoveComponent {
         /// Its digest.
         digest: String,

@@ -87,21 +87,22 @@ pub async fn upload(
     if body.is_empty() {
         return Err(ApiError::bad_request("invalid-body", "the body is empty; send the component's bytes"));
     }
-    let (engine, store) = (state.engine.clone(), state.store.clone());
-    let record = blocking(move || {
-        let compiled =
-            engine.compile(&body).map_err(|e| ApiError::unprocessable("invalid-component", e.to_string()))?;
-        store
-            .put_blob(&compiled.digest, &body)
-            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "store", e.to_string()))?;
-        Ok::<_, ApiError>(ComponentRecord {
-            digest: compiled.digest.clone(),
-            name: compiled.info.name.clone(),
-            version: compiled.info.version.clone(),
-            size: body.len() as u64,
-        })
-    })
-    .await??;
+    let engine = state.engine.clone();
+    let (compiled, body) = blocking(move || (engine.compile(&body), body)).await?;
+    let compiled = compiled.map_err(|e| ApiError::unprocessable("invalid-component", e.to_string()))?;
+    let record = ComponentRecord {
+        digest: compiled.digest.clone(),
+        name: compiled.info.name.clone(),
+        version: compiled.info.version.clone(),
+        size: body.len() as u64,
+    };
+    // The bytes first, then the record: a crash between leaves bytes that
+    // the next start collects, never a record without bytes.
+    let _writes = state.component_writes.lock().await;
+    let (store, digest) = (state.store.clone(), record.digest.clone());
+    blocking(move || store.put_blob(&digest, &body))
+        .await?
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "store", e.to_string()))?;
     let stored = StoredStrategy {
         digest: record.digest.clone(),
         name: record.name.clone(),
@@ -140,7 +141,15 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<Strategies>, Api
     ),
 )]
 pub async fn delete(State(state): State<AppState>, Params(digest): Params<String>) -> Result<StatusCode, ApiError> {
-    state.driver.ask(|reply| AdminRequest::RemoveComponent { digest, reply }).await??;
+    // The record first, then the bytes: a crash between leaves bytes that
+    // the next start collects.
+    let _writes = state.component_writes.lock().await;
+    let removed = digest.clone();
+    state.driver.ask(|reply| AdminRequest::RemoveComponent { digest: removed, reply }).await??;
+    let store = state.store.clone();
+    if let Err(error) = blocking(move || store.delete_blob(&digest)).await? {
+        tracing::warn!(%error, "cannot delete a deleted component's bytes; the next start collects them");
+    }
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -187,3 +187,11 @@ fn an_automatic_rollback_is_recorded_in_the_history_and_the_store() {
     assert_eq!(stored, causes, "the automatic rollback is not in the store");
     assert_eq!(driver.catalog().get("cart").unwrap().record.strategy.to_string(), "least-shard");
 }
+
+#[test]
+fn bytes_no_component_records_are_collected_at_start() {
+    let store = MemoryStore::new();
+    store.put_blob("sha256:orphan", b"left by a crash").unwrap();
+    let _driver = load(Arc::new(store.clone()));
+    assert_eq!(store.blob("sha256:orphan").unwrap(), None);
+}
