@@ -3,7 +3,7 @@
 use super::{Change, Coordinator, Home, Observation, ToRegion};
 
 /// The longest shard id accepted, in bytes.
-pub const MAX_SHARD_ID_BYTES: usize = 256;
+pub use shardalloc_client::protocol::MAX_SHARD_ID_BYTES;
 
 impl Coordinator {
     /// True when enough regions (not proxy-only) have registered to allocate.
@@ -22,8 +22,7 @@ impl Coordinator {
             self.reveal(&requester, ToRegion::ShardHome { shard, home });
             return;
         }
-        if shard.is_empty() || shard.len() > MAX_SHARD_ID_BYTES {
-            let reason = format!("shard id must be 1 to {MAX_SHARD_ID_BYTES} bytes, not {}", shard.len());
+        if let Err(reason) = shardalloc_client::protocol::check_shard_id(&shard) {
             self.send_now(&requester, ToRegion::ShardRefused { shard, reason });
             return;
         }

@@ -242,6 +242,14 @@ pub enum Observation {
         /// Regions that had not acknowledged.
         missing: Vec<String>,
     },
+    /// Regions did not acknowledge a `BeginHandOff` in time: the hand-off goes
+    /// on without them (they count as unreachable for it).
+    HandOffAckTimedOut {
+        /// The shard.
+        shard: String,
+        /// The regions that had not acknowledged.
+        missing: Vec<String>,
+    },
     /// A hand-off ended because its owner is gone; the shard is re-homed.
     HandOffOwnerGone {
         /// The shard.

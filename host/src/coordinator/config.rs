@@ -23,6 +23,12 @@ pub struct Config {
     /// Deadline of every hand-off step (waiting for acknowledgements,
     /// waiting for the owner to stop the shard).
     pub handoff_timeout_ms: u64,
+    /// How long a hand-off waits for one region's `BeginHandOffAck`: a region
+    /// silent this long counts as unreachable for that hand-off, which goes
+    /// on without it (the owner must still stop the shard). A value at or
+    /// above `handoff_timeout_ms` turns this off: the step's deadline comes
+    /// first and ends the hand-off.
+    pub handoff_ack_timeout_ms: u64,
     /// Rebalance runs on the first tick at least this long after the last one.
     pub rebalance_interval_ms: u64,
     /// Most hand-offs a rebalance starts in one tick (strategy, placements
@@ -60,6 +66,7 @@ impl Default for Config {
             remove_after_ms: 10_000,
             lease_ms: 10_000,
             handoff_timeout_ms: 60_000,
+            handoff_ack_timeout_ms: 5_000,
             rebalance_interval_ms: 10_000,
             max_rebalance_per_tick: 20,
             max_handoffs_in_flight: 100,
@@ -111,11 +118,12 @@ impl Config {
 
     /// Checks the settings.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let positive: [(&'static str, u64); 11] = [
+        let positive: [(&'static str, u64); 12] = [
             ("heartbeat_interval_ms", self.heartbeat_interval_ms),
             ("unreachable_after_ms", self.unreachable_after_ms),
             ("lease_ms", self.lease_ms),
             ("handoff_timeout_ms", self.handoff_timeout_ms),
+            ("handoff_ack_timeout_ms", self.handoff_ack_timeout_ms),
             ("rebalance_interval_ms", self.rebalance_interval_ms),
             ("max_handoffs_in_flight", self.max_handoffs_in_flight as u64),
             ("drain_batch", self.drain_batch as u64),
@@ -150,5 +158,7 @@ mod tests {
         assert_eq!(config.validate(), Err(ConfigError::Zero("handoff_timeout_ms")));
         let config = Config { heartbeat_interval_ms: 10_000, ..Config::default() };
         assert!(matches!(config.validate(), Err(ConfigError::HeartbeatTooSlow { .. })));
+        let config = Config { handoff_ack_timeout_ms: 0, ..Config::default() };
+        assert_eq!(config.validate(), Err(ConfigError::Zero("handoff_ack_timeout_ms")));
     }
 }

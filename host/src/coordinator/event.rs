@@ -181,4 +181,9 @@ pub enum OperatorRequest {
         /// The JSON text.
         signal: Option<String>,
     },
+    /// Every region leaves, as if each had sent `Leave`: their shards stop
+    /// through the full hand-off and get no new home, and each region is
+    /// removed (and told `LeaveDone`) once it holds none. The type is being
+    /// deleted; new registrations are the driver's to refuse.
+    Retire,
 }

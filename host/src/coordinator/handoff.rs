@@ -24,7 +24,8 @@ impl Coordinator {
             self.reveal(region, ToRegion::BeginHandOff { shard: shard.to_owned() });
         }
         let deadline = self.now.saturating_add(self.config.handoff_timeout_ms);
-        self.flights.insert(shard.to_owned(), Flight { step: Step::Begin, deadline, waiting });
+        let ack_deadline = self.now.saturating_add(self.config.handoff_ack_timeout_ms);
+        self.flights.insert(shard.to_owned(), Flight { step: Step::Begin, deadline, ack_deadline, waiting });
         self.observe(Observation::HandOff { shard: shard.to_owned(), from: from.to_owned(), step: Step::Begin });
         self.advance(shard);
     }
@@ -107,7 +108,11 @@ impl Coordinator {
         }
     }
 
-    /// Ends hand-offs past their step's deadline; the shard keeps its home.
+    /// Ends hand-offs past their step's deadline (the shard keeps its home),
+    /// then lets a hand-off go on without the regions that have not
+    /// acknowledged its `BeginHandOff` by its acknowledgement deadline: they
+    /// count as unreachable for it. The owner must still stop the shard, so
+    /// the shard never gets a second home.
     pub(super) fn check_deadlines(&mut self) {
         let now = self.now;
         let late: Vec<String> =
@@ -123,6 +128,19 @@ impl Coordinator {
                 missing: flight.waiting.into_iter().collect(),
             });
             self.answer_waiting(&shard);
+        }
+        // After the step deadlines: a hand-off past both ends, it does not go on.
+        let late_acks: Vec<String> = self
+            .flights
+            .iter()
+            .filter(|(_, f)| f.step == Step::Begin && f.ack_deadline <= now && !f.waiting.is_empty())
+            .map(|(s, _)| s.clone())
+            .collect();
+        for shard in late_acks {
+            let flight = self.flights.get_mut(&shard).expect("listed");
+            let missing: Vec<String> = std::mem::take(&mut flight.waiting).into_iter().collect();
+            self.observe(Observation::HandOffAckTimedOut { shard: shard.clone(), missing });
+            self.advance(&shard);
         }
     }
 

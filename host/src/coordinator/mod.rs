@@ -112,6 +112,8 @@ struct Liveness {
 struct Flight {
     step: Step,
     deadline: Millis,
+    /// Until when the acknowledgements of `Step::Begin` are awaited.
+    ack_deadline: Millis,
     waiting: BTreeSet<String>,
 }
 
@@ -246,6 +248,12 @@ impl Coordinator {
         &self.config
     }
 
+    /// How many placements are live (tombstones not counted), without
+    /// walking them.
+    pub fn live_placement_count(&self) -> usize {
+        self.external.placements().len()
+    }
+
     /// The durable state, including changes not yet persisted.
     pub fn durable(&self) -> &Durable {
         &self.durable
@@ -318,13 +326,21 @@ impl Coordinator {
     /// regions in join order with their shards and latest metrics, hand-offs
     /// in flight, live placements and the signal.
     pub fn snapshot(&mut self) -> shardalloc_guest::Snapshot {
+        complete_snapshot(self.snapshot_regions(), &self.durable)
+    }
+
+    /// The regions of [`Coordinator::snapshot`] without their shards: what
+    /// only the live coordinator knows (status, metrics), at a cost per
+    /// region, not per shard. [`complete_snapshot`] adds the rest from a
+    /// [`Durable`] (the store's, off the driver's thread).
+    pub fn snapshot_regions(&mut self) -> Vec<shardalloc_guest::SnapshotRegion> {
         let topology = self.topology();
-        let regions = topology
+        topology
             .regions()
             .iter()
             .map(|region| shardalloc_guest::SnapshotRegion {
                 address: region.address.clone(),
-                shards: self.durable.regions.get(&region.address).map(|r| r.shards.clone()).unwrap_or_default(),
+                shards: Vec::new(),
                 status: region.status,
                 app_version: region.app_version.clone(),
                 join_order: Some(region.join_order),
@@ -333,13 +349,7 @@ impl Coordinator {
                 proxy_only: region.proxy_only,
                 draining: region.draining,
             })
-            .collect();
-        shardalloc_guest::Snapshot {
-            regions,
-            in_progress: self.durable.handoffs.keys().cloned().collect(),
-            placements: self.durable.live_placements().map(|(s, t)| (s.clone(), t.clone())).collect(),
-            signal: self.durable.signal.as_deref().and_then(|s| serde_json::from_str(s).ok()),
-        }
+            .collect()
     }
 
     /// The shared topology, rebuilt only after a region, label, status or
@@ -499,7 +509,26 @@ impl Coordinator {
             OperatorRequest::Drain { address } => self.set_draining(request, &address, true),
             OperatorRequest::Undrain { address } => self.set_draining(request, &address, false),
             OperatorRequest::SetSignal { signal } => self.set_signal(request, signal),
+            OperatorRequest::Retire => self.retire(request),
         }
+    }
+}
+
+/// A snapshot from the live regions' part ([`Coordinator::snapshot_regions`])
+/// and the durable state: each region's shards, hand-offs in flight, live
+/// placements and the signal. Regions the durable state lacks keep no shards.
+pub fn complete_snapshot(
+    mut regions: Vec<shardalloc_guest::SnapshotRegion>,
+    durable: &Durable,
+) -> shardalloc_guest::Snapshot {
+    for region in &mut regions {
+        region.shards = durable.regions.get(&region.address).map(|r| r.shards.clone()).unwrap_or_default();
+    }
+    shardalloc_guest::Snapshot {
+        regions,
+        in_progress: durable.handoffs.keys().cloned().collect(),
+        placements: durable.live_placements().map(|(s, t)| (s.clone(), t.clone())).collect(),
+        signal: durable.signal.as_deref().and_then(|s| serde_json::from_str(s).ok()),
     }
 }
 

@@ -170,6 +170,17 @@ impl Coordinator {
         self.drain();
     }
 
+    pub(super) fn retire(&mut self, request: RequestId) {
+        let staying: Vec<String> =
+            self.durable.regions.values().filter(|r| !r.leaving).map(|r| r.address.clone()).collect();
+        for address in staying {
+            self.change(Change::RegionLeaving { address });
+        }
+        self.reply(request, Reply::Done);
+        self.finish_leaves();
+        self.drain();
+    }
+
     pub(super) fn set_draining(&mut self, request: RequestId, address: &str, draining: bool) {
         match self.durable.regions.get(address) {
             None => self.reply(request, Reply::UnknownRegion(address.to_owned())),

@@ -251,7 +251,8 @@ fn hand_off_time_outs_keep_the_old_home() {
 
 #[test]
 fn a_dead_region_counts_as_acknowledged() {
-    let mut c = two_regions();
+    // No acknowledgement deadline before the removal: only the removal acknowledges.
+    let mut c = two_regions_with(Config { handoff_ack_timeout_ms: 60_000, ..Config::default() });
     settle(&mut c, rebalance_now(10, &["s"]));
     c.handle(ack(11, "a", "s"));
     // a keeps heartbeating; b goes silent and is removed at 3 + 15 000.
@@ -476,4 +477,93 @@ fn the_last_region_leaving_hands_its_shards_off_to_nowhere() {
     }
     assert!(c.durable().regions.is_empty(), "a left once its shards stopped");
     assert!(c.durable().homes.is_empty(), "the shards wait for the next region");
+}
+
+#[test]
+fn a_region_that_does_not_acknowledge_in_time_no_longer_holds_the_hand_off() {
+    let config = Config { handoff_ack_timeout_ms: 2_000, ..Config::default() };
+    let mut c = two_regions_with(config);
+    settle(&mut c, rebalance_now(10, &["s"]));
+    // The owner acknowledges; b stays silent (but keeps heartbeating).
+    assert_eq!(c.handle(ack(11, "a", "s")), []);
+    let hb =
+        Event::Heartbeat { now: 1_000, address: "b".into(), incarnation: 1, metrics: Default::default(), sequence: 1 };
+    c.handle(hb);
+    assert!(c.handle(Event::Tick { now: 2_009 }).iter().all(|c| !matches!(c, Command::Send { .. })));
+    assert_eq!(
+        c.handle(Event::Tick { now: 2_010 }),
+        [
+            Command::Observe(Observation::HandOffAckTimedOut { shard: "s".into(), missing: vec!["b".into()] }),
+            stop("s", "a"),
+            send("a", ToRegion::HandOff { shard: "s".into() }),
+        ]
+    );
+    // b's late acknowledgement is ignored; the owner's stop moves the shard.
+    assert_eq!(
+        c.handle(ack(2_011, "b", "s")),
+        [Command::Observe(Observation::Ignored { what: "BeginHandOffAck for s from b".into() })]
+    );
+    settle(&mut c, stopped(2_012, "a", "s"));
+    assert_eq!(c.home("s").unwrap().region, "b");
+}
+
+#[test]
+fn a_silent_owner_still_keeps_its_shard() {
+    let config = Config { handoff_ack_timeout_ms: 2_000, handoff_timeout_ms: 5_000, ..Config::default() };
+    let mut c = two_regions_with(config);
+    settle(&mut c, rebalance_now(10, &["s"]));
+    c.handle(ack(11, "b", "s"));
+    // The owner did not acknowledge: the hand-off goes on to HandOff, which
+    // it must still answer; it does not, and the step times out.
+    let out = c.handle(Event::Tick { now: 2_010 });
+    assert!(out.contains(&send("a", ToRegion::HandOff { shard: "s".into() })), "{out:#?}");
+    let out = c.handle(Event::Tick { now: 7_010 });
+    assert!(
+        out.iter().any(|c| matches!(c, Command::Observe(Observation::HandOffTimedOut { step: Step::Stop, .. }))),
+        "{out:#?}"
+    );
+    assert_eq!(c.home("s").unwrap().region, "a");
+}
+
+#[test]
+fn retiring_hands_every_shard_off_to_nowhere_and_lets_every_region_go() {
+    let mut c = two_regions();
+    let retire = Event::Operator { now: 10, request: 3, op: OperatorRequest::Retire };
+    let out = settle(&mut c, retire);
+    assert!(out.contains(&Command::Reply { request: 3, reply: Reply::Done }), "{out:#?}");
+    // b holds nothing and goes at once; a's shards stop through the hand-off.
+    assert!(out.contains(&send("b", ToRegion::LeaveDone)), "{out:#?}");
+    assert_eq!(c.moving().cloned().collect::<Vec<_>>(), ["s", "t"]);
+    for shard in ["s", "t"] {
+        c.handle(ack(11, "a", shard));
+        settle(&mut c, stopped(12, "a", shard));
+    }
+    assert!(c.durable().regions.is_empty() && c.durable().homes.is_empty(), "{:?}", c.durable());
+    assert_eq!(c.live_placement_count(), 0);
+}
+
+#[test]
+fn the_live_placement_count_follows_writes_and_tombstones() {
+    let mut c = two_regions();
+    let stamp = |t| Stamp::new(t, "op");
+    let set = |now, shards: &[&str]| Event::Operator {
+        now,
+        request: 1,
+        op: OperatorRequest::SetPlacements {
+            placements: shards.iter().map(|s| (s.to_string(), "b".to_string())).collect(),
+            stamp: stamp(now),
+        },
+    };
+    settle(&mut c, set(10, &["x", "y", "z"]));
+    assert_eq!(c.live_placement_count(), 3);
+    settle(&mut c, set(11, &["x"]));
+    assert_eq!(c.live_placement_count(), 3, "overwriting keeps the count");
+    let remove = Event::Operator {
+        now: 12,
+        request: 2,
+        op: OperatorRequest::RemovePlacements { shards: vec!["y".into()], stamp: stamp(12) },
+    };
+    settle(&mut c, remove);
+    assert_eq!(c.live_placement_count(), 2);
+    assert_eq!(c.durable().placements.len(), 3, "the tombstone is kept");
 }
