@@ -10,7 +10,11 @@
 //! 4. blobs are stored, listed, read and deleted apart from turns, and
 //!    component records come and go with turns;
 //! 5. the activation history keeps the newest [`ACTIVATION_HISTORY`] per type;
-//! 6. after a restart (dropping the store and opening it again) everything
+//! 6. one type loads alone as it loads with the others, and its live
+//!    placements come in pages, in shard order, tombstones skipped;
+//! 7. a removed type is gone with all its state, and one declared anew
+//!    under its name starts empty;
+//! 8. after a restart (dropping the store and opening it again) everything
 //!    loads the same and commits continue from the same revision.
 //!
 //! It panics with a message naming the check that failed.
@@ -36,6 +40,8 @@ pub fn suite(open: Open<'_>) {
     let revision = fencing(&*store, revision);
     let revision = blobs_and_components(&*store, revision);
     let revision = activation_history(&*store, revision);
+    reads_of_one_type(&*store);
+    let revision = type_removal(&*store, revision);
     let before = store.load().expect("load before the restart");
     drop(store);
     let store = open().expect("open the store again");
@@ -132,6 +138,48 @@ fn activation_history(store: &dyn Store, mut revision: Revision) -> Revision {
     assert_eq!(history.len(), ACTIVATION_HISTORY, "activation history: not bounded");
     assert_eq!(history[0].version, "5", "activation history: the oldest kept");
     assert_eq!(history.last().unwrap().version, (ACTIVATION_HISTORY + 4).to_string(), "activation history: newest");
+    revision
+}
+
+fn reads_of_one_type(store: &dyn Store) {
+    let all = store.load().expect("one type: load");
+    for (name, loaded) in &all.types {
+        let alone = store.load_type(name).expect("one type: load_type");
+        assert_eq!(alone.as_ref(), Some(loaded), "one type: {name} loads differently alone");
+    }
+    assert_eq!(store.load_type("no-such-type").expect("one type: load_type"), None);
+    assert_eq!(store.placements("no-such-type", None, 10).expect("one type: placements"), None);
+    let live: Vec<(String, String)> =
+        all.types["cart"].durable.live_placements().map(|(s, t)| (s.clone(), t.clone())).collect();
+    assert!(
+        all.types["cart"].durable.placements.len() > live.len() && live.len() > 3,
+        "one type: the scenario left no tombstones or too few placements to page"
+    );
+    let mut paged = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = store.placements("cart", after.as_deref(), 3).expect("one type: placements").expect("cart");
+        assert!(page.len() <= 3, "one type: a page larger than its limit");
+        let Some((last, _)) = page.last().cloned() else { break };
+        paged.extend(page);
+        after = Some(last);
+    }
+    assert_eq!(paged, live, "one type: the pages are not the live placements in order");
+}
+
+fn type_removal(store: &dyn Store, revision: Revision) -> Revision {
+    let before = store.load().expect("type removal: load");
+    assert!(!before.types["cart"].durable.homes.is_empty(), "type removal: the scenario left no state to remove");
+    let removed = Turn { removed_types: vec!["cart".into(), "history".into()], ..Turn::default() };
+    let revision = store.commit(revision, &removed).expect("type removal: commit");
+    let after = store.load().expect("type removal: load");
+    assert!(!after.types.contains_key("cart") && !after.types.contains_key("history"), "type removal: {after:?}");
+    assert_eq!(after.types.get("fenced-a"), before.types.get("fenced-a"), "type removal: another type changed");
+    // Declared anew, it starts empty.
+    let revision = store.commit(revision, &declare("cart", "zone")).expect("type removal: declare again");
+    let again = &store.load().expect("type removal: load").types["cart"];
+    assert_eq!(again.durable, crate::coordinator::Durable::default(), "type removal: old state came back");
+    assert!(again.activations.is_empty(), "type removal: old activations came back");
     revision
 }
 

@@ -5,9 +5,12 @@
 //! coordinator built.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{ACTIVATION_HISTORY, ComponentRecord, Loaded, Revision, SCHEMA_VERSION, Store, StoreError, Turn};
+use super::{
+    ACTIVATION_HISTORY, ComponentRecord, Loaded, LoadedType, Revision, SCHEMA_VERSION, Store, StoreError, Turn,
+};
 
 #[derive(Default)]
 struct State {
@@ -37,11 +40,40 @@ impl Store for MemoryStore {
         Ok(self.state().loaded.clone())
     }
 
+    fn load_type(&self, entity_type: &str) -> Result<Option<LoadedType>, StoreError> {
+        Ok(self.state().loaded.types.get(entity_type).cloned())
+    }
+
+    fn placements(
+        &self,
+        entity_type: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Option<Vec<(String, String)>>, StoreError> {
+        let state = self.state();
+        let Some(loaded) = state.loaded.types.get(entity_type) else { return Ok(None) };
+        let start = match after {
+            Some(after) => Bound::Excluded(after),
+            None => Bound::Unbounded,
+        };
+        let page = loaded
+            .durable
+            .placements
+            .range::<str, _>((start, Bound::Unbounded))
+            .filter_map(|(shard, entry)| entry.target.as_ref().map(|t| (shard.clone(), t.clone())))
+            .take(limit)
+            .collect();
+        Ok(Some(page))
+    }
+
     fn commit(&self, based_on: Revision, turn: &Turn) -> Result<Revision, StoreError> {
         let mut state = self.state();
         let loaded = &mut state.loaded;
         if loaded.revision != based_on {
             return Err(StoreError::Fenced { based_on, current: loaded.revision });
+        }
+        for name in &turn.removed_types {
+            loaded.types.remove(name);
         }
         for (name, record) in &turn.types {
             loaded.types.entry(name.clone()).or_default().record = Some(record.clone());

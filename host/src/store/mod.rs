@@ -113,6 +113,9 @@ pub struct Turn {
     pub components: Vec<ComponentRecord>,
     /// Component records to delete, by digest (their blobs are deleted after).
     pub removed_components: Vec<String>,
+    /// Types deleted with all their state; applied before everything else in
+    /// the turn, so a type can be removed and declared anew in one turn.
+    pub removed_types: Vec<String>,
 }
 
 impl Turn {
@@ -123,6 +126,7 @@ impl Turn {
             && self.activations.is_empty()
             && self.components.is_empty()
             && self.removed_components.is_empty()
+            && self.removed_types.is_empty()
     }
 }
 
@@ -208,6 +212,20 @@ pub enum StoreError {
 pub trait Store: Send + Sync {
     /// Loads everything but the blobs.
     fn load(&self) -> Result<Loaded, StoreError>;
+
+    /// Loads one type (`None` when the store has no such type): what the
+    /// admin API shows of it is read here, off the driver thread.
+    fn load_type(&self, entity_type: &str) -> Result<Option<LoadedType>, StoreError>;
+
+    /// A page of a type's live placements (shard, target), in shard order,
+    /// the first `limit` after shard `after` (tombstones skipped); `None`
+    /// when the store has no such type.
+    fn placements(
+        &self,
+        entity_type: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Option<Vec<(String, String)>>, StoreError>;
 
     /// Writes a turn atomically, if the store is still at `based_on`;
     /// returns the new revision.

@@ -19,6 +19,7 @@
 //! allocation order, exactly as [`Durable::apply`] builds it.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
@@ -135,6 +136,90 @@ impl RedbStore {
     }
 }
 
+/// The rows of a table keyed by (type, …): all of them, or one type's.
+fn rows<V: redb::Value + 'static>(
+    table: &redb::ReadOnlyTable<(&'static str, &'static str), V>,
+    only: Option<&str>,
+) -> Result<redb::Range<'static, (&'static str, &'static str), V>, StoreError> {
+    match only {
+        None => table.range::<(&str, &str)>(..).map_err(db),
+        Some(t) => {
+            let next = format!("{t}\0");
+            table.range((t, "")..(next.as_str(), "")).map_err(db)
+        }
+    }
+}
+
+/// Every type's state (or only `only`'s) as one read transaction sees it.
+fn read_types(txn: &redb::ReadTransaction, only: Option<&str>) -> Result<BTreeMap<String, LoadedType>, StoreError> {
+    let mut types: BTreeMap<String, LoadedType> = BTreeMap::new();
+    let type_rows = txn.open_table(TYPES).map_err(db)?;
+    let rows_of_types = match only {
+        None => type_rows.iter().map_err(db)?,
+        Some(t) => type_rows.range(t..=t).map_err(db)?,
+    };
+    for entry in rows_of_types {
+        let (name, value) = entry.map_err(db)?;
+        let row: TypeRow = decode("types", value.value())?;
+        let loaded = types.entry(name.value().to_owned()).or_default();
+        loaded.record = row.record;
+        loaded.durable.signal = row.signal;
+        loaded.durable.next_join_order = row.next_join_order;
+    }
+    for entry in rows(&txn.open_table(REGIONS).map_err(db)?, only)? {
+        let (key, value) = entry.map_err(db)?;
+        let (t, address) = key.value();
+        let record: RegionRecord = decode("regions", value.value())?;
+        types.entry(t.to_owned()).or_default().durable.regions.insert(address.to_owned(), record);
+    }
+    let mut homes: BTreeMap<String, Vec<(u64, String, Home)>> = BTreeMap::new();
+    for entry in rows(&txn.open_table(HOMES).map_err(db)?, only)? {
+        let (key, value) = entry.map_err(db)?;
+        let (t, shard) = key.value();
+        let row: HomeRow = decode("homes", value.value())?;
+        homes.entry(t.to_owned()).or_default().push((row.order, shard.to_owned(), row.home));
+    }
+    for (t, mut list) in homes {
+        list.sort_by_key(|(order, _, _)| *order);
+        let durable = &mut types.entry(t).or_default().durable;
+        for (_, shard, home) in list {
+            // A home whose region is gone went with it (as in `Durable::apply`).
+            if let Some(region) = durable.regions.get_mut(&home.region) {
+                region.shards.push(shard.clone());
+                durable.homes.insert(shard, home);
+            }
+        }
+    }
+    for entry in rows(&txn.open_table(HANDOFFS).map_err(db)?, only)? {
+        let (key, value) = entry.map_err(db)?;
+        let (t, shard) = key.value();
+        types.entry(t.to_owned()).or_default().durable.handoffs.insert(shard.to_owned(), value.value().to_owned());
+    }
+    for entry in rows(&txn.open_table(PLACEMENTS).map_err(db)?, only)? {
+        let (key, value) = entry.map_err(db)?;
+        let (t, shard) = key.value();
+        let placement: PlacementEntry = decode("placements", value.value())?;
+        types.entry(t.to_owned()).or_default().durable.placements.insert(shard.to_owned(), placement);
+    }
+    for entry in rows(&txn.open_table(QUEUED).map_err(db)?, only)? {
+        let (key, _) = entry.map_err(db)?;
+        let (t, shard) = key.value();
+        types.entry(t.to_owned()).or_default().durable.queued.insert(shard.to_owned());
+    }
+    let activations = txn.open_table(ACTIVATIONS).map_err(db)?;
+    let activation_rows = match only {
+        None => activations.iter().map_err(db)?,
+        Some(t) => activations.range((t, 0)..=(t, u64::MAX)).map_err(db)?,
+    };
+    for entry in activation_rows {
+        let (key, value) = entry.map_err(db)?;
+        let (t, _) = key.value();
+        let activation: ActivationRecord = decode("activations", value.value())?;
+        types.entry(t.to_owned()).or_default().activations.push(activation);
+    }
+    Ok(types)
+}
+
 /// Applies one coordinator change to the tables.
 struct Writer<'t> {
     types: redb::Table<'t, &'static str, &'static [u8]>,
@@ -167,6 +252,20 @@ impl Writer<'_> {
         let mut record = record.clone();
         record.shards.clear();
         self.regions.insert((t, record.address.as_str()), encode(&record).as_slice()).map_err(db)?;
+        Ok(())
+    }
+
+    /// Deletes every row of type `t`.
+    fn remove_type(&mut self, t: &str) -> Result<(), StoreError> {
+        // Every (t, …) key sorts before (t + "\0", ""), and after (t, "").
+        let next = format!("{t}\0");
+        let range = || (t, "")..(next.as_str(), "");
+        self.types.remove(t).map_err(db)?;
+        self.regions.retain_in(range(), |_, _| false).map_err(db)?;
+        self.homes.retain_in(range(), |_, _| false).map_err(db)?;
+        self.handoffs.retain_in(range(), |_, _| false).map_err(db)?;
+        self.placements.retain_in(range(), |_, _| false).map_err(db)?;
+        self.queued.retain_in(range(), |_, _| false).map_err(db)?;
         Ok(())
     }
 
@@ -235,61 +334,7 @@ impl Store for RedbStore {
         let txn = self.db.begin_read().map_err(db)?;
         let meta = txn.open_table(META).map_err(db)?;
         let revision = meta.get("revision").map_err(db)?.map_or(0, |v| v.value());
-        let mut types: BTreeMap<String, LoadedType> = BTreeMap::new();
-        for entry in txn.open_table(TYPES).map_err(db)?.iter().map_err(db)? {
-            let (name, value) = entry.map_err(db)?;
-            let row: TypeRow = decode("types", value.value())?;
-            let loaded = types.entry(name.value().to_owned()).or_default();
-            loaded.record = row.record;
-            loaded.durable.signal = row.signal;
-            loaded.durable.next_join_order = row.next_join_order;
-        }
-        for entry in txn.open_table(REGIONS).map_err(db)?.iter().map_err(db)? {
-            let (key, value) = entry.map_err(db)?;
-            let (t, address) = key.value();
-            let record: RegionRecord = decode("regions", value.value())?;
-            types.entry(t.to_owned()).or_default().durable.regions.insert(address.to_owned(), record);
-        }
-        let mut homes: BTreeMap<String, Vec<(u64, String, Home)>> = BTreeMap::new();
-        for entry in txn.open_table(HOMES).map_err(db)?.iter().map_err(db)? {
-            let (key, value) = entry.map_err(db)?;
-            let (t, shard) = key.value();
-            let row: HomeRow = decode("homes", value.value())?;
-            homes.entry(t.to_owned()).or_default().push((row.order, shard.to_owned(), row.home));
-        }
-        for (t, mut list) in homes {
-            list.sort_by_key(|(order, _, _)| *order);
-            let durable = &mut types.entry(t).or_default().durable;
-            for (_, shard, home) in list {
-                // A home whose region is gone went with it (as in `Durable::apply`).
-                if let Some(region) = durable.regions.get_mut(&home.region) {
-                    region.shards.push(shard.clone());
-                    durable.homes.insert(shard, home);
-                }
-            }
-        }
-        for entry in txn.open_table(HANDOFFS).map_err(db)?.iter().map_err(db)? {
-            let (key, value) = entry.map_err(db)?;
-            let (t, shard) = key.value();
-            types.entry(t.to_owned()).or_default().durable.handoffs.insert(shard.to_owned(), value.value().to_owned());
-        }
-        for entry in txn.open_table(PLACEMENTS).map_err(db)?.iter().map_err(db)? {
-            let (key, value) = entry.map_err(db)?;
-            let (t, shard) = key.value();
-            let placement: PlacementEntry = decode("placements", value.value())?;
-            types.entry(t.to_owned()).or_default().durable.placements.insert(shard.to_owned(), placement);
-        }
-        for entry in txn.open_table(QUEUED).map_err(db)?.iter().map_err(db)? {
-            let (key, _) = entry.map_err(db)?;
-            let (t, shard) = key.value();
-            types.entry(t.to_owned()).or_default().durable.queued.insert(shard.to_owned());
-        }
-        for entry in txn.open_table(ACTIVATIONS).map_err(db)?.iter().map_err(db)? {
-            let (key, value) = entry.map_err(db)?;
-            let (t, _) = key.value();
-            let activation: ActivationRecord = decode("activations", value.value())?;
-            types.entry(t.to_owned()).or_default().activations.push(activation);
-        }
+        let types = read_types(&txn, None)?;
         let mut components = BTreeMap::new();
         for entry in txn.open_table(COMPONENT_INFO).map_err(db)?.iter().map_err(db)? {
             let (key, value) = entry.map_err(db)?;
@@ -297,6 +342,41 @@ impl Store for RedbStore {
             components.insert(key.value().to_owned(), record);
         }
         Ok(Loaded { revision, types, components })
+    }
+
+    fn load_type(&self, entity_type: &str) -> Result<Option<LoadedType>, StoreError> {
+        let txn = self.db.begin_read().map_err(db)?;
+        Ok(read_types(&txn, Some(entity_type))?.remove(entity_type))
+    }
+
+    fn placements(
+        &self,
+        entity_type: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Option<Vec<(String, String)>>, StoreError> {
+        let txn = self.db.begin_read().map_err(db)?;
+        if txn.open_table(TYPES).map_err(db)?.get(entity_type).map_err(db)?.is_none() {
+            return Ok(None);
+        }
+        let table = txn.open_table(PLACEMENTS).map_err(db)?;
+        let next = format!("{entity_type}\0");
+        let start = match after {
+            Some(after) => Bound::Excluded((entity_type, after)),
+            None => Bound::Included((entity_type, "")),
+        };
+        let mut page = Vec::new();
+        for entry in table.range::<(&str, &str)>((start, Bound::Excluded((next.as_str(), "")))).map_err(db)? {
+            if page.len() >= limit {
+                break;
+            }
+            let (key, value) = entry.map_err(db)?;
+            let placement: PlacementEntry = decode("placements", value.value())?;
+            if let Some(target) = placement.target {
+                page.push((key.value().1.to_owned(), target));
+            }
+        }
+        Ok(Some(page))
     }
 
     fn commit(&self, based_on: Revision, turn: &Turn) -> Result<Revision, StoreError> {
@@ -320,6 +400,9 @@ impl Store for RedbStore {
                 queued: txn.open_table(QUEUED).map_err(db)?,
                 home_order,
             };
+            for t in &turn.removed_types {
+                writer.remove_type(t)?;
+            }
             for (t, record) in &turn.types {
                 let mut row = writer.type_row(t)?;
                 row.record = Some(record.clone());
@@ -335,6 +418,9 @@ impl Store for RedbStore {
             }
             meta.insert("home-order", writer.home_order).map_err(db)?;
             let mut activations = txn.open_table(ACTIVATIONS).map_err(db)?;
+            for t in &turn.removed_types {
+                activations.retain_in((t.as_str(), 0)..=(t.as_str(), u64::MAX), |_, _| false).map_err(db)?;
+            }
             for (t, activation) in &turn.activations {
                 let last = activations
                     .range((t.as_str(), 0)..=(t.as_str(), u64::MAX))
