@@ -26,8 +26,8 @@ use serde::de::DeserializeOwned;
 
 use crate::api::{
     ActivateRequest, DryRunRequest, DryRunResponse, ErrorBody, Placement, PlacementRequest, Placements,
-    RebalanceRequest, RebalanceResponse, Regions, ShardId, ShardState, StoredStrategy, Strategies, StrategyState,
-    TypeState, Types,
+    PlacementsWritten, RebalanceRequest, RebalanceResponse, Regions, ShardId, ShardState, StoredStrategy, Strategies,
+    StrategyState, TypeState, Types,
 };
 
 /// Why an admin request failed.
@@ -149,7 +149,10 @@ impl AdminClient {
     }
 
     async fn call(&self, method: Method, segments: &[&str], body: Body) -> Result<(StatusCode, Vec<u8>), AdminError> {
-        let url = self.url(segments);
+        self.call_url(method, self.url(segments), body).await
+    }
+
+    async fn call_url(&self, method: Method, url: Url, body: Body) -> Result<(StatusCode, Vec<u8>), AdminError> {
         let mut request = self.http.request(method, url.clone());
         if let Some(token) = &self.token {
             request = request.header(AUTHORIZATION, format!("Bearer {token}"));
@@ -183,9 +186,55 @@ impl AdminClient {
         self.call(method, segments, body).await.map(|_| ())
     }
 
-    /// `GET /v1/cluster/shards`: every entity type in brief.
+    /// One page of a list endpoint: the first `limit` (the node's default
+    /// when `None`) after the cursor `after`.
+    pub async fn page<T: DeserializeOwned>(
+        &self,
+        segments: &[&str],
+        after: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<T, AdminError> {
+        let mut url = self.url(segments);
+        {
+            let mut query = url.query_pairs_mut();
+            if let Some(after) = after {
+                query.append_pair("after", after);
+            }
+            if let Some(limit) = limit {
+                query.append_pair("limit", &limit.to_string());
+            }
+        }
+        if url.query() == Some("") {
+            url.set_query(None);
+        }
+        let (_, bytes) = self.call_url(Method::GET, url.clone(), Body::None).await?;
+        decode(&url, &bytes)
+    }
+
+    /// Every page of a list endpoint, following `next` to the last.
+    async fn all_pages<T: DeserializeOwned + Paged>(&self, segments: &[&str]) -> Result<T, AdminError> {
+        let mut all: T = self.page(segments, None, None).await?;
+        while let Some(after) = all.take_next() {
+            let page: T = self.page(segments, Some(&after), None).await?;
+            all.append(page);
+        }
+        Ok(all)
+    }
+
+    /// `GET /v1/cluster/shards`: every entity type in brief (every page).
     pub async fn types(&self) -> Result<Types, AdminError> {
-        self.get(&["v1", "cluster", "shards"]).await
+        self.all_pages(&["v1", "cluster", "shards"]).await
+    }
+
+    /// `DELETE /v1/cluster/shards/{type}`: deletes a type and its state.
+    /// Refused (409 `type-has-regions`) while it has regions, unless
+    /// `force`, which lets them leave first.
+    pub async fn delete_type(&self, entity_type: &str, force: bool) -> Result<(), AdminError> {
+        let mut url = self.url(&["v1", "cluster", "shards", entity_type]);
+        if force {
+            url.set_query(Some("force=true"));
+        }
+        self.call_url(Method::DELETE, url, Body::None).await.map(|_| ())
     }
 
     /// `GET /v1/cluster/shards/{type}`: a type's regions, hand-offs, placements and strategy.
@@ -198,22 +247,32 @@ impl AdminClient {
         self.get(&["v1", "cluster", "shards", entity_type, "snapshot"]).await
     }
 
-    /// `POST …/placements` with one placement; answers the type's placements.
-    pub async fn set_placement(&self, entity_type: &str, shard: &str, target: &str) -> Result<Placements, AdminError> {
+    /// `POST …/placements` with one placement; answers what was written and
+    /// the type's count.
+    pub async fn set_placement(
+        &self,
+        entity_type: &str,
+        shard: &str,
+        target: &str,
+    ) -> Result<PlacementsWritten, AdminError> {
         let request = PlacementRequest::One(Placement { shard_id: ShardId::from(shard), target: target.to_owned() });
         self.json(Method::POST, &["v1", "cluster", "shards", entity_type, "placements"], json_body(&request)).await
     }
 
     /// `POST …/placements` with many placements, applied all or nothing;
-    /// answers the type's placements.
-    pub async fn set_placements(&self, entity_type: &str, placements: &[Placement]) -> Result<Placements, AdminError> {
+    /// answers what was written and the type's count.
+    pub async fn set_placements(
+        &self,
+        entity_type: &str,
+        placements: &[Placement],
+    ) -> Result<PlacementsWritten, AdminError> {
         let request = PlacementRequest::Many { placements: placements.to_vec() };
         self.json(Method::POST, &["v1", "cluster", "shards", entity_type, "placements"], json_body(&request)).await
     }
 
-    /// `GET …/placements`.
+    /// `GET …/placements`: every live placement (every page).
     pub async fn placements(&self, entity_type: &str) -> Result<Placements, AdminError> {
-        self.get(&["v1", "cluster", "shards", entity_type, "placements"]).await
+        self.all_pages(&["v1", "cluster", "shards", entity_type, "placements"]).await
     }
 
     /// `DELETE …/placements/{shardId}`: true when a placement was removed,
@@ -248,7 +307,7 @@ impl AdminClient {
 
     /// `GET /v1/strategies`: built-ins, then uploads.
     pub async fn strategies(&self) -> Result<Strategies, AdminError> {
-        self.get(&["v1", "strategies"]).await
+        self.all_pages(&["v1", "strategies"]).await
     }
 
     /// `DELETE /v1/strategies/{digest}`.
@@ -263,7 +322,7 @@ impl AdminClient {
 
     /// `GET …/strategy`: the active strategy, its history and the shadow.
     pub async fn strategy(&self, entity_type: &str) -> Result<StrategyState, AdminError> {
-        self.get(&["v1", "cluster", "shards", entity_type, "strategy"]).await
+        self.all_pages(&["v1", "cluster", "shards", entity_type, "strategy"]).await
     }
 
     /// `POST …/strategy/dry-run`: what a candidate would do on the type's state.
@@ -295,7 +354,7 @@ impl AdminClient {
 
     /// `GET /v1/cluster/regions`: every region across types.
     pub async fn regions(&self) -> Result<Regions, AdminError> {
-        self.get(&["v1", "cluster", "regions"]).await
+        self.all_pages(&["v1", "cluster", "regions"]).await
     }
 
     /// `POST /v1/cluster/regions/{address}/drain`: moves every shard off the region.
@@ -324,6 +383,29 @@ fn decode<T: DeserializeOwned>(url: &Url, bytes: &[u8]) -> Result<T, AdminError>
 }
 
 /// The error a non-2xx answer stands for.
+/// A list answer that comes in pages: its `next` cursor, and how pages join.
+trait Paged {
+    fn take_next(&mut self) -> Option<String>;
+    fn append(&mut self, page: Self);
+}
+
+macro_rules! paged {
+    ($($body:ty => $field:ident),+ $(,)?) => {
+        $(impl Paged for $body {
+            fn take_next(&mut self) -> Option<String> {
+                self.next.take()
+            }
+
+            fn append(&mut self, page: Self) {
+                self.$field.extend(page.$field);
+                self.next = page.next;
+            }
+        })+
+    };
+}
+
+paged!(Types => types, Regions => regions, Placements => placements, Strategies => strategies, StrategyState => history);
+
 /// The TLS library's words when `error` is a refused server certificate.
 fn certificate_problem(error: &(dyn std::error::Error + 'static)) -> Option<String> {
     if let Some(tls @ rustls::Error::InvalidCertificate(_)) = error.downcast_ref::<rustls::Error>() {
@@ -474,7 +556,7 @@ mod tests {
     #[tokio::test]
     async fn requests_carry_the_token_encoded_paths_and_bodies() {
         let (base, seen) = fake_node(vec![
-            ("200 OK", r#"{"placements":[{"shardId":"4 2","target":"B"}]}"#),
+            ("200 OK", r#"{"written":[{"shardId":"4 2","target":"B"}],"total":1}"#),
             ("204 No Content", ""),
             ("404 Not Found", r#"{"error":{"code":"no-placement","message":"shard 7 has no placement"}}"#),
             ("404 Not Found", r#"{"error":{"code":"unknown-type","message":"no entity type named c/x"}}"#),
@@ -484,8 +566,9 @@ mod tests {
         ])
         .await;
         let admin = AdminClient::new(&base, Some("s3cret".into())).unwrap();
-        let placements = admin.set_placement("c/x", "4 2", "B").await.unwrap();
-        assert_eq!(placements.placements, [Placement { shard_id: "4 2".into(), target: "B".into() }]);
+        let written = admin.set_placement("c/x", "4 2", "B").await.unwrap();
+        assert_eq!(written.written, [Placement { shard_id: "4 2".into(), target: "B".into() }]);
+        assert_eq!(written.total, 1);
         assert!(admin.remove_placement("c/x", "4 2").await.unwrap());
         assert!(!admin.remove_placement("c/x", "7").await.unwrap());
         let error = admin.remove_placement("c/x", "7").await.unwrap_err();

@@ -16,8 +16,7 @@ use std::fmt;
 use serde::de::{self, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// The longest shard id, in bytes.
-pub const MAX_SHARD_ID_BYTES: usize = 256;
+pub use crate::protocol::MAX_SHARD_ID_BYTES;
 
 /// A shard id as requests carry it: a string, or a JSON integer taken as its
 /// decimal string (`42` is `"42"`). Floats are refused. Emptiness and length
@@ -26,15 +25,10 @@ pub const MAX_SHARD_ID_BYTES: usize = 256;
 pub struct ShardId(pub String);
 
 impl ShardId {
-    /// Checks that the id is 1 to [`MAX_SHARD_ID_BYTES`] bytes.
+    /// Checks that the id is 1 to [`MAX_SHARD_ID_BYTES`] bytes without
+    /// control characters.
     pub fn validate(&self) -> Result<&str, String> {
-        match self.0.len() {
-            0 => Err("a shard id is empty".to_owned()),
-            n if n > MAX_SHARD_ID_BYTES => {
-                Err(format!("a shard id of {n} bytes is longer than {MAX_SHARD_ID_BYTES} bytes"))
-            }
-            _ => Ok(&self.0),
-        }
+        crate::protocol::check_shard_id(&self.0).map(|()| self.0.as_str())
     }
 }
 
@@ -246,12 +240,26 @@ pub enum PlacementRequest {
     One(Placement),
 }
 
-/// The type's placements.
+/// A page of the type's placements.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Placements {
-    /// Every live placement, by shard id.
+    /// Live placements, by shard id.
     pub placements: Vec<Placement>,
+    /// The cursor of the next page (`?after=`), `null` on the last.
+    #[serde(default)]
+    pub next: Option<String>,
+}
+
+/// The answer to `POST …/placements`: what it wrote, and the type's count.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PlacementsWritten {
+    /// The placements of the request that took effect (a write older than
+    /// the current one for its shard does not).
+    pub written: Vec<Placement>,
+    /// The type's live placements after the write.
+    pub total: usize,
 }
 
 /// `POST …/rebalance`.
@@ -287,12 +295,15 @@ pub struct Rejected {
     pub reason: RejectReason,
 }
 
-/// `GET /v1/cluster/shards`.
+/// `GET /v1/cluster/shards`: a page of the entity types.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Types {
-    /// Every entity type.
+    /// Entity types, by name.
     pub types: Vec<TypeSummary>,
+    /// The cursor of the next page (`?after=`), `null` on the last.
+    #[serde(default)]
+    pub next: Option<String>,
 }
 
 /// One entity type in brief.
@@ -380,12 +391,15 @@ pub struct ShardState {
     pub placement: Option<String>,
 }
 
-/// `GET /v1/cluster/regions`.
+/// `GET /v1/cluster/regions`: a page of the regions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Regions {
-    /// Every region, by address.
+    /// Regions, by address.
     pub regions: Vec<RegionSummary>,
+    /// The cursor of the next page (`?after=`), `null` on the last.
+    #[serde(default)]
+    pub next: Option<String>,
 }
 
 /// A region across types.
@@ -422,12 +436,15 @@ pub struct StoredStrategy {
     pub active_in: Vec<String>,
 }
 
-/// `GET /v1/strategies`.
+/// `GET /v1/strategies`: a page of the strategies.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Strategies {
     /// Built-ins first, then uploads by digest.
     pub strategies: Vec<StoredStrategy>,
+    /// The cursor of the next page (`?after=`), `null` on the last.
+    #[serde(default)]
+    pub next: Option<String>,
 }
 
 /// `PUT …/strategy`, `PUT …/strategy/shadow` and the candidate of a dry run.
@@ -515,8 +532,11 @@ pub struct ActivationInfo {
 pub struct StrategyState {
     /// The active strategy.
     pub active: ActivationInfo,
-    /// Past activations, oldest first (the active one last).
+    /// Past activations, oldest first (the active one last): a page of them.
     pub history: Vec<ActivationInfo>,
+    /// The cursor of the history's next page (`?after=`), `null` on the last.
+    #[serde(default)]
+    pub next: Option<String>,
     /// The shadow candidate, if any.
     pub shadow: Option<ActivationInfo>,
     /// Decisions the shadow was asked about, and how many it disagreed with.

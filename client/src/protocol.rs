@@ -47,6 +47,53 @@ pub const MAX_FRAME_BYTES: usize = 1 << 20;
 /// The path of the region-session WebSocket.
 pub const CONNECT_PATH: &str = "/v1/regions/connect";
 
+/// The longest entity type name, in characters.
+pub const MAX_TYPE_NAME_CHARS: usize = 128;
+
+/// The longest region address, in bytes.
+pub const MAX_ADDRESS_BYTES: usize = 256;
+
+/// The longest shard id, in bytes.
+pub const MAX_SHARD_ID_BYTES: usize = 256;
+
+/// Checks an entity type name: 1 to [`MAX_TYPE_NAME_CHARS`] characters of
+/// `A-Z a-z 0-9 . _ -`. The error names the rule.
+pub fn check_type_name(name: &str) -> Result<(), String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if name.is_empty() || name.len() > MAX_TYPE_NAME_CHARS || !name.chars().all(allowed) {
+        return Err(format!(
+            "an entity type name is 1 to {MAX_TYPE_NAME_CHARS} characters of A-Z a-z 0-9 . _ -, not {name:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a region address: 1 to [`MAX_ADDRESS_BYTES`] bytes of printable
+/// ASCII without spaces (`host:port`, a URI). The error names the rule.
+pub fn check_address(address: &str) -> Result<(), String> {
+    if address.is_empty() || address.len() > MAX_ADDRESS_BYTES || !address.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(format!(
+            "a region address is 1 to {MAX_ADDRESS_BYTES} bytes of printable ASCII without spaces, not {address:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a shard id: 1 to [`MAX_SHARD_ID_BYTES`] bytes, no control
+/// characters. The error names the rule.
+pub fn check_shard_id(shard: &str) -> Result<(), String> {
+    match shard.len() {
+        0 => Err("a shard id is empty".to_owned()),
+        n if n > MAX_SHARD_ID_BYTES => {
+            Err(format!("a shard id of {n} bytes is longer than {MAX_SHARD_ID_BYTES} bytes"))
+        }
+        _ if shard.chars().any(char::is_control) => {
+            Err(format!("a shard id must not contain control characters: {shard:?}"))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The first frame a region sends.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Hello {
@@ -280,6 +327,28 @@ mod tests {
             encode(&NodeMessage::PlacementChanged { shard: "7".into(), target: None }).unwrap(),
             [10, 1, b'7', 0]
         );
+    }
+
+    #[test]
+    fn names_follow_their_rules() {
+        for good in ["cart", "Cart.v2", "a_b-c", &"x".repeat(128)] {
+            assert_eq!(check_type_name(good), Ok(()), "{good}");
+        }
+        for bad in ["", "a b", "q\"x\\", "evil\n", "ümlaut", &"x".repeat(129), "a/b"] {
+            let error = check_type_name(bad).unwrap_err();
+            assert!(error.contains("A-Z a-z 0-9"), "{error}");
+        }
+        for good in ["10.0.0.1:2552", "akka://sys@host:1", "sim-1", &"a".repeat(256)] {
+            assert_eq!(check_address(good), Ok(()), "{good}");
+        }
+        for bad in ["", "a b", "evil\"} 1\nx", "tab\t", "é", &"a".repeat(257)] {
+            assert!(check_address(bad).unwrap_err().contains("printable ASCII"), "{bad:?}");
+        }
+        assert_eq!(check_shard_id("42"), Ok(()));
+        assert_eq!(check_shard_id("tenant/ü 7"), Ok(()));
+        for bad in ["", "a\u{1b}[2J", "two\nlines", "nul\0", &"s".repeat(257)] {
+            assert!(check_shard_id(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

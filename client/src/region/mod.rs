@@ -258,6 +258,10 @@ impl RegionConfig {
             Some("the address is empty".to_owned())
         } else if self.entity_type.is_empty() {
             Some("the entity type is empty".to_owned())
+        } else if let Err(rule) = crate::protocol::check_address(&self.address) {
+            Some(rule)
+        } else if let Err(rule) = crate::protocol::check_type_name(&self.entity_type) {
+            Some(rule)
         } else if self.shard_buffer_limit == 0 || self.total_buffer_limit == 0 || self.inbox_capacity == 0 {
             Some("buffer limits and the inbox capacity must be at least 1".to_owned())
         } else if self.reconnect_min.is_zero() || self.reconnect_min > self.reconnect_max {
