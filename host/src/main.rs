@@ -17,7 +17,7 @@ fn main() -> std::process::ExitCode {
     match cli::run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", cli::shown(&format!("{error:#}")));
             std::process::ExitCode::FAILURE
         }
     }

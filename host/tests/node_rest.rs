@@ -19,10 +19,10 @@ const PLACEMENTS: &str = "/v1/cluster/shards/cart/placements";
 async fn a_placement_is_set_listed_persisted_and_removed() {
     let mut node = Node::start(&["--type", "cart"]).await;
     let answer = node.request(Method::POST, PLACEMENTS, Some(r#"{"shardId":42,"target":"b"}"#)).await;
-    assert_eq!(answer, (StatusCode::OK, json!({"placements":[{"shardId":"42","target":"b"}]})));
+    assert_eq!(answer, (StatusCode::OK, json!({"written":[{"shardId":"42","target":"b"}],"total":1})));
     assert_eq!(
         node.request(Method::GET, PLACEMENTS, None).await,
-        (StatusCode::OK, json!({"placements":[{"shardId":"42","target":"b"}]}))
+        (StatusCode::OK, json!({"placements":[{"shardId":"42","target":"b"}],"next":null}))
     );
     let (status, shard) = node.request(Method::GET, "/v1/cluster/shards/cart/shards/42", None).await;
     assert_eq!(status, StatusCode::OK, "{shard}");
@@ -34,7 +34,7 @@ async fn a_placement_is_set_listed_persisted_and_removed() {
     node.restart().await;
     assert_eq!(
         node.request(Method::GET, PLACEMENTS, None).await,
-        (StatusCode::OK, json!({"placements":[{"shardId":"42","target":"b"}]})),
+        (StatusCode::OK, json!({"placements":[{"shardId":"42","target":"b"}],"next":null})),
         "the placement did not survive a restart"
     );
 
@@ -42,7 +42,10 @@ async fn a_placement_is_set_listed_persisted_and_removed() {
     assert_eq!((status, &body), (StatusCode::NO_CONTENT, &Value::Null));
     let again = node.request(Method::DELETE, &format!("{PLACEMENTS}/42"), None).await;
     assert_error("DELETE of a removed placement", &again, StatusCode::NOT_FOUND);
-    assert_eq!(node.request(Method::GET, PLACEMENTS, None).await, (StatusCode::OK, json!({"placements":[]})));
+    assert_eq!(
+        node.request(Method::GET, PLACEMENTS, None).await,
+        (StatusCode::OK, json!({"placements":[],"next":null}))
+    );
     // The admin client reads the same.
     assert!(!node.admin().remove_placement("cart", "42").await.unwrap());
 }

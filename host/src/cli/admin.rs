@@ -9,6 +9,8 @@ use clap::{Args, Subcommand};
 use shardalloc_client::admin::AdminClient;
 use shardalloc_client::api::{ActivateRequest, Placement, ShardId};
 
+use super::shown;
+
 /// Where the node is and how to authenticate.
 #[derive(Debug, Args)]
 pub struct NodeArgs {
@@ -64,6 +66,30 @@ pub enum PlacementsCommand {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+    },
+}
+
+/// `shardalloc types …`
+#[derive(Debug, Subcommand)]
+pub enum TypesCommand {
+    /// Lists the entity types: name, regions, shards, strategy.
+    Ls {
+        #[command(flatten)]
+        node: NodeArgs,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Deletes an entity type and all its state; refused while it has
+    /// regions unless --force, which lets them leave first.
+    Rm {
+        #[command(flatten)]
+        node: NodeArgs,
+        /// The entity type.
+        entity_type: String,
+        /// Let its regions leave first (every shard stops through the hand-off).
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -137,14 +163,24 @@ pub fn placements(command: PlacementsCommand) -> anyhow::Result<()> {
             PlacementsCommand::Set { node, entity_type, target, shards } => {
                 let placements: Vec<Placement> =
                     shards.into_iter().map(|s| Placement { shard_id: ShardId(s), target: target.clone() }).collect();
-                let all = node.client()?.set_placements(&entity_type, &placements).await?;
-                println!("{} placement(s) set; {entity_type} has {} in all", placements.len(), all.placements.len());
+                let answer = node.client()?.set_placements(&entity_type, &placements).await?;
+                let stale = placements.len() - answer.written.len();
+                print!(
+                    "{} placement(s) set; {} has {} in all",
+                    answer.written.len(),
+                    shown(&entity_type),
+                    answer.total
+                );
+                if stale > 0 {
+                    print!(" ({stale} lost to newer writes)");
+                }
+                println!();
             }
             PlacementsCommand::Rm { node, entity_type, shard } => {
                 if node.client()?.remove_placement(&entity_type, &shard).await? {
-                    println!("placement of {shard} removed; the strategy decides at the next rebalance");
+                    println!("placement of {} removed; the strategy decides at the next rebalance", shown(&shard));
                 } else {
-                    anyhow::bail!("shard {shard} of {entity_type} has no placement");
+                    anyhow::bail!("shard {} of {} has no placement", shown(&shard), shown(&entity_type));
                 }
             }
             PlacementsCommand::Ls { node, entity_type, json } => {
@@ -153,8 +189,30 @@ pub fn placements(command: PlacementsCommand) -> anyhow::Result<()> {
                     return print_json(&placements);
                 }
                 for p in placements.placements {
-                    println!("{}\t{}", p.shard_id, p.target);
+                    println!("{}\t{}", shown(&p.shard_id.0), shown(&p.target));
                 }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Runs `shardalloc types …`.
+pub fn types(command: TypesCommand) -> anyhow::Result<()> {
+    runtime()?.block_on(async move {
+        match command {
+            TypesCommand::Ls { node, json } => {
+                let types = node.client()?.types().await?;
+                if json {
+                    return print_json(&types);
+                }
+                for t in types.types {
+                    println!("{}\t{} regions\t{} shards\t{}", shown(&t.name), t.regions, t.shards, shown(&t.strategy));
+                }
+            }
+            TypesCommand::Rm { node, entity_type, force } => {
+                node.client()?.delete_type(&entity_type, force).await?;
+                println!("entity type {} deleted", shown(&entity_type));
             }
         }
         Ok(())
@@ -167,10 +225,10 @@ pub fn rebalance(args: RebalanceArgs) -> anyhow::Result<()> {
         let shards: Vec<&str> = args.shards.iter().map(String::as_str).collect();
         let answer = args.node.client()?.rebalance(&args.entity_type, &shards, args.immediate).await?;
         for shard in &answer.accepted {
-            println!("{shard}\taccepted");
+            println!("{}\taccepted", shown(shard));
         }
         for rejected in &answer.rejected {
-            println!("{}\trejected: {}", rejected.shard_id, rejected.reason);
+            println!("{}\trejected: {}", shown(&rejected.shard_id), rejected.reason);
         }
         Ok(())
     })
@@ -183,17 +241,27 @@ pub fn strategies(command: StrategiesCommand) -> anyhow::Result<()> {
             StrategiesCommand::Push { node, file } => {
                 let bytes = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
                 let stored = node.client()?.upload_strategy(bytes).await?;
-                println!("{}\t{}@{}", stored.digest, stored.name, stored.version);
+                println!("{}\t{}@{}", stored.digest, shown(&stored.name), shown(&stored.version));
             }
             StrategiesCommand::Activate { node, entity_type, strategy, config } => {
                 let config =
                     config.map(|text| serde_json::from_str(&text).context("--config is not JSON")).transpose()?;
                 let state = node.client()?.activate(&entity_type, &ActivateRequest { strategy, config }).await?;
-                println!("{entity_type}: {}@{} active", state.active.name, state.active.version);
+                println!(
+                    "{}: {}@{} active",
+                    shown(&entity_type),
+                    shown(&state.active.name),
+                    shown(&state.active.version)
+                );
             }
             StrategiesCommand::Rollback { node, entity_type } => {
                 let state = node.client()?.rollback(&entity_type).await?;
-                println!("{entity_type}: rolled back to {}@{}", state.active.name, state.active.version);
+                println!(
+                    "{}: rolled back to {}@{}",
+                    shown(&entity_type),
+                    shown(&state.active.name),
+                    shown(&state.active.version)
+                );
             }
             StrategiesCommand::Ls { node, json } => {
                 let list = node.client()?.strategies().await?;
@@ -201,8 +269,8 @@ pub fn strategies(command: StrategiesCommand) -> anyhow::Result<()> {
                     return print_json(&list);
                 }
                 for s in list.strategies {
-                    let active = if s.active_in.is_empty() { String::new() } else { s.active_in.join(",") };
-                    println!("{}\t{}@{}\t{active}", s.digest, s.name, s.version);
+                    let active: Vec<String> = s.active_in.iter().map(|t| shown(t)).collect();
+                    println!("{}\t{}@{}\t{}", s.digest, shown(&s.name), shown(&s.version), active.join(","));
                 }
             }
         }

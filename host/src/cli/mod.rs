@@ -22,6 +22,9 @@ pub enum Command {
     Strategy(strategy::StrategyCommand),
     /// Run the node: coordinator, admin REST API and region sessions on one port.
     Serve(serve::ServeArgs),
+    /// List and delete entity types on a running node.
+    #[command(subcommand)]
+    Types(admin::TypesCommand),
     /// Pin shards to regions on a running node.
     #[command(subcommand)]
     Placements(admin::PlacementsCommand),
@@ -39,11 +42,18 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Strategy(command) => strategy::run(command),
         Command::Serve(args) => serve::run(args),
+        Command::Types(command) => admin::types(command),
         Command::Placements(command) => admin::placements(command),
         Command::Rebalance(args) => admin::rebalance(args),
         Command::Strategies(command) => admin::strategies(command),
         Command::Regions(args) => regions::run(args),
     }
+}
+
+/// `text` as a terminal may show it: control characters (an escape
+/// sequence, a newline that would fake a row) are written as escapes.
+pub fn shown(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
 }
 
 /// Completes on SIGINT (Ctrl-C) or SIGTERM: how long-running commands stop.

@@ -74,6 +74,14 @@ pub struct ServeArgs {
     /// Deadline of every hand-off step, in milliseconds.
     #[arg(long, env = "SHARDALLOC_HANDOFF_TIMEOUT_MS")]
     handoff_timeout_ms: Option<u64>,
+    /// Milliseconds a hand-off waits for one region's acknowledgement before
+    /// going on without it (the owner must still stop the shard).
+    #[arg(long, env = "SHARDALLOC_HANDOFF_ACK_TIMEOUT_MS")]
+    handoff_ack_timeout_ms: Option<u64>,
+    /// Let a region's registration create an entity type the node does not
+    /// have (off: types are declared with --type or [types.NAME]).
+    #[arg(long, env = "SHARDALLOC_AUTO_CREATE_TYPES")]
+    auto_create_types: bool,
 }
 
 /// The TOML file.
@@ -86,6 +94,7 @@ struct FileConfig {
     region_token_file: Option<PathBuf>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
+    auto_create_types: Option<bool>,
     #[serde(default)]
     coordinator: CoordinatorFile,
     #[serde(default)]
@@ -102,6 +111,7 @@ struct CoordinatorFile {
     remove_after_ms: Option<u64>,
     lease_ms: Option<u64>,
     handoff_timeout_ms: Option<u64>,
+    handoff_ack_timeout_ms: Option<u64>,
     rebalance_interval_ms: Option<u64>,
     max_rebalance_per_tick: Option<usize>,
     max_handoffs_in_flight: Option<usize>,
@@ -201,6 +211,7 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
     set(&mut coordinator.remove_after_ms, [args.remove_after_ms, c.remove_after_ms]);
     set(&mut coordinator.lease_ms, [args.lease_ms, c.lease_ms]);
     set(&mut coordinator.handoff_timeout_ms, [args.handoff_timeout_ms, c.handoff_timeout_ms]);
+    set(&mut coordinator.handoff_ack_timeout_ms, [args.handoff_ack_timeout_ms, c.handoff_ack_timeout_ms]);
     set(&mut coordinator.rebalance_interval_ms, [args.rebalance_interval_ms, c.rebalance_interval_ms]);
     set(&mut coordinator.min_regions, [args.min_regions, c.min_regions]);
     set(&mut coordinator.max_rebalance_per_tick, [c.max_rebalance_per_tick, None]);
@@ -224,6 +235,8 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
             None => String::new(),
             Some(value) => serde_json::to_string(&value).context("a type's config")?,
         };
+        shardalloc_client::protocol::check_type_name(&name)
+            .map_err(|rule| anyhow::anyhow!("[types.{name}]: {rule}"))?;
         let strategy = StrategySource::parse_cli(&t.strategy).with_context(|| format!("[types.{name}] strategy"))?;
         types.insert(name, TypeDeclaration { strategy, config });
     }
@@ -232,10 +245,13 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
         if name.is_empty() || strategy.is_empty() {
             bail!("--type {spec:?}: expected NAME or NAME=STRATEGY");
         }
+        shardalloc_client::protocol::check_type_name(name)
+            .map_err(|rule| anyhow::anyhow!("--type {spec:?}: {rule}"))?;
         let strategy = StrategySource::parse_cli(strategy).with_context(|| format!("--type {spec:?}"))?;
         types.insert(name.to_owned(), TypeDeclaration { strategy, config: String::new() });
     }
-    let driver = DriverSettings { coordinator, limits, types, ..DriverSettings::default() };
+    let auto_create_types = args.auto_create_types || file.auto_create_types.unwrap_or(false);
+    let driver = DriverSettings { coordinator, limits, types, auto_create_types, ..DriverSettings::default() };
     let settings = NodeSettings {
         cache_dir: Some(data_dir.join("cache")),
         store: StoreConfig::Embedded { dir: data_dir },

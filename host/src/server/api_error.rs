@@ -70,6 +70,8 @@ impl From<Refusal> for ApiError {
         match refusal {
             Refusal::UnknownType(_) => ApiError::not_found("unknown-type", message),
             Refusal::UnknownRegion(_) => ApiError::not_found("unknown-region", message),
+            Refusal::TypeHasRegions { .. } => ApiError::conflict("type-has-regions", message),
+            Refusal::TypeBeingDeleted(_) => ApiError::conflict("type-being-deleted", message),
             Refusal::UnknownShard(_) => ApiError::not_found("unknown-shard", message),
             Refusal::NoPlacement { .. } => ApiError::not_found("no-placement", message),
             Refusal::Placement(PlacementError::TooMany { .. }) => ApiError::conflict("too-many-placements", message),
@@ -87,7 +89,11 @@ impl From<Refusal> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        if self.status.is_server_error() {
+        // 503 tells the caller to retry (not ready, shutting down, busy):
+        // the node's own state, logged where it changes, not per call.
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            tracing::debug!(status = %self.status, code = self.code, message = %self.message, "request refused");
+        } else if self.status.is_server_error() {
             tracing::error!(status = %self.status, code = self.code, message = %self.message, "request failed");
         } else {
             tracing::info!(status = %self.status, code = self.code, message = %self.message, "request refused");

@@ -73,6 +73,29 @@ impl<S: Send + Sync> FromRequest<S> for RawBody {
     }
 }
 
+/// Middleware (a route layer, so the path is matched): refuses a path whose
+/// `{type}` or `{address}` breaks the naming rules, naming the rule.
+pub async fn check_path_names(
+    params: Result<axum::extract::RawPathParams, axum::extract::rejection::RawPathParamsRejection>,
+    request: Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if let Ok(params) = params {
+        for (name, value) in &params {
+            let checked = match name {
+                "type" => shardalloc_client::protocol::check_type_name(value),
+                "address" => shardalloc_client::protocol::check_address(value),
+                _ => Ok(()),
+            };
+            if let Err(rule) = checked {
+                return ApiError::bad_request("invalid-name", format!("{{{name}}}: {rule}")).into_response();
+            }
+        }
+    }
+    next.run(request).await
+}
+
 /// Path parameters (percent-decoded) whose failures are [`ApiError`]s.
 pub struct Params<T>(pub T);
 

@@ -30,7 +30,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(sessions::connect))
         .routes(routes!(openapi_document))
         .routes(routes!(types::list))
-        .routes(routes!(types::get))
+        .routes(routes!(types::get, types::delete))
         .routes(routes!(types::snapshot))
         .routes(routes!(types::set_signal))
         .routes(routes!(types::shard))
@@ -80,6 +80,7 @@ async fn not_found() -> ApiError {
 pub fn router(state: AppState) -> Router {
     let (routes, _) = api().split_for_parts();
     routes
+        .route_layer(axum::middleware::from_fn(super::body::check_path_names))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(strategies::MAX_UPLOAD))

@@ -21,7 +21,6 @@ use tokio::sync::mpsc;
 
 use super::AppState;
 use super::api_error::ApiError;
-use super::driver::catalog::check_type_name;
 use super::driver::{Input, SESSION_OUTBOX};
 
 /// How long a peer has to send its [`Hello`].
@@ -105,7 +104,7 @@ async fn handshake(socket: &mut WebSocket) -> Result<Hello, String> {
             hello.protocol
         ));
     }
-    check_type_name(&hello.entity_type)?;
+    shardalloc_client::protocol::check_type_name(&hello.entity_type)?;
     Ok(hello)
 }
 

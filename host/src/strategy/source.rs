@@ -71,34 +71,27 @@ impl StrategySource {
         builtin::component_bytes(name).map(|_| StrategySource::Builtin(name.to_owned()))
     }
 
+    /// A built-in's name or a digest; `None` for anything else.
+    fn parse_named(text: &str) -> Option<Result<Self, SourceError>> {
+        if text.is_empty() {
+            return Some(Err(SourceError::Empty));
+        }
+        if let Some(source) = Self::builtin(text) {
+            return Some(Ok(source));
+        }
+        text.starts_with(DIGEST_PREFIX).then(|| digest(text))
+    }
+
     /// From the command line or the TOML file: a built-in's name, a digest,
     /// or else the path of a component file.
     pub fn parse_cli(text: &str) -> Result<Self, SourceError> {
-        if text.is_empty() {
-            return Err(SourceError::Empty);
-        }
-        if let Some(source) = Self::builtin(text) {
-            return Ok(source);
-        }
-        if text.starts_with(DIGEST_PREFIX) {
-            return digest(text);
-        }
-        Ok(StrategySource::File(PathBuf::from(text)))
+        Self::parse_named(text).unwrap_or_else(|| Ok(StrategySource::File(PathBuf::from(text))))
     }
 
     /// From a REST body: a built-in's name or an uploaded component's
     /// digest, never a file.
     pub fn parse_api(text: &str) -> Result<Self, SourceError> {
-        if text.is_empty() {
-            return Err(SourceError::Empty);
-        }
-        if let Some(source) = Self::builtin(text) {
-            return Ok(source);
-        }
-        if text.starts_with(DIGEST_PREFIX) {
-            return digest(text);
-        }
-        Err(unknown(text, " or an uploaded component's sha256:… digest"))
+        Self::parse_named(text).unwrap_or_else(|| Err(unknown(text, " or an uploaded component's sha256:… digest")))
     }
 
     /// From the store: a digest, or else a built-in's name (checked when it

@@ -4,13 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use shardalloc_client::api::{
-    HandOff, HomeReason, Placement, RegionSummary, ShardId, ShardState, StoredStrategy, StrategyState, TypeState,
-    TypeSummary,
-};
+use std::ops::Bound;
+
+use shardalloc_client::api::{HomeReason, RegionSummary, ShardState, StoredStrategy, StrategyState, TypeSummary};
 
 use super::catalog::activation_record;
-use super::request::{AdminRequest, Operation, Refusal, activation_info};
+use super::request::{AdminRequest, Operation, Page, Refusal, TypeLive, activation_info};
 use super::{Driver, Waiter};
 use crate::coordinator::{OperatorRequest, Stamp};
 use crate::strategy::external::AllocationReason;
@@ -23,20 +22,12 @@ impl Driver {
                 let answer = self.readiness();
                 self.answer(reply, answer);
             }
-            AdminRequest::Types { reply } => {
-                let answer = self.types();
+            AdminRequest::Types { page, reply } => {
+                let answer = self.types(&page);
                 self.answer(reply, answer);
             }
-            AdminRequest::TypeState { name, reply } => {
-                let answer = self.type_state(name);
-                self.answer(reply, answer);
-            }
-            AdminRequest::Snapshot { name, reply } => {
-                let answer = self.catalog.get_mut(&name).map(|e| e.coordinator.snapshot());
-                self.answer(reply, answer);
-            }
-            AdminRequest::Placements { name, reply } => {
-                let answer = self.placements(&name);
+            AdminRequest::TypeLive { name, reply } => {
+                let answer = self.type_live(&name);
                 self.answer(reply, answer);
             }
             AdminRequest::Shard { name, shard, reply } => {
@@ -44,16 +35,17 @@ impl Driver {
                 self.answer(reply, answer);
             }
             AdminRequest::Operate { name, operation, reply } => match self.operator_request(&name, operation) {
-                Ok(op) => self.operate(&name, op, Waiter::Admin(reply)),
+                Ok(op) => self.operate(&name.clone(), op, Waiter::Admin(name, reply)),
                 Err(refusal) => self.answer(reply, Err(refusal)),
             },
-            AdminRequest::Regions { reply } => {
-                let answer = self.regions();
+            AdminRequest::Regions { page, reply } => {
+                let answer = self.regions(&page);
                 self.answer(reply, answer);
             }
             AdminRequest::Drain { address, draining, reply } => self.drain(address, draining, reply),
-            AdminRequest::Strategies { reply } => {
-                let answer = self.strategies();
+            AdminRequest::DeleteType { name, force, reply } => self.delete_type(name, force, reply),
+            AdminRequest::Strategies { page, reply } => {
+                let answer = self.strategies(&page);
                 self.answer(reply, answer);
             }
             AdminRequest::AddComponent { record, reply } => {
@@ -65,8 +57,8 @@ impl Driver {
                 let answer = self.catalog.remove_component(&digest, &mut self.turn);
                 self.answer(reply, answer);
             }
-            AdminRequest::StrategyState { name, reply } => {
-                let answer = self.strategy_state(&name);
+            AdminRequest::StrategyState { name, page, reply } => {
+                let answer = self.strategy_state(&name, &page);
                 self.answer(reply, answer);
             }
             AdminRequest::Activate { name, candidate, reply } => {
@@ -93,23 +85,41 @@ impl Driver {
         reply: super::request::Reply<Result<StrategyState, Refusal>>,
     ) {
         self.catalog.record_changes(&mut self.turn);
-        let answer = changed.and_then(|()| self.strategy_state(name));
+        let whole_history = Page { limit: crate::store::ACTIVATION_HISTORY, after: None };
+        let answer = changed.and_then(|()| self.strategy_state(name, &whole_history));
         self.answer(reply, answer);
     }
 
-    fn readiness(&self) -> Result<(), String> {
-        let short: Vec<&str> =
-            self.catalog.iter().filter(|(_, e)| !e.coordinator.enough_regions()).map(|(n, _)| n.as_str()).collect();
-        if short.is_empty() {
-            return Ok(());
+    /// Ready when every declared type (that still exists) has enough
+    /// regions; a change is logged once.
+    fn readiness(&mut self) -> Result<(), String> {
+        let short: Vec<&str> = self
+            .declared
+            .iter()
+            .filter(|name| self.catalog.get(name).is_ok_and(|e| !e.coordinator.enough_regions()))
+            .map(String::as_str)
+            .collect();
+        let answer = if short.is_empty() {
+            Ok(())
+        } else {
+            let min = self.catalog.settings().coordinator.min_regions;
+            Err(format!("fewer than {min} regions in {}", short.join(", ")))
+        };
+        if self.readiness.as_ref() != Some(&answer) {
+            match &answer {
+                Ok(()) => tracing::info!("the node is ready"),
+                Err(why) => tracing::warn!(why, "the node is not ready"),
+            }
+            self.readiness = Some(answer.clone());
         }
-        let min = self.catalog.settings().coordinator.min_regions;
-        Err(format!("fewer than {min} regions in {}", short.join(", ")))
+        answer
     }
 
-    fn types(&self) -> Vec<TypeSummary> {
+    fn types(&self, page: &Page) -> Vec<TypeSummary> {
         self.catalog
             .iter()
+            .filter(|(name, _)| page.after(name))
+            .take(page.fetch())
             .map(|(name, entry)| TypeSummary {
                 name: name.clone(),
                 regions: entry.coordinator.durable().regions.len(),
@@ -119,46 +129,16 @@ impl Driver {
             .collect()
     }
 
-    fn type_state(&self, name: String) -> Result<TypeState, Refusal> {
-        let entry = self.catalog.get(&name)?;
-        let durable = entry.coordinator.durable();
-        let mut regions: Vec<&crate::coordinator::RegionRecord> = durable.regions.values().collect();
-        regions.sort_by_key(|r| r.join_order);
-        let regions = regions
-            .into_iter()
-            .map(|r| shardalloc_client::api::RegionState {
-                address: r.address.clone(),
-                incarnation: r.incarnation,
-                status: entry.region_status(&r.address),
-                draining: r.draining,
-                proxy_only: r.proxy_only,
-                labels: r.labels.clone(),
-                shards: r.shards.clone(),
-            })
-            .collect();
-        let hand_offs = durable
-            .handoffs
-            .iter()
-            .map(|(shard, from)| HandOff { shard_id: shard.clone(), from: from.clone() })
-            .collect();
+    fn type_live(&mut self, name: &str) -> Result<TypeLive, Refusal> {
+        let entry = self.catalog.get_mut(name)?;
+        let regions = entry.coordinator.snapshot_regions();
+        let entry = self.catalog.get(name)?;
+        let statuses = regions.iter().map(|r| (r.address.clone(), entry.region_status(&r.address))).collect();
         let strategy = match entry.activations.last() {
             Some(last) => activation_info(last),
             None => activation_info(&activation_record(&entry.slot.active(), &entry.record.strategy)),
         };
-        Ok(TypeState { name, regions, hand_offs, placements: self.placements_of(entry), strategy })
-    }
-
-    fn placements_of(&self, entry: &super::catalog::TypeEntry) -> Vec<Placement> {
-        entry
-            .coordinator
-            .durable()
-            .live_placements()
-            .map(|(s, t)| Placement { shard_id: ShardId(s.clone()), target: t.clone() })
-            .collect()
-    }
-
-    fn placements(&self, name: &str) -> Result<Vec<Placement>, Refusal> {
-        Ok(self.placements_of(self.catalog.get(name)?))
+        Ok(TypeLive { regions, statuses, strategy })
     }
 
     fn shard(&self, name: &str, shard: String) -> Result<ShardState, Refusal> {
@@ -206,10 +186,14 @@ impl Driver {
         })
     }
 
-    fn regions(&self) -> Vec<RegionSummary> {
+    /// A page of the regions across types. Each type's regions are bounded
+    /// (`max-regions`), so this costs per region, never per shard.
+    fn regions(&self, page: &Page) -> Vec<RegionSummary> {
         let mut by_address: BTreeMap<String, RegionSummary> = BTreeMap::new();
         for (name, entry) in self.catalog.iter() {
-            for record in entry.coordinator.durable().regions.values() {
+            let after = page.after.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+            let regions = entry.coordinator.durable().regions.range::<str, _>((after, Bound::Unbounded));
+            for (_, record) in regions.take(page.fetch()) {
                 let summary = by_address.entry(record.address.clone()).or_insert_with(|| RegionSummary {
                     address: record.address.clone(),
                     types: BTreeMap::new(),
@@ -221,7 +205,7 @@ impl Driver {
                 summary.draining &= record.draining;
             }
         }
-        by_address.into_values().collect()
+        by_address.into_values().take(page.fetch()).collect()
     }
 
     fn drain(&mut self, address: String, draining: bool, reply: super::request::Reply<Result<(), Refusal>>) {
@@ -243,8 +227,20 @@ impl Driver {
         }
     }
 
-    fn strategies(&self) -> Vec<StoredStrategy> {
-        let mut list: Vec<StoredStrategy> = builtin::names()
+    /// A page of the strategies: the built-ins in their order, then the
+    /// uploads by digest.
+    fn strategies(&self, page: &Page) -> Vec<StoredStrategy> {
+        let builtins: Vec<&str> = builtin::names().collect();
+        let (skip_builtins, uploads_after) = match page.after.as_deref() {
+            None => (0, Bound::Unbounded),
+            Some(after) => match builtins.iter().position(|n| *n == after) {
+                Some(i) => (i + 1, Bound::Unbounded),
+                None => (builtins.len(), Bound::Excluded(after)),
+            },
+        };
+        let mut list: Vec<StoredStrategy> = builtins
+            .into_iter()
+            .skip(skip_builtins)
             .map(|name| StoredStrategy {
                 digest: name.to_owned(),
                 name: name.to_owned(),
@@ -253,25 +249,44 @@ impl Driver {
                 active_in: self.catalog.active_in(&StrategySource::Builtin(name.to_owned())),
             })
             .collect();
-        list.extend(self.catalog.components().values().map(|c| StoredStrategy {
-            digest: c.digest.clone(),
-            name: c.name.clone(),
-            version: c.version.clone(),
-            size: c.size,
-            active_in: self.catalog.active_in(&StrategySource::Digest(c.digest.clone())),
-        }));
+        let uploads = self.catalog.components().range::<str, _>((uploads_after, Bound::Unbounded));
+        list.extend(
+            uploads
+                .map(|(_, c)| StoredStrategy {
+                    digest: c.digest.clone(),
+                    name: c.name.clone(),
+                    version: c.version.clone(),
+                    size: c.size,
+                    active_in: self.catalog.active_in(&StrategySource::Digest(c.digest.clone())),
+                })
+                .take(page.fetch()),
+        );
+        list.truncate(page.fetch());
         list
     }
 
-    fn strategy_state(&self, name: &str) -> Result<StrategyState, Refusal> {
+    /// A type's strategy state with a page of its history: entries after
+    /// the entry numbered `page.after` (0-based, oldest first).
+    fn strategy_state(&self, name: &str, page: &Page) -> Result<StrategyState, Refusal> {
         let entry = self.catalog.get(name)?;
         let active = activation_info(&activation_record(&entry.slot.active(), &entry.record.strategy));
         let shadow =
             entry.slot.shadow().map(|a| activation_info(&activation_record(&a, &self.catalog.source_of(&a.compiled))));
         let stats = entry.slot.stats();
+        let first = match page.after.as_deref() {
+            None => 0,
+            Some(after) => after.parse::<usize>().map_or(usize::MAX, |a| a.saturating_add(1)),
+        };
+        let mut history: Vec<_> =
+            entry.activations.iter().skip(first).take(page.fetch()).map(activation_info).collect();
+        let next = (history.len() > page.limit).then(|| {
+            history.truncate(page.limit);
+            Page::cursor(&(first + page.limit - 1).to_string())
+        });
         Ok(StrategyState {
             active,
-            history: entry.activations.iter().map(activation_info).collect(),
+            history,
+            next,
             shadow,
             shadow_calls: stats.shadow_calls,
             shadow_disagreements: stats.shadow_disagreements,

@@ -25,21 +25,8 @@ use crate::strategy::external::ExternalAllocation;
 use crate::strategy::guarded::Guarded;
 use crate::strategy::{ActivationCause, StrategySource, builtin};
 
-/// Longest entity type name, in bytes.
-pub const MAX_TYPE_NAME_BYTES: usize = 128;
 /// Most entity types.
 pub const MAX_TYPES: usize = 1_024;
-
-/// Checks a type name: 1 to [`MAX_TYPE_NAME_BYTES`] bytes, no control characters.
-pub fn check_type_name(name: &str) -> Result<(), String> {
-    if name.is_empty() || name.len() > MAX_TYPE_NAME_BYTES {
-        return Err(format!("an entity type name must be 1 to {MAX_TYPE_NAME_BYTES} bytes, not {}", name.len()));
-    }
-    if name.chars().any(char::is_control) {
-        return Err("an entity type name must not contain control characters".into());
-    }
-    Ok(())
-}
 
 /// What every type's coordinator and slot are made with.
 #[derive(Clone, Debug)]
@@ -190,7 +177,7 @@ impl TypeCatalog {
         now: Millis,
         turn: &mut Turn,
     ) -> Result<Vec<Command>, String> {
-        check_type_name(name)?;
+        shardalloc_client::protocol::check_type_name(name)?;
         if self.types.len() >= MAX_TYPES {
             return Err(format!("{MAX_TYPES} entity types exist, the most allowed"));
         }
@@ -333,6 +320,17 @@ impl TypeCatalog {
     pub fn add_component(&mut self, record: ComponentRecord, turn: &mut Turn) {
         self.components.insert(record.digest.clone(), record.clone());
         turn.components.push(record);
+    }
+
+    /// Deletes a type and all its state in `turn`.
+    pub fn remove(&mut self, name: &str, turn: &mut Turn) {
+        if self.types.remove(name).is_some() {
+            turn.changes.remove(name);
+            turn.types.remove(name);
+            turn.activations.retain(|(t, _)| t != name);
+            turn.removed_types.push(name.to_owned());
+            tracing::info!(r#type = name, "entity type deleted");
+        }
     }
 
     /// Forgets an uploaded component in `turn`, unless it is built in,

@@ -2,7 +2,7 @@
 //! turn, messages go to the sessions (through `wire.rs`'s mapping), replies
 //! to whoever waits, observations to the metrics and the log.
 
-use super::{Driver, Waiter, sessions};
+use super::{Driver, Waiter, request, sessions};
 use crate::coordinator::{Command, Event, Observation, OperatorRequest, Reply as CoordinatorReply, RequestId};
 
 impl Driver {
@@ -42,8 +42,10 @@ impl Driver {
 
     fn on_reply(&mut self, request: RequestId, reply: CoordinatorReply) {
         match self.waiters.remove(&request) {
-            Some(Waiter::Admin(tx)) => {
-                let _ = tx.send(Ok(reply));
+            Some(Waiter::Admin(entity_type, tx)) => {
+                let live_placements =
+                    self.catalog.get(&entity_type).map_or(0, |e| e.coordinator.live_placement_count());
+                let _ = tx.send(Ok(request::Operated { reply, live_placements }));
             }
             Some(Waiter::Drain(group)) => {
                 if let Some((remaining, _)) = self.drains.get_mut(&group) {

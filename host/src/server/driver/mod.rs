@@ -33,13 +33,14 @@
 mod admin;
 pub mod catalog;
 mod commands;
+mod deletion;
 mod handle;
 mod regions;
 pub mod request;
 pub mod sessions;
 mod thread;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -49,7 +50,7 @@ use self::request::{Refusal, Reply};
 use self::sessions::Sessions;
 pub use self::thread::start;
 use super::metrics::Metrics;
-use crate::coordinator::{Config, Event, Millis, Reply as CoordinatorReply, RequestId};
+use crate::coordinator::{Config, Event, Millis, RequestId};
 use crate::engine::Engine;
 use crate::engine::limits::Limits;
 use crate::engine::slot::AutoRollback;
@@ -90,8 +91,11 @@ pub struct DriverSettings {
     /// The strategy of a type created by a region's registration.
     pub default_strategy: StrategySource,
     /// Types declared at start-up. A type already in the store keeps its
-    /// stored strategy.
+    /// stored strategy. Readiness counts these types only.
     pub types: BTreeMap<String, TypeDeclaration>,
+    /// Whether a region's registration may create a type that does not
+    /// exist. Off by default: types are declared.
+    pub auto_create_types: bool,
     /// Automatic rollback of a faulting new activation.
     pub auto_rollback: AutoRollback,
     /// The origin stamped on placements written through this node.
@@ -105,6 +109,7 @@ impl Default for DriverSettings {
             limits: Limits::default(),
             default_strategy: StrategySource::Builtin("least-shard".into()),
             types: BTreeMap::new(),
+            auto_create_types: false,
             auto_rollback: AutoRollback::default(),
             origin: "node".into(),
         }
@@ -143,8 +148,8 @@ pub enum Flow {
 
 /// Who waits for a coordinator's reply to an operator request.
 enum Waiter {
-    /// An admin request.
-    Admin(Reply<Result<CoordinatorReply, Refusal>>),
+    /// An admin request about a type.
+    Admin(String, Reply<Result<request::Operated, Refusal>>),
     /// One type of a drain across types.
     Drain(u64),
     /// Nobody (a region asked to be drained).
@@ -158,6 +163,13 @@ pub struct Driver {
     store: Arc<dyn Store>,
     metrics: Arc<Metrics>,
     origin: String,
+    /// The types declared at start-up: the ones readiness counts.
+    declared: BTreeSet<String>,
+    auto_create_types: bool,
+    /// Types being deleted with `force`: their regions leave first.
+    retiring: BTreeMap<String, deletion::Retirement>,
+    /// The readiness last answered, so a change is logged once.
+    readiness: Option<Result<(), String>>,
     revision: Revision,
     turn: Turn,
     batches: BTreeMap<String, u64>,
@@ -196,6 +208,10 @@ impl Driver {
             store,
             metrics,
             origin: settings.origin.clone(),
+            declared: settings.types.keys().cloned().collect(),
+            auto_create_types: settings.auto_create_types,
+            retiring: BTreeMap::new(),
+            readiness: None,
             revision: loaded.revision,
             turn: Turn::default(),
             batches: BTreeMap::new(),
@@ -254,6 +270,10 @@ impl Driver {
             }
         }
         self.commit()?;
+        if !self.retiring.is_empty() {
+            self.finish_retirements();
+            self.commit()?;
+        }
         if self.now >= self.next_gauges {
             self.next_gauges = self.now + GAUGES_MS;
             self.metrics.update_gauges(&self.catalog);

@@ -44,10 +44,25 @@ impl Driver {
     }
 
     fn on_register(&mut self, session: SessionId, entity_type: String, register: Register) {
+        if let Err(rule) = shardalloc_client::protocol::check_address(&register.address) {
+            return self.refuse(session, format!("Register: {rule}"));
+        }
         if let Some((address, _)) = self.sessions.registered(session)
             && *address != register.address
         {
             let reason = format!("this session registered {address}; it cannot register {}", register.address);
+            return self.refuse(session, reason);
+        }
+        if self.is_retiring(&entity_type) {
+            let reason = format!("the entity type {entity_type} is being deleted");
+            let _ = self.sessions.send_to(session, NodeMessage::RegisterRefused { reason });
+            return;
+        }
+        if !self.catalog.contains(&entity_type) && !self.auto_create_types {
+            let reason = format!(
+                "the entity type {entity_type} is not declared on this node: declare it (--type {entity_type}, or \
+                 [types.{entity_type}] in the settings file), or start the node with --auto-create-types"
+            );
             return self.refuse(session, reason);
         }
         if !self.catalog.contains(&entity_type) {

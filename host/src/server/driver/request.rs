@@ -8,10 +8,7 @@
 
 use std::sync::Arc;
 
-use shardalloc_client::api::{
-    ActivationInfo, Placement, RegionSummary, ShardState, StoredStrategy, StrategyState, TypeState, TypeSummary,
-};
-use shardalloc_guest::Snapshot;
+use shardalloc_client::api::{ActivationInfo, RegionSummary, ShardState, StoredStrategy, StrategyState, TypeSummary};
 use tokio::sync::oneshot;
 
 use crate::coordinator::{PlacementError, Reply as CoordinatorReply};
@@ -39,6 +36,64 @@ pub enum Operation {
     SetSignal(Option<String>),
 }
 
+/// Which page of a list: at most `limit` items after the key `after`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page {
+    /// The most items the page holds.
+    pub limit: usize,
+    /// The last key of the previous page.
+    pub after: Option<String>,
+}
+
+impl Page {
+    /// How many items to fetch: one more than the page, to know whether
+    /// another follows.
+    pub fn fetch(&self) -> usize {
+        self.limit.saturating_add(1)
+    }
+
+    /// True for a key past the cursor.
+    pub fn after(&self, key: &str) -> bool {
+        self.after.as_deref().is_none_or(|after| key > after)
+    }
+
+    /// The opaque cursor (`next`, `?after=`) of a key: its bytes in hex.
+    pub fn cursor(key: &str) -> String {
+        key.bytes().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The key of a cursor, `None` when it is not one.
+    pub fn key(cursor: &str) -> Option<String> {
+        if cursor.is_empty() || !cursor.len().is_multiple_of(2) {
+            return None;
+        }
+        let bytes: Option<Vec<u8>> =
+            (0..cursor.len()).step_by(2).map(|i| u8::from_str_radix(cursor.get(i..i + 2)?, 16).ok()).collect();
+        String::from_utf8(bytes?).ok()
+    }
+}
+
+/// What only the live coordinator knows of a type, at a cost per region:
+/// the REST layer adds the rest from the store, off the driver thread.
+pub struct TypeLive {
+    /// Its regions as a snapshot lists them, without their shards.
+    pub regions: Vec<shardalloc_guest::SnapshotRegion>,
+    /// Each region's status.
+    pub statuses: std::collections::BTreeMap<String, shardalloc_client::api::RegionStatus>,
+    /// The active strategy.
+    pub strategy: ActivationInfo,
+}
+
+/// The coordinator's answer to an [`Operation`], with the type's count of
+/// live placements when it answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Operated {
+    /// The coordinator's reply.
+    pub reply: CoordinatorReply,
+    /// The type's live placements.
+    pub live_placements: usize,
+}
+
 /// A strategy to run, compiled off the driver thread.
 #[derive(Clone)]
 pub struct Candidate {
@@ -55,31 +110,20 @@ pub enum AdminRequest {
         /// The answer.
         reply: Reply<Result<(), String>>,
     },
-    /// Every type in brief.
+    /// A page of the types in brief, by name.
     Types {
+        /// Which page (fetch `page.fetch()`).
+        page: Page,
         /// The answer.
         reply: Reply<Vec<TypeSummary>>,
     },
-    /// A type's regions, hand-offs, placements and strategy.
-    TypeState {
+    /// What only the live coordinator knows of a type (regions' status and
+    /// metrics, the active strategy).
+    TypeLive {
         /// The type.
         name: String,
         /// The answer.
-        reply: Reply<Result<TypeState, Refusal>>,
-    },
-    /// A type's state in the format `shardalloc strategy eval` reads.
-    Snapshot {
-        /// The type.
-        name: String,
-        /// The answer.
-        reply: Reply<Result<Snapshot, Refusal>>,
-    },
-    /// A type's live placements.
-    Placements {
-        /// The type.
-        name: String,
-        /// The answer.
-        reply: Reply<Result<Vec<Placement>, Refusal>>,
+        reply: Reply<Result<TypeLive, Refusal>>,
     },
     /// Where a shard is and why.
     Shard {
@@ -97,10 +141,22 @@ pub enum AdminRequest {
         /// The change.
         operation: Operation,
         /// The answer.
-        reply: Reply<Result<CoordinatorReply, Refusal>>,
+        reply: Reply<Result<Operated, Refusal>>,
     },
-    /// Every region across types.
+    /// Delete a type and its state: refused while it has regions, unless
+    /// `force`, which lets them leave first.
+    DeleteType {
+        /// The type.
+        name: String,
+        /// Let its regions leave first instead of refusing.
+        force: bool,
+        /// The answer, once the type is gone.
+        reply: Reply<Result<(), Refusal>>,
+    },
+    /// A page of the regions across types, by address.
     Regions {
+        /// Which page.
+        page: Page,
         /// The answer.
         reply: Reply<Vec<RegionSummary>>,
     },
@@ -113,8 +169,11 @@ pub enum AdminRequest {
         /// The answer, once every type applied it.
         reply: Reply<Result<(), Refusal>>,
     },
-    /// Built-in and uploaded strategies and where they are active.
+    /// A page of the built-in and uploaded strategies, by digest (a
+    /// built-in's name sorts before `sha256:…`), and where they are active.
     Strategies {
+        /// Which page.
+        page: Page,
         /// The answer.
         reply: Reply<Vec<StoredStrategy>>,
     },
@@ -132,10 +191,13 @@ pub enum AdminRequest {
         /// The answer.
         reply: Reply<Result<(), Refusal>>,
     },
-    /// A type's active strategy, history and shadow.
+    /// A type's active strategy, a page of its history (after an entry's
+    /// number) and its shadow.
     StrategyState {
         /// The type.
         name: String,
+        /// Which page of the history.
+        page: Page,
         /// The answer.
         reply: Reply<Result<StrategyState, Refusal>>,
     },
@@ -173,6 +235,22 @@ pub enum Refusal {
     /// No such entity type.
     #[error("there is no entity type named {0:?}")]
     UnknownType(String),
+    /// The type still has regions (the first few named) and `force` was not given.
+    #[error(
+        "the entity type {entity_type} has {count} region(s) ({}); stop them first, or delete with ?force=true to let them leave",
+        regions.join(", ")
+    )]
+    TypeHasRegions {
+        /// The type.
+        entity_type: String,
+        /// Some of its regions.
+        regions: Vec<String>,
+        /// How many it has.
+        count: usize,
+    },
+    /// A forced deletion of the type is under way.
+    #[error("the entity type {0} is being deleted")]
+    TypeBeingDeleted(String),
     /// No such region in any type.
     #[error("no region {0:?} is registered")]
     UnknownRegion(String),

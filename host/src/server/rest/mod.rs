@@ -12,6 +12,7 @@
 //! - `strategies.rs`: upload, list, delete, activate, dry-run, shadow, roll back.
 
 pub mod health;
+pub mod paging;
 pub mod placements;
 pub mod regions;
 pub mod strategies;
@@ -20,6 +21,13 @@ pub mod types;
 use shardalloc_client::api::ShardId;
 
 use super::api_error::ApiError;
+
+/// Runs `work` on a blocking thread.
+pub(crate) async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))
+}
 
 /// A shard id from a request, checked; the error names `field`.
 pub(crate) fn shard_id(id: &ShardId, field: &str) -> Result<String, ApiError> {

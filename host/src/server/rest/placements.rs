@@ -5,11 +5,17 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde_json::Value;
+use std::collections::BTreeSet;
+
 use shardalloc_client::api::{
-    Placement, PlacementRequest, Placements, RebalanceRequest, RebalanceResponse, RejectReason, Rejected, ShardId,
+    Placement, PlacementRequest, Placements, PlacementsWritten, RebalanceRequest, RebalanceResponse, RejectReason,
+    Rejected, ShardId,
 };
 
-use super::{shard_id, shard_ids};
+use shardalloc_client::protocol::check_address;
+
+use super::paging::{PageQuery, Paging, split};
+use super::{blocking, shard_id, shard_ids};
 use crate::coordinator::{NotAccepted, Reply};
 use crate::server::AppState;
 use crate::server::api_error::ApiError;
@@ -21,8 +27,6 @@ use crate::server::openapi::{
 
 /// Most shards one rebalance or placement request may name.
 pub const MAX_SHARDS_PER_REQUEST: usize = 10_000;
-/// Longest region address, in bytes.
-pub const MAX_ADDRESS_BYTES: usize = 256;
 
 impl From<NotAccepted> for RejectReason {
     fn from(reason: NotAccepted) -> Self {
@@ -38,17 +42,30 @@ impl From<NotAccepted> for RejectReason {
 /// List placements
 #[utoipa::path(
     get, path = "/v1/cluster/shards/{type}/placements", operation_id = "listPlacements", tag = "placements",
-    params(("type" = String, Path, description = "The entity type.")),
+    params(("type" = String, Path, description = "The entity type."), PageQuery),
     responses(
-        (status = 200, description = "Every live placement.", body = Placements),
+        (status = 200, description = "A page of the live placements, by shard id.", body = Placements),
+        (status = 400, response = BadRequest),
         (status = 401, response = Unauthorized),
         (status = 404, response = UnknownType),
         (status = 503, response = Unavailable),
     ),
 )]
-pub async fn list(State(state): State<AppState>, Params(name): Params<String>) -> Result<Json<Placements>, ApiError> {
-    let placements = state.driver.ask(|reply| AdminRequest::Placements { name, reply }).await??;
-    Ok(Json(Placements { placements }))
+pub async fn list(
+    State(state): State<AppState>,
+    Params(name): Params<String>,
+    Paging(page): Paging,
+) -> Result<Json<Placements>, ApiError> {
+    let store = state.store.clone();
+    let (limit, fetch) = (page.limit, page.fetch());
+    let found = blocking(move || store.placements(&name, page.after.as_deref(), fetch).map(|p| p.ok_or(name)))
+        .await?
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "store", e.to_string()))?
+        .map_err(|name| ApiError::from(Refusal::UnknownType(name)))?;
+    let placements: Vec<Placement> =
+        found.into_iter().map(|(shard, target)| Placement { shard_id: ShardId(shard), target }).collect();
+    let (placements, next) = split(placements, limit, |p| &p.shard_id.0);
+    Ok(Json(Placements { placements, next }))
 }
 
 /// Parses `{"shardId":…,"target":…}` or `{"placements":[…]}`, naming the field at fault.
@@ -83,12 +100,9 @@ fn placement_request(value: Value) -> Result<Vec<(String, String)>, ApiError> {
             let placement: Placement = serde_json::from_value(item)
                 .map_err(|e| ApiError::bad_request("invalid-body", format!("placement {i}: {e}")))?;
             let shard = shard_id(&placement.shard_id, &format!("placement {i}"))?;
-            if placement.target.is_empty() || placement.target.len() > MAX_ADDRESS_BYTES {
-                return Err(ApiError::bad_request(
-                    "invalid-target",
-                    format!("placement {i}: the target must be 1 to {MAX_ADDRESS_BYTES} bytes"),
-                ));
-            }
+            check_address(&placement.target).map_err(|rule| {
+                ApiError::bad_request("invalid-target", format!("placement {i}: the target: {rule}"))
+            })?;
             Ok((shard, placement.target))
         })
         .collect()
@@ -104,14 +118,16 @@ fn placement_request(value: Value) -> Result<Vec<(String, String)>, ApiError> {
 /// to every region of the type. A target that is unknown, unreachable,
 /// draining or proxy-only is not honoured: the strategy decides and the node
 /// logs a warning. 409 `too-many-placements` when the type's
-/// `max-placements` (live placements and tombstones) would be exceeded.
+/// `max-placements` (live placements and tombstones) would be exceeded. The
+/// answer lists what was written (a write older than the current one for
+/// its shard is not) and the type's count of live placements.
 #[utoipa::path(
     post, path = "/v1/cluster/shards/{type}/placements", operation_id = "setPlacements", tag = "placements",
     params(("type" = String, Path, description = "The entity type.")),
     request_body(content = PlacementRequest, description = "One placement or `{\"placements\": […]}`.",
         example = json!({"placements": [{"shardId": 42, "target": "10.0.0.7:2552"}, {"shardId": "43", "target": "10.0.0.8:2552"}]})),
     responses(
-        (status = 200, description = "Written. The answer lists every live placement of the type.", body = Placements),
+        (status = 200, description = "Written: the placements that took effect and the type's live count.", body = PlacementsWritten),
         (status = 400, response = BadRequest),
         (status = 401, response = Unauthorized),
         (status = 404, response = UnknownType),
@@ -125,11 +141,20 @@ pub async fn set(
     State(state): State<AppState>,
     Params(name): Params<String>,
     JsonBody(body): JsonBody<Value>,
-) -> Result<Json<Placements>, ApiError> {
-    let operation = Operation::SetPlacements(placement_request(body)?);
-    let type_name = name.clone();
-    match state.driver.ask(|reply| AdminRequest::Operate { name: type_name, operation, reply }).await?? {
-        Reply::PlacementsWritten { .. } => list(State(state), Params(name)).await,
+) -> Result<Json<PlacementsWritten>, ApiError> {
+    let requested = placement_request(body)?;
+    let operation = Operation::SetPlacements(requested.clone());
+    let operated = state.driver.ask(|reply| AdminRequest::Operate { name, operation, reply }).await??;
+    match operated.reply {
+        Reply::PlacementsWritten { applied, .. } => {
+            let applied: BTreeSet<String> = applied.into_iter().collect();
+            let written = requested
+                .into_iter()
+                .filter(|(shard, _)| applied.contains(shard))
+                .map(|(shard, target)| Placement { shard_id: ShardId(shard), target })
+                .collect();
+            Ok(Json(PlacementsWritten { written, total: operated.live_placements }))
+        }
         Reply::PlacementRefused(error) => Err(Refusal::Placement(error).into()),
         other => Err(Refusal::Unexpected(format!("{other:?}")).into()),
     }
@@ -158,7 +183,7 @@ pub async fn remove(
     Params((name, shard)): Params<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
     let operation = Operation::RemovePlacement(shard_id(&ShardId(shard), "shardId")?);
-    match state.driver.ask(|reply| AdminRequest::Operate { name, operation, reply }).await?? {
+    match state.driver.ask(|reply| AdminRequest::Operate { name, operation, reply }).await??.reply {
         Reply::PlacementsWritten { .. } => Ok(StatusCode::NO_CONTENT),
         Reply::PlacementRefused(error) => Err(Refusal::Placement(error).into()),
         other => Err(Refusal::Unexpected(format!("{other:?}")).into()),
@@ -201,7 +226,7 @@ pub async fn rebalance(
     }
     let shards = shard_ids(&request.shard_ids, "shardIds")?;
     let operation = Operation::RebalanceNow { shards, immediate: request.immediate };
-    match state.driver.ask(|reply| AdminRequest::Operate { name, operation, reply }).await?? {
+    match state.driver.ask(|reply| AdminRequest::Operate { name, operation, reply }).await??.reply {
         Reply::Rebalance { accepted, rejected } => {
             let rejected =
                 rejected.into_iter().map(|(shard, why)| Rejected { shard_id: shard, reason: why.into() }).collect();

@@ -5,24 +5,28 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use shardalloc_client::api::{ErrorBody, Regions};
 
+use super::paging::{PageQuery, Paging, split};
 use crate::server::AppState;
 use crate::server::api_error::ApiError;
 use crate::server::body::Params;
 use crate::server::driver::request::AdminRequest;
-use crate::server::openapi::{Unauthorized, Unavailable};
+use crate::server::openapi::{BadRequest, Unauthorized, Unavailable};
 
 /// List regions
 #[utoipa::path(
-    get, path = "/v1/cluster/regions", operation_id = "listRegions", tag = "regions",
+    get, path = "/v1/cluster/regions", operation_id = "listRegions", tag = "regions", params(PageQuery),
     responses(
-        (status = 200, description = "Every registered region, across entity types.", body = Regions),
+        (status = 200, description = "A page of the registered regions across entity types, by address.", body = Regions),
+        (status = 400, response = BadRequest),
         (status = 401, response = Unauthorized),
         (status = 503, response = Unavailable),
     ),
 )]
-pub async fn list(State(state): State<AppState>) -> Result<Json<Regions>, ApiError> {
-    let regions = state.driver.ask(|reply| AdminRequest::Regions { reply }).await?;
-    Ok(Json(Regions { regions }))
+pub async fn list(State(state): State<AppState>, Paging(page): Paging) -> Result<Json<Regions>, ApiError> {
+    let limit = page.limit;
+    let regions = state.driver.ask(|reply| AdminRequest::Regions { page, reply }).await?;
+    let (regions, next) = split(regions, limit, |r| &r.address);
+    Ok(Json(Regions { regions, next }))
 }
 
 async fn set_draining(state: AppState, address: String, draining: bool) -> Result<StatusCode, ApiError> {

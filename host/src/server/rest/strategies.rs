@@ -13,7 +13,8 @@ use shardalloc_client::api::{
     ActivateRequest, DryRunRequest, DryRunResponse, DryRunRound, ErrorBody, StoredStrategy, Strategies, StrategyState,
 };
 
-use super::shard_ids;
+use super::paging::{PageQuery, Paging, split};
+use super::{blocking, shard_ids};
 use crate::engine::load::Compiled;
 use crate::engine::source::SourceLoadError;
 use crate::server::AppState;
@@ -29,13 +30,6 @@ use crate::strategy::dry_run::dry_run;
 
 /// The largest component accepted by `POST /v1/strategies`, in bytes.
 pub const MAX_UPLOAD: usize = crate::engine::limits::MAX_COMPONENT_SIZE;
-
-/// Runs `work` on a blocking thread.
-async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))
-}
 
 /// A candidate named in a request: a built-in or an uploaded digest,
 /// read and compiled off the driver thread.
@@ -116,16 +110,19 @@ pub async fn upload(
 
 /// List strategies
 #[utoipa::path(
-    get, path = "/v1/strategies", operation_id = "listStrategies", tag = "strategies",
+    get, path = "/v1/strategies", operation_id = "listStrategies", tag = "strategies", params(PageQuery),
     responses(
-        (status = 200, description = "Built-ins and uploaded components, with the types where each is active.", body = Strategies),
+        (status = 200, description = "A page of the built-ins (first) and uploaded components (by digest), with the types where each is active.", body = Strategies),
+        (status = 400, response = BadRequest),
         (status = 401, response = Unauthorized),
         (status = 503, response = Unavailable),
     ),
 )]
-pub async fn list(State(state): State<AppState>) -> Result<Json<Strategies>, ApiError> {
-    let strategies = state.driver.ask(|reply| AdminRequest::Strategies { reply }).await?;
-    Ok(Json(Strategies { strategies }))
+pub async fn list(State(state): State<AppState>, Paging(page): Paging) -> Result<Json<Strategies>, ApiError> {
+    let limit = page.limit;
+    let strategies = state.driver.ask(|reply| AdminRequest::Strategies { page, reply }).await?;
+    let (strategies, next) = split(strategies, limit, |s| &s.digest);
+    Ok(Json(Strategies { strategies, next }))
 }
 
 /// Delete an uploaded strategy
@@ -162,7 +159,7 @@ async fn run_dry(
     rounds: usize,
     shards: Vec<String>,
 ) -> Result<DryRunResponse, ApiError> {
-    let snapshot = state.driver.ask(|reply| AdminRequest::Snapshot { name, reply }).await??;
+    let snapshot = super::types::snapshot_of(state, name).await?;
     let engine = state.engine.clone();
     let limits = state.limits;
     blocking(move || {
@@ -261,16 +258,21 @@ pub async fn activate(
 /// The type's strategy
 #[utoipa::path(
     get, path = "/v1/cluster/shards/{type}/strategy", operation_id = "getStrategy", tag = "strategies",
-    params(("type" = String, Path, description = "The entity type.")),
+    params(("type" = String, Path, description = "The entity type."), PageQuery),
     responses(
-        (status = 200, description = "Active strategy, history, shadow and its counters.", body = StrategyState),
+        (status = 200, description = "Active strategy, a page of the history, shadow and its counters.", body = StrategyState),
+        (status = 400, response = BadRequest),
         (status = 401, response = Unauthorized),
         (status = 404, response = UnknownType),
         (status = 503, response = Unavailable),
     ),
 )]
-pub async fn get(State(state): State<AppState>, Params(name): Params<String>) -> Result<Json<StrategyState>, ApiError> {
-    Ok(Json(state.driver.ask(|reply| AdminRequest::StrategyState { name, reply }).await??))
+pub async fn get(
+    State(state): State<AppState>,
+    Params(name): Params<String>,
+    Paging(page): Paging,
+) -> Result<Json<StrategyState>, ApiError> {
+    Ok(Json(state.driver.ask(|reply| AdminRequest::StrategyState { name, page, reply }).await??))
 }
 
 /// Roll back to the previous strategy

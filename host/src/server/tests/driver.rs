@@ -13,7 +13,7 @@ use crate::coordinator::{Config, Millis, Reply};
 use crate::server::driver::request::{AdminRequest, Candidate, Operation};
 use crate::server::driver::{Driver, Flow, Input, TICK_MS};
 use crate::server::metrics::Metrics;
-use crate::store::{ComponentRecord, Loaded, MemoryStore, Revision, Store, StoreError, Turn};
+use crate::store::{ComponentRecord, Loaded, LoadedType, MemoryStore, Revision, Store, StoreError, Turn};
 
 const T0: Millis = 1_000_000;
 
@@ -99,6 +99,17 @@ impl Store for FailingStore {
     fn load(&self) -> Result<Loaded, StoreError> {
         self.inner.load()
     }
+    fn load_type(&self, entity_type: &str) -> Result<Option<LoadedType>, StoreError> {
+        self.inner.load_type(entity_type)
+    }
+    fn placements(
+        &self,
+        t: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Option<Vec<(String, String)>>, StoreError> {
+        self.inner.placements(t, after, limit)
+    }
     fn commit(&self, based_on: Revision, turn: &Turn) -> Result<Revision, StoreError> {
         if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(StoreError::Backend { backend: "test", source: "the disk is gone".into() });
@@ -143,7 +154,9 @@ fn an_answer_whose_turn_is_not_committed_is_never_released() {
     let (reply, mut answer) = oneshot::channel();
     let operation = Operation::SetPlacements(vec![("42".into(), "b".into())]);
     driver.step([Input::Admin(AdminRequest::Operate { name: "cart".into(), operation, reply })], T0).unwrap();
-    assert!(matches!(answer.try_recv(), Ok(Ok(Reply::PlacementsWritten { .. }))));
+    let operated = answer.try_recv().unwrap().unwrap();
+    assert!(matches!(operated.reply, Reply::PlacementsWritten { .. }), "{operated:?}");
+    assert_eq!(operated.live_placements, 1);
     assert!(store.load().unwrap().types["cart"].durable.placements.contains_key("42"));
 }
 

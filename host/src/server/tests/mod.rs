@@ -10,8 +10,10 @@
 
 mod driver;
 mod openapi;
+mod paging;
 mod rest;
 mod strategies;
+mod types;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -158,6 +160,13 @@ pub struct FakeRegion {
 
 impl FakeRegion {
     async fn register(node: &TestNode, entity_type: &str, address: &str) -> FakeRegion {
+        let (region, first) = FakeRegion::try_register(node, entity_type, address).await;
+        assert!(matches!(first, NodeMessage::Registered { .. }), "{address} was not registered: {first:?}");
+        region
+    }
+
+    /// Opens a session and sends `Register`; returns the node's first answer.
+    pub async fn try_register(node: &TestNode, entity_type: &str, address: &str) -> (FakeRegion, NodeMessage) {
         static NEXT: AtomicU64 = AtomicU64::new(1 << 40);
         let id = NEXT.fetch_add(1, Ordering::Relaxed);
         let (tx, outbox) = mpsc::channel(super::driver::SESSION_OUTBOX);
@@ -167,8 +176,8 @@ impl FakeRegion {
         let mut region = FakeRegion { id, node: driver, outbox };
         let register = Register { address: address.to_owned(), incarnation: 1, sequence: 1, ..Register::default() };
         region.send(RegionMessage::Register(register)).await;
-        region.expect("Registered", |m| matches!(m, NodeMessage::Registered { .. }).then_some(())).await;
-        region
+        let first = region.expect("an answer to Register", |m| Some(m.clone())).await;
+        (region, first)
     }
 
     /// Sends a message as the region.
@@ -189,6 +198,24 @@ impl FakeRegion {
                 Ok(None) => panic!("the session closed while waiting for {what}"),
                 Err(_) => panic!("no {what} within {PATIENCE:?}"),
             }
+        }
+    }
+
+    /// Plays the region's part of every hand-off (acknowledge, stop) until
+    /// the node says `LeaveDone` or closes the session; returns what it saw.
+    pub async fn cooperate_until_gone(&mut self) -> Vec<NodeMessage> {
+        let mut seen = Vec::new();
+        loop {
+            let next = tokio::time::timeout(PATIENCE, self.outbox.recv()).await.expect("the node went silent");
+            let Some(message) = next else { return seen };
+            match &message {
+                NodeMessage::BeginHandOff { shard } => {
+                    self.send(RegionMessage::BeginHandOffAck { shard: shard.clone() }).await
+                }
+                NodeMessage::HandOff { shard } => self.send(RegionMessage::ShardStopped { shard: shard.clone() }).await,
+                _ => {}
+            }
+            seen.push(message);
         }
     }
 

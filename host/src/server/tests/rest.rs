@@ -16,10 +16,10 @@ const PLACEMENTS: &str = "/v1/cluster/shards/cart/placements";
 async fn a_placement_is_set_listed_and_removed() {
     let node = TestNode::start();
     let answer = node.request(Method::POST, PLACEMENTS, Some(r#"{"shardId":42,"target":"b"}"#)).await;
-    assert_eq!(answer, (StatusCode::OK, json!({"placements":[{"shardId":"42","target":"b"}]})));
+    assert_eq!(answer, (StatusCode::OK, json!({"written":[{"shardId":"42","target":"b"}],"total":1})));
     assert_eq!(
         node.request(Method::GET, PLACEMENTS, None).await,
-        (StatusCode::OK, json!({"placements":[{"shardId":"42","target":"b"}]}))
+        (StatusCode::OK, json!({"placements":[{"shardId":"42","target":"b"}],"next":null}))
     );
     let (status, shard) = node.request(Method::GET, "/v1/cluster/shards/cart/shards/42", None).await;
     assert_eq!(status, StatusCode::OK, "{shard}");
@@ -29,7 +29,10 @@ async fn a_placement_is_set_listed_and_removed() {
     assert_eq!((status, &body), (StatusCode::NO_CONTENT, &Value::Null));
     let again = node.request(Method::DELETE, &format!("{PLACEMENTS}/42"), None).await;
     assert_eq!(assert_error("DELETE of a removed placement", &again, StatusCode::NOT_FOUND), "no-placement");
-    assert_eq!(node.request(Method::GET, PLACEMENTS, None).await, (StatusCode::OK, json!({"placements":[]})));
+    assert_eq!(
+        node.request(Method::GET, PLACEMENTS, None).await,
+        (StatusCode::OK, json!({"placements":[],"next":null}))
+    );
 }
 
 #[tokio::test]
@@ -37,7 +40,7 @@ async fn a_batch_of_placements_is_all_or_nothing() {
     let node = TestNode::start();
     let first = node.request(Method::POST, PLACEMENTS, Some(r#"{"shardId":"1","target":"a"}"#)).await;
     assert_eq!(first.0, StatusCode::OK, "{}", first.1);
-    let before = json!({"placements":[{"shardId":"1","target":"a"}]});
+    let before = json!({"placements":[{"shardId":"1","target":"a"}],"next":null});
     let bad_batches = [
         ("an empty shard id", r#"{"placements":[{"shardId":2,"target":"b"},{"shardId":"","target":"c"}]}"#),
         ("a float shard id", r#"{"placements":[{"shardId":2,"target":"b"},{"shardId":3.5,"target":"c"}]}"#),
@@ -60,6 +63,12 @@ async fn a_batch_of_placements_is_all_or_nothing() {
     let good = r#"{"placements":[{"shardId":2,"target":"b"},{"shardId":"3","target":"c"},{"shardId":1,"target":"d"}]}"#;
     let (status, body) = node.request(Method::POST, PLACEMENTS, Some(good)).await;
     assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["total"], 3, "{body}");
+    let mut written: Vec<&str> =
+        body["written"].as_array().unwrap().iter().map(|p| p["shardId"].as_str().unwrap()).collect();
+    written.sort();
+    assert_eq!(written, ["1", "2", "3"], "{body}");
+    let (_, body) = node.request(Method::GET, PLACEMENTS, None).await;
     let mut listed: Vec<(String, String)> = body["placements"]
         .as_array()
         .unwrap()
@@ -259,7 +268,10 @@ async fn every_bad_input_gets_its_status_and_an_error_body() {
     assert!(failures.is_empty(), "{} bad inputs were answered wrongly:\n{}", failures.len(), failures.join("\n"));
 
     // Nothing was changed by any of them; the boundary itself is accepted.
-    assert_eq!(node.request(Method::GET, PLACEMENTS, None).await, (StatusCode::OK, json!({"placements":[]})));
+    assert_eq!(
+        node.request(Method::GET, PLACEMENTS, None).await,
+        (StatusCode::OK, json!({"placements":[],"next":null}))
+    );
     let answer =
         node.request(Method::POST, PLACEMENTS, Some(&json!({"shardId": longest_id, "target": "b"}).to_string())).await;
     assert_eq!(answer.0, StatusCode::OK, "a 256-byte shard id: {}", answer.1);
@@ -327,7 +339,7 @@ async fn bodies_over_four_mib_are_refused_with_413() {
     assert_error("a chunked body of 4 MiB + 1 byte", &node.send(chunked).await, StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(
         node.request(Method::GET, PLACEMENTS, None).await,
-        (StatusCode::OK, json!({"placements":[{"shardId":"big","target":"b"}]}))
+        (StatusCode::OK, json!({"placements":[{"shardId":"big","target":"b"}],"next":null}))
     );
 }
 
@@ -452,7 +464,10 @@ async fn types_regions_shards_and_drain_answer_their_shapes() {
 
     let (status, regions) = node.request(Method::GET, "/v1/cluster/regions", None).await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(regions, json!({"regions":[{"address":"a","types":{"cart":"up"},"shards":1,"draining":false}]}));
+    assert_eq!(
+        regions,
+        json!({"regions":[{"address":"a","types":{"cart":"up"},"shards":1,"draining":false}],"next":null})
+    );
     let answer = node.request(Method::POST, "/v1/cluster/regions/a/drain", None).await;
     assert_eq!(answer, (StatusCode::NO_CONTENT, Value::Null));
     let (_, regions) = node.request(Method::GET, "/v1/cluster/regions", None).await;

@@ -1,0 +1,121 @@
+//! Types under control: a region may create a type only when the node
+//! allows it, a type can be deleted (with its regions leaving first when
+//! forced), readiness counts the declared types, and names follow their
+//! rules at every edge.
+
+use axum::http::{Method, StatusCode};
+use serde_json::{Value, json};
+use shardalloc_client::protocol::NodeMessage;
+
+use super::{FakeRegion, TestNode, assert_error, settings_with};
+use crate::server::Security;
+
+#[tokio::test]
+async fn a_region_creates_a_type_only_when_the_node_allows_it() {
+    let node = TestNode::start();
+    let (_, first) = FakeRegion::try_register(&node, "junk", "a").await;
+    let NodeMessage::Refused { reason } = first else { panic!("an undeclared type was created: {first:?}") };
+    assert!(reason.contains("--auto-create-types") && reason.contains("--type junk"), "{reason}");
+    let (_, types) = node.request(Method::GET, "/v1/cluster/shards", None).await;
+    assert_eq!(types["types"].as_array().unwrap().len(), 1, "{types}");
+
+    let mut settings = settings_with(&["cart"]);
+    settings.auto_create_types = true;
+    let node = TestNode::with(settings, Security::default());
+    let _region = node.region("junk", "a").await;
+    let (status, _) = node.request(Method::GET, "/v1/cluster/shards/junk", None).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn readiness_counts_the_declared_types_only() {
+    let mut settings = settings_with(&["cart"]);
+    settings.auto_create_types = true;
+    let node = TestNode::with(settings, Security::default());
+    let _cart = node.region("cart", "a").await;
+    // A type a region created, then left empty, does not make the node unready.
+    let mut junk = node.region("junk", "b").await;
+    junk.send(shardalloc_client::protocol::RegionMessage::Leave).await;
+    junk.expect("LeaveDone", |m| matches!(m, NodeMessage::LeaveDone).then_some(())).await;
+    let (status, body) = node.request(Method::GET, "/readyz", None).await;
+    assert_eq!((status, body), (StatusCode::OK, Value::String("ready\n".into())));
+}
+
+#[tokio::test]
+async fn a_type_without_regions_is_deleted_at_once_and_with_regions_only_when_forced() {
+    let mut settings = settings_with(&["cart", "empty"]);
+    settings.coordinator.drain_batch = 50;
+    let node = TestNode::with(settings, Security::default());
+    let answer = node.request(Method::DELETE, "/v1/cluster/shards/empty", None).await;
+    assert_eq!(answer, (StatusCode::NO_CONTENT, Value::Null));
+    assert_error(
+        "the deleted type",
+        &node.request(Method::GET, "/v1/cluster/shards/empty", None).await,
+        StatusCode::NOT_FOUND,
+    );
+    assert_error(
+        "an unknown type",
+        &node.request(Method::DELETE, "/v1/cluster/shards/nope", None).await,
+        StatusCode::NOT_FOUND,
+    );
+
+    let mut region = node.region("cart", "a").await;
+    for shard in ["1", "2", "3"] {
+        region.home(shard).await;
+    }
+    node.request(Method::POST, "/v1/cluster/shards/cart/placements", Some(r#"{"shardId":"1","target":"a"}"#)).await;
+    let refused = node.request(Method::DELETE, "/v1/cluster/shards/cart", None).await;
+    assert_eq!(assert_error("a type with regions", &refused, StatusCode::CONFLICT), "type-has-regions");
+    assert!(
+        refused.1["error"]["message"].as_str().unwrap().contains("\"a\"")
+            || refused.1["error"]["message"].as_str().unwrap().contains("(a)"),
+        "{}",
+        refused.1
+    );
+    let bad = node.request(Method::DELETE, "/v1/cluster/shards/cart?force=maybe", None).await;
+    assert_error("a bad force", &bad, StatusCode::BAD_REQUEST);
+
+    // Forced: the region's shards stop through the hand-off, then it is let go.
+    let router = node.router.clone();
+    let delete = tokio::spawn(async move {
+        use tower::ServiceExt;
+        let request = axum::http::Request::delete("/v1/cluster/shards/cart?force=true").body(axum::body::Body::empty());
+        router.oneshot(request.unwrap()).await.unwrap().status()
+    });
+    let seen = region.cooperate_until_gone().await;
+    assert_eq!(delete.await.unwrap(), StatusCode::NO_CONTENT);
+    let stopped = seen.iter().filter(|m| matches!(m, NodeMessage::HandOff { .. })).count();
+    assert_eq!(stopped, 3, "every shard is stopped through the hand-off: {seen:?}");
+    assert!(seen.contains(&NodeMessage::LeaveDone), "{seen:?}");
+    assert_error(
+        "the deleted type",
+        &node.request(Method::GET, "/v1/cluster/shards/cart", None).await,
+        StatusCode::NOT_FOUND,
+    );
+    let loaded = node.node().state.store.load().unwrap();
+    assert!(!loaded.types.contains_key("cart") && !loaded.types.contains_key("empty"), "{:?}", loaded.types.keys());
+}
+
+#[tokio::test]
+async fn names_follow_their_rules_at_every_edge() {
+    let node = TestNode::start();
+    for (path, method, body) in [
+        ("/v1/cluster/shards/a%20b", Method::GET, None),
+        ("/v1/cluster/shards/a%0Ab/placements", Method::GET, None),
+        ("/v1/cluster/regions/a%20b/drain", Method::POST, None),
+    ] {
+        let answer = node.request(method, path, body).await;
+        assert_eq!(assert_error(path, &answer, StatusCode::BAD_REQUEST), "invalid-name");
+    }
+    for (what, body) in [
+        ("a target with a space", json!({"shardId": "1", "target": "a b"})),
+        ("a target with a quote and a newline", json!({"shardId": "1", "target": "evil\"} 1\nx"})),
+        ("a shard id with an escape", json!({"shardId": "\u{1b}[2J", "target": "b"})),
+        ("a shard id with a newline", json!({"shardId": "a\nb", "target": "b"})),
+    ] {
+        let answer = node.request(Method::POST, "/v1/cluster/shards/cart/placements", Some(&body.to_string())).await;
+        assert_error(what, &answer, StatusCode::BAD_REQUEST);
+    }
+    let (_, first) = FakeRegion::try_register(&node, "cart", "evil\"} 1\nshardalloc_injected{x=\"y").await;
+    assert!(matches!(&first, NodeMessage::Refused { reason } if reason.contains("printable ASCII")), "{first:?}");
+}
