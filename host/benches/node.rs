@@ -34,6 +34,7 @@ fn settings(data: &std::path::Path) -> NodeSettings {
         driver: DriverSettings::default(),
         security: Security::default(),
         max_instances: 64,
+        connections: Default::default(),
     }
 }
 

@@ -21,7 +21,7 @@ pub enum Command {
     #[command(subcommand)]
     Strategy(strategy::StrategyCommand),
     /// Run the node: coordinator, admin REST API and region sessions on one port.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// List and delete entity types on a running node.
     #[command(subcommand)]
     Types(admin::TypesCommand),
@@ -41,7 +41,7 @@ pub enum Command {
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Strategy(command) => strategy::run(command),
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => serve::run(*args),
         Command::Types(command) => admin::types(command),
         Command::Placements(command) => admin::placements(command),
         Command::Rebalance(args) => admin::rebalance(args),

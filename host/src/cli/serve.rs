@@ -13,7 +13,9 @@ use clap::Args;
 use serde::Deserialize;
 use shardalloc::coordinator::Config;
 use shardalloc::engine::limits::Limits;
+use shardalloc::server::conn::ConnectionLimits;
 use shardalloc::server::driver::{DriverSettings, TypeDeclaration};
+use shardalloc::server::guard::OwnOrigins;
 use shardalloc::server::{Node, NodeSettings, Security, tls};
 use shardalloc::store::StoreConfig;
 use shardalloc::strategy::StrategySource;
@@ -78,6 +80,32 @@ pub struct ServeArgs {
     /// going on without it (the owner must still stop the shard).
     #[arg(long, env = "SHARDALLOC_HANDOFF_ACK_TIMEOUT_MS")]
     handoff_ack_timeout_ms: Option<u64>,
+    /// The URL clients use to reach this node (its own web origin; writes
+    /// from other origins are refused).
+    #[arg(long, env = "SHARDALLOC_ADVERTISE", value_name = "URL")]
+    advertise: Option<String>,
+    /// Another host name this node is reached by (any port); repeatable.
+    #[arg(long = "allowed-host", value_name = "NAME")]
+    allowed_hosts: Vec<String>,
+    /// Milliseconds a client has to send a request head (and to start its
+    /// next request on a kept-alive connection).
+    #[arg(long, env = "SHARDALLOC_HEADER_READ_TIMEOUT_MS")]
+    header_read_timeout_ms: Option<u64>,
+    /// Milliseconds a client has to send a request body.
+    #[arg(long, env = "SHARDALLOC_REQUEST_BODY_TIMEOUT_MS")]
+    request_body_timeout_ms: Option<u64>,
+    /// Milliseconds a connection may sit idle (no request, no traffic).
+    #[arg(long, env = "SHARDALLOC_IDLE_TIMEOUT_MS")]
+    idle_timeout_ms: Option<u64>,
+    /// Milliseconds a region session has to send its Hello, then its Register.
+    #[arg(long, env = "SHARDALLOC_SESSION_HANDSHAKE_TIMEOUT_MS")]
+    session_handshake_timeout_ms: Option<u64>,
+    /// Most open connections, region sessions included.
+    #[arg(long, env = "SHARDALLOC_MAX_CONNECTIONS")]
+    max_connections: Option<usize>,
+    /// Most connections that have not yet made an authorised request.
+    #[arg(long, env = "SHARDALLOC_MAX_UNAUTHENTICATED_CONNECTIONS")]
+    max_unauthenticated_connections: Option<usize>,
     /// Let a region's registration create an entity type the node does not
     /// have (off: types are declared with --type or [types.NAME]).
     #[arg(long, env = "SHARDALLOC_AUTO_CREATE_TYPES")]
@@ -95,10 +123,15 @@ struct FileConfig {
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
     auto_create_types: Option<bool>,
+    advertise: Option<String>,
+    #[serde(default)]
+    allowed_hosts: Vec<String>,
     #[serde(default)]
     coordinator: CoordinatorFile,
     #[serde(default)]
     strategy_limits: LimitsFile,
+    #[serde(default)]
+    connections: ConnectionsFile,
     #[serde(default)]
     types: BTreeMap<String, TypeFile>,
 }
@@ -128,6 +161,17 @@ struct CoordinatorFile {
 struct LimitsFile {
     deadline_ms: Option<u64>,
     memory_mib: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct ConnectionsFile {
+    header_read_timeout_ms: Option<u64>,
+    request_body_timeout_ms: Option<u64>,
+    idle_timeout_ms: Option<u64>,
+    session_handshake_timeout_ms: Option<u64>,
+    max_connections: Option<usize>,
+    max_unauthenticated_connections: Option<usize>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -176,8 +220,14 @@ fn set<T>(target: &mut T, values: [Option<T>; 2]) {
 /// Where the TLS certificate and key are, when TLS is on.
 type TlsFiles = Option<(PathBuf, PathBuf)>;
 
+/// How the node is reached, for its own web origins (known once bound).
+struct Reached {
+    advertise: Option<axum::http::Uri>,
+    allowed_hosts: Vec<String>,
+}
+
 /// Resolves every setting: the listen address, the node's settings and TLS.
-fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFiles)> {
+fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFiles, Reached)> {
     let file: FileConfig = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -251,20 +301,61 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
         types.insert(name.to_owned(), TypeDeclaration { strategy, config: String::new() });
     }
     let auto_create_types = args.auto_create_types || file.auto_create_types.unwrap_or(false);
+    let mut connections = ConnectionLimits::default();
+    let f = &file.connections;
+    let ms = |value: Option<u64>| value.map(Duration::from_millis);
+    set(&mut connections.header_read_timeout, [ms(args.header_read_timeout_ms), ms(f.header_read_timeout_ms)]);
+    set(&mut connections.request_body_timeout, [ms(args.request_body_timeout_ms), ms(f.request_body_timeout_ms)]);
+    set(&mut connections.idle_timeout, [ms(args.idle_timeout_ms), ms(f.idle_timeout_ms)]);
+    set(
+        &mut connections.session_handshake_timeout,
+        [ms(args.session_handshake_timeout_ms), ms(f.session_handshake_timeout_ms)],
+    );
+    set(&mut connections.max_connections, [args.max_connections, f.max_connections]);
+    set(
+        &mut connections.max_unauthenticated,
+        [args.max_unauthenticated_connections, f.max_unauthenticated_connections],
+    );
+    if connections.header_read_timeout.is_zero()
+        || connections.request_body_timeout.is_zero()
+        || connections.idle_timeout.is_zero()
+        || connections.session_handshake_timeout.is_zero()
+    {
+        bail!("connection timeouts must be greater than zero");
+    }
+    if connections.max_connections == 0 || connections.max_unauthenticated == 0 {
+        bail!("connection limits must be at least 1");
+    }
     let driver = DriverSettings { coordinator, limits, types, auto_create_types, ..DriverSettings::default() };
     let settings = NodeSettings {
         cache_dir: Some(data_dir.join("cache")),
         store: StoreConfig::Embedded { dir: data_dir },
         driver,
-        security: Security { admin_token, region_token },
+        security: Security { admin_token, region_token, ..Security::default() },
         max_instances: shardalloc::engine::limits::DEFAULT_MAX_INSTANCES,
+        connections,
     };
-    Ok((listen, settings, tls))
+    let advertise = match args.advertise.or(file.advertise) {
+        None => None,
+        Some(url) => {
+            let uri: axum::http::Uri = url.parse().with_context(|| format!("--advertise {url:?} is not a URL"))?;
+            if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
+                bail!("--advertise {url:?}: expected http(s)://HOST[:PORT]");
+            }
+            Some(uri)
+        }
+    };
+    let mut allowed_hosts = args.allowed_hosts;
+    allowed_hosts.extend(file.allowed_hosts);
+    if let Some(bad) = allowed_hosts.iter().find(|h| h.is_empty() || h.contains(['/', ':', ' '])) {
+        bail!("--allowed-host {bad:?}: expected a host name (no scheme, port or path)");
+    }
+    Ok((listen, settings, tls, Reached { advertise, allowed_hosts }))
 }
 
 /// Runs the node until SIGINT or SIGTERM.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let (listen, mut settings, tls) = settings(args)?;
+    let (listen, mut settings, tls, reached) = settings(args)?;
     let data = match &settings.store {
         StoreConfig::Embedded { dir } => dir.clone(),
         StoreConfig::Memory => PathBuf::from("(memory)"),
@@ -276,6 +367,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
         let address = listener.local_addr()?;
         settings.driver.origin = format!("node@{address}");
+        settings.security.origins = OwnOrigins::new(address, reached.advertise.as_ref(), &reached.allowed_hosts);
         let node = Node::start(settings).with_context(|| format!("cannot start the node on {}", data.display()))?;
         let scheme = if acceptor.is_some() { "https" } else { "http" };
         println!("shardalloc listening on {scheme}://{address} (data in {})", data.display());

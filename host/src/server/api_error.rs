@@ -2,7 +2,7 @@
 //! `{"error":{"code":"…","message":"…"}}` with the status that fits.
 
 use axum::Json;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use shardalloc_client::api::{ErrorBody, ErrorDetail};
 
@@ -99,6 +99,11 @@ impl IntoResponse for ApiError {
             tracing::info!(status = %self.status, code = self.code, message = %self.message, "request refused");
         }
         let body = ErrorBody { error: ErrorDetail { code: self.code.to_owned(), message: self.message } };
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        // The rest of a body too large or too slow is not read: end the connection.
+        if matches!(self.status, StatusCode::PAYLOAD_TOO_LARGE | StatusCode::REQUEST_TIMEOUT) {
+            response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        response
     }
 }

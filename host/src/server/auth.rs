@@ -10,6 +10,7 @@ use subtle::ConstantTimeEq;
 
 use super::AppState;
 use super::api_error::ApiError;
+use super::conn::Trust;
 
 /// True when the `Authorization` header is `Bearer <token>`.
 pub fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
@@ -25,14 +26,26 @@ pub fn is_admin_path(path: &str) -> bool {
     path.starts_with("/v1/") && path != shardalloc_client::protocol::CONNECT_PATH
 }
 
-/// Middleware: refuses admin calls without the admin token (when one is set).
+/// Middleware: refuses admin calls without the admin token (when one is
+/// set). An admin call that passes, or any call to a node without tokens,
+/// trusts its connection ([`Trust`]).
 pub async fn require_admin(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if let Some(token) = &state.security.admin_token
-        && is_admin_path(request.uri().path())
-        && !bearer_matches(request.headers(), token)
-    {
-        return ApiError::unauthorized("an admin token is required: Authorization: Bearer <admin token>")
-            .into_response();
+    let admin = is_admin_path(request.uri().path());
+    match &state.security.admin_token {
+        Some(token) if admin && !bearer_matches(request.headers(), token) => {
+            return ApiError::unauthorized("an admin token is required: Authorization: Bearer <admin token>")
+                .into_response();
+        }
+        Some(_) if admin => trust(&request),
+        None if state.security.region_token.is_none() => trust(&request),
+        _ => {}
     }
     next.run(request).await
+}
+
+/// The request's connection made an authorised request.
+pub fn trust(request: &Request) {
+    if let Some(trust) = request.extensions().get::<Trust>() {
+        trust.grant();
+    }
 }

@@ -17,12 +17,31 @@ pub const MAX_JSON_BODY: usize = 4 << 20;
 /// A parsed JSON body.
 pub struct JsonBody<T>(pub T);
 
+/// True when `error` (or what it wraps) is the request-body timeout.
+fn timed_out(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut source = Some(error);
+    while let Some(current) = source {
+        if current.is::<tower_http::timeout::TimeoutError>() {
+            return true;
+        }
+        source = current.source();
+    }
+    false
+}
+
+/// 408 for a body that did not arrive in time.
+fn body_timeout() -> ApiError {
+    ApiError::new(StatusCode::REQUEST_TIMEOUT, "body-timeout", "the request body did not arrive in time")
+}
+
 /// Reads the raw body, turning axum's rejections into [`ApiError`]s.
 pub async fn raw_body<S: Send + Sync>(request: Request, state: &S) -> Result<Bytes, ApiError> {
     Bytes::from_request(request, state).await.map_err(|rejection| {
         let status = rejection.status();
         if status == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::new(status, "body-too-large", "the request body is larger than this endpoint accepts")
+        } else if timed_out(&rejection) {
+            body_timeout()
         } else {
             ApiError::new(status, "unreadable-body", rejection.body_text())
         }
@@ -48,6 +67,8 @@ pub async fn json_bytes(request: Request) -> Result<Bytes, ApiError> {
                 "body-too-large",
                 format!("the request body is larger than {MAX_JSON_BODY} bytes"),
             )
+        } else if timed_out(&error) {
+            body_timeout()
         } else {
             ApiError::bad_request("unreadable-body", format!("the request body cannot be read: {error}"))
         }

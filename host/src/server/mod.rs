@@ -4,7 +4,8 @@
 //!
 //! - `node.rs`: [`Node`]: opens the store, starts the engine and the driver,
 //!   and serves on a listener the caller gives, until a shutdown future the
-//!   caller gives completes (or the driver ends).
+//!   caller gives completes (or the driver ends); `conn.rs` serves each
+//!   connection with timeouts and the connection limits.
 //! - `driver/`: the coordinator driver on its own thread, in parts
 //!   ([`driver::catalog::TypeCatalog`], [`driver::sessions::Sessions`], the
 //!   turn in [`driver::Driver::step`]), fed [`driver::Input`]s and typed
@@ -16,13 +17,15 @@
 //! - `sessions.rs`: the region sessions' WebSocket tasks; `wire.rs`: the one
 //!   mapping between coordinator messages and wire messages.
 //! - `metrics.rs`: Prometheus metrics with typed labels; `auth.rs`: bearer
-//!   tokens; `api_error.rs`: the one error type; `body.rs`: extractors;
+//!   tokens; `guard.rs`: no cross-site writes (Origin, content types); `api_error.rs`: the one error type; `body.rs`: extractors;
 //!   `tls.rs`: optional TLS on the port.
 
 pub mod api_error;
 pub mod auth;
 pub mod body;
+pub mod conn;
 pub mod driver;
+pub mod guard;
 pub mod metrics;
 mod node;
 pub mod openapi;
@@ -51,6 +54,8 @@ pub struct Security {
     pub admin_token: Option<String>,
     /// Required on region sessions when set.
     pub region_token: Option<String>,
+    /// The web origins writes and WebSocket upgrades may come from.
+    pub origins: guard::OwnOrigins,
 }
 
 /// What the handlers share.
@@ -72,6 +77,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Sandbox limits for strategies.
     pub limits: Limits,
+    /// Limits of every connection.
+    pub connections: conn::ConnectionLimits,
     /// Cancelled when the node shuts down.
     pub shutdown: CancellationToken,
 }

@@ -30,6 +30,8 @@ pub struct NodeSettings {
     pub security: Security,
     /// Instance slots of the engine's pooling allocator.
     pub max_instances: u32,
+    /// Timeouts and limits of every connection.
+    pub connections: super::conn::ConnectionLimits,
 }
 
 /// Why the node could not start.
@@ -76,6 +78,7 @@ impl Node {
             security: Arc::new(settings.security),
             metrics,
             limits,
+            connections: settings.connections,
             shutdown: CancellationToken::new(),
         };
         Ok(Node { state, driver: thread })
@@ -118,10 +121,7 @@ impl Node {
             let _ = state.driver.send(Input::Shutdown).await;
             state.shutdown.cancel();
         };
-        let server = axum::serve(listener, self.router()).with_graceful_shutdown(stop);
-        if let Err(error) = server.await {
-            tracing::error!(%error, "the server failed");
-        }
+        super::conn::serve(listener, self.router(), self.state.connections, stop).await;
         self.stop().await
     }
 }

@@ -84,7 +84,10 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(strategies::MAX_UPLOAD))
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(state.connections.request_body_timeout))
         .layer(from_fn_with_state(state.clone(), auth::require_admin))
+        .layer(from_fn_with_state(state.clone(), super::guard::guard))
+        .layer(axum::middleware::from_fn(super::guard::check_head))
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
 }

@@ -23,9 +23,6 @@ use super::AppState;
 use super::api_error::ApiError;
 use super::driver::{Input, SESSION_OUTBOX};
 
-/// How long a peer has to send its [`Hello`].
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 
 /// Region session (WebSocket upgrade)
@@ -58,6 +55,7 @@ pub async fn connect(State(state): State<AppState>, request: Request) -> Respons
         return ApiError::unauthorized("a region token is required: Authorization: Bearer <region token>")
             .into_response();
     }
+    super::auth::trust(&request);
     let (mut parts, _) = request.into_parts();
     let upgrade = match WebSocketUpgrade::from_request_parts(&mut parts, &state).await {
         Ok(upgrade) => upgrade,
@@ -87,10 +85,11 @@ async fn refuse(socket: &mut WebSocket, reason: String) {
     close(socket, &reason).await;
 }
 
-async fn handshake(socket: &mut WebSocket) -> Result<Hello, String> {
-    let first = tokio::time::timeout(HANDSHAKE_TIMEOUT, socket.recv())
-        .await
-        .map_err(|_| format!("no Hello within {HANDSHAKE_TIMEOUT:?}"))?;
+/// The peer's [`Hello`], within `deadline` (a session that does not send
+/// one, and then its first `Register`, in time is closed).
+async fn handshake(socket: &mut WebSocket, deadline: Duration) -> Result<Hello, String> {
+    let first =
+        tokio::time::timeout(deadline, socket.recv()).await.map_err(|_| format!("no Hello within {deadline:?}"))?;
     let frame = match first {
         Some(Ok(Message::Binary(frame))) => frame,
         Some(Ok(other)) => return Err(format!("the first frame must be a binary Hello, not {}", frame_kind(&other))),
@@ -118,7 +117,8 @@ fn frame_kind(message: &Message) -> &'static str {
 }
 
 async fn session(state: AppState, mut socket: WebSocket) {
-    let hello = match handshake(&mut socket).await {
+    let deadline = state.connections.session_handshake_timeout;
+    let hello = match handshake(&mut socket, deadline).await {
         Ok(hello) => hello,
         Err(reason) => return refuse(&mut socket, reason).await,
     };
@@ -156,10 +156,15 @@ async fn session(state: AppState, mut socket: WebSocket) {
         let _ = refusals.try_send(NodeMessage::Refused { reason: reason.clone() });
         reason
     };
+    let register_by = tokio::time::Instant::now() + deadline;
+    let mut registered = false;
     let reason = loop {
         let next = tokio::select! {
             next = stream.next() => next,
             _ = state.shutdown.cancelled() => break "the node is shutting down".to_owned(),
+            _ = tokio::time::sleep_until(register_by), if !registered => {
+                break violation(format!("no Register within {deadline:?} of the Welcome"));
+            }
         };
         let frame = match next {
             None => break "the peer closed".to_owned(),
@@ -173,6 +178,7 @@ async fn session(state: AppState, mut socket: WebSocket) {
             Ok(message) => message,
             Err(error) => break violation(format!("a malformed frame: {error}")),
         };
+        registered |= matches!(message, RegionMessage::Register(_));
         if state.driver.send(Input::Region { session: id, message }).await.is_err() {
             break "the node is shutting down".to_owned();
         }

@@ -18,6 +18,8 @@ use tokio_rustls::server::TlsStream;
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most finished handshakes waiting for the server to take them.
 const ACCEPTED_QUEUE: usize = 128;
+/// Most handshakes under way at once; a connection beyond it is closed.
+pub const MAX_HANDSHAKES: usize = 512;
 
 /// Why TLS could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -77,6 +79,7 @@ impl TlsListener {
     pub fn new(tcp: TcpListener, acceptor: TlsAcceptor) -> std::io::Result<Self> {
         let local = tcp.local_addr()?;
         let (tx, accepted) = mpsc::channel(ACCEPTED_QUEUE);
+        let handshakes = Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
         tokio::spawn(async move {
             loop {
                 let (stream, peer) = match tcp.accept().await {
@@ -90,8 +93,13 @@ impl TlsListener {
                 if tx.is_closed() {
                     return;
                 }
+                let Ok(permit) = handshakes.clone().try_acquire_owned() else {
+                    tracing::debug!(%peer, "too many TLS handshakes under way: closing the connection");
+                    continue;
+                };
                 let (acceptor, tx) = (acceptor.clone(), tx.clone());
                 tokio::spawn(async move {
+                    let _permit = permit;
                     match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                         Ok(Ok(tls)) => {
                             let _ = tx.send((tls, peer)).await;

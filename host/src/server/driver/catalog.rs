@@ -324,7 +324,9 @@ impl TypeCatalog {
 
     /// Deletes a type and all its state in `turn`.
     pub fn remove(&mut self, name: &str, turn: &mut Turn) {
-        if self.types.remove(name).is_some() {
+        if let Some(entry) = self.types.remove(name) {
+            // A type's state can be large: free it away from the driver thread.
+            std::thread::spawn(move || drop(entry));
             turn.changes.remove(name);
             turn.types.remove(name);
             turn.activations.retain(|(t, _)| t != name);

@@ -10,9 +10,11 @@ use tokio_util::sync::CancellationToken;
 use super::request::{AdminRequest, Reply};
 use super::sessions::SessionId;
 
-/// Most inputs queued for the driver; beyond it REST answers 503 and
-/// sessions wait.
+/// Most region-session inputs queued for the driver; beyond it sessions wait.
 pub const INPUT_QUEUE: usize = 65_536;
+
+/// Most admin requests queued for the driver; beyond it REST answers 503.
+pub const ADMIN_QUEUE: usize = 1_024;
 
 /// What the driver is fed.
 pub enum Input {
@@ -58,13 +60,15 @@ pub enum Unavailable {
 #[derive(Clone)]
 pub struct DriverHandle {
     tx: mpsc::Sender<Input>,
+    admin: mpsc::Sender<AdminRequest>,
     stopped: CancellationToken,
 }
 
 impl DriverHandle {
-    /// A handle over `tx`, whose driver cancels `stopped` when it ends.
-    pub(super) fn new(tx: mpsc::Sender<Input>, stopped: CancellationToken) -> Self {
-        DriverHandle { tx, stopped }
+    /// A handle over the session inputs `tx` and the admin requests `admin`,
+    /// whose driver cancels `stopped` when it ends.
+    pub(super) fn new(tx: mpsc::Sender<Input>, admin: mpsc::Sender<AdminRequest>, stopped: CancellationToken) -> Self {
+        DriverHandle { tx, admin, stopped }
     }
 
     /// Queues an input without waiting.
@@ -82,10 +86,14 @@ impl DriverHandle {
 
     /// Asks the driver `request` (made around its reply channel) and waits
     /// for the answer, released once the turn that handled it is committed.
-    /// A full queue answers [`Unavailable::Busy`] at once.
+    /// Admin requests have their own queue, behind the regions' messages; a
+    /// full one answers [`Unavailable::Busy`] at once.
     pub async fn ask<T>(&self, request: impl FnOnce(Reply<T>) -> AdminRequest) -> Result<T, Unavailable> {
         let (reply, answer) = oneshot::channel();
-        self.try_send(Input::Admin(request(reply)))?;
+        self.admin.try_send(request(reply)).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => Unavailable::Busy,
+            mpsc::error::TrySendError::Closed(_) => Unavailable::Stopped,
+        })?;
         answer.await.map_err(|_| Unavailable::Stopped)
     }
 

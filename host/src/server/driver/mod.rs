@@ -60,8 +60,10 @@ use crate::strategy::StrategySource;
 /// Most messages queued for one region session; a session that falls this
 /// far behind is closed.
 pub const SESSION_OUTBOX: usize = 16_384;
-/// Most inputs handled in one turn (one commit).
+/// Most region-session inputs handled in one turn (one commit).
 pub const MAX_INPUTS_PER_TURN: usize = 4_096;
+/// Most admin requests handled in one turn, after the region inputs.
+pub const MAX_ADMIN_PER_TURN: usize = 32;
 /// How often coordinators get a `Tick`, in milliseconds.
 pub const TICK_MS: Millis = 100;
 /// How often the gauges are recomputed, in milliseconds.
@@ -253,7 +255,9 @@ impl Driver {
     }
 
     /// Handles `inputs` at time `now` (never earlier than a previous step's),
-    /// ticks the coordinators when a tick is due, and commits the turn.
+    /// in the order given (the thread puts region inputs before admin
+    /// requests), ticks the coordinators when a tick is due, and commits the
+    /// turn.
     pub fn step(&mut self, inputs: impl IntoIterator<Item = Input>, now: Millis) -> Result<Flow, DriverError> {
         self.now = self.now.max(now);
         let mut flow = Flow::Continue;

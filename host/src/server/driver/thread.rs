@@ -6,15 +6,26 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::handle::ADMIN_QUEUE;
+use super::request::AdminRequest;
 use super::{
-    Driver, DriverError, DriverHandle, DriverSettings, Flow, INPUT_QUEUE, Input, MAX_INPUTS_PER_TURN, wall_clock_ms,
+    Driver, DriverError, DriverHandle, DriverSettings, Flow, INPUT_QUEUE, Input, MAX_ADMIN_PER_TURN,
+    MAX_INPUTS_PER_TURN, wall_clock_ms,
 };
 use crate::engine::Engine;
 use crate::server::metrics::Metrics;
 use crate::store::Store;
 
 impl Driver {
-    fn run(mut self, mut rx: mpsc::Receiver<Input>) -> Result<(), DriverError> {
+    /// Waits for inputs or the next tick, then steps with a batch: every
+    /// region input waiting (up to [`MAX_INPUTS_PER_TURN`]) first, then at
+    /// most [`MAX_ADMIN_PER_TURN`] admin requests, so operators never delay
+    /// heartbeats and home answers by more than a bounded amount of work.
+    fn run(
+        mut self,
+        mut rx: mpsc::Receiver<Input>,
+        mut admin: mpsc::Receiver<AdminRequest>,
+    ) -> Result<(), DriverError> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
@@ -22,18 +33,32 @@ impl Driver {
         loop {
             let wait = self.until_tick(wall_clock_ms());
             let mut inputs = Vec::new();
-            match runtime.block_on(async { tokio::time::timeout(wait, rx.recv()).await }) {
-                Ok(Some(first)) => {
-                    inputs.push(first);
-                    while inputs.len() < MAX_INPUTS_PER_TURN {
-                        match rx.try_recv() {
-                            Ok(input) => inputs.push(input),
-                            Err(_) => break,
-                        }
-                    }
+            let first = runtime.block_on(async {
+                tokio::select! {
+                    biased;
+                    input = rx.recv() => Some(input),
+                    request = admin.recv(), if !admin.is_closed() => request.map(|r| Some(Input::Admin(r))),
+                    _ = tokio::time::sleep(wait) => None,
                 }
-                Ok(None) => return self.shut_down(),
-                Err(_elapsed) => {}
+            });
+            match first {
+                Some(Some(input)) => inputs.push(input),
+                Some(None) => return self.shut_down(),
+                None => {}
+            }
+            while inputs.len() < MAX_INPUTS_PER_TURN {
+                match rx.try_recv() {
+                    Ok(input) => inputs.push(input),
+                    Err(_) => break,
+                }
+            }
+            let mut taken = inputs.iter().filter(|i| matches!(i, Input::Admin(_))).count();
+            while taken < MAX_ADMIN_PER_TURN {
+                match admin.try_recv() {
+                    Ok(request) => inputs.push(Input::Admin(request)),
+                    Err(_) => break,
+                }
+                taken += 1;
             }
             if self.step(inputs, wall_clock_ms())? == Flow::Stop {
                 return self.shut_down();
@@ -53,14 +78,15 @@ pub fn start(
 ) -> Result<(DriverHandle, std::thread::JoinHandle<Result<(), DriverError>>), DriverError> {
     let driver = Driver::load(store, engine, settings, metrics, wall_clock_ms())?;
     let (tx, rx) = mpsc::channel(INPUT_QUEUE);
+    let (admin_tx, admin) = mpsc::channel(ADMIN_QUEUE);
     let stopped = CancellationToken::new();
-    let handle = DriverHandle::new(tx, stopped.clone());
+    let handle = DriverHandle::new(tx, admin_tx, stopped.clone());
     let thread = std::thread::Builder::new()
         .name("shardalloc-driver".into())
         .spawn(move || {
             // Cancelled however the thread ends, a panic included.
             let _stopped = stopped.drop_guard();
-            let result = driver.run(rx);
+            let result = driver.run(rx, admin);
             if let Err(error) = &result {
                 tracing::error!(%error, "the coordinator driver stopped");
             }

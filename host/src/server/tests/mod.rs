@@ -8,7 +8,9 @@
 //! - `openapi.rs`: the router and the OpenAPI document, in both directions;
 //! - `driver.rs`: [`super::driver::Driver::step`] with time as a value.
 
+mod conn;
 mod driver;
+mod guard;
 mod openapi;
 mod paging;
 mod rest;
@@ -75,7 +77,23 @@ impl TestNode {
 
     /// A node with these driver settings and tokens.
     pub fn with(driver: DriverSettings, security: Security) -> TestNode {
-        let settings = NodeSettings { store: StoreConfig::Memory, cache_dir: None, driver, security, max_instances: 0 };
+        Self::with_connections(driver, security, Default::default())
+    }
+
+    /// A node with these driver settings, tokens and connection limits.
+    pub fn with_connections(
+        driver: DriverSettings,
+        security: Security,
+        connections: crate::server::conn::ConnectionLimits,
+    ) -> TestNode {
+        let settings = NodeSettings {
+            store: StoreConfig::Memory,
+            cache_dir: None,
+            driver,
+            security,
+            max_instances: 0,
+            connections,
+        };
         let node = Node::with_engine(settings, engine()).expect("start a node");
         let router = node.router();
         TestNode { node: Some(node), router }
@@ -100,11 +118,13 @@ impl TestNode {
         (status, body)
     }
 
-    /// A request with an optional JSON body.
+    /// A request with an optional body, sent as a well-behaved client
+    /// would: JSON, or `application/wasm` for a strategy upload.
     pub async fn request(&self, method: Method, path: &str, body: Option<&str>) -> (StatusCode, Value) {
+        let upload = method == Method::POST && path == "/v1/strategies";
         let mut request = Request::builder().method(method).uri(path);
         if body.is_some() {
-            request = request.header("content-type", "application/json");
+            request = request.header("content-type", if upload { "application/wasm" } else { "application/json" });
         }
         self.send(request.body(Body::from(body.unwrap_or_default().to_owned())).unwrap()).await
     }

@@ -327,7 +327,10 @@ async fn bodies_over_four_mib_are_refused_with_413() {
         let answer = node.request(method, path, Some(&over)).await;
         assert_error(&format!("a body of 4 MiB + 1 byte to {path}"), &answer, StatusCode::PAYLOAD_TOO_LARGE);
     }
-    let upload = Request::post("/v1/strategies").body(Body::from(vec![0u8; (32 << 20) + 1])).unwrap();
+    let upload = Request::post("/v1/strategies")
+        .header("content-type", "application/wasm")
+        .body(Body::from(vec![0u8; (32 << 20) + 1]))
+        .unwrap();
     assert_error("an upload of 32 MiB + 1 byte", &node.send(upload).await, StatusCode::PAYLOAD_TOO_LARGE);
     // Without a content length (chunked), the limit holds too.
     let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
@@ -368,7 +371,7 @@ async fn rebalance_answers_202_with_accepted_and_rejected_reasons() {
 
 #[tokio::test]
 async fn the_admin_token_guards_v1_but_not_health() {
-    let security = Security { admin_token: Some("secret".into()), region_token: None };
+    let security = Security { admin_token: Some("secret".into()), ..Security::default() };
     let node = TestNode::with(settings_with(&["cart"]), security);
     let get = |authorization: Option<&str>| {
         let mut request = Request::get("/v1/cluster/shards");

@@ -1,0 +1,182 @@
+//! What a request must look like before a handler sees it, so that a web
+//! page cannot write to a node (a tokenless loopback node included, DNS
+//! rebinding included):
+//!
+//! - a write (`POST`, `PUT`, `PATCH`, `DELETE`) or a WebSocket upgrade whose
+//!   `Origin` header is present but is not one of the node's own origins
+//!   ([`OwnOrigins`]; `null` never is) gets `403 cross-origin`; requests
+//!   without `Origin` (curl, the CLI, region clients) pass;
+//! - a request body must say what it is: `application/json`, or
+//!   `application/wasm` for a strategy upload; else `415`. Body-less writes
+//!   (drain, rollback, DELETEs) need no content type.
+//!
+//! No CORS header is ever sent.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::AppState;
+use super::api_error::ApiError;
+
+/// The origins (`scheme://host[:port]` as browsers send them) that are the
+/// node's own: its listen address (and `localhost`, `127.0.0.1`, `[::1]`
+/// with its port when it listens on loopback), its advertised URL, and the
+/// host names allowed by `--allowed-host` (with any port).
+#[derive(Clone, Debug, Default)]
+pub struct OwnOrigins {
+    /// `host:port` authorities, lower case.
+    authorities: BTreeSet<String>,
+    /// Host names allowed with any port, lower case.
+    hosts: BTreeSet<String>,
+}
+
+impl OwnOrigins {
+    /// The origins of a node listening on `listen`, reached at `advertise`
+    /// (a URL), and also known by `allowed_hosts`.
+    pub fn new(listen: SocketAddr, advertise: Option<&Uri>, allowed_hosts: &[String]) -> Self {
+        let mut authorities = BTreeSet::new();
+        let port = listen.port();
+        authorities.insert(authority(&listen.ip().to_string(), port));
+        if listen.ip().is_loopback() || listen.ip().is_unspecified() {
+            for host in ["localhost", "127.0.0.1", "[::1]"] {
+                authorities.insert(authority(host, port));
+            }
+        }
+        if let Some(url) = advertise
+            && let Some(host) = url.host()
+        {
+            authorities.insert(authority(host, url.port_u16().unwrap_or(default_port(url.scheme_str()))));
+        }
+        let hosts = allowed_hosts.iter().map(|h| h.to_ascii_lowercase()).collect();
+        OwnOrigins { authorities, hosts }
+    }
+
+    /// True when `origin` (an `Origin` header's value) is one of the node's own.
+    pub fn allows(&self, origin: &str) -> bool {
+        let Ok(uri) = origin.parse::<Uri>() else { return false };
+        let Some(host) = uri.host() else { return false };
+        let host = host.to_ascii_lowercase();
+        let port = uri.port_u16().unwrap_or(default_port(uri.scheme_str()));
+        self.hosts.contains(host.trim_start_matches('[').trim_end_matches(']'))
+            || self.hosts.contains(&host)
+            || self.authorities.contains(&authority(&host, port))
+    }
+}
+
+fn authority(host: &str, port: u16) -> String {
+    let host = host.to_ascii_lowercase();
+    if host.contains(':') && !host.starts_with('[') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
+}
+
+fn default_port(scheme: Option<&str>) -> u16 {
+    match scheme {
+        Some("https" | "wss") => 443,
+        _ => 80,
+    }
+}
+
+fn is_write(method: &Method) -> bool {
+    matches!(*method, Method::POST | Method::PUT | Method::PATCH | Method::DELETE)
+}
+
+fn is_upgrade(headers: &HeaderMap) -> bool {
+    headers.get(header::UPGRADE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
+}
+
+/// The media type a write to `path` must carry.
+fn expected_type(method: &Method, path: &str) -> &'static str {
+    if *method == Method::POST && path == "/v1/strategies" { "application/wasm" } else { "application/json" }
+}
+
+/// The longest request target (path and query), in bytes.
+pub const MAX_URI_BYTES: usize = 8 << 10;
+/// The most bytes of request headers.
+pub const MAX_HEADER_BYTES: usize = 64 << 10;
+
+/// Middleware, outermost: a request target over [`MAX_URI_BYTES`] gets 414
+/// and headers over [`MAX_HEADER_BYTES`] get 431, with the JSON error body
+/// (hyper's own answers to such requests have none; its buffer is set
+/// larger, `conn.rs`, so these come first).
+pub async fn check_head(request: Request, next: Next) -> Response {
+    let target = request.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    if target > MAX_URI_BYTES {
+        let message = format!("the request target is {target} bytes; at most {MAX_URI_BYTES}");
+        return ApiError::new(StatusCode::URI_TOO_LONG, "uri-too-long", message).into_response();
+    }
+    let headers: usize = request.headers().iter().map(|(name, value)| name.as_str().len() + value.len() + 4).sum();
+    if headers > MAX_HEADER_BYTES {
+        let message = format!("the request headers are {headers} bytes; at most {MAX_HEADER_BYTES}");
+        return ApiError::new(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "headers-too-large", message)
+            .into_response();
+    }
+    next.run(request).await
+}
+
+/// Middleware: the rules in the module documentation.
+pub async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let (method, headers) = (request.method(), request.headers());
+    if is_write(method) || is_upgrade(headers) {
+        for origin in headers.get_all(header::ORIGIN) {
+            let origin = origin.to_str().unwrap_or("(not text)");
+            if !state.security.origins.allows(origin) {
+                let message = format!(
+                    "a request from the web origin {origin:?} is refused: it is not this node's own \
+                     (its address, --advertise, --allowed-host)"
+                );
+                return ApiError::new(StatusCode::FORBIDDEN, "cross-origin", message).into_response();
+            }
+        }
+    }
+    let has_body = !axum::body::HttpBody::is_end_stream(request.body());
+    if matches!(*method, Method::POST | Method::PUT | Method::PATCH) && has_body {
+        let expected = expected_type(method, request.uri().path());
+        let given = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+        let media = given.split(';').next().unwrap_or("").trim();
+        if !media.eq_ignore_ascii_case(expected) {
+            let shown = if given.is_empty() { "none".to_owned() } else { format!("{given:?}") };
+            let message = format!("this request's body must be sent as Content-Type: {expected} (it was {shown})");
+            return ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported-media-type", message)
+                .into_response();
+        }
+    }
+    next.run(request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_origins_are_the_listen_address_the_advertised_url_and_allowed_hosts() {
+        let advertise: Uri = "https://shardalloc.example.com".parse().unwrap();
+        let own = OwnOrigins::new("127.0.0.1:7878".parse().unwrap(), Some(&advertise), &["Ops.Example".into()]);
+        for allowed in [
+            "http://127.0.0.1:7878",
+            "http://localhost:7878",
+            "http://[::1]:7878",
+            "https://shardalloc.example.com",
+            "https://shardalloc.example.com:443",
+            "http://ops.example:9000",
+        ] {
+            assert!(own.allows(allowed), "{allowed}");
+        }
+        for refused in [
+            "null",
+            "http://evil.example",
+            "http://127.0.0.1:7879",
+            "http://localhost",
+            "http://shardalloc.example.com",
+            "",
+            "file://",
+        ] {
+            assert!(!own.allows(refused), "{refused}");
+        }
+        let wide = OwnOrigins::new("10.0.0.5:7878".parse().unwrap(), None, &[]);
+        assert!(wide.allows("http://10.0.0.5:7878") && !wide.allows("http://localhost:7878"));
+    }
+}
