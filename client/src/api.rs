@@ -447,7 +447,7 @@ pub struct Strategies {
     pub next: Option<String>,
 }
 
-/// `PUT …/strategy`, `PUT …/strategy/shadow` and the candidate of a dry run.
+/// `PUT …/strategy` and `PUT …/strategy/shadow`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -457,6 +457,9 @@ pub struct ActivateRequest {
     /// Its configuration (any JSON; default none).
     #[serde(default)]
     pub config: Option<serde_json::Value>,
+    /// Activate without the dry run that must otherwise pass first.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub force: bool,
 }
 
 /// `POST …/strategy/dry-run`.

@@ -323,7 +323,7 @@ fn dry_run_reports_without_applying() {
             .load_source(&StrategySource::Builtin("least-shard".into()), r#"{"relative_limit":1.0}"#, generous(), None)
             .unwrap(),
     );
-    let result = dry_run(candidate, &snapshot, &["new".to_owned()], 3).unwrap();
+    let result = dry_run(candidate, &snapshot, &["new".to_owned()], 3, far()).unwrap();
     assert_eq!(result.allocations[0].1.as_ref().unwrap().region, "b");
     // Optimal is 2 per region; with the relative limit at 1.0 all four extra shards move at once.
     assert_eq!(result.rebalance.shards, ["1", "2", "3", "4"]);
@@ -335,7 +335,35 @@ fn dry_run_reports_without_applying() {
     assert_eq!(snapshot.regions[0].shards.len(), 6);
     let candidate =
         Box::new(engine().load_source(&StrategySource::Builtin("hash".into()), "", generous(), None).unwrap());
-    assert_eq!(dry_run(candidate, &snapshot, &[], 1000).unwrap_err(), DryRunError::TooManyRounds(1000));
+    assert_eq!(dry_run(candidate, &snapshot, &[], 1000, far()).unwrap_err(), DryRunError::TooManyRounds(1000));
+}
+
+/// A deadline no test reaches.
+fn far() -> std::time::Instant {
+    std::time::Instant::now() + Duration::from_secs(600)
+}
+
+#[test]
+fn a_dry_run_fails_at_the_first_fault_and_stops_at_its_deadline() {
+    let snapshot = Scenario::parse("a=1,2,3,4,5,6 b= c=").snapshot;
+    // A candidate that traps on every allocate fails, naming the fault.
+    let candidate = Box::new(misbehaving(r#"{"allocate":"panic"}"#, generous()));
+    let error = dry_run(candidate, &snapshot, &["new".to_owned()], 3, far()).unwrap_err();
+    let DryRunError::Failed(what) = &error else { panic!("{error:?}") };
+    assert!(what.starts_with("allocate new") && what.contains("trap"), "{what}");
+    // One whose rebalance answers wrongly fails before any round.
+    let candidate = Box::new(misbehaving(r#"{"rebalance":"duplicate"}"#, generous()));
+    let error = dry_run(candidate, &snapshot, &[], 3, far()).unwrap_err();
+    assert!(matches!(&error, DryRunError::Failed(what) if what.starts_with("rebalance")), "{error:?}");
+    // One that loops meets the dry run's deadline, not 100 rounds of call deadlines.
+    let looping = Limits { deadline: Duration::from_millis(200), ..generous() };
+    let candidate = Box::new(misbehaving(r#"{"allocate":"loop","rebalance":"all"}"#, looping));
+    let started = std::time::Instant::now();
+    let deadline = started + Duration::from_millis(300);
+    let many: Vec<String> = (0..50).map(|i| format!("s{i}")).collect();
+    let error = dry_run(candidate, &snapshot, &many, 100, deadline).unwrap_err();
+    assert!(matches!(error, DryRunError::TimedOut(0) | DryRunError::Failed(_)), "{error:?}");
+    assert!(started.elapsed() < Duration::from_secs(30), "the dry run ran {:?}", started.elapsed());
 }
 
 #[test]

@@ -57,7 +57,8 @@ async fn state_survives(stop: Stop) {
         let home = tokio::time::timeout(Duration::from_secs(30), region.home_of(shard)).await.unwrap().unwrap();
         assert_eq!(home, "r1");
     }
-    let activated = admin.activate("cart", &ActivateRequest { strategy: "hash".into(), config: None }).await.unwrap();
+    let activated =
+        admin.activate("cart", &ActivateRequest { strategy: "hash".into(), config: None, force: false }).await.unwrap();
     assert_eq!(activated.active.name, "hash");
     let hashed = tokio::time::timeout(Duration::from_secs(30), region.home_of("hashed")).await.unwrap().unwrap();
     assert_eq!(hashed, "r1");

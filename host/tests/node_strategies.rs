@@ -105,8 +105,10 @@ async fn hot_swap_and_rollback_under_load_fail_no_home_lookup() {
     assert_eq!(stored.name, "hash");
     load.progress(50, "after the upload").await;
 
-    let activated =
-        admin.activate("cart", &ActivateRequest { strategy: stored.digest.clone(), config: None }).await.unwrap();
+    let activated = admin
+        .activate("cart", &ActivateRequest { strategy: stored.digest.clone(), config: None, force: false })
+        .await
+        .unwrap();
     assert_eq!(activated.active.name, "hash", "{activated:?}");
     let types = admin.types().await.unwrap();
     assert!(types.types[0].strategy.starts_with("hash@"), "{types:?}");

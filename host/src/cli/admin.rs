@@ -129,6 +129,9 @@ pub enum StrategiesCommand {
         /// Its configuration, as JSON.
         #[arg(long)]
         config: Option<String>,
+        /// Activate without the dry run that must otherwise pass first.
+        #[arg(long)]
+        force: bool,
     },
     /// Activates again the strategy active before the current one.
     Rollback {
@@ -243,10 +246,10 @@ pub fn strategies(command: StrategiesCommand) -> anyhow::Result<()> {
                 let stored = node.client()?.upload_strategy(bytes).await?;
                 println!("{}\t{}@{}", stored.digest, shown(&stored.name), shown(&stored.version));
             }
-            StrategiesCommand::Activate { node, entity_type, strategy, config } => {
+            StrategiesCommand::Activate { node, entity_type, strategy, config, force } => {
                 let config =
                     config.map(|text| serde_json::from_str(&text).context("--config is not JSON")).transpose()?;
-                let state = node.client()?.activate(&entity_type, &ActivateRequest { strategy, config }).await?;
+                let state = node.client()?.activate(&entity_type, &ActivateRequest { strategy, config, force }).await?;
                 println!(
                     "{}: {}@{} active",
                     shown(&entity_type),

@@ -25,6 +25,7 @@ pub mod auth;
 pub mod body;
 pub mod conn;
 pub mod driver;
+pub mod dry_runs;
 pub mod guard;
 pub mod metrics;
 mod node;
@@ -79,6 +80,8 @@ pub struct AppState {
     pub limits: Limits,
     /// Limits of every connection.
     pub connections: conn::ConnectionLimits,
+    /// The dry runs under way.
+    pub dry_runs: Arc<dry_runs::DryRuns>,
     /// Cancelled when the node shuts down.
     pub shutdown: CancellationToken,
 }

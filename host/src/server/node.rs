@@ -79,6 +79,7 @@ impl Node {
             metrics,
             limits,
             connections: settings.connections,
+            dry_runs: Arc::default(),
             shutdown: CancellationToken::new(),
         };
         Ok(Node { state, driver: thread })

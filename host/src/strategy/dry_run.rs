@@ -2,12 +2,18 @@
 //! without applying anything. Allocation answers for given shards, the
 //! rebalance set, and K rounds of moves and counts computed by the same
 //! code as `shardalloc strategy simulate`.
+//!
+//! A dry run is a test the candidate must pass: it stops at the first
+//! answer the fallback had to replace (a fault, an error, an invalid answer)
+//! and at its deadline, and says which.
 
 use shardalloc_guest::Snapshot;
 
-use super::external::{Allocation, ExternalAllocation, Rebalance};
+use std::time::Instant;
+
+use super::external::{Allocation, AllocationReason, ExternalAllocation, Rebalance};
 use super::guarded::{Guarded, NoAllocatableRegion};
-use super::simulate::{Round, simulate};
+use super::simulate::{Bounds, Round, Stopped, simulate_within};
 use super::{AllocationStrategy, ClusterView};
 
 /// Most rounds a dry run may simulate.
@@ -36,15 +42,22 @@ pub enum DryRunError {
     /// Too many shards requested.
     #[error("{0} shards requested; at most {MAX_DRY_RUN_SHARDS}")]
     TooManyShards(usize),
+    /// The candidate failed and the fallback decided.
+    #[error("the candidate failed: {0}")]
+    Failed(String),
+    /// The dry run did not finish by its deadline.
+    #[error("the dry run did not finish in time (after {0} complete rounds)")]
+    TimedOut(usize),
 }
 
 /// Runs `candidate` on `snapshot` (its placements included) without
-/// applying anything.
+/// applying anything, until `deadline`.
 pub fn dry_run(
     candidate: Box<dyn AllocationStrategy>,
     snapshot: &Snapshot,
     shards: &[String],
     rounds: usize,
+    deadline: Instant,
 ) -> Result<DryRun, DryRunError> {
     if rounds > MAX_DRY_RUN_ROUNDS {
         return Err(DryRunError::TooManyRounds(rounds));
@@ -57,8 +70,25 @@ pub fn dry_run(
         external.set_placement(shard.clone(), target.clone());
     }
     let view = ClusterView::from_snapshot(snapshot);
-    let allocations = shards.iter().map(|s| (s.clone(), external.allocate(&view, s, None))).collect();
+    let mut allocations = Vec::with_capacity(shards.len());
+    for shard in shards {
+        if Instant::now() >= deadline {
+            return Err(DryRunError::TimedOut(0));
+        }
+        let allocation = external.allocate(&view, shard, None);
+        if let Ok(Allocation { reason: AllocationReason::Fallback(error), .. }) = &allocation {
+            return Err(DryRunError::Failed(format!("allocate {shard}: {error}")));
+        }
+        allocations.push((shard.clone(), allocation));
+    }
     let rebalance = external.rebalance(&view);
-    let rounds = simulate(&mut external, snapshot, rounds, |_| {});
+    if let Some(error) = &rebalance.fallback {
+        return Err(DryRunError::Failed(format!("rebalance: {error}")));
+    }
+    let bounds = Bounds { deadline: Some(deadline), stop_at_fallback: true };
+    let rounds = simulate_within(&mut external, snapshot, rounds, bounds, |_| {}).map_err(|stopped| match stopped {
+        Stopped::TimedOut(done) => DryRunError::TimedOut(done),
+        Stopped::Fallback(what) => DryRunError::Failed(what),
+    })?;
     Ok(DryRun { allocations, rebalance, rounds })
 }

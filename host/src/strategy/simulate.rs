@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Instant;
 
 use shardalloc_guest::Snapshot;
 
@@ -31,14 +32,44 @@ pub struct Round {
     pub fallbacks: Vec<String>,
 }
 
+/// When a simulation stops early.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Bounds {
+    /// Stop once this instant passes.
+    pub deadline: Option<Instant>,
+    /// Stop at the first answer the fallback had to replace.
+    pub stop_at_fallback: bool,
+}
+
+/// Why a simulation stopped early.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stopped {
+    /// Its deadline passed, after this many complete rounds.
+    TimedOut(usize),
+    /// The strategy failed and the fallback decided (what, and why).
+    Fallback(String),
+}
+
 /// Runs `rounds` rounds on a copy of `snapshot`'s homes, calling `each` after
 /// every round (for progress output), and returns all rounds.
 pub fn simulate(
     external: &mut ExternalAllocation,
     snapshot: &Snapshot,
     rounds: usize,
-    mut each: impl FnMut(&Round),
+    each: impl FnMut(&Round),
 ) -> Vec<Round> {
+    simulate_within(external, snapshot, rounds, Bounds::default(), each).expect("unbounded simulations do not stop")
+}
+
+/// [`simulate`], stopping early as `bounds` say.
+pub fn simulate_within(
+    external: &mut ExternalAllocation,
+    snapshot: &Snapshot,
+    rounds: usize,
+    bounds: Bounds,
+    mut each: impl FnMut(&Round),
+) -> Result<Vec<Round>, Stopped> {
+    let late = || bounds.deadline.is_some_and(|d| Instant::now() >= d);
     let base = ClusterView::from_snapshot(snapshot);
     let topology = Arc::clone(base.topology());
     let metrics = base.metrics().to_vec();
@@ -50,9 +81,17 @@ pub fn simulate(
     };
     let mut all = Vec::with_capacity(rounds);
     for round in 1..=rounds {
+        if late() {
+            return Err(Stopped::TimedOut(round - 1));
+        }
         let view = view_of(&homes, &in_progress);
         let decision = external.rebalance(&view);
         let mut fallbacks: Vec<String> = decision.fallback.iter().map(|e| format!("rebalance: {e}")).collect();
+        if bounds.stop_at_fallback
+            && let Some(first) = fallbacks.first()
+        {
+            return Err(Stopped::Fallback(format!("round {round}, {first}")));
+        }
         let moved = decision.shards;
         let moving: BTreeSet<&str> = moved.iter().map(String::as_str).collect();
         for shards in &mut homes {
@@ -61,6 +100,9 @@ pub fn simulate(
         in_progress.clear();
         let mut unallocated = Vec::new();
         for shard in &moving {
+            if late() {
+                return Err(Stopped::TimedOut(round - 1));
+            }
             // allocate needs only counts: no per-shard copy per decision.
             let counts = homes.iter().map(|h| h.len() as u32).collect();
             let view = ClusterView::for_allocation(topology.clone(), metrics.clone(), counts)
@@ -69,6 +111,9 @@ pub fn simulate(
                 Ok(allocation) => {
                     if let super::external::AllocationReason::Fallback(e) = &allocation.reason {
                         fallbacks.push(format!("allocate {shard}: {e}"));
+                        if bounds.stop_at_fallback {
+                            return Err(Stopped::Fallback(format!("round {round}, allocate {shard}: {e}")));
+                        }
                     }
                     let index = view.region_index(&allocation.region).expect("allocations name known regions");
                     homes[index].push((*shard).to_owned());
@@ -81,5 +126,5 @@ pub fn simulate(
         each(&result);
         all.push(result);
     }
-    all
+    Ok(all)
 }

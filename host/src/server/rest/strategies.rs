@@ -5,6 +5,7 @@
 //! threads; the driver thread only swaps, between two decisions.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::Json;
 use axum::extract::State;
@@ -21,12 +22,13 @@ use crate::server::AppState;
 use crate::server::api_error::ApiError;
 use crate::server::body::{JsonBody, Params, RawBody};
 use crate::server::driver::request::{AdminRequest, Candidate};
+use crate::server::dry_runs::DRY_RUN_DEADLINE;
 use crate::server::openapi::{
     BadRequest, Conflict, Internal, NotFound, TooLarge, Unauthorized, Unavailable, UnknownType, Unprocessable,
 };
 use crate::store::ComponentRecord;
 use crate::strategy::StrategySource;
-use crate::strategy::dry_run::dry_run;
+use crate::strategy::dry_run::{DryRunError, dry_run};
 
 /// The largest component accepted by `POST /v1/strategies`, in bytes.
 pub const MAX_UPLOAD: usize = crate::engine::limits::MAX_COMPONENT_SIZE;
@@ -150,7 +152,8 @@ pub async fn delete(State(state): State<AppState>, Params(digest): Params<String
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Runs a candidate on the type's current state, off the driver thread.
+/// Runs a candidate on the type's current state, off the driver thread,
+/// within the dry-run limits: 422 when it fails or does not finish in time.
 async fn run_dry(
     state: &AppState,
     name: String,
@@ -159,25 +162,25 @@ async fn run_dry(
     rounds: usize,
     shards: Vec<String>,
 ) -> Result<DryRunResponse, ApiError> {
+    let slot = state.dry_runs.start(&name)?;
     let snapshot = super::types::snapshot_of(state, name).await?;
     let engine = state.engine.clone();
     let limits = state.limits;
     blocking(move || {
+        let _slot = slot;
         let candidate = engine
             .instantiate(&compiled, &config, limits)
             .map_err(|e| ApiError::unprocessable("strategy-refused", format!("the strategy does not load: {e}")))?;
         let label = format!("{}@{}", compiled.info.name, compiled.info.version);
-        let run = dry_run(Box::new(candidate), &snapshot, &shards, rounds)
-            .map_err(|e| ApiError::bad_request("invalid-dry-run", e.to_string()))?;
-        if let Some(error) = &run.rebalance.fallback {
-            return Err(ApiError::unprocessable("dry-run-failed", format!("{label} failed its dry run: {error}")));
-        }
-        if let Some(round) = run.rounds.iter().find(|r| !r.fallbacks.is_empty()) {
-            return Err(ApiError::unprocessable(
-                "dry-run-failed",
-                format!("{label} failed its dry run in round {}: {}", round.round, round.fallbacks.join("; ")),
-            ));
-        }
+        let deadline = Instant::now() + DRY_RUN_DEADLINE;
+        let run = dry_run(Box::new(candidate), &snapshot, &shards, rounds, deadline).map_err(|e| match e {
+            DryRunError::TooManyRounds(_) | DryRunError::TooManyShards(_) => {
+                ApiError::bad_request("invalid-dry-run", e.to_string())
+            }
+            DryRunError::Failed(_) | DryRunError::TimedOut(_) => {
+                ApiError::unprocessable("dry-run-failed", format!("{label} failed its dry run: {e}"))
+            }
+        })?;
         Ok(DryRunResponse {
             strategy: label,
             allocations: run
@@ -195,8 +198,10 @@ async fn run_dry(
 /// Dry-run a candidate strategy
 ///
 /// 404 `unknown-strategy` or `unknown-type`. 400 `invalid-dry-run` for more
-/// than 100 rounds or 1,000 shards. 422 when the candidate does not load or
-/// falls back during the run.
+/// than 100 rounds or 1,000 shards. 422 when the candidate does not load,
+/// or fails during the run (a fault, an error or an answer the node refuses:
+/// the message names it), or does not finish within 30 s. 429 `dry-run-busy`
+/// while another dry run of the type, or two in all, are under way.
 #[utoipa::path(
     post, path = "/v1/cluster/shards/{type}/strategy/dry-run", operation_id = "dryRunStrategy", tag = "strategies",
     params(("type" = String, Path, description = "The entity type.")),
@@ -228,7 +233,9 @@ pub async fn dry_run_candidate(
 /// Loads and configures the strategy, dry-runs it on the type's current
 /// state (one rebalance round), then swaps it in between two decisions. 404
 /// `unknown-strategy` or `unknown-type`. 422 when it does not compile,
-/// refuses its configuration or fails the dry run; the active strategy stays.
+/// refuses its configuration or fails the dry run (unless `"force": true`,
+/// which skips the dry run); the active strategy stays. 429 while another
+/// dry run of the type is under way.
 #[utoipa::path(
     put, path = "/v1/cluster/shards/{type}/strategy", operation_id = "activateStrategy", tag = "strategies",
     params(("type" = String, Path, description = "The entity type.")),
@@ -251,7 +258,9 @@ pub async fn activate(
     JsonBody(request): JsonBody<ActivateRequest>,
 ) -> Result<Json<StrategyState>, ApiError> {
     let candidate = candidate(&state, &request.strategy, &request.config).await?;
-    run_dry(&state, name.clone(), candidate.compiled.clone(), candidate.config.clone(), 1, Vec::new()).await?;
+    if !request.force {
+        run_dry(&state, name.clone(), candidate.compiled.clone(), candidate.config.clone(), 1, Vec::new()).await?;
+    }
     Ok(Json(state.driver.ask(|reply| AdminRequest::Activate { name, candidate, reply }).await??))
 }
 

@@ -171,3 +171,35 @@ async fn a_type_declared_with_a_file_stores_it_like_an_upload() {
     let entry = listed["strategies"].as_array().unwrap().iter().find(|s| s["digest"] == digest.as_str()).cloned();
     assert_eq!(entry.unwrap()["activeIn"], json!(["cart"]), "{listed}");
 }
+
+#[tokio::test]
+async fn a_candidate_that_fails_its_dry_run_is_refused_unless_forced() {
+    let node = TestNode::start();
+    let mut region = node.region("cart", "a").await;
+    let _b = node.region("cart", "b").await;
+    for shard in ["1", "2", "3"] {
+        region.home(shard).await;
+    }
+    let stored = upload(&node, fixture_bytes()).await;
+    let digest = stored["digest"].as_str().unwrap();
+    let faulty = json!({ "strategy": digest, "config": {"allocate": "panic"}, "shardIds": ["new"] }).to_string();
+    let answer = node.request(Method::POST, "/v1/cluster/shards/cart/strategy/dry-run", Some(&faulty)).await;
+    assert_eq!(
+        assert_error("a trapping candidate's dry run", &answer, StatusCode::UNPROCESSABLE_ENTITY),
+        "dry-run-failed"
+    );
+    let message = answer.1["error"]["message"].as_str().unwrap();
+    assert!(message.contains("allocate new") && message.contains("trap"), "{message}");
+    let wrong = json!({ "strategy": digest, "config": {"rebalance": "duplicate"} }).to_string();
+    let answer = node.request(Method::PUT, "/v1/cluster/shards/cart/strategy", Some(&wrong)).await;
+    assert_eq!(
+        assert_error("activating a failing candidate", &answer, StatusCode::UNPROCESSABLE_ENTITY),
+        "dry-run-failed"
+    );
+    let (_, state) = node.request(Method::GET, "/v1/cluster/shards/cart/strategy", None).await;
+    assert_eq!(state["active"]["name"], "least-shard", "the refused candidate was activated: {state}");
+    let forced = json!({ "strategy": digest, "config": {"rebalance": "duplicate"}, "force": true }).to_string();
+    let (status, state) = node.request(Method::PUT, "/v1/cluster/shards/cart/strategy", Some(&forced)).await;
+    assert_eq!(status, StatusCode::OK, "{state}");
+    assert_eq!(state["active"]["digest"], digest, "{state}");
+}
