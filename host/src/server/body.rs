@@ -48,12 +48,67 @@ pub async fn raw_body<S: Send + Sync>(request: Request, state: &S) -> Result<Byt
     })
 }
 
-/// Parses JSON, naming where and why it failed.
+/// Parses JSON, naming where and why it failed. An object with the same key
+/// twice is refused (JSON parsers disagree on which one wins).
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if bytes.is_empty() {
         return Err(ApiError::bad_request("invalid-body", "the request body is empty; JSON was expected"));
     }
-    serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request("invalid-body", format!("invalid JSON body: {e}")))
+    let invalid = |e: serde_json::Error| ApiError::bad_request("invalid-body", format!("invalid JSON body: {e}"));
+    serde_json::from_slice::<NoDuplicateKeys>(bytes).map_err(invalid)?;
+    serde_json::from_slice(bytes).map_err(invalid)
+}
+
+/// Any JSON value in which no object has a key twice.
+struct NoDuplicateKeys;
+
+impl<'de> serde::Deserialize<'de> for NoDuplicateKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(NoDuplicateKeys)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for NoDuplicateKeys {
+    type Value = NoDuplicateKeys;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_unit<E>(self) -> Result<Self, E> {
+        Ok(self)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self, A::Error> {
+        while seq.next_element::<NoDuplicateKeys>()?.is_some() {}
+        Ok(self)
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self, A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if !seen.insert(key.clone()) {
+                return Err(serde::de::Error::custom(format!("the key {key:?} appears twice in one object")));
+            }
+            map.next_value::<NoDuplicateKeys>()?;
+        }
+        Ok(self)
+    }
 }
 
 /// Reads a JSON request's body, at most [`MAX_JSON_BODY`] bytes.

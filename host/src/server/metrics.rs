@@ -87,6 +87,33 @@ label_words! {
     Call { Allocate => "allocate", Rebalance => "rebalance", }
 }
 
+/// A label value from outside (a type name, a region address), escaped as
+/// the text format requires: `\`, `"` and a newline (prometheus-client
+/// writes label values as given).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LabelText(String);
+
+impl From<&str> for LabelText {
+    fn from(text: &str) -> Self {
+        LabelText(text.to_owned())
+    }
+}
+
+impl EncodeLabelValue for LabelText {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        use std::fmt::Write;
+        for c in self.0.chars() {
+            match c {
+                '\\' => encoder.write_str("\\\\")?,
+                '"' => encoder.write_str("\\\"")?,
+                '\n' => encoder.write_str("\\n")?,
+                c => encoder.write_char(c)?,
+            }
+        }
+        Ok(())
+    }
+}
+
 impl From<&StrategyError> for FallbackReason {
     fn from(error: &StrategyError) -> Self {
         match error {
@@ -101,42 +128,42 @@ impl From<&StrategyError> for FallbackReason {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct DecisionLabels {
-    r#type: String,
+    r#type: LabelText,
     reason: Decision,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct FallbackLabels {
-    r#type: String,
+    r#type: LabelText,
     reason: FallbackReason,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct HandOffLabels {
-    r#type: String,
+    r#type: LabelText,
     outcome: HandOffOutcome,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct RegionLabels {
-    r#type: String,
+    r#type: LabelText,
     status: RegionGauge,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ShardLabels {
-    r#type: String,
-    region: String,
+    r#type: LabelText,
+    region: LabelText,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct TypeLabels {
-    r#type: String,
+    r#type: LabelText,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct CallLabels {
-    r#type: String,
+    r#type: LabelText,
     call: Call,
 }
 
@@ -206,7 +233,7 @@ impl Metrics {
 
     /// Counts what an observation says.
     pub fn observe(&self, entity_type: &str, observation: &Observation) {
-        let r#type = entity_type.to_owned();
+        let r#type = LabelText::from(entity_type);
         match observation {
             Observation::Allocated { reason, .. } => {
                 let reason = match reason {
@@ -254,18 +281,18 @@ impl Metrics {
                     RegionStatus::Unreachable => RegionGauge::Unreachable,
                     RegionStatus::Leaving => RegionGauge::Leaving,
                 };
-                self.regions.get_or_create(&RegionLabels { r#type: name.clone(), status }).inc();
-                let labels = ShardLabels { r#type: name.clone(), region: region.address.clone() };
+                self.regions.get_or_create(&RegionLabels { r#type: name.as_str().into(), status }).inc();
+                let labels = ShardLabels { r#type: name.as_str().into(), region: region.address.as_str().into() };
                 self.shards.get_or_create(&labels).set(region.shards.len() as i64);
             }
             let count = durable.live_placements().count() as i64;
-            self.placements.get_or_create(&TypeLabels { r#type: name.clone() }).set(count);
+            self.placements.get_or_create(&TypeLabels { r#type: name.as_str().into() }).set(count);
         }
     }
 
     /// Wraps a slot handle so its calls are timed.
     pub fn timed(&self, entity_type: &str, handle: SlotHandle) -> Timed {
-        let call = |call| CallLabels { r#type: entity_type.to_owned(), call };
+        let call = |call| CallLabels { r#type: entity_type.into(), call };
         Timed {
             allocate: self.strategy_calls.get_or_create_owned(&call(Call::Allocate)),
             rebalance: self.strategy_calls.get_or_create_owned(&call(Call::Rebalance)),
@@ -302,5 +329,37 @@ impl AllocationStrategy for Timed {
 
     fn rejected(&mut self, error: &StrategyError) {
         self.handle.rejected(error);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_from_outside_are_escaped() {
+        let metrics = Metrics::new();
+        let worst = ["back\\slash", "quo\"te", "new\nline", "brace}{=,", "plain"];
+        for (i, address) in worst.iter().enumerate() {
+            let labels = ShardLabels { r#type: "cart".into(), region: (*address).into() };
+            metrics.shards.get_or_create(&labels).set(i as i64);
+        }
+        let text = metrics.render();
+        let scrape = prom_text_format_parser::Scrape::parse(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
+        let shards = scrape.metrics.iter().find(|m| m.name == "shardalloc_shards").expect("the shards family");
+        let mut regions: Vec<String> = shards
+            .samples
+            .iter()
+            .flat_map(|s| s.labels.iter())
+            .filter(|l| l.key == "region")
+            .map(|l| l.value.clone())
+            .collect();
+        regions.sort();
+        // The parser keeps values as written: escaped.
+        let mut expected: Vec<String> =
+            [r"back\\slash", r#"quo\"te"#, r"new\nline", "brace}{=,", "plain"].iter().map(|s| s.to_string()).collect();
+        expected.sort();
+        assert_eq!(regions, expected, "{text}");
+        assert_eq!(scrape.metrics.iter().filter(|m| m.name.contains("injected")).count(), 0);
     }
 }

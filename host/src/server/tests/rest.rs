@@ -245,6 +245,27 @@ async fn every_bad_input_gets_its_status_and_an_error_body() {
             StatusCode::UNPROCESSABLE_ENTITY,
         ),
         (
+            "a duplicate key",
+            Method::POST,
+            PLACEMENTS.into(),
+            Some(r#"{"shardId":"1","target":"a","target":"b"}"#.into()),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            "a duplicate key in a nested object",
+            Method::PUT,
+            "/v1/cluster/shards/cart/signal".into(),
+            Some(r#"{"zones":{"eu":1,"eu":2}}"#.into()),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            "a duplicate key in a batch",
+            Method::POST,
+            PLACEMENTS.into(),
+            Some(r#"{"placements":[],"placements":[{"shardId":"1","target":"a"}]}"#.into()),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
             "a rollback without a previous strategy",
             Method::POST,
             "/v1/cluster/shards/cart/strategy/rollback".into(),

@@ -119,3 +119,57 @@ async fn names_follow_their_rules_at_every_edge() {
     let (_, first) = FakeRegion::try_register(&node, "cart", "evil\"} 1\nshardalloc_injected{x=\"y").await;
     assert!(matches!(&first, NodeMessage::Refused { reason } if reason.contains("printable ASCII")), "{first:?}");
 }
+
+#[tokio::test]
+async fn metrics_stay_parseable_with_the_worst_names_allowed() {
+    let node = TestNode::start();
+    let address = r#"a"b\c}{x="y"#;
+    let mut region = node.region("cart", address).await;
+    region.home("1").await;
+    let deadline = std::time::Instant::now() + super::PATIENCE;
+    loop {
+        let (status, body) = node.request(Method::GET, "/metrics", None).await;
+        assert_eq!(status, StatusCode::OK);
+        let text = classic(body.as_str().unwrap());
+        let scrape = prom_text_format_parser::Scrape::parse(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
+        let regions: Vec<String> = scrape
+            .metrics
+            .iter()
+            .filter(|m| m.name == "shardalloc_shards")
+            .flat_map(|m| m.samples.iter().flat_map(|s| s.labels.iter()))
+            .filter(|l| l.key == "region")
+            .map(|l| l.value.clone())
+            .collect();
+        if !regions.is_empty() {
+            assert_eq!(regions, [r#"a\"b\\c}{x=\"y"#], "{text}");
+            assert!(scrape.metrics.iter().all(|m| m.name.starts_with("shardalloc_")), "{text}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no shard gauge in {text}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// The OpenMetrics exposition in the classic text format the parser reads:
+/// a counter family is named with its samples' `_total` suffix there.
+fn classic(openmetrics: &str) -> String {
+    let counters: Vec<String> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ").and_then(|rest| rest.strip_suffix(" counter")))
+        .map(str::to_owned)
+        .collect();
+    openmetrics
+        .lines()
+        .map(|line| {
+            for family in &counters {
+                for prefix in ["# TYPE ", "# HELP "] {
+                    if let Some(rest) = line.strip_prefix(&format!("{prefix}{family} ")) {
+                        return format!("{prefix}{family}_total {rest}");
+                    }
+                }
+            }
+            line.to_owned()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
