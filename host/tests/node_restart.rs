@@ -297,3 +297,33 @@ async fn a_second_node_on_the_same_data_directory_refuses_to_start() {
     let placements = node.admin().placements("cart").await.unwrap();
     assert_eq!(placements.placements.len(), 1, "{placements:?}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_damaged_store_is_refused_in_one_line_and_left_as_it_was() {
+    let mut node = Node::start(&["--type", "cart"]).await;
+    node.admin().set_placement("cart", "1", "b").await.unwrap();
+    node.terminate().await;
+    let data = node.data().to_str().unwrap().to_owned();
+    let (code, stdout, stderr) = node::run_binary(&["store", "check", "--data", &data], Duration::from_secs(60)).await;
+    assert_eq!(code, Some(0), "stdout {stdout}; stderr {stderr}");
+    assert!(stdout.starts_with("sound:") && stdout.contains("1 placements"), "{stdout}");
+
+    let file = node.data().join("shardalloc.redb");
+    let bytes = std::fs::read(&file).unwrap();
+    std::fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
+    let (code, stdout, stderr) = node::run_binary(
+        &["serve", "--listen", "127.0.0.1:0", "--data", &data, "--type", "cart"],
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(code, Some(1), "stdout {stdout}; stderr {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(lines[0].contains("damaged") && lines[0].contains("truncated") && lines[0].contains("backup"), "{stderr}");
+    assert_eq!(std::fs::read(&file).unwrap(), &bytes[..bytes.len() / 2], "the damaged file was written to");
+
+    let (code, stdout, stderr) = node::run_binary(&["store", "check", "--data", &data], Duration::from_secs(60)).await;
+    assert_eq!(code, Some(1), "stdout {stdout}; stderr {stderr}");
+    assert!(stderr.starts_with("error: damaged:") && stderr.contains("truncated"), "{stderr}");
+}

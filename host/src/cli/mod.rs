@@ -3,6 +3,7 @@
 pub mod admin;
 pub mod regions;
 pub mod serve;
+pub mod store;
 pub mod strategy;
 
 use clap::{Parser, Subcommand};
@@ -35,6 +36,9 @@ pub enum Command {
     Strategies(admin::StrategiesCommand),
     /// Simulate regions: connect N regions to a node and route traffic between them.
     Regions(regions::RegionsArgs),
+    /// Check a stopped node's store.
+    #[command(subcommand)]
+    Store(store::StoreCommand),
 }
 
 /// Runs a parsed command.
@@ -47,6 +51,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Rebalance(args) => admin::rebalance(args),
         Command::Strategies(command) => admin::strategies(command),
         Command::Regions(args) => regions::run(args),
+        Command::Store(command) => store::run(command),
     }
 }
 

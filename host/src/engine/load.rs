@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
 use super::cache::CacheOutcome;
@@ -78,17 +77,6 @@ pub fn sniff(bytes: &[u8], limit: usize) -> Result<(), LoadError> {
         return Err(LoadError::CoreModule);
     }
     Ok(())
-}
-
-/// `sha256:<hex>` of the component's bytes: its identity everywhere.
-pub fn digest(bytes: &[u8]) -> String {
-    let hash = Sha256::digest(bytes);
-    let mut hex = String::with_capacity(71);
-    hex.push_str("sha256:");
-    for byte in hash {
-        hex.push_str(&format!("{byte:02x}"));
-    }
-    hex
 }
 
 /// Checks the component's exports for the allocator interface at a version

@@ -57,8 +57,9 @@ use self::cache::{ArtifactCache, CacheOutcome};
 use self::host::HostState;
 use self::instance::Sandboxed;
 use self::limits::{EPOCH_TICK, Limits, MAX_COMPONENT_SIZE, MAX_MEMORY_LIMIT};
-use self::load::{Compiled, LoadError, check_world, digest, sniff};
+use self::load::{Compiled, LoadError, check_world, sniff};
 use crate::strategy::Info;
+use crate::strategy::source::digest_of as digest;
 
 /// Longest strategy name or version kept from `describe`.
 pub const MAX_INFO_FIELD: usize = 128;

@@ -42,6 +42,7 @@
 pub mod conformance;
 pub mod memory;
 pub mod redb;
+pub mod redb_file;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -179,6 +180,17 @@ pub enum StoreError {
     InUse {
         /// Which store (a file, an endpoint).
         what: String,
+    },
+    /// The store file is damaged; nothing was opened or written.
+    #[error(
+        "the store file {path} is damaged ({problem}); nothing was written to it. Restore it from a backup; \
+         `shardalloc store check --data DIR` reports what is wrong"
+    )]
+    Damaged {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        problem: String,
     },
     /// A record could not be decoded.
     #[error("corrupt record in {what}: {detail}")]

@@ -22,14 +22,18 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
+use super::redb_file::{self, FileState};
 use super::{
     ACTIVATION_HISTORY, ActivationRecord, ComponentRecord, Loaded, LoadedType, Revision, SCHEMA_VERSION, Store,
     StoreError, Turn, TypeRecord,
 };
 use crate::coordinator::{Change, Home, PlacementEntry, RegionRecord};
+use crate::strategy::source::digest_of;
 
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const TYPES: TableDefinition<&str, &[u8]> = TableDefinition::new("types");
@@ -81,15 +85,51 @@ pub struct RedbStore {
 
 impl RedbStore {
     /// Opens (creating when absent) the store in `dir`.
+    ///
+    /// The file is checked first ([`redb_file`](super::redb_file)): a
+    /// damaged, truncated, emptied, missing or foreign file is refused with
+    /// [`StoreError::Damaged`], never opened, repaired or started afresh;
+    /// then it is read without writing, and only then opened for writing (a
+    /// file not closed cleanly, after a crash, is recovered there). New
+    /// directories and files are created owner-only.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
-        std::fs::create_dir_all(dir).map_err(|error| StoreError::Io { path: dir.display().to_string(), error })?;
+        let io = |error| StoreError::Io { path: dir.display().to_string(), error };
+        if !dir.exists() {
+            std::fs::create_dir_all(dir).map_err(io)?;
+            owner_only(dir, 0o700).map_err(io)?;
+        }
         let path = dir.join(FILE_NAME);
-        let db = Database::create(&path).map_err(|error| match error {
+        let marker = dir.join(redb_file::MARKER);
+        let damaged = |problem: String| StoreError::Damaged { path: path.display().to_string(), problem };
+        let state = redb_file::check(&path, &marker).map_err(damaged)?;
+        match state {
+            FileState::New => {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .mode(0o600)
+                    .open(&path)
+                    .map_err(io)?;
+                owner_only(&path, 0o600).map_err(io)?;
+            }
+            FileState::Intact => {
+                read_back(&path)?;
+            }
+        }
+        let opened = redb_file::quietly(|| Database::create(&path)).map_err(damaged)?;
+        let db = opened.map_err(|error| match error {
             redb::DatabaseError::DatabaseAlreadyOpen => StoreError::InUse { what: path.display().to_string() },
-            other => db(other),
+            other => damaged(other.to_string()),
         })?;
-        let store = RedbStore { db, path };
-        store.init()?;
+        let store = RedbStore { db, path: path.clone() };
+        redb_file::quietly(|| store.init()).map_err(damaged)??;
+        // A file recovered from a crash is read once before it is trusted.
+        redb_file::quietly(|| store.load()).map_err(damaged)??;
+        if !marker.exists() {
+            std::fs::write(&marker, b"a shardalloc data directory: its store is shardalloc.redb\n").map_err(io)?;
+            owner_only(&marker, 0o600).map_err(io)?;
+        }
         Ok(store)
     }
 
@@ -134,6 +174,120 @@ impl RedbStore {
         let meta = txn.open_table(META).map_err(db)?;
         Ok(meta.get("revision").map_err(db)?.map_or(0, |v| v.value()))
     }
+}
+
+/// Sets a file's or directory's mode.
+fn owner_only(path: &Path, mode: u32) -> std::io::Result<()> {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+}
+
+/// What [`RedbStore::check`] found in a data directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Checked {
+    /// No store yet: the node starts one there.
+    Empty,
+    /// Read in full: every row decodes, every component matches its digest.
+    Sound(Contents),
+    /// Not closed cleanly (the node was killed or the machine stopped): the
+    /// node recovers it when it next starts, which writes, so it cannot be
+    /// read in full before.
+    NeedsRecovery,
+}
+
+/// What a sound store holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Contents {
+    /// Its schema version.
+    pub schema: u64,
+    /// The revision of its last commit.
+    pub revision: Revision,
+    /// Entity types.
+    pub types: usize,
+    /// Registered regions, over all types.
+    pub regions: usize,
+    /// Homed shards, over all types.
+    pub homes: usize,
+    /// Placements (tombstones too), over all types.
+    pub placements: usize,
+    /// Uploaded components.
+    pub components: usize,
+    /// The file's size in bytes.
+    pub file_bytes: u64,
+}
+
+impl RedbStore {
+    /// Checks the store in `dir` without writing a byte: the file checks
+    /// ([`redb_file`](super::redb_file)), then a read of every row and
+    /// every component. A damaged store is [`StoreError::Damaged`]; one a
+    /// running node holds is [`StoreError::InUse`].
+    pub fn check(dir: &Path) -> Result<Checked, StoreError> {
+        let path = dir.join(FILE_NAME);
+        let damaged = |problem: String| StoreError::Damaged { path: path.display().to_string(), problem };
+        match redb_file::check(&path, &dir.join(redb_file::MARKER)).map_err(damaged)? {
+            FileState::New => Ok(Checked::Empty),
+            FileState::Intact => read_back(&path),
+        }
+    }
+}
+
+/// Opens an intact file read-only (no byte written) and reads all of it.
+fn read_back(path: &Path) -> Result<Checked, StoreError> {
+    let damaged = |problem: String| StoreError::Damaged { path: path.display().to_string(), problem };
+    let read = redb_file::quietly(|| {
+        let database = match redb::ReadOnlyDatabase::open(path) {
+            Ok(database) => database,
+            Err(redb::DatabaseError::RepairAborted) => return Ok(Checked::NeedsRecovery),
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+                return Err(StoreError::InUse { what: path.display().to_string() });
+            }
+            Err(other) => return Err(damaged(other.to_string())),
+        };
+        let txn = database.begin_read().map_err(db)?;
+        read_contents(&txn).map(Checked::Sound)
+    })
+    .map_err(damaged)?;
+    let mut checked = read.map_err(|error| match error {
+        StoreError::Backend { source, .. } => damaged(source.to_string()),
+        StoreError::Corrupt { what, detail } => damaged(format!("{what}: {detail}")),
+        other => other,
+    })?;
+    if let Checked::Sound(contents) = &mut checked {
+        contents.file_bytes =
+            std::fs::metadata(path).map_err(|error| StoreError::Io { path: path.display().to_string(), error })?.len();
+    }
+    Ok(checked)
+}
+
+/// Every row of a store, decoded; every component hashed against its digest.
+fn read_contents(txn: &redb::ReadTransaction) -> Result<Contents, StoreError> {
+    let meta = txn.open_table(META).map_err(db)?;
+    let schema = meta.get("schema").map_err(db)?.map_or(0, |v| v.value());
+    if schema > SCHEMA_VERSION {
+        return Err(StoreError::NewerSchema { found: schema, supported: SCHEMA_VERSION });
+    }
+    let revision = meta.get("revision").map_err(db)?.map_or(0, |v| v.value());
+    let types = read_types(txn, None)?;
+    let mut contents = Contents { schema, revision, types: types.len(), ..Contents::default() };
+    for loaded in types.values() {
+        contents.regions += loaded.durable.regions.len();
+        contents.homes += loaded.durable.homes.len();
+        contents.placements += loaded.durable.placements.len();
+    }
+    let blobs = txn.open_table(COMPONENTS).map_err(db)?;
+    for entry in txn.open_table(COMPONENT_INFO).map_err(db)?.iter().map_err(db)? {
+        let (digest, record) = entry.map_err(db)?;
+        decode::<ComponentRecord>("component-info", record.value())?;
+        let what = || format!("component {}", digest.value());
+        let Some(bytes) = blobs.get(digest.value()).map_err(db)? else {
+            return Err(StoreError::Corrupt { what: what(), detail: "its bytes are missing".into() });
+        };
+        let found = digest_of(bytes.value());
+        if found != digest.value() {
+            return Err(StoreError::Corrupt { what: what(), detail: format!("its bytes hash to {found}") });
+        }
+        contents.components += 1;
+    }
+    Ok(contents)
 }
 
 /// The rows of a table keyed by (type, …): all of them, or one type's.

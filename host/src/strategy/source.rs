@@ -21,6 +21,18 @@ use super::builtin;
 /// The prefix of a component digest.
 pub const DIGEST_PREFIX: &str = "sha256:";
 
+/// `sha256:<hex>` of a component's bytes: its identity everywhere (the
+/// engine, the store's blobs, the REST API).
+pub fn digest_of(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hex = String::with_capacity(DIGEST_PREFIX.len() + 64);
+    hex.push_str(DIGEST_PREFIX);
+    for byte in Sha256::digest(bytes) {
+        hex.push_str(&format!("{byte:02x}"));
+    }
+    hex
+}
+
 /// Where a strategy's component comes from. See the module documentation.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum StrategySource {

@@ -16,13 +16,14 @@ use super::request::{Candidate, Refusal};
 use crate::coordinator::{Command, Config, Coordinator, Durable, Millis};
 use crate::engine::Engine;
 use crate::engine::limits::Limits;
-use crate::engine::load::{Compiled, digest};
+use crate::engine::load::Compiled;
 use crate::engine::slot::{Activation, ActivationChanged, AutoRollback, RollbackError, Slot};
 use crate::engine::source::SourceLoadError;
 use crate::server::metrics::Metrics;
 use crate::store::{ActivationRecord, ComponentRecord, LoadedType, Store, Turn, TypeRecord};
 use crate::strategy::external::ExternalAllocation;
 use crate::strategy::guarded::Guarded;
+use crate::strategy::source::digest_of as digest;
 use crate::strategy::{ActivationCause, StrategySource, builtin};
 
 /// Most entity types.
