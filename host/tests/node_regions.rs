@@ -227,3 +227,66 @@ async fn draining_a_region_moves_its_shards_away() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// Starts `shardalloc regions` against `node` and waits for `ready 2`;
+/// answers the child and the rest of its output (read on a thread).
+async fn simulator(node: &Node) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    use std::io::BufRead;
+    let mut child = node::command()
+        .args(["regions", "--node", &node.url(""), "--type", "cart", "--count", "2", "--interval-ms", "50"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (lines, output) = std::sync::mpsc::channel();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    for reader in [Box::new(stdout) as Box<dyn BufRead + Send>, Box::new(stderr)] {
+        let lines = lines.clone();
+        std::thread::spawn(move || reader.lines().map_while(Result::ok).for_each(|l| drop(lines.send(l))));
+    }
+    let ready = wait_for("the simulator's regions registered", Duration::from_secs(60), async || {
+        output.try_iter().find(|line| line.starts_with("ready"))
+    })
+    .await;
+    assert_eq!(ready, "ready 2");
+    (child, output)
+}
+
+/// SIGTERM, then the exit status within `bound` (`None` if it still ran).
+async fn terminate_within(child: &mut std::process::Child, bound: Duration) -> Option<std::process::ExitStatus> {
+    let status = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + bound;
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_region_simulator_leaves_on_sigterm_and_exits_promptly_when_its_node_is_gone() {
+    // 10× the promised two seconds; the old behaviour took 60.
+    let bound = Duration::from_secs(20);
+    let mut node = Node::start(&fast_args(&[])).await;
+
+    let (mut child, output) = simulator(&node).await;
+    let status = terminate_within(&mut child, bound).await.expect("the simulator exits after SIGTERM");
+    let said: Vec<String> = output.try_iter().collect();
+    assert!(status.success(), "{status}: {said:?}");
+    assert!(said.iter().any(|l| l == "left") && !said.iter().any(|l| l.contains("did not leave")), "{said:?}");
+
+    let (mut child, output) = simulator(&node).await;
+    node.kill();
+    let since = Instant::now();
+    let status = terminate_within(&mut child, bound).await.expect("the simulator exits after SIGTERM without its node");
+    let said: Vec<String> = output.try_iter().collect();
+    assert!(status.success(), "{status}: {said:?}");
+    assert!(said.iter().any(|l| l.contains("2 of 2 regions did not leave cleanly")), "{said:?}");
+    eprintln!("exited {:?} after SIGTERM with its node gone", since.elapsed());
+}

@@ -2,7 +2,11 @@
 //! `sim-N`) to a node with the region client, routes traffic for shards
 //! "1" … "M" between them through the in-memory transport, prints
 //! `ready N` once all are registered, and leaves gracefully when
-//! interrupted.
+//! interrupted (SIGINT or SIGTERM): each region asks the node to hand its
+//! shards off and waits `--leave-timeout-ms` (1.5 s by default) for the
+//! confirmation before stopping them anyway, so the simulator exits within
+//! about two seconds even when its node is gone. A second signal stops at
+//! once.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -50,6 +54,10 @@ pub struct RegionsArgs {
     /// Milliseconds between messages each region sends (0: no traffic).
     #[arg(long, default_value_t = 200)]
     interval_ms: u64,
+    /// When interrupted, milliseconds each region waits for the node to
+    /// confirm its leave before stopping its shards anyway.
+    #[arg(long, default_value_t = 1_500)]
+    leave_timeout_ms: u64,
 }
 
 /// The most regions one simulator runs.
@@ -121,6 +129,7 @@ pub fn run(args: RegionsArgs) -> anyhow::Result<()> {
                 config.labels.insert("zone".into(), format!("z{}", (i - 1) % zones + 1));
             }
             config.stop_deadline = config.stop_deadline.max(Duration::from_millis(args.stop_delay_ms * 2));
+            config.leave_timeout = Duration::from_millis(args.leave_timeout_ms);
             let app = SimApp {
                 stop_delay: Duration::from_millis(args.stop_delay_ms),
                 metrics: metrics.clone(),
@@ -128,11 +137,22 @@ pub fn run(args: RegionsArgs) -> anyhow::Result<()> {
             };
             regions.push(Region::start(config, app, transport.clone()).context("start a region")?);
         }
-        for region in &regions {
-            region
-                .wait_registered()
-                .await
-                .with_context(|| format!("region {} was not registered", region.address()))?;
+        let registered = async {
+            for region in &regions {
+                region
+                    .wait_registered()
+                    .await
+                    .with_context(|| format!("region {} was not registered", region.address()))?;
+            }
+            anyhow::Ok(())
+        };
+        tokio::select! {
+            registered = registered => registered?,
+            _ = super::interrupted() => {
+                println!("interrupted before every region was registered; stopping");
+                futures_util::future::join_all(regions.into_iter().map(RegionHandle::shutdown)).await;
+                return Ok(());
+            }
         }
         println!("ready {}", regions.len());
         let mut sent = 0u64;
@@ -161,13 +181,21 @@ pub fn run(args: RegionsArgs) -> anyhow::Result<()> {
             _ = super::interrupted() => {}
         }
         println!("leaving: {sent} messages sent, {} delivered, {refused} refused", delivered.load(Ordering::Relaxed));
-        let leaves = regions.into_iter().map(|region| async move {
+        let leaves = futures_util::future::join_all(regions.into_iter().map(|region| async move {
             let address = region.address().to_owned();
-            if let Err(error) = region.leave().await {
-                eprintln!("region {address} did not leave cleanly: {error}");
+            region.leave().await.map_err(|error| (address, error))
+        }));
+        let results = tokio::select! {
+            results = leaves => results,
+            _ = super::interrupted() => {
+                println!("interrupted again: stopped without waiting for the regions to leave");
+                return Ok(());
             }
-        });
-        futures_util::future::join_all(leaves).await;
+        };
+        let failed: Vec<_> = results.into_iter().filter_map(Result::err).collect();
+        if let Some((address, error)) = failed.first() {
+            eprintln!("{} of {} regions did not leave cleanly (region {address}: {error})", failed.len(), args.count);
+        }
         println!("left");
         Ok(())
     })
