@@ -28,15 +28,14 @@ pub struct ArtifactCache {
 }
 
 impl ArtifactCache {
-    /// Opens (creating) the cache directory.
+    /// Opens (creating) the cache directory. It and every directory
+    /// created on the way (the data directory, on a first start) are
+    /// owner-only.
     pub fn open(dir: impl Into<PathBuf>) -> std::io::Result<Self> {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
         let dir = dir.into();
-        std::fs::create_dir_all(&dir)?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
-        }
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
         Ok(ArtifactCache { dir })
     }
 
@@ -93,5 +92,19 @@ impl ArtifactCache {
         // SAFETY: as above; written just now by this engine.
         let component = unsafe { Component::deserialize_file(engine, &path)? };
         Ok((component, CacheOutcome::Compiled))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_cache_and_the_directories_made_for_it_are_owner_only() {
+        let parent = tempfile::tempdir().unwrap();
+        let data = parent.path().join("data");
+        super::ArtifactCache::open(data.join("cache")).unwrap();
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!((mode(&data), mode(&data.join("cache"))), (0o700, 0o700));
     }
 }

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
@@ -81,6 +81,10 @@ fn db<E: Into<redb::Error>>(error: E) -> StoreError {
 pub struct RedbStore {
     db: Database,
     path: PathBuf,
+    /// What opening read (every row, to check the file before writing to
+    /// it), kept for the first [`Store::load`] so a start reads the file
+    /// once; dropped by the first commit.
+    preloaded: std::sync::Mutex<Option<Loaded>>,
 }
 
 impl RedbStore {
@@ -95,13 +99,14 @@ impl RedbStore {
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
         let io = |error| StoreError::Io { path: dir.display().to_string(), error };
         if !dir.exists() {
-            std::fs::create_dir_all(dir).map_err(io)?;
-            owner_only(dir, 0o700).map_err(io)?;
+            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(io)?;
         }
         let path = dir.join(FILE_NAME);
         let marker = dir.join(redb_file::MARKER);
         let damaged = |problem: String| StoreError::Damaged { path: path.display().to_string(), problem };
+        let started = std::time::Instant::now();
         let state = redb_file::check(&path, &marker).map_err(damaged)?;
+        let mut preloaded = None;
         match state {
             FileState::New => {
                 std::fs::OpenOptions::new()
@@ -113,24 +118,32 @@ impl RedbStore {
                     .map_err(io)?;
                 owner_only(&path, 0o600).map_err(io)?;
             }
-            FileState::Intact => {
-                read_back(&path)?;
-            }
+            FileState::Intact => preloaded = read_back(&path)?.1,
         }
         let opened = redb_file::quietly(|| Database::create(&path)).map_err(damaged)?;
         let db = opened.map_err(|error| match error {
             redb::DatabaseError::DatabaseAlreadyOpen => StoreError::InUse { what: path.display().to_string() },
             other => damaged(other.to_string()),
         })?;
-        let store = RedbStore { db, path: path.clone() };
+        let store = RedbStore { db, path: path.clone(), preloaded: std::sync::Mutex::new(None) };
         redb_file::quietly(|| store.init()).map_err(damaged)??;
-        // A file recovered from a crash is read once before it is trusted.
-        redb_file::quietly(|| store.load()).map_err(damaged)??;
+        // A new file, or one recovered from a crash, is read once here too.
+        let loaded = match preloaded {
+            Some(loaded) => loaded,
+            None => redb_file::quietly(|| store.read_all()).map_err(damaged)??,
+        };
+        *store.preloaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(loaded);
+        tracing::info!(path = %path.display(), ms = started.elapsed().as_millis() as u64, "the store is checked, read and open");
         if !marker.exists() {
             std::fs::write(&marker, b"a shardalloc data directory: its store is shardalloc.redb\n").map_err(io)?;
             owner_only(&marker, 0o600).map_err(io)?;
         }
         Ok(store)
+    }
+
+    /// Reads everything, as [`Store::load`] answers it.
+    fn read_all(&self) -> Result<Loaded, StoreError> {
+        read_loaded(&self.db.begin_read().map_err(db)?)
     }
 
     /// The database file.
@@ -225,28 +238,30 @@ impl RedbStore {
         let damaged = |problem: String| StoreError::Damaged { path: path.display().to_string(), problem };
         match redb_file::check(&path, &dir.join(redb_file::MARKER)).map_err(damaged)? {
             FileState::New => Ok(Checked::Empty),
-            FileState::Intact => read_back(&path),
+            FileState::Intact => Ok(read_back(&path)?.0),
         }
     }
 }
 
-/// Opens an intact file read-only (no byte written) and reads all of it.
-fn read_back(path: &Path) -> Result<Checked, StoreError> {
+/// Opens an intact file read-only (no byte written) and reads all of it:
+/// what it holds, and (unless it needs recovery) its contents.
+fn read_back(path: &Path) -> Result<(Checked, Option<Loaded>), StoreError> {
     let damaged = |problem: String| StoreError::Damaged { path: path.display().to_string(), problem };
     let read = redb_file::quietly(|| {
         let database = match redb::ReadOnlyDatabase::open(path) {
             Ok(database) => database,
-            Err(redb::DatabaseError::RepairAborted) => return Ok(Checked::NeedsRecovery),
+            Err(redb::DatabaseError::RepairAborted) => return Ok((Checked::NeedsRecovery, None)),
             Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
                 return Err(StoreError::InUse { what: path.display().to_string() });
             }
             Err(other) => return Err(damaged(other.to_string())),
         };
         let txn = database.begin_read().map_err(db)?;
-        read_contents(&txn).map(Checked::Sound)
+        let (loaded, contents) = read_contents(&txn)?;
+        Ok((Checked::Sound(contents), Some(loaded)))
     })
     .map_err(damaged)?;
-    let mut checked = read.map_err(|error| match error {
+    let (mut checked, loaded) = read.map_err(|error| match error {
         StoreError::Backend { source, .. } => damaged(source.to_string()),
         StoreError::Corrupt { what, detail } => damaged(format!("{what}: {detail}")),
         other => other,
@@ -255,11 +270,43 @@ fn read_back(path: &Path) -> Result<Checked, StoreError> {
         contents.file_bytes =
             std::fs::metadata(path).map_err(|error| StoreError::Io { path: path.display().to_string(), error })?.len();
     }
-    Ok(checked)
+    Ok((checked, loaded))
 }
 
 /// Every row of a store, decoded; every component hashed against its digest.
-fn read_contents(txn: &redb::ReadTransaction) -> Result<Contents, StoreError> {
+fn read_contents(txn: &redb::ReadTransaction) -> Result<(Loaded, Contents), StoreError> {
+    let loaded = read_loaded(txn)?;
+    let meta = txn.open_table(META).map_err(db)?;
+    let schema = meta.get("schema").map_err(db)?.map_or(0, |v| v.value());
+    let mut contents = Contents {
+        schema,
+        revision: loaded.revision,
+        types: loaded.types.len(),
+        components: loaded.components.len(),
+        ..Contents::default()
+    };
+    for one in loaded.types.values() {
+        contents.regions += one.durable.regions.len();
+        contents.homes += one.durable.homes.len();
+        contents.placements += one.durable.placements.len();
+    }
+    let blobs = txn.open_table(COMPONENTS).map_err(db)?;
+    for digest in loaded.components.keys() {
+        let what = || format!("component {digest}");
+        let Some(bytes) = blobs.get(digest.as_str()).map_err(db)? else {
+            return Err(StoreError::Corrupt { what: what(), detail: "its bytes are missing".into() });
+        };
+        let found = digest_of(bytes.value());
+        if found != *digest {
+            return Err(StoreError::Corrupt { what: what(), detail: format!("its bytes hash to {found}") });
+        }
+    }
+    Ok((loaded, contents))
+}
+
+/// Everything [`Store::load`] answers, read in one transaction; a store of
+/// a newer schema is refused first.
+fn read_loaded(txn: &redb::ReadTransaction) -> Result<Loaded, StoreError> {
     let meta = txn.open_table(META).map_err(db)?;
     let schema = meta.get("schema").map_err(db)?.map_or(0, |v| v.value());
     if schema > SCHEMA_VERSION {
@@ -267,27 +314,13 @@ fn read_contents(txn: &redb::ReadTransaction) -> Result<Contents, StoreError> {
     }
     let revision = meta.get("revision").map_err(db)?.map_or(0, |v| v.value());
     let types = read_types(txn, None)?;
-    let mut contents = Contents { schema, revision, types: types.len(), ..Contents::default() };
-    for loaded in types.values() {
-        contents.regions += loaded.durable.regions.len();
-        contents.homes += loaded.durable.homes.len();
-        contents.placements += loaded.durable.placements.len();
-    }
-    let blobs = txn.open_table(COMPONENTS).map_err(db)?;
+    let mut components = BTreeMap::new();
     for entry in txn.open_table(COMPONENT_INFO).map_err(db)?.iter().map_err(db)? {
-        let (digest, record) = entry.map_err(db)?;
-        decode::<ComponentRecord>("component-info", record.value())?;
-        let what = || format!("component {}", digest.value());
-        let Some(bytes) = blobs.get(digest.value()).map_err(db)? else {
-            return Err(StoreError::Corrupt { what: what(), detail: "its bytes are missing".into() });
-        };
-        let found = digest_of(bytes.value());
-        if found != digest.value() {
-            return Err(StoreError::Corrupt { what: what(), detail: format!("its bytes hash to {found}") });
-        }
-        contents.components += 1;
+        let (key, value) = entry.map_err(db)?;
+        let record: ComponentRecord = decode("component-info", value.value())?;
+        components.insert(key.value().to_owned(), record);
     }
-    Ok(contents)
+    Ok(Loaded { revision, types, components })
 }
 
 /// The rows of a table keyed by (type, …): all of them, or one type's.
@@ -485,17 +518,10 @@ impl Writer<'_> {
 
 impl Store for RedbStore {
     fn load(&self) -> Result<Loaded, StoreError> {
-        let txn = self.db.begin_read().map_err(db)?;
-        let meta = txn.open_table(META).map_err(db)?;
-        let revision = meta.get("revision").map_err(db)?.map_or(0, |v| v.value());
-        let types = read_types(&txn, None)?;
-        let mut components = BTreeMap::new();
-        for entry in txn.open_table(COMPONENT_INFO).map_err(db)?.iter().map_err(db)? {
-            let (key, value) = entry.map_err(db)?;
-            let record: ComponentRecord = decode("component-info", value.value())?;
-            components.insert(key.value().to_owned(), record);
+        if let Some(loaded) = self.preloaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
+            return Ok(loaded);
         }
-        Ok(Loaded { revision, types, components })
+        self.read_all()
     }
 
     fn load_type(&self, entity_type: &str) -> Result<Option<LoadedType>, StoreError> {
@@ -534,6 +560,7 @@ impl Store for RedbStore {
     }
 
     fn commit(&self, based_on: Revision, turn: &Turn) -> Result<Revision, StoreError> {
+        self.preloaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
         let txn = self.db.begin_write().map_err(db)?;
         let revision;
         {

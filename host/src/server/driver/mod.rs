@@ -196,7 +196,9 @@ impl Driver {
         now: Millis,
     ) -> Result<Self, DriverError> {
         settings.coordinator.validate()?;
+        let started = std::time::Instant::now();
         let loaded = store.load()?;
+        let read = started.elapsed();
         let catalog_settings = CatalogSettings {
             coordinator: settings.coordinator.clone(),
             limits: settings.limits,
@@ -251,6 +253,12 @@ impl Driver {
         }
         driver.commit()?;
         driver.collect_orphan_blobs();
+        tracing::info!(
+            types = driver.catalog.iter().count(),
+            read_ms = read.as_millis() as u64,
+            recovered_ms = (started.elapsed() - read).as_millis() as u64,
+            "the coordinators are loaded from the store"
+        );
         Ok(driver)
     }
 
