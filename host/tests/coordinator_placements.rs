@@ -5,9 +5,9 @@
 
 mod coordinator;
 
-use coordinator::{Harness, sends};
+use coordinator::{Harness, least_shard, sends};
 use shardalloc::coordinator::{
-    Command, Config, Event, OperatorRequest, PlacementError, Registration, Reply, Stamp, ToRegion,
+    Command, Config, Coordinator, Event, OperatorRequest, PlacementError, Registration, Reply, Stamp, ToRegion,
 };
 
 fn reply(commands: &[Command]) -> Reply {
@@ -114,6 +114,33 @@ fn a_tombstone_stops_a_late_stale_write_until_it_expires() {
     h.tick(31_000);
     assert!(!h.c.durable().placements.contains_key("42"), "purged after the retention period");
     assert_eq!(h.store.placements.get("42"), None, "and the purge was persisted");
+}
+
+#[test]
+fn tombstones_expire_in_the_order_written_and_across_a_restart() {
+    let config = Config { tombstone_retention_ms: 60_000, ..Config::default() };
+    let mut h = Harness::new(config.clone());
+    h.register("a");
+    set(&mut h, &[("1", "a"), ("2", "a"), ("3", "a")], 100, "op");
+    h.tick(1_000);
+    remove(&mut h, &["2"], 200, "op");
+    h.tick(10_000);
+    remove(&mut h, &["1"], 300, "op");
+    // A tombstone written again (a newer removal) counts from its new write.
+    h.tick(10_000);
+    set(&mut h, &[("2", "a")], 400, "op");
+    remove(&mut h, &["2"], 500, "op");
+    let (mut recovered, _) = Coordinator::recover(config, least_shard(), h.store.clone(), h.now).unwrap();
+    let kept = |c: &Coordinator| c.durable().placements.keys().cloned().collect::<Vec<_>>();
+    assert_eq!(kept(&recovered), ["1", "2", "3"]);
+    let at = |ms| Event::Tick { now: ms };
+    let removed_1 = h.now - 10_000;
+    recovered.handle(at(removed_1 + 59_999));
+    assert_eq!(kept(&recovered), ["1", "2", "3"]);
+    recovered.handle(at(removed_1 + 60_000));
+    assert_eq!(kept(&recovered), ["2", "3"], "the first tombstone to expire is 1's");
+    recovered.handle(at(h.now + 60_000));
+    assert_eq!(kept(&recovered), ["3"]);
 }
 
 #[test]

@@ -131,6 +131,9 @@ pub struct Coordinator {
     next_batch: u64,
     last_rebalance: Option<Millis>,
     topology: Option<Arc<Topology>>,
+    /// The tombstones by when they were written: the tick purges the
+    /// expired ones without walking every placement.
+    tombstones: BTreeSet<(Millis, String)>,
     now: Millis,
     changes: Vec<Change>,
     reveals: Vec<Command>,
@@ -166,6 +169,12 @@ impl Coordinator {
             .keys()
             .map(|a| (a.clone(), Liveness { last_heartbeat: now, ..Liveness::default() }))
             .collect();
+        let tombstones = durable
+            .placements
+            .iter()
+            .filter(|(_, e)| e.target.is_none())
+            .map(|(shard, e)| (e.written_at, shard.clone()))
+            .collect();
         let mut coordinator = Coordinator {
             config,
             durable,
@@ -177,6 +186,7 @@ impl Coordinator {
             next_batch: 1,
             last_rebalance: Some(now),
             topology: None,
+            tombstones,
             now,
             changes: Vec::new(),
             reveals: Vec::new(),
@@ -396,6 +406,17 @@ impl Coordinator {
 
     /// Applies a change and records it for this turn's persist.
     fn change(&mut self, change: Change) {
+        if let Change::PlacementWritten { shard, .. } | Change::PlacementPurged { shard } = &change
+            && let Some(old) = self.durable.placements.get(shard)
+            && old.target.is_none()
+        {
+            self.tombstones.remove(&(old.written_at, shard.clone()));
+        }
+        if let Change::PlacementWritten { shard, entry } = &change
+            && entry.target.is_none()
+        {
+            self.tombstones.insert((entry.written_at, shard.clone()));
+        }
         self.durable.apply(&change);
         match &change {
             Change::RegionRegistered(_)

@@ -108,18 +108,13 @@ impl Coordinator {
         true
     }
 
-    /// Forgets tombstones older than the retention period.
+    /// Forgets tombstones older than the retention period (the oldest
+    /// first, from the index: no walk over the live placements).
     pub(super) fn purge_tombstones(&mut self) {
-        let retention = self.config.tombstone_retention_ms;
-        let now = self.now;
-        let old: Vec<String> = self
-            .durable
-            .placements
-            .iter()
-            .filter(|(_, e)| e.target.is_none() && now.saturating_sub(e.written_at) >= retention)
-            .map(|(s, _)| s.clone())
-            .collect();
-        for shard in old {
+        let Some(cutoff) = self.now.checked_sub(self.config.tombstone_retention_ms) else { return };
+        let expired: Vec<String> =
+            self.tombstones.iter().take_while(|(at, _)| *at <= cutoff).map(|(_, shard)| shard.clone()).collect();
+        for shard in expired {
             self.change(Change::PlacementPurged { shard });
         }
     }

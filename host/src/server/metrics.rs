@@ -285,7 +285,7 @@ impl Metrics {
                 let labels = ShardLabels { r#type: name.as_str().into(), region: region.address.as_str().into() };
                 self.shards.get_or_create(&labels).set(region.shards.len() as i64);
             }
-            let count = durable.live_placements().count() as i64;
+            let count = entry.coordinator.live_placement_count() as i64;
             self.placements.get_or_create(&TypeLabels { r#type: name.as_str().into() }).set(count);
         }
     }

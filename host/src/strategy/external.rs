@@ -122,12 +122,27 @@ impl ExternalAllocation {
     pub fn rebalance(&mut self, view: &ClusterView) -> Rebalance {
         let homes = view.home_index();
         let regions = view.regions();
+        let misplaced = |shard: &String, target: &String, home: usize| {
+            regions[home].address != *target && view.is_allocatable(target) && !view.in_progress().contains(shard)
+        };
+        // Walk the smaller side: placements of shards without a home (many,
+        // on a fresh node) cost nothing, nor do homes without a placement.
         let mut shards = Vec::new();
-        for (shard, target) in &self.placements {
-            let Some(&home) = homes.get(shard.as_str()) else { continue };
-            if regions[home].address != *target && view.is_allocatable(target) && !view.in_progress().contains(shard) {
-                shards.push(shard.clone());
+        if self.placements.len() <= homes.len() {
+            for (shard, target) in &self.placements {
+                if homes.get(shard.as_str()).is_some_and(|&home| misplaced(shard, target, home)) {
+                    shards.push(shard.clone());
+                }
             }
+        } else {
+            for (home, list) in view.homes().iter().enumerate() {
+                for shard in list {
+                    if self.placements.get(shard).is_some_and(|target| misplaced(shard, target, home)) {
+                        shards.push(shard.clone());
+                    }
+                }
+            }
+            shards.sort();
         }
         let placement_moves = shards.len();
         let decision = self.strategy.rebalance(view);
@@ -215,6 +230,25 @@ mod tests {
         assert_eq!(rebalance.shards, ["3"]);
         assert_eq!(rebalance.placement_moves, 1);
         assert_eq!(rebalance.fallback, None);
+    }
+
+    #[test]
+    fn misplaced_shards_are_the_same_whichever_side_is_walked() {
+        let v = view(Scenario::parse("a=1,2,3 b=4,5 c="));
+        // Fewer placements than homes: the placements are walked.
+        let mut few = least_shard();
+        few.set_placement("4", "a");
+        few.set_placement("2", "c");
+        // More: the homes are walked, and the order is still the shards'.
+        let mut many = least_shard();
+        for shard in ["4", "2", "x", "y", "z", "w"] {
+            many.set_placement(shard, if shard == "4" { "a" } else { "c" });
+        }
+        many.set_placement("1", "a");
+        let (few, many) = (few.rebalance(&v), many.rebalance(&v));
+        assert_eq!((few.placement_moves, many.placement_moves), (2, 2));
+        assert_eq!(few.shards[..2], ["2", "4"]);
+        assert_eq!(many.shards[..2], ["2", "4"]);
     }
 
     #[test]

@@ -1,0 +1,225 @@
+//! Placement writes at scale: `POST …/placements` from 8 concurrent admin
+//! clients with 0, 100,000 and 1,000,000 placements stored, while three
+//! region sessions heartbeat every 100 ms and time each round trip. Both
+//! must stay within 2× of the empty case: no admin request may do work
+//! proportional to the stored placements on the driver thread, and region
+//! messages go before admin work. `docs/performance.md` reports the results.
+//!
+//! `cargo bench -p shardalloc --bench placements`
+//!
+//! Criterion measures the POST batches; the per-request latencies and the
+//! heartbeat round trips are recorded alongside and printed as one table of
+//! percentiles and ratios to the empty case at the end.
+
+// criterion's macros define undocumented public functions.
+#![allow(missing_docs)]
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use futures_util::{SinkExt, StreamExt};
+use shardalloc::coordinator::{Change, PlacementEntry, Stamp};
+use shardalloc::server::driver::{DriverSettings, TypeDeclaration};
+use shardalloc::server::{Node, NodeSettings, Security};
+use shardalloc::store::{RedbStore, Store, StoreConfig, Turn, TypeRecord};
+use shardalloc::strategy::StrategySource;
+use shardalloc_client::admin::AdminClient;
+use shardalloc_client::protocol::{Hello, NodeMessage, PROTOCOL_VERSION, RegionMessage, Register, decode, encode};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+const TYPE: &str = "bench";
+/// Admin clients writing at once.
+const CLIENTS: usize = 8;
+/// Region sessions heartbeating throughout.
+const REGIONS: usize = 3;
+const HEARTBEAT_EVERY: Duration = Duration::from_millis(100);
+
+/// Latencies recorded during one size's run.
+#[derive(Default)]
+struct Recorded {
+    posts: Vec<Duration>,
+    heartbeats: Vec<Duration>,
+    /// Wall time spent in measured POST batches.
+    post_time: Duration,
+}
+
+fn strategy() -> StrategySource {
+    StrategySource::builtin("least-shard").expect("a built-in")
+}
+
+/// Writes `count` placements of the bench type straight into a new store.
+fn stored_placements(dir: &std::path::Path, count: usize) {
+    let store = RedbStore::open(dir).unwrap();
+    let record = TypeRecord { strategy: strategy(), config: String::new() };
+    let mut revision =
+        store.commit(0, &Turn { types: [(TYPE.to_string(), record)].into(), ..Turn::default() }).unwrap();
+    for chunk in (0..count).collect::<Vec<_>>().chunks(100_000) {
+        let changes = chunk
+            .iter()
+            .map(|i| Change::PlacementWritten {
+                shard: format!("stored-{i}"),
+                entry: PlacementEntry {
+                    target: Some(format!("r{}", i % REGIONS)),
+                    stamp: Stamp::new(1_700_000_000_000, "bench"),
+                    written_at: 1_700_000_000_000,
+                },
+            })
+            .collect();
+        let turn = Turn { changes: [(TYPE.to_string(), changes)].into(), ..Turn::default() };
+        revision = store.commit(revision, &turn).unwrap();
+    }
+}
+
+fn settings(data: &std::path::Path) -> NodeSettings {
+    let mut driver = DriverSettings::default();
+    driver.coordinator.max_placements = 2_000_000;
+    driver.types.insert(TYPE.into(), TypeDeclaration { strategy: strategy(), config: String::new() });
+    NodeSettings {
+        store: StoreConfig::Embedded { dir: data.to_owned() },
+        cache_dir: Some(data.join("cache")),
+        driver,
+        security: Security::default(),
+        max_instances: 64,
+        connections: Default::default(),
+    }
+}
+
+async fn next(socket: &mut Socket) -> NodeMessage {
+    loop {
+        match socket.next().await.expect("open").expect("frame") {
+            Message::Binary(frame) => return decode(&frame).expect("a node message"),
+            _ => continue,
+        }
+    }
+}
+
+async fn send(socket: &mut Socket, message: &RegionMessage) {
+    socket.send(Message::Binary(encode(message).unwrap().into())).await.unwrap();
+}
+
+/// A registered region session that heartbeats every [`HEARTBEAT_EVERY`]
+/// and records each round trip while `recording` holds.
+async fn heartbeating_region(base: String, address: String, recorded: Arc<Mutex<Recorded>>) {
+    let (mut socket, _) = tokio_tungstenite::connect_async(format!("{base}/v1/regions/connect")).await.unwrap();
+    let hello = Hello { protocol: PROTOCOL_VERSION, entity_type: TYPE.into() };
+    socket.send(Message::Binary(encode(&hello).unwrap().into())).await.unwrap();
+    assert!(matches!(next(&mut socket).await, NodeMessage::Welcome { .. }));
+    let register = Register { address, incarnation: 1, sequence: 1, ..Register::default() };
+    send(&mut socket, &RegionMessage::Register(register)).await;
+    while !matches!(next(&mut socket).await, NodeMessage::Registered { .. }) {}
+    for sequence in 2.. {
+        let sent = Instant::now();
+        send(&mut socket, &RegionMessage::Heartbeat { sequence, metrics: Default::default() }).await;
+        loop {
+            match next(&mut socket).await {
+                NodeMessage::HeartbeatAck { sequence: acked, .. } if acked == sequence => break,
+                _ => continue,
+            }
+        }
+        recorded.lock().unwrap().heartbeats.push(sent.elapsed());
+        tokio::time::sleep(HEARTBEAT_EVERY.saturating_sub(sent.elapsed())).await;
+    }
+}
+
+/// One size: a node over a store holding `stored` placements.
+fn run_size(c: &mut Criterion, stored: usize, results: &mut Vec<(usize, Recorded)>) {
+    let data = tempfile::tempdir().unwrap();
+    stored_placements(data.path(), stored);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let recorded = Arc::new(Mutex::new(Recorded::default()));
+    let (clients, regions) = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let node = Node::start(settings(data.path())).unwrap();
+        tokio::spawn(node.serve(listener, std::future::pending()));
+        let regions: Vec<_> = (0..REGIONS)
+            .map(|i| tokio::spawn(heartbeating_region(format!("ws://{address}"), format!("r{i}"), recorded.clone())))
+            .collect();
+        let clients: Vec<AdminClient> =
+            (0..CLIENTS).map(|_| AdminClient::new(&format!("http://{address}"), None).unwrap()).collect();
+        // Warm: every client's connection is open; the first heartbeats are in.
+        for client in &clients {
+            client.set_placement(TYPE, "warm", "r0").await.unwrap();
+        }
+        tokio::time::sleep(HEARTBEAT_EVERY * 5).await;
+        (clients, regions)
+    });
+    recorded.lock().unwrap().heartbeats.clear();
+
+    let mut group = c.benchmark_group("placement_writes");
+    group.sample_size(10).measurement_time(Duration::from_secs(10)).warm_up_time(Duration::from_secs(2));
+    group.throughput(Throughput::Elements(CLIENTS as u64));
+    let mut written = 0u64;
+    group.bench_function(BenchmarkId::new("stored", stored), |b| {
+        b.iter_custom(|iterations| {
+            runtime.block_on(async {
+                let started = Instant::now();
+                for _ in 0..iterations {
+                    let batch = clients.iter().map(|client| {
+                        written += 1;
+                        let shard = format!("new-{written}");
+                        async move {
+                            let sent = Instant::now();
+                            client.set_placement(TYPE, &shard, "r1").await.unwrap();
+                            sent.elapsed()
+                        }
+                    });
+                    let latencies = futures_util::future::join_all(batch).await;
+                    recorded.lock().unwrap().posts.extend(latencies);
+                }
+                let elapsed = started.elapsed();
+                recorded.lock().unwrap().post_time += elapsed;
+                elapsed
+            })
+        })
+    });
+    group.finish();
+    for region in regions {
+        region.abort();
+    }
+    drop(runtime);
+    let recorded = std::mem::take(&mut *recorded.lock().unwrap());
+    results.push((stored, recorded));
+}
+
+fn percentile(values: &mut [Duration], p: f64) -> Duration {
+    values.sort();
+    values[((values.len() as f64 * p).ceil() as usize).clamp(1, values.len()) - 1]
+}
+
+fn placement_writes(c: &mut Criterion) {
+    let mut results = Vec::new();
+    for stored in [0, 100_000, 1_000_000] {
+        run_size(c, stored, &mut results);
+    }
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let mut baseline = None;
+    println!("\nplacements stored | POST/s | POST p50 | POST p99 | heartbeat p50 | heartbeat p99 | heartbeats");
+    for (stored, mut recorded) in results {
+        let rate = recorded.posts.len() as f64 / recorded.post_time.as_secs_f64();
+        let post_p50 = percentile(&mut recorded.posts, 0.50);
+        let post_p99 = percentile(&mut recorded.posts, 0.99);
+        let beat_p50 = percentile(&mut recorded.heartbeats, 0.50);
+        let beat_p99 = percentile(&mut recorded.heartbeats, 0.99);
+        let (base_rate, base_post, base_beat) = *baseline.get_or_insert((rate, post_p99, beat_p99));
+        println!(
+            "{stored:>17} | {rate:>6.0} ({:.2}×) | {:>6.1} ms | {:>6.1} ms ({:.2}×) | {:>6.2} ms | {:>6.2} ms ({:.2}×) | {}",
+            base_rate / rate,
+            ms(post_p50),
+            ms(post_p99),
+            ms(post_p99) / ms(base_post),
+            ms(beat_p50),
+            ms(beat_p99),
+            ms(beat_p99) / ms(base_beat),
+            recorded.heartbeats.len(),
+        );
+    }
+}
+
+criterion_group!(benches, placement_writes);
+criterion_main!(benches);
