@@ -1,7 +1,9 @@
 //! The node over its real sockets: home requests answered per second over
-//! region sessions (one session against several, in one run), and the
-//! memory of a node holding 1,000 regions and 1,000,000 shards loaded from
-//! its store. `docs/performance.md` reports the results.
+//! region sessions (one session against several, in one run), the memory
+//! of a node holding 1,000 regions and 1,000,000 shards loaded from its
+//! store, and its memory before, during and after a flood of connections
+//! that never finish their request. `docs/performance.md` reports the
+//! results.
 //!
 //! `cargo bench -p shardalloc --bench node`
 
@@ -13,9 +15,10 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use futures_util::{SinkExt, StreamExt};
 use shardalloc::coordinator::{Change, Home, RegionRecord};
-use shardalloc::server::driver::DriverSettings;
+use shardalloc::server::driver::{DriverSettings, TypeDeclaration};
 use shardalloc::server::{Node, NodeSettings, Security};
 use shardalloc::store::{RedbStore, Store, StoreConfig, Turn};
+use shardalloc::strategy::StrategySource;
 use shardalloc::strategy::external::AllocationReason;
 use shardalloc_client::protocol::{Hello, NodeMessage, PROTOCOL_VERSION, RegionMessage, Register, decode, encode};
 use tokio::net::TcpStream;
@@ -28,10 +31,13 @@ type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 const SHARDS: usize = 1_000;
 
 fn settings(data: &std::path::Path) -> NodeSettings {
+    let mut driver = DriverSettings::default();
+    let strategy = StrategySource::builtin("least-shard").expect("a built-in");
+    driver.types.insert("bench".into(), TypeDeclaration { strategy, config: String::new() });
     NodeSettings {
         store: StoreConfig::Embedded { dir: data.to_owned() },
         cache_dir: Some(data.join("cache")),
-        driver: DriverSettings::default(),
+        driver,
         security: Security::default(),
         max_instances: 64,
         connections: Default::default(),
@@ -63,8 +69,14 @@ async fn region(base: &str, address: &str) -> Socket {
     socket
 }
 
-/// Asks `count` homes, pipelined, and reads every answer.
+/// Heartbeat sequences, increasing for every region.
+static SEQUENCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(2);
+
+/// Asks `count` homes, pipelined, and reads every answer. A heartbeat goes
+/// first, so the region stays alive however long criterion measures.
 async fn ask(socket: &mut Socket, count: usize, offset: usize) {
+    let sequence = SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    send(socket, &RegionMessage::Heartbeat { sequence, metrics: Default::default() }).await;
     for i in 0..count {
         send(socket, &RegionMessage::GetShardHome { shard: ((offset + i) % SHARDS).to_string() }).await;
     }
@@ -126,8 +138,9 @@ fn serve_rss_mib(data: &std::path::Path) -> (f64, Duration) {
     use std::io::BufRead;
     let started = Instant::now();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_shardalloc"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+        .args(["serve", "--listen", "127.0.0.1:0", "--type", "bench", "--data"])
         .arg(data)
+        .env("SHARDALLOC_LOG", "shardalloc=info")
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("start the node");
@@ -191,5 +204,69 @@ fn memory(_: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, home_requests, memory);
+/// Resident memory of a process, in MiB.
+fn rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    kib / 1024.0
+}
+
+/// Not a timing: prints the real node's resident memory before, during
+/// and after 4,000 connections that send half a request head and wait (the
+/// node allows them all: `--max-unauthenticated-connections 4096`), and
+/// whether `/healthz` answered throughout.
+fn connection_flood(_: &mut Criterion) {
+    use std::io::BufRead;
+    const CONNECTIONS: usize = 4_000;
+    let data = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_shardalloc"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--max-unauthenticated-connections", "4096", "--data"])
+        .arg(data.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the node");
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = lines.find_map(|l| l.ok().filter(|l| l.contains("listening"))).expect("the node started");
+    let url = line.split_whitespace().find(|w| w.starts_with("http://")).expect("a URL").to_owned();
+    let pid = child.id();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let healthz = |url: String| async move {
+        reqwest::get(format!("{url}/healthz")).await.is_ok_and(|r| r.status().is_success())
+    };
+    let (before, during, healthy) = runtime.block_on(async {
+        let before = rss_mib(pid);
+        let address = url.trim_start_matches("http://").to_owned();
+        let mut held = Vec::new();
+        for _ in 0..CONNECTIONS {
+            use tokio::io::AsyncWriteExt;
+            let Ok(mut stream) = TcpStream::connect(&address).await else { break };
+            let head = format!("GET /v1/cluster/shards HTTP/1.1\r\nHost: {address}\r\nX-Pad: {}", "a".repeat(1_000));
+            if stream.write_all(head.as_bytes()).await.is_ok() {
+                held.push(stream);
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let during = rss_mib(pid);
+        let healthy = healthz(url.clone()).await;
+        println!("connection flood: {} connections held", held.len());
+        drop(held);
+        (before, during, healthy)
+    });
+    std::thread::sleep(Duration::from_secs(15));
+    let after = rss_mib(pid);
+    let healthy_after = runtime.block_on(healthz(url));
+    let _ = child.kill();
+    let _ = child.wait();
+    println!(
+        "node memory (RSS) around a flood of {CONNECTIONS} half-sent requests: before {before:.0} MiB, \
+         during {during:.0} MiB, 15 s after they closed {after:.0} MiB; /healthz answered during: {healthy}, after: {healthy_after}"
+    );
+}
+
+criterion_group!(benches, home_requests, memory, connection_flood);
 criterion_main!(benches);
