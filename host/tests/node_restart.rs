@@ -327,3 +327,18 @@ async fn a_damaged_store_is_refused_in_one_line_and_left_as_it_was() {
     assert_eq!(code, Some(1), "stdout {stdout}; stderr {stderr}");
     assert!(stderr.starts_with("error: damaged:") && stderr.contains("truncated"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deleted_declared_type_is_declared_again_empty_at_the_next_start() {
+    let mut node = Node::start(&["--type", "cart", "--type", "tenant"]).await;
+    let admin = node.admin();
+    admin.set_placement("cart", "1", "b").await.unwrap();
+    admin.delete_type("cart", false).await.unwrap();
+    let names = |types: shardalloc_client::api::Types| types.types.into_iter().map(|t| t.name).collect::<Vec<_>>();
+    assert_eq!(names(admin.types().await.unwrap()), ["tenant"]);
+    node.terminate().await;
+    node.restart().await;
+    let admin = node.admin();
+    assert_eq!(names(admin.types().await.unwrap()), ["cart", "tenant"]);
+    assert!(admin.placements("cart").await.unwrap().placements.is_empty(), "the deleted type's state came back");
+}

@@ -26,8 +26,8 @@ pub async fn healthz() -> &'static str {
 #[utoipa::path(
     get, path = "/readyz", operation_id = "readyz", tag = "health", security(()),
     responses(
-        (status = 200, description = "Every entity type has at least `min-regions` registered regions (proxies not counted). Body `ready` and a newline. A node with no entity type is ready.", body = String, content_type = "text/plain"),
-        (status = 503, description = "Some type has fewer than `min-regions` regions (`not-ready`; the message names the types), or the coordinator is unavailable (`unavailable`).", body = shardalloc_client::api::ErrorBody),
+        (status = 200, description = "Every declared entity type (`--type`, `[types.NAME]`) has at least `min-regions` registered regions (proxies not counted). Body `ready` and a newline. A node with no declared type is ready.", body = String, content_type = "text/plain"),
+        (status = 503, description = "Some declared type has fewer than `min-regions` regions (`not-ready`; the message names the types), or the coordinator is unavailable (`unavailable`).", body = shardalloc_client::api::ErrorBody),
     ),
 )]
 pub async fn readyz(State(state): State<AppState>) -> Result<&'static str, ApiError> {
