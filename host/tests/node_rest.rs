@@ -110,3 +110,16 @@ async fn the_snapshot_is_what_strategy_eval_reads() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unready_node_says_so_once_in_its_log_not_at_every_probe() {
+    let node = Node::start(&["--type", "cart", "--min-regions", "2"]).await;
+    for _ in 0..20 {
+        let answer = node.request(Method::GET, "/readyz", None).await;
+        assert_eq!(assert_error("/readyz", &answer, StatusCode::SERVICE_UNAVAILABLE), "not-ready");
+    }
+    let log = node.log_tail();
+    let lines = |needle: &str| log.lines().filter(|l| l.contains(needle)).count();
+    assert_eq!(lines("not ready"), 1, "{log}");
+    assert_eq!(lines("ERROR"), 0, "{log}");
+}

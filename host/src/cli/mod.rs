@@ -70,3 +70,13 @@ pub async fn interrupted() {
         _ = term.recv() => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn control_characters_are_shown_escaped() {
+        assert_eq!(super::shown("cart"), "cart");
+        assert_eq!(super::shown("a\u{1b}[2Jb\nc\td\0"), "a\\u{1b}[2Jb\\nc\\td\\u{0}");
+        assert_eq!(super::shown("zoné ✓"), "zoné ✓");
+    }
+}

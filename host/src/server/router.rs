@@ -88,6 +88,12 @@ pub fn router(state: AppState) -> Router {
         .layer(from_fn_with_state(state.clone(), auth::require_admin))
         .layer(from_fn_with_state(state.clone(), super::guard::guard))
         .layer(axum::middleware::from_fn(super::guard::check_head))
-        .layer(tower_http::trace::TraceLayer::new_for_http())
+        // Failures are logged by `ApiError` with what went wrong (a 503 of
+        // `/readyz` at debug); the trace layer's own line would be an ERROR
+        // per probe.
+        .layer(
+            tower_http::trace::TraceLayer::new_for_http()
+                .on_failure(tower_http::trace::DefaultOnFailure::new().level(tracing::Level::DEBUG)),
+        )
         .with_state(state)
 }
