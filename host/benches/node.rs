@@ -10,64 +10,22 @@
 // criterion's macros define undocumented public functions.
 #![allow(missing_docs)]
 
+mod common;
+
 use std::time::{Duration, Instant};
 
+use common::{Socket, TYPE, next, region, send};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use futures_util::{SinkExt, StreamExt};
 use shardalloc::coordinator::{Change, Home, RegionRecord};
-use shardalloc::server::driver::{DriverSettings, TypeDeclaration};
-use shardalloc::server::{Node, NodeSettings, Security};
-use shardalloc::store::{RedbStore, Store, StoreConfig, Turn};
-use shardalloc::strategy::StrategySource;
+use shardalloc::server::Node;
+use shardalloc::server::driver::DriverSettings;
+use shardalloc::store::{RedbStore, Store, Turn};
 use shardalloc::strategy::external::AllocationReason;
-use shardalloc_client::protocol::{Hello, NodeMessage, PROTOCOL_VERSION, RegionMessage, Register, decode, encode};
+use shardalloc_client::protocol::{NodeMessage, RegionMessage};
 use tokio::net::TcpStream;
-use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
-
-type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// Shards every session asks about (allocated before measuring).
 const SHARDS: usize = 1_000;
-
-fn settings(data: &std::path::Path) -> NodeSettings {
-    let mut driver = DriverSettings::default();
-    let strategy = StrategySource::builtin("least-shard").expect("a built-in");
-    driver.types.insert("bench".into(), TypeDeclaration { strategy, config: String::new() });
-    NodeSettings {
-        store: StoreConfig::Embedded { dir: data.to_owned() },
-        cache_dir: Some(data.join("cache")),
-        driver,
-        security: Security::default(),
-        max_instances: 64,
-        connections: Default::default(),
-    }
-}
-
-async fn next(socket: &mut Socket) -> NodeMessage {
-    loop {
-        match socket.next().await.expect("open").expect("frame") {
-            Message::Binary(frame) => return decode(&frame).expect("a node message"),
-            _ => continue,
-        }
-    }
-}
-
-async fn send(socket: &mut Socket, message: &RegionMessage) {
-    socket.send(Message::Binary(encode(message).unwrap().into())).await.unwrap();
-}
-
-/// A registered region session.
-async fn region(base: &str, address: &str) -> Socket {
-    let (mut socket, _) = tokio_tungstenite::connect_async(format!("{base}/v1/regions/connect")).await.unwrap();
-    let hello = Hello { protocol: PROTOCOL_VERSION, entity_type: "bench".into() };
-    socket.send(Message::Binary(encode(&hello).unwrap().into())).await.unwrap();
-    assert!(matches!(next(&mut socket).await, NodeMessage::Welcome { .. }));
-    let register = Register { address: address.into(), incarnation: 1, sequence: 1, ..Register::default() };
-    send(&mut socket, &RegionMessage::Register(register)).await;
-    while !matches!(next(&mut socket).await, NodeMessage::Registered { .. }) {}
-    socket
-}
 
 /// Heartbeat sequences, increasing for every region.
 static SEQUENCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(2);
@@ -94,7 +52,7 @@ fn home_requests(c: &mut Criterion) {
     let (base, mut sessions) = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("ws://{}", listener.local_addr().unwrap());
-        let node = Node::start(settings(data.path())).unwrap();
+        let node = Node::start(common::settings(data.path(), DriverSettings::default())).unwrap();
         tokio::spawn(node.serve(listener, std::future::pending()));
         let mut sessions = Vec::new();
         for i in 0..4 {
@@ -131,6 +89,18 @@ fn home_requests(c: &mut Criterion) {
     drop(base);
 }
 
+/// Resident memory of a process, in MiB.
+fn rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    kib / 1024.0
+}
+
 /// Starts the real binary on `data`, returns its resident memory in MiB once
 /// it listens (it has loaded and recovered everything by then) and the time
 /// that took.
@@ -138,7 +108,7 @@ fn serve_rss_mib(data: &std::path::Path) -> (f64, Duration) {
     use std::io::BufRead;
     let started = Instant::now();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_shardalloc"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--type", "bench", "--data"])
+        .args(["serve", "--listen", "127.0.0.1:0", "--type", TYPE, "--data"])
         .arg(data)
         .env("SHARDALLOC_LOG", "shardalloc=info")
         .stdout(std::process::Stdio::piped())
@@ -147,16 +117,10 @@ fn serve_rss_mib(data: &std::path::Path) -> (f64, Duration) {
     let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
     assert!(lines.any(|l| l.is_ok_and(|l| l.contains("listening"))), "the node did not start");
     let load = started.elapsed();
-    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0);
+    let rss = rss_mib(child.id());
     let _ = child.kill();
     let _ = child.wait();
-    (kib / 1024.0, load)
+    (rss, load)
 }
 
 /// Not a timing: prints the resident memory a node needs for 1,000 regions
@@ -176,7 +140,7 @@ fn memory(_: &mut Criterion) {
                 })
             })
             .collect();
-        let turn = Turn { changes: [("bench".to_string(), regions)].into(), ..Turn::default() };
+        let turn = Turn { changes: [(TYPE.to_string(), regions)].into(), ..Turn::default() };
         revision = store.commit(revision, &turn).unwrap();
         let reason = AllocationReason::Strategy { name: "least-shard".into(), version: "0.1.0".into() };
         for chunk in 0..10 {
@@ -190,7 +154,7 @@ fn memory(_: &mut Criterion) {
                     },
                 })
                 .collect();
-            let turn = Turn { changes: [("bench".to_string(), homes)].into(), ..Turn::default() };
+            let turn = Turn { changes: [(TYPE.to_string(), homes)].into(), ..Turn::default() };
             revision = store.commit(revision, &turn).unwrap();
         }
     }
@@ -202,18 +166,6 @@ fn memory(_: &mut Criterion) {
          (started, loaded and recovered in {:.1} s)",
         load.as_secs_f64()
     );
-}
-
-/// Resident memory of a process, in MiB.
-fn rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0);
-    kib / 1024.0
 }
 
 /// Not a timing: prints the real node's resident memory before, during

@@ -14,25 +14,20 @@
 // criterion's macros define undocumented public functions.
 #![allow(missing_docs)]
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::{TYPE, least_shard, next, region, send};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use futures_util::{SinkExt, StreamExt};
 use shardalloc::coordinator::{Change, PlacementEntry, Stamp};
-use shardalloc::server::driver::{DriverSettings, TypeDeclaration};
-use shardalloc::server::{Node, NodeSettings, Security};
-use shardalloc::store::{RedbStore, Store, StoreConfig, Turn, TypeRecord};
-use shardalloc::strategy::StrategySource;
+use shardalloc::server::Node;
+use shardalloc::server::driver::DriverSettings;
+use shardalloc::store::{RedbStore, Store, Turn, TypeRecord};
 use shardalloc_client::admin::AdminClient;
-use shardalloc_client::protocol::{Hello, NodeMessage, PROTOCOL_VERSION, RegionMessage, Register, decode, encode};
-use tokio::net::TcpStream;
-use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use shardalloc_client::protocol::{NodeMessage, RegionMessage};
 
-type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
-
-const TYPE: &str = "bench";
 /// Admin clients writing at once.
 const CLIENTS: usize = 8;
 /// Region sessions heartbeating throughout.
@@ -48,14 +43,10 @@ struct Recorded {
     post_time: Duration,
 }
 
-fn strategy() -> StrategySource {
-    StrategySource::builtin("least-shard").expect("a built-in")
-}
-
 /// Writes `count` placements of the bench type straight into a new store.
 fn stored_placements(dir: &std::path::Path, count: usize) {
     let store = RedbStore::open(dir).unwrap();
-    let record = TypeRecord { strategy: strategy(), config: String::new() };
+    let record = TypeRecord { strategy: least_shard(), config: String::new() };
     let mut revision =
         store.commit(0, &Turn { types: [(TYPE.to_string(), record)].into(), ..Turn::default() }).unwrap();
     for chunk in (0..count).collect::<Vec<_>>().chunks(100_000) {
@@ -75,43 +66,10 @@ fn stored_placements(dir: &std::path::Path, count: usize) {
     }
 }
 
-fn settings(data: &std::path::Path) -> NodeSettings {
-    let mut driver = DriverSettings::default();
-    driver.coordinator.max_placements = 2_000_000;
-    driver.types.insert(TYPE.into(), TypeDeclaration { strategy: strategy(), config: String::new() });
-    NodeSettings {
-        store: StoreConfig::Embedded { dir: data.to_owned() },
-        cache_dir: Some(data.join("cache")),
-        driver,
-        security: Security::default(),
-        max_instances: 64,
-        connections: Default::default(),
-    }
-}
-
-async fn next(socket: &mut Socket) -> NodeMessage {
-    loop {
-        match socket.next().await.expect("open").expect("frame") {
-            Message::Binary(frame) => return decode(&frame).expect("a node message"),
-            _ => continue,
-        }
-    }
-}
-
-async fn send(socket: &mut Socket, message: &RegionMessage) {
-    socket.send(Message::Binary(encode(message).unwrap().into())).await.unwrap();
-}
-
 /// A registered region session that heartbeats every [`HEARTBEAT_EVERY`]
 /// and records each round trip while `recording` holds.
 async fn heartbeating_region(base: String, address: String, recorded: Arc<Mutex<Recorded>>) {
-    let (mut socket, _) = tokio_tungstenite::connect_async(format!("{base}/v1/regions/connect")).await.unwrap();
-    let hello = Hello { protocol: PROTOCOL_VERSION, entity_type: TYPE.into() };
-    socket.send(Message::Binary(encode(&hello).unwrap().into())).await.unwrap();
-    assert!(matches!(next(&mut socket).await, NodeMessage::Welcome { .. }));
-    let register = Register { address, incarnation: 1, sequence: 1, ..Register::default() };
-    send(&mut socket, &RegionMessage::Register(register)).await;
-    while !matches!(next(&mut socket).await, NodeMessage::Registered { .. }) {}
+    let mut socket = region(&base, &address).await;
     for sequence in 2.. {
         let sent = Instant::now();
         send(&mut socket, &RegionMessage::Heartbeat { sequence, metrics: Default::default() }).await;
@@ -135,7 +93,9 @@ fn run_size(c: &mut Criterion, stored: usize, results: &mut Vec<(usize, Recorded
     let (clients, regions) = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
-        let node = Node::start(settings(data.path())).unwrap();
+        let mut driver = DriverSettings::default();
+        driver.coordinator.max_placements = 2_000_000;
+        let node = Node::start(common::settings(data.path(), driver)).unwrap();
         tokio::spawn(node.serve(listener, std::future::pending()));
         let regions: Vec<_> = (0..REGIONS)
             .map(|i| tokio::spawn(heartbeating_region(format!("ws://{address}"), format!("r{i}"), recorded.clone())))

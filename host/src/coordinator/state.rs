@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::strategy::external::AllocationReason;
 
-use super::event::Millis;
+use shardalloc_client::protocol::Millis;
 
 /// The (timestamp, origin) of a placement write; the greater one wins.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default, serde::Serialize, serde::Deserialize)]

@@ -56,11 +56,11 @@ impl wit_host::Host for HostState {
             wit_host::Level::Warn => Level::Warn,
             wit_host::Level::Error => Level::Error,
         };
-        message = super::instance::cut(message, MAX_LOG_MESSAGE);
+        message = cut(message, MAX_LOG_MESSAGE);
         let fields: Vec<(String, String)> = fields
             .into_iter()
             .take(MAX_LOG_FIELDS)
-            .map(|(k, v)| (super::instance::cut(k, MAX_LOG_FIELD), super::instance::cut(v, MAX_LOG_FIELD)))
+            .map(|(k, v)| (cut(k, MAX_LOG_FIELD), cut(v, MAX_LOG_FIELD)))
             .collect();
         crate::strategy::emit_strategy_log(&self.label, level, &message, &fields);
     }
@@ -69,4 +69,17 @@ impl wit_host::Host for HostState {
         // Out of range yields "", which names no shard; answers are checked.
         self.shard_ids.get(handle as usize).cloned().unwrap_or_default()
     }
+}
+
+/// Cuts guest-supplied text to `limit` bytes on a character boundary.
+pub fn cut(mut text: String, limit: usize) -> String {
+    if text.len() > limit {
+        let mut end = limit;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
 }

@@ -12,7 +12,7 @@ use shardalloc_guest::{RegionStatus, Topology};
 use wasmtime::Store;
 
 use super::bindings::{StrategyWorld, wit};
-use super::host::HostState;
+use super::host::{HostState, cut};
 use super::limits::Limits;
 use super::load::{Compiled, LoadError};
 use crate::strategy::{AllocationStrategy, ClusterView, FaultKind, Info, StrategyError};
@@ -39,19 +39,6 @@ pub struct Sandboxed {
 /// Longest text kept from a strategy's error; it is logged and may be
 /// recorded as the reason of every fallback decision.
 pub const MAX_ERROR_MESSAGE: usize = 1024;
-
-/// Cuts guest-supplied text to `limit` bytes on a character boundary.
-pub fn cut(mut text: String, limit: usize) -> String {
-    if text.len() > limit {
-        let mut end = limit;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-        text.push('…');
-    }
-    text
-}
 
 fn bounded(message: String) -> String {
     cut(message, MAX_ERROR_MESSAGE)

@@ -241,7 +241,7 @@ fn describe(engine: &wasmtime::Engine, pre: &StrategyWorldPre<HostState>) -> Res
         .map_err(|e| LoadError::Fault(format!("{e:#}")))?;
     // Guest-supplied text is recorded with decisions and shown to
     // operators: keep it bounded.
-    use self::instance::cut;
+    use self::host::cut;
     Ok(Info {
         name: cut(info.name, MAX_INFO_FIELD),
         version: cut(info.version, MAX_INFO_FIELD),

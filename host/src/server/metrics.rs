@@ -22,12 +22,33 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use super::driver::catalog::TypeCatalog;
 use crate::coordinator::{Observation, Step};
 use crate::engine::slot::SlotHandle;
 use crate::strategy::external::AllocationReason;
 use crate::strategy::{AllocationStrategy, ClusterView, FaultKind, Info, StrategyError};
 use shardalloc_client::api::RegionStatus;
+
+/// One type's figures for the gauges.
+pub struct TypeGauges<'a> {
+    /// The type.
+    pub name: &'a str,
+    /// Its registered regions.
+    pub regions: Vec<RegionGauges<'a>>,
+    /// Its live placements.
+    pub placements: usize,
+}
+
+/// One region's figures for the gauges.
+pub struct RegionGauges<'a> {
+    /// Its address.
+    pub address: &'a str,
+    /// Up, unreachable or leaving.
+    pub status: RegionStatus,
+    /// Whether it is draining.
+    pub draining: bool,
+    /// Its shards.
+    pub shards: usize,
+}
 
 /// Defines a label value: a closed set of words.
 macro_rules! label_words {
@@ -267,26 +288,25 @@ impl Metrics {
         }
     }
 
-    /// Recomputes the gauges from the types' state.
-    pub fn update_gauges(&self, catalog: &TypeCatalog) {
+    /// Sets the gauges to these types' figures (the driver reads them off
+    /// its catalog); types and regions not named are dropped.
+    pub fn update_gauges<'a>(&self, types: impl IntoIterator<Item = TypeGauges<'a>>) {
         self.regions.clear();
         self.shards.clear();
         self.placements.clear();
-        for (name, entry) in catalog.iter() {
-            let durable = entry.coordinator.durable();
-            for region in durable.regions.values() {
-                let status = match entry.region_status(&region.address) {
+        for one in types {
+            for region in one.regions {
+                let status = match region.status {
                     RegionStatus::Up if region.draining => RegionGauge::Draining,
                     RegionStatus::Up => RegionGauge::Up,
                     RegionStatus::Unreachable => RegionGauge::Unreachable,
                     RegionStatus::Leaving => RegionGauge::Leaving,
                 };
-                self.regions.get_or_create(&RegionLabels { r#type: name.as_str().into(), status }).inc();
-                let labels = ShardLabels { r#type: name.as_str().into(), region: region.address.as_str().into() };
-                self.shards.get_or_create(&labels).set(region.shards.len() as i64);
+                self.regions.get_or_create(&RegionLabels { r#type: one.name.into(), status }).inc();
+                let labels = ShardLabels { r#type: one.name.into(), region: region.address.into() };
+                self.shards.get_or_create(&labels).set(region.shards as i64);
             }
-            let count = entry.coordinator.live_placement_count() as i64;
-            self.placements.get_or_create(&TypeLabels { r#type: name.as_str().into() }).set(count);
+            self.placements.get_or_create(&TypeLabels { r#type: one.name.into() }).set(one.placements as i64);
         }
     }
 

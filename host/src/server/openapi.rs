@@ -28,7 +28,8 @@ use utoipa::{Modify, OpenApi, ToResponse};
     security(("bearerAuth" = [])),
     modifiers(&SecuritySchemes),
     components(responses(
-        BadRequest, Unauthorized, UnknownType, NotFound, Conflict, TooLarge, Unprocessable, Unavailable, Internal
+        BadRequest, Unauthorized, UnknownType, NotFound, Conflict, TooLarge, Unprocessable, DryRunBusy, Unavailable,
+        Internal
     )),
 )]
 pub struct ApiDoc;
@@ -91,6 +92,11 @@ pub struct TooLarge(pub ErrorBody);
 /// (`strategy-refused`), or it fails the dry run (`dry-run-failed`).
 #[derive(ToResponse)]
 pub struct Unprocessable(pub ErrorBody);
+
+/// Too many dry runs under way (`dry-run-busy`): one per type and two in
+/// all run at once; retry when one has finished.
+#[derive(ToResponse)]
+pub struct DryRunBusy(pub ErrorBody);
 
 /// The node is shutting down or overloaded (`unavailable`); retry.
 #[derive(ToResponse)]

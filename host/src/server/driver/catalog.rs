@@ -19,7 +19,7 @@ use crate::engine::limits::Limits;
 use crate::engine::load::Compiled;
 use crate::engine::slot::{Activation, ActivationChanged, AutoRollback, RollbackError, Slot};
 use crate::engine::source::SourceLoadError;
-use crate::server::metrics::Metrics;
+use crate::server::metrics::{Metrics, RegionGauges, TypeGauges};
 use crate::store::{ActivationRecord, ComponentRecord, LoadedType, Store, Turn, TypeRecord};
 use crate::strategy::external::ExternalAllocation;
 use crate::strategy::guarded::Guarded;
@@ -124,6 +124,22 @@ impl TypeCatalog {
     /// Every type, by name.
     pub fn iter(&self) -> impl Iterator<Item = (&String, &TypeEntry)> {
         self.types.iter()
+    }
+
+    /// Every type's figures for the gauges.
+    pub fn gauges(&self) -> impl Iterator<Item = TypeGauges<'_>> {
+        self.types.iter().map(|(name, entry)| TypeGauges {
+            name,
+            regions: (entry.coordinator.durable().regions.values())
+                .map(|region| RegionGauges {
+                    address: &region.address,
+                    status: entry.region_status(&region.address),
+                    draining: region.draining,
+                    shards: region.shards.len(),
+                })
+                .collect(),
+            placements: entry.coordinator.live_placement_count(),
+        })
     }
 
     /// Every type's name.

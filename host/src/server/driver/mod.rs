@@ -288,7 +288,7 @@ impl Driver {
         }
         if self.now >= self.next_gauges {
             self.next_gauges = self.now + GAUGES_MS;
-            self.metrics.update_gauges(&self.catalog);
+            self.metrics.update_gauges(self.catalog.gauges());
         }
         Ok(flow)
     }

@@ -24,7 +24,8 @@ use crate::server::body::{JsonBody, Params, RawBody};
 use crate::server::driver::request::{AdminRequest, Candidate};
 use crate::server::dry_runs::DRY_RUN_DEADLINE;
 use crate::server::openapi::{
-    BadRequest, Conflict, Internal, NotFound, TooLarge, Unauthorized, Unavailable, UnknownType, Unprocessable,
+    BadRequest, Conflict, DryRunBusy, Internal, NotFound, TooLarge, Unauthorized, Unavailable, UnknownType,
+    Unprocessable,
 };
 use crate::store::ComponentRecord;
 use crate::strategy::StrategySource;
@@ -214,6 +215,7 @@ async fn run_dry(
         (status = 404, response = NotFound),
         (status = 413, response = TooLarge),
         (status = 422, response = Unprocessable),
+        (status = 429, response = DryRunBusy),
         (status = 500, response = Internal),
         (status = 503, response = Unavailable),
     ),
@@ -248,6 +250,7 @@ pub async fn dry_run_candidate(
         (status = 404, response = NotFound),
         (status = 413, response = TooLarge),
         (status = 422, response = Unprocessable),
+        (status = 429, response = DryRunBusy),
         (status = 500, response = Internal),
         (status = 503, response = Unavailable),
     ),
