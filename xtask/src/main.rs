@@ -77,18 +77,30 @@ fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
 }
 
-/// The TLS test makes its certificate with the `openssl` command; install
-/// Debian's package when it is missing.
-fn ensure_openssl() -> anyhow::Result<()> {
-    let present = || Command::new("openssl").arg("version").output().is_ok_and(|o| o.status.success());
-    if present() {
+/// What the build and the tests run besides cargo, each with the Debian
+/// package that has it: protoc (the etcd client's build compiles etcd's
+/// protocol), openssl (the TLS test makes its certificate) and etcd (the
+/// etcd store's and the HA tests start real servers).
+const PROGRAMS: [(&str, &str, &str); 3] =
+    [("protoc", "--version", "protobuf-compiler"), ("openssl", "version", "openssl"), ("etcd", "--version", "etcd-server")];
+
+/// Installs Debian's packages for whatever of [`PROGRAMS`] is missing.
+fn ensure_programs() -> anyhow::Result<()> {
+    let present = |program: &str, arg: &str| Command::new(program).arg(arg).output().is_ok_and(|o| o.status.success());
+    let missing: Vec<&str> =
+        PROGRAMS.iter().filter(|(program, arg, _)| !present(program, arg)).map(|(_, _, package)| *package).collect();
+    if missing.is_empty() {
         return Ok(());
     }
-    eprintln!("xtask: installing Debian's openssl (the TLS test makes a certificate with it)");
+    eprintln!("xtask: installing Debian's {}", missing.join(", "));
     let _ = Command::new("apt-get").arg("update").status();
-    let _ = Command::new("apt-get").args(["install", "-y", "--no-install-recommends", "openssl"]).status();
-    if !present() {
-        bail!("the `openssl` command is missing and could not be installed: apt-get install openssl");
+    let _ = Command::new("apt-get")
+        .args(["install", "-y", "--no-install-recommends"])
+        .args(&missing)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .status();
+    if let Some((program, _, package)) = PROGRAMS.iter().find(|(program, arg, _)| !present(program, arg)) {
+        bail!("`{program}` is missing and could not be installed: apt-get install {package}");
     }
     Ok(())
 }
@@ -96,7 +108,7 @@ fn ensure_openssl() -> anyhow::Result<()> {
 fn test(root: &Path) -> anyhow::Result<()> {
     let started = Instant::now();
     setup()?;
-    ensure_openssl()?;
+    ensure_programs()?;
     let cargo = cargo();
     run(root, &cargo, &["fmt", "--all", "--", "--check"])?;
     shape::check(root)?;
@@ -164,6 +176,7 @@ fn demo(root: &Path) -> anyhow::Result<()> {
     use std::io::BufRead;
     use std::process::Stdio;
     setup()?;
+    ensure_programs()?;
     run(root, &cargo(), &["build", "--locked", "-p", "shardalloc"])?;
     let binary = root.join("target/debug/shardalloc");
     let data = root.join("target/demo/data");
@@ -218,6 +231,7 @@ fn demo(root: &Path) -> anyhow::Result<()> {
 
 fn demo_strategies(root: &Path) -> anyhow::Result<()> {
     setup()?;
+    ensure_programs()?;
     run(root, &cargo(), &["build", "--locked", "-p", "shardalloc"])?;
     let binary = root.join("target/debug/shardalloc");
     let dir = root.join("target/demo");

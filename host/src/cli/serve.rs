@@ -17,7 +17,7 @@ use shardalloc::server::conn::ConnectionLimits;
 use shardalloc::server::driver::{DriverSettings, TypeDeclaration};
 use shardalloc::server::guard::OwnOrigins;
 use shardalloc::server::{Node, NodeSettings, Security, tls};
-use shardalloc::store::StoreConfig;
+use shardalloc::store::{EtcdConfig, StoreConfig};
 use shardalloc::strategy::StrategySource;
 
 /// `shardalloc serve` flags.
@@ -110,6 +110,29 @@ pub struct ServeArgs {
     /// have (off: types are declared with --type or [types.NAME]).
     #[arg(long, env = "SHARDALLOC_AUTO_CREATE_TYPES")]
     auto_create_types: bool,
+    /// Keep the state in etcd, shared with other nodes (one leads):
+    /// comma-separated client URLs. Without it, the embedded store in `--data`.
+    #[arg(long, env = "SHARDALLOC_ETCD", value_name = "URL[,URL…]", value_delimiter = ',')]
+    etcd: Vec<String>,
+    /// The prefix of every etcd key (default /shardalloc/); nodes with the
+    /// same prefix share one state.
+    #[arg(long, env = "SHARDALLOC_ETCD_PREFIX")]
+    etcd_prefix: Option<String>,
+    /// etcd user (authentication on); the password comes from `--etcd-password-file`.
+    #[arg(long, env = "SHARDALLOC_ETCD_USER", requires = "etcd_password_file")]
+    etcd_user: Option<String>,
+    /// File holding the etcd user's password.
+    #[arg(long, env = "SHARDALLOC_ETCD_PASSWORD_FILE", requires = "etcd_user")]
+    etcd_password_file: Option<PathBuf>,
+    /// PEM CA certificate that signed etcd's (for https:// etcd URLs).
+    #[arg(long, env = "SHARDALLOC_ETCD_CA_CERT")]
+    etcd_ca_cert: Option<PathBuf>,
+    /// PEM client certificate for etcd (needs `--etcd-key`).
+    #[arg(long, env = "SHARDALLOC_ETCD_CERT", requires = "etcd_key")]
+    etcd_cert: Option<PathBuf>,
+    /// PEM private key of `--etcd-cert`.
+    #[arg(long, env = "SHARDALLOC_ETCD_KEY", requires = "etcd_cert")]
+    etcd_key: Option<PathBuf>,
 }
 
 /// The TOML file.
@@ -126,6 +149,14 @@ struct FileConfig {
     advertise: Option<String>,
     #[serde(default)]
     allowed_hosts: Vec<String>,
+    #[serde(default)]
+    etcd: Vec<String>,
+    etcd_prefix: Option<String>,
+    etcd_user: Option<String>,
+    etcd_password_file: Option<PathBuf>,
+    etcd_ca_cert: Option<PathBuf>,
+    etcd_cert: Option<PathBuf>,
+    etcd_key: Option<PathBuf>,
     #[serde(default)]
     coordinator: CoordinatorFile,
     #[serde(default)]
@@ -235,6 +266,15 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
         }
         None => FileConfig::default(),
     };
+    let file_etcd = EtcdFile {
+        endpoints: file.etcd.clone(),
+        prefix: file.etcd_prefix.clone(),
+        user: file.etcd_user.clone(),
+        password_file: file.etcd_password_file.clone(),
+        ca_cert: file.etcd_ca_cert.clone(),
+        cert: file.etcd_cert.clone(),
+        key: file.etcd_key.clone(),
+    };
     let listen = args.listen.or(file.listen).unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("valid"));
     let data_dir = args.data.or(file.data).unwrap_or_else(|| PathBuf::from(DEFAULT_DATA));
     let tls = match (args.tls_cert.or(file.tls_cert), args.tls_key.or(file.tls_key)) {
@@ -327,9 +367,19 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
         bail!("connection limits must be at least 1");
     }
     let driver = DriverSettings { coordinator, limits, types, auto_create_types, ..DriverSettings::default() };
+    let flags_etcd = EtcdFile {
+        endpoints: args.etcd,
+        prefix: args.etcd_prefix,
+        user: args.etcd_user,
+        password_file: args.etcd_password_file,
+        ca_cert: args.etcd_ca_cert,
+        cert: args.etcd_cert,
+        key: args.etcd_key,
+    };
+    let store = etcd_store(flags_etcd, file_etcd)?.unwrap_or_else(|| StoreConfig::Embedded { dir: data_dir.clone() });
     let settings = NodeSettings {
         cache_dir: Some(data_dir.join("cache")),
-        store: StoreConfig::Embedded { dir: data_dir },
+        store,
         driver,
         security: Security { admin_token, region_token, ..Security::default() },
         max_instances: shardalloc::engine::limits::DEFAULT_MAX_INSTANCES,
@@ -353,12 +403,58 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
     Ok((listen, settings, tls, Reached { advertise, allowed_hosts }))
 }
 
+/// etcd settings, from the flags or the TOML file.
+struct EtcdFile {
+    endpoints: Vec<String>,
+    prefix: Option<String>,
+    user: Option<String>,
+    password_file: Option<PathBuf>,
+    ca_cert: Option<PathBuf>,
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+}
+
+/// The etcd store's settings, when etcd URLs are given (flags first).
+fn etcd_store(flags: EtcdFile, file: EtcdFile) -> anyhow::Result<Option<StoreConfig>> {
+    let EtcdFile { endpoints, prefix, user, password_file, ca_cert, cert, key } = flags;
+    let endpoints = if endpoints.is_empty() { file.endpoints } else { endpoints };
+    let endpoints: Vec<String> = endpoints.iter().map(|e| e.trim().to_owned()).filter(|e| !e.is_empty()).collect();
+    if endpoints.is_empty() {
+        return Ok(None);
+    }
+    for url in &endpoints {
+        let uri: axum::http::Uri = url.parse().with_context(|| format!("--etcd {url:?} is not a URL"))?;
+        if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() || uri.port().is_none() {
+            bail!("--etcd {url:?}: expected http(s)://HOST:PORT");
+        }
+    }
+    let mut config = EtcdConfig::new(endpoints);
+    if let Some(prefix) = prefix.or(file.prefix) {
+        if !prefix.starts_with('/') || !prefix.ends_with('/') || prefix.len() < 2 {
+            bail!("--etcd-prefix {prefix:?}: expected a key prefix that starts and ends with `/`, like /shardalloc/");
+        }
+        config.prefix = prefix;
+    }
+    if let Some(user) = user.or(file.user) {
+        let path = password_file.or(file.password_file).context("--etcd-user needs --etcd-password-file")?;
+        config.user = Some((user, read_token(&path, "etcd password")?));
+    }
+    config.ca_cert = ca_cert.or(file.ca_cert);
+    config.client_cert = match (cert.or(file.cert), key.or(file.key)) {
+        (Some(cert), Some(key)) => Some((cert, key)),
+        (None, None) => None,
+        _ => bail!("an etcd client certificate needs both --etcd-cert and --etcd-key"),
+    };
+    Ok(Some(StoreConfig::Etcd(config)))
+}
+
 /// Runs the node until SIGINT or SIGTERM.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let (listen, mut settings, tls, reached) = settings(args)?;
     let data = match &settings.store {
-        StoreConfig::Embedded { dir } => dir.clone(),
-        StoreConfig::Memory => PathBuf::from("(memory)"),
+        StoreConfig::Embedded { dir } => dir.display().to_string(),
+        StoreConfig::Memory => "(memory)".to_owned(),
+        StoreConfig::Etcd(etcd) => format!("etcd {} under {}", etcd.endpoints.join(","), etcd.prefix),
     };
     let acceptor = tls.map(|(cert, key)| tls::acceptor(&cert, &key)).transpose()?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("start the runtime")?;
@@ -368,10 +464,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         let address = listener.local_addr()?;
         settings.driver.origin = format!("node@{address}");
         settings.security.origins = OwnOrigins::new(address, reached.advertise.as_ref(), &reached.allowed_hosts);
-        let node = Node::start(settings).with_context(|| format!("cannot start the node on {}", data.display()))?;
+        let node = Node::start(settings).with_context(|| format!("cannot start the node on {data}"))?;
         let scheme = if acceptor.is_some() { "https" } else { "http" };
-        println!("shardalloc listening on {scheme}://{address} (data in {})", data.display());
-        tracing::info!(%address, data = %data.display(), tls = acceptor.is_some(), "shardalloc node started");
+        println!("shardalloc listening on {scheme}://{address} (data in {data})");
+        tracing::info!(%address, %data, tls = acceptor.is_some(), "shardalloc node started");
         match acceptor {
             Some(acceptor) => node.serve(tls::TlsListener::new(listener, acceptor)?, super::interrupted()).await?,
             None => node.serve(listener, super::interrupted()).await?,

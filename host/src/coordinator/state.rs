@@ -75,7 +75,8 @@ pub struct PlacementEntry {
 }
 
 /// One change of the durable state.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "change", rename_all = "kebab-case")]
 pub enum Change {
     /// A region registered (new) or re-registered (same incarnation: shards kept).
     RegionRegistered(RegionRecord),
@@ -150,7 +151,7 @@ pub enum Change {
 }
 
 /// Everything the coordinator must not lose.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Durable {
     /// Registered regions by address.
     pub regions: BTreeMap<String, RegionRecord>,

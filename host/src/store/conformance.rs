@@ -99,8 +99,8 @@ fn fencing(store: &dyn Store, revision: Revision) -> Revision {
 }
 
 fn blobs_and_components(store: &dyn Store, revision: Revision) -> Revision {
-    let digest = "sha256:conformance";
     let bytes: Vec<u8> = (0..=255u8).cycle().take(3 << 20).collect();
+    let digest = &*crate::strategy::source::digest_of(&bytes);
     store.put_blob(digest, &bytes).expect("blobs: put");
     store.put_blob(digest, &bytes).expect("blobs: putting the same blob again");
     assert_eq!(store.blob(digest).expect("blobs: get").as_deref(), Some(&bytes[..]), "blobs: read back");

@@ -30,6 +30,17 @@ impl MemoryStore {
         Self::default()
     }
 
+    /// The revision it holds.
+    pub fn load_revision(&self) -> Revision {
+        self.state().loaded.revision
+    }
+
+    /// Replaces everything but the blobs with `loaded` (a backend that
+    /// keeps its state in memory after reading it elsewhere).
+    pub fn replace(&self, loaded: Loaded) {
+        self.state().loaded = loaded;
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }

@@ -11,6 +11,8 @@
 //!   refused).
 //! - `memory.rs`: [`MemoryStore`], the same contract in memory (tests, and
 //!   throw-away nodes).
+//! - `etcd/`: [`EtcdStore`], shared by several nodes on etcd: a fenced log
+//!   of turns and a checkpoint, component blobs in chunks.
 //! - `conformance.rs`: the suite every backend passes ([`conformance::suite`]).
 //! - [`open`]: the one place a backend is chosen, from a [`StoreConfig`].
 //!
@@ -40,6 +42,7 @@
 //! [`open`], and call [`conformance::suite`] from its tests.
 
 pub mod conformance;
+pub mod etcd;
 pub mod memory;
 pub mod redb;
 pub mod redb_file;
@@ -48,6 +51,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub use self::etcd::{EtcdConfig, EtcdStore};
 pub use self::memory::MemoryStore;
 pub use self::redb::RedbStore;
 use crate::coordinator::{Change, Durable};
@@ -102,7 +106,7 @@ pub struct ComponentRecord {
 }
 
 /// What one driver turn writes, atomically.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct Turn {
     /// Coordinator changes per type, in order.
     pub changes: BTreeMap<String, Vec<Change>>,
@@ -132,7 +136,7 @@ impl Turn {
 }
 
 /// One type as loaded.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LoadedType {
     /// Its declaration, if it was declared.
     pub record: Option<TypeRecord>,
@@ -143,7 +147,7 @@ pub struct LoadedType {
 }
 
 /// Everything loaded at start-up (component bytes are read on demand).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Loaded {
     /// The revision loaded.
     pub revision: Revision,
@@ -174,6 +178,13 @@ pub enum StoreError {
         based_on: Revision,
         /// The store's revision.
         current: Revision,
+    },
+    /// This node lost its leadership: its fencing key is gone or belongs to
+    /// a newer leader. Nothing was written.
+    #[error("write refused: this node is no longer the leader (its election key {key} is gone or a newer leader's)")]
+    Deposed {
+        /// The election key.
+        key: String,
     },
     /// Another process has the store open.
     #[error("the store {what} is in use by another process")]
@@ -272,6 +283,8 @@ pub enum StoreConfig {
     },
     /// In memory: lost when the process ends.
     Memory,
+    /// etcd, shared by several nodes with one leader.
+    Etcd(EtcdConfig),
 }
 
 /// Opens the configured backend: the one place a backend is chosen.
@@ -279,6 +292,7 @@ pub fn open(config: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
     Ok(match config {
         StoreConfig::Embedded { dir } => Arc::new(RedbStore::open(dir)?),
         StoreConfig::Memory => Arc::new(MemoryStore::new()),
+        StoreConfig::Etcd(config) => Arc::new(EtcdStore::open(config)?),
     })
 }
 

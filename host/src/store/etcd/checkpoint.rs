@@ -1,0 +1,92 @@
+//! Folding the log into a checkpoint. See the module documentation of
+//! `etcd`: chunks first, then one fenced transaction that points to them
+//! and deletes what they replace, then etcd's history is compacted.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use etcd_client::{CompactionOptions, DeleteOptions, Txn, TxnOp};
+
+use super::keys::{CHUNK_BYTES, CheckpointRecord, sha256};
+use super::{Inner, backend, corrupt};
+use crate::store::{Loaded, Store, StoreError};
+
+/// Starts a checkpoint on its own thread unless one is running.
+pub(super) fn start(inner: &Arc<Inner>) {
+    if inner.checkpointing.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let inner = Arc::clone(inner);
+    let spawned = std::thread::Builder::new().name("etcd-checkpoint".into()).spawn(move || {
+        if let Err(error) = write(&inner) {
+            tracing::warn!(%error, "etcd checkpoint failed; the log keeps growing until the next one");
+        }
+        inner.checkpointing.store(false, Ordering::Release);
+    });
+    if let Err(error) = spawned {
+        tracing::warn!(%error, "could not start the etcd checkpoint thread");
+    }
+}
+
+/// Writes a checkpoint of what the store holds now.
+pub(super) fn write(inner: &Inner) -> Result<(), StoreError> {
+    let loaded = inner.cache.load()?;
+    let revision = loaded.revision;
+    if revision == 0 {
+        return Ok(());
+    }
+    let before = inner.since_checkpoint.load(Ordering::Relaxed);
+    let bytes = serde_json::to_vec(&loaded).map_err(|e| corrupt("the checkpoint", e))?;
+    let chunks: Vec<&[u8]> = bytes.chunks(CHUNK_BYTES).collect();
+    for (index, chunk) in chunks.iter().enumerate() {
+        let put = TxnOp::put(inner.keys.checkpoint_chunk(revision, index as u32), chunk.to_vec(), None);
+        if !inner
+            .txn(Txn::new().when(inner.fence_compare().into_iter().collect::<Vec<_>>()).and_then([put]))?
+            .succeeded()
+        {
+            return Err(StoreError::Deposed { key: inner.keys.leader() });
+        }
+    }
+    let record = CheckpointRecord { revision, chunks: chunks.len() as u32, sha256: sha256(&bytes) };
+    let record = serde_json::to_vec(&record).map_err(|e| corrupt("the checkpoint record", e))?;
+    let keys = &inner.keys;
+    let txn = Txn::new().when(inner.fence_compare().into_iter().collect::<Vec<_>>()).and_then([
+        TxnOp::put(keys.checkpoint(), record, None),
+        TxnOp::delete(keys.log_start(), Some(DeleteOptions::new().with_range(keys.log_from(revision + 1)))),
+        TxnOp::delete(
+            keys.checkpoint_data_start(),
+            Some(DeleteOptions::new().with_range(keys.checkpoint_data_from(revision))),
+        ),
+    ]);
+    let response = inner.txn(txn)?;
+    if !response.succeeded() {
+        return Err(StoreError::Deposed { key: inner.keys.leader() });
+    }
+    inner.since_checkpoint.fetch_sub(before.min(inner.since_checkpoint.load(Ordering::Relaxed)), Ordering::Relaxed);
+    let at = response.header().map(|h| h.revision()).unwrap_or(0);
+    if at > 0 {
+        let mut client = inner.client.clone();
+        inner.bridge.run(async move { client.compact(at, Some(CompactionOptions::new())).await }).map_err(backend)?;
+    }
+    tracing::debug!(revision, chunks = chunks.len(), bytes = bytes.len(), "etcd checkpoint written");
+    Ok(())
+}
+
+/// Reads the checkpoint `record` points to, at etcd revision `at`.
+pub(super) fn read(inner: &Inner, record: &CheckpointRecord, at: i64) -> Result<Loaded, StoreError> {
+    let mut bytes = Vec::new();
+    for index in 0..record.chunks {
+        let key = inner.keys.checkpoint_chunk(record.revision, index);
+        let chunk = inner.get_one(key.clone(), at)?.ok_or_else(|| corrupt(&key, "a checkpoint chunk is missing"))?;
+        bytes.extend_from_slice(&chunk);
+    }
+    let what = inner.keys.checkpoint();
+    if sha256(&bytes) != record.sha256 {
+        return Err(corrupt(what, format!("its chunks do not hash to {}", record.sha256)));
+    }
+    let loaded: Loaded = serde_json::from_slice(&bytes).map_err(|e| corrupt(&what, e))?;
+    if loaded.revision != record.revision {
+        return Err(corrupt(what, format!("it says revision {}, its data {}", record.revision, loaded.revision)));
+    }
+    Ok(loaded)
+}

@@ -1,0 +1,148 @@
+//! Commits and loads: the log of turns after the checkpoint. See the
+//! module documentation of `etcd` for the shape of both.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use etcd_client::{Compare, CompareOp, Txn, TxnOp, TxnOpResponse};
+
+use super::keys::{self, CheckpointRecord, LOG_PAGE, LogPart};
+use super::{Inner, corrupt, stored_number};
+use crate::store::{Loaded, MemoryStore, Revision, Store, StoreError, Turn};
+
+/// How often a load starts again when etcd compacted the revision it was
+/// reading at (a checkpoint finished meanwhile).
+const LOAD_ATTEMPTS: usize = 5;
+
+/// Writes `turn` as the log entry of `based_on + 1`. See the module
+/// documentation of `etcd`.
+pub(super) fn commit(inner: &Inner, based_on: Revision, turn: &Turn) -> Result<Revision, StoreError> {
+    let current = inner.cache.load_revision();
+    if current != based_on {
+        return Err(StoreError::Fenced { based_on, current });
+    }
+    let bytes = serde_json::to_vec(turn).map_err(|e| corrupt("a turn", e))?;
+    let parts = keys::split(&bytes, nonce());
+    let revision = based_on + 1;
+    let last = parts.len() - 1;
+    for (index, part) in parts.iter().enumerate() {
+        let mut ops = vec![TxnOp::put(inner.keys.log_part(revision, index as u32), part.encode(), None)];
+        if index == last {
+            ops.push(TxnOp::put(inner.keys.revision(), revision.to_string(), None));
+        }
+        let txn = Txn::new().when(guards(inner, based_on)).and_then(ops);
+        if !inner.txn(txn)?.succeeded() {
+            return Err(refusal(inner, based_on));
+        }
+    }
+    inner.cache.commit(based_on, turn)
+}
+
+/// What every write of a commit based on `based_on` compares.
+fn guards(inner: &Inner, based_on: Revision) -> Vec<Compare> {
+    let key = inner.keys.revision();
+    let mut compares = vec![if based_on == 0 {
+        Compare::version(key, CompareOp::Equal, 0)
+    } else {
+        Compare::value(key, CompareOp::Equal, based_on.to_string())
+    }];
+    compares.extend(inner.fence_compare());
+    compares
+}
+
+/// Why a guarded write was refused: the fence moved, or the revision did.
+fn refusal(inner: &Inner, based_on: Revision) -> StoreError {
+    if let Some(fence) = inner.fence() {
+        let key = fence.key.clone();
+        match inner.get(key.clone(), None) {
+            Ok(kvs) if kvs.first().map(|kv| kv.create_revision()) == Some(fence.create_revision) => {}
+            Ok(_) => return StoreError::Deposed { key },
+            Err(error) => return error,
+        }
+    }
+    match inner.get_one(inner.keys.revision(), 0) {
+        Ok(value) => {
+            let current = value.and_then(|v| std::str::from_utf8(&v).ok()?.parse().ok()).unwrap_or(0);
+            StoreError::Fenced { based_on, current }
+        }
+        Err(error) => error,
+    }
+}
+
+/// A number no other commit of any process uses for its parts.
+fn nonce() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    hasher
+        .write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+    hasher.finish()
+}
+
+/// Loads the checkpoint and the log after it, at one etcd revision, and
+/// keeps the result as the store's memory.
+pub(super) fn load(inner: &Inner) -> Result<Loaded, StoreError> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match load_once(inner) {
+            Err(StoreError::Backend { source, .. }) if attempt < LOAD_ATTEMPTS && compacted(&*source) => {
+                tracing::debug!("etcd compacted the revision a load was reading at; loading again");
+            }
+            result => return result,
+        }
+    }
+}
+
+fn compacted(error: &(dyn std::error::Error + 'static)) -> bool {
+    error.to_string().contains("compacted")
+}
+
+fn load_once(inner: &Inner) -> Result<Loaded, StoreError> {
+    let keys = &inner.keys;
+    let txn = Txn::new().and_then([TxnOp::get(keys.revision(), None), TxnOp::get(keys.checkpoint(), None)]);
+    let response = inner.txn(txn)?;
+    let at = response.header().map(|h| h.revision()).unwrap_or(0);
+    let answers = response.op_responses();
+    let revision = stored_number(&answers[..1], &keys.revision())?.unwrap_or(0);
+    let checkpoint = match answers.get(1) {
+        Some(TxnOpResponse::Get(get)) => match get.kvs().first() {
+            Some(kv) => Some(
+                serde_json::from_slice::<CheckpointRecord>(kv.value()).map_err(|e| corrupt(keys.checkpoint(), e))?,
+            ),
+            None => None,
+        },
+        _ => None,
+    };
+    let memory = MemoryStore::new();
+    let from = match &checkpoint {
+        Some(record) => {
+            let state = super::checkpoint::read(inner, record, at)?;
+            memory.replace(state);
+            record.revision
+        }
+        None => 0,
+    };
+    if from > revision {
+        return Err(corrupt(keys.checkpoint(), format!("it holds revision {from}, the store is at {revision}")));
+    }
+    let mut parts: BTreeMap<Revision, Vec<(u32, LogPart)>> = BTreeMap::new();
+    let found = inner.range(keys.log_from(from + 1), &keys.log_from(revision + 1), at, LOG_PAGE, false)?;
+    for kv in found {
+        let key = kv.key_str().map_err(|e| corrupt("a log key", e))?.to_owned();
+        let (r, index) = keys.parse_log_part(&key).ok_or_else(|| corrupt(&key, "not a log part's key"))?;
+        let part = LogPart::decode(kv.value()).ok_or_else(|| corrupt(&key, "too short for a log part"))?;
+        parts.entry(r).or_default().push((index, part));
+    }
+    for r in from + 1..=revision {
+        let found = parts.remove(&r).unwrap_or_default();
+        let what = keys.log_from(r);
+        let bytes = keys::join(&found).ok_or_else(|| corrupt(&what, "the log entry is incomplete"))?;
+        let turn: Turn = serde_json::from_slice(&bytes).map_err(|e| corrupt(&what, e))?;
+        memory.commit(r - 1, &turn)?;
+    }
+    let loaded = memory.load()?;
+    inner.cache.replace(loaded.clone());
+    Ok(loaded)
+}

@@ -1,0 +1,358 @@
+//! [`EtcdStore`]: the [`Store`] contract on etcd, for several nodes with
+//! one leader (`shardalloc serve --etcd URL`).
+//!
+//! - `keys.rs`: where everything lives under the prefix, and how a turn is
+//!   cut into parts under etcd's request limit.
+//! - `log.rs`: commits (one etcd transaction per part, fenced) and loads
+//!   (checkpoint + log, at one etcd revision, paged).
+//! - `checkpoint.rs`: folding the log into a checkpoint, in the background.
+//! - `blobs.rs`: components in chunks, verified by sha256 when read.
+//! - `bridge.rs`: the async client behind the synchronous trait.
+//!
+//! ## The log and the checkpoint
+//!
+//! A turn is written as a log entry under the revision it makes — one
+//! transaction of two operations when it fits one part (512 KiB), as many
+//! transactions as it has parts otherwise, the last one moving the
+//! revision. Every one of them compares, in the same transaction, the
+//! revision the commit was based on and (once elected) the leader's fencing
+//! revision: the create revision of its election key. A deposed leader's
+//! write is refused whole; parts of a commit that never moved the revision
+//! are never read. etcd's limits hold by construction: at most four
+//! operations per transaction (of 128), at most 512 KiB of turn per request
+//! (of 1.5 MiB), log pages of at most 2 MiB and chunks of 1 MiB per answer
+//! (of 4 MiB).
+//!
+//! Every [`EtcdConfig::checkpoint_every`] commits, a background thread
+//! writes the whole state as a checkpoint in 1 MiB chunks, then in one
+//! fenced transaction points to it and deletes the log it covers and the
+//! previous checkpoint, then compacts etcd's history up to that point.
+//! A load reads the checkpoint and the log after it at one etcd revision,
+//! so a concurrent checkpoint never shows it half.
+//!
+//! ## What is read from memory
+//!
+//! The store keeps what it loaded and committed in a [`MemoryStore`]: the
+//! admin API's reads of one type and its placement pages come from there
+//! (only the leader serves them). Call [`Store::load`] before the first
+//! commit.
+
+mod blobs;
+pub mod bridge;
+mod checkpoint;
+pub mod keys;
+mod log;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, KeyValue, Txn, TxnOp, TxnOpResponse};
+
+use self::bridge::Bridge;
+use self::keys::Keys;
+use super::{Loaded, LoadedType, MemoryStore, Revision, SCHEMA_VERSION, Store, StoreError, Turn};
+
+/// Every etcd request gives up after this long; the caller sees an error.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The default prefix of every key.
+pub const DEFAULT_PREFIX: &str = "/shardalloc/";
+
+/// By default, a checkpoint every this many commits.
+pub const DEFAULT_CHECKPOINT_EVERY: u64 = 2_000;
+
+/// Where the etcd cluster is and how to reach it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdConfig {
+    /// Client URLs (`http://127.0.0.1:2379`, `https://…`).
+    pub endpoints: Vec<String>,
+    /// The prefix of every key; ends with `/`.
+    pub prefix: String,
+    /// etcd user and password, when etcd has authentication on.
+    pub user: Option<(String, String)>,
+    /// The CA certificate (PEM) that signed etcd's, for `https://` URLs.
+    pub ca_cert: Option<PathBuf>,
+    /// A client certificate and key (PEM), when etcd asks for one.
+    pub client_cert: Option<(PathBuf, PathBuf)>,
+    /// Fold the log into a checkpoint every this many commits.
+    pub checkpoint_every: u64,
+}
+
+impl EtcdConfig {
+    /// Plain connections to `endpoints` under the default prefix.
+    pub fn new(endpoints: Vec<String>) -> Self {
+        EtcdConfig {
+            endpoints,
+            prefix: DEFAULT_PREFIX.to_owned(),
+            user: None,
+            ca_cert: None,
+            client_cert: None,
+            checkpoint_every: DEFAULT_CHECKPOINT_EVERY,
+        }
+    }
+}
+
+/// The leader's fence: its election key and that key's create revision.
+/// Every write compares it; a write after the key was lost or taken over
+/// is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fence {
+    /// The election key.
+    pub key: String,
+    /// Its create revision when this node won.
+    pub create_revision: i64,
+}
+
+/// The etcd store. See the module documentation.
+pub struct EtcdStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    bridge: Bridge,
+    client: Client,
+    keys: Keys,
+    cache: MemoryStore,
+    fence: Mutex<Option<Fence>>,
+    describe: String,
+    checkpoint_every: u64,
+    since_checkpoint: AtomicU64,
+    checkpointing: AtomicBool,
+}
+
+/// The backend's name in errors.
+const BACKEND: &str = "etcd";
+
+fn backend(error: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+    StoreError::Backend { backend: BACKEND, source: Box::new(error) }
+}
+
+fn corrupt(what: impl Into<String>, detail: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt { what: what.into(), detail: detail.to_string() }
+}
+
+fn read_file(path: &PathBuf) -> Result<Vec<u8>, StoreError> {
+    std::fs::read(path).map_err(|error| StoreError::Io { path: path.display().to_string(), error })
+}
+
+impl EtcdStore {
+    /// Connects, and writes the schema version into an empty prefix.
+    pub fn open(config: &EtcdConfig) -> Result<EtcdStore, StoreError> {
+        if config.endpoints.is_empty() {
+            return Err(StoreError::Backend { backend: BACKEND, source: "no etcd endpoint given".into() });
+        }
+        if !config.prefix.ends_with('/') {
+            return Err(StoreError::Backend {
+                backend: BACKEND,
+                source: format!("the key prefix {:?} must end with `/`", config.prefix).into(),
+            });
+        }
+        let bridge = Bridge::new().map_err(backend)?;
+        let mut options = ConnectOptions::new()
+            .with_timeout(REQUEST_TIMEOUT)
+            .with_connect_timeout(REQUEST_TIMEOUT)
+            .with_keep_alive(Duration::from_secs(2), REQUEST_TIMEOUT);
+        if let Some((user, password)) = &config.user {
+            options = options.with_user(user.clone(), password.clone());
+        }
+        if config.ca_cert.is_some() || config.client_cert.is_some() {
+            let mut tls = etcd_client::TlsOptions::new();
+            if let Some(ca) = &config.ca_cert {
+                tls = tls.ca_certificate(etcd_client::Certificate::from_pem(read_file(ca)?));
+            }
+            if let Some((cert, key)) = &config.client_cert {
+                tls = tls.identity(etcd_client::Identity::from_pem(read_file(cert)?, read_file(key)?));
+            }
+            options = options.with_tls(tls);
+        }
+        let endpoints = config.endpoints.clone();
+        let client = bridge.run(async move { Client::connect(endpoints, Some(options)).await }).map_err(backend)?;
+        let keys = Keys::new(&config.prefix);
+        let inner = Inner {
+            bridge,
+            client,
+            describe: format!("etcd {} under {}", config.endpoints.join(","), config.prefix),
+            keys,
+            cache: MemoryStore::new(),
+            fence: Mutex::new(None),
+            checkpoint_every: config.checkpoint_every.max(1),
+            since_checkpoint: AtomicU64::new(0),
+            checkpointing: AtomicBool::new(false),
+        };
+        let store = EtcdStore { inner: Arc::new(inner) };
+        store.inner.init_schema()?;
+        Ok(store)
+    }
+
+    /// From now on every write compares `fence` (this node was elected).
+    pub fn set_fence(&self, fence: Option<Fence>) {
+        *self.inner.fence.lock().unwrap_or_else(PoisonError::into_inner) = fence;
+    }
+
+    /// The client, for the election (it shares the connections).
+    pub fn client(&self) -> Client {
+        self.inner.client.clone()
+    }
+
+    /// The runtime the client runs on.
+    pub fn runtime(&self) -> &tokio::runtime::Handle {
+        self.inner.bridge.handle()
+    }
+
+    /// The keys' layout.
+    pub fn keys(&self) -> &Keys {
+        &self.inner.keys
+    }
+
+    /// Writes a checkpoint now and waits for it (tests, `store copy`).
+    pub fn checkpoint_now(&self) -> Result<(), StoreError> {
+        checkpoint::write(&self.inner)
+    }
+}
+
+impl Inner {
+    fn fence(&self) -> Option<Fence> {
+        self.fence.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// The fence's comparison, when elected.
+    fn fence_compare(&self) -> Option<Compare> {
+        self.fence().map(|f| Compare::create_revision(f.key, CompareOp::Equal, f.create_revision))
+    }
+
+    fn txn(&self, txn: Txn) -> Result<etcd_client::TxnResponse, StoreError> {
+        let mut client = self.client.clone();
+        self.bridge.run(async move { client.txn(txn).await }).map_err(backend)
+    }
+
+    fn get(&self, key: String, options: Option<GetOptions>) -> Result<Vec<KeyValue>, StoreError> {
+        let mut client = self.client.clone();
+        self.bridge.run(async move { client.get(key, options).await.map(|mut r| r.take_kvs()) }).map_err(backend)
+    }
+
+    fn get_one(&self, key: String, revision: i64) -> Result<Option<Vec<u8>>, StoreError> {
+        let options = GetOptions::new().with_revision(revision);
+        Ok(self.get(key, Some(options))?.into_iter().next().map(|kv| kv.into_key_value().1))
+    }
+
+    /// Every key-value in `[start, end)` at `revision` (0: now), `page` at a time.
+    fn range(
+        &self,
+        start: String,
+        end: &str,
+        revision: i64,
+        page: i64,
+        keys_only: bool,
+    ) -> Result<Vec<KeyValue>, StoreError> {
+        let mut found = Vec::new();
+        let mut from = start.into_bytes();
+        loop {
+            let mut options = GetOptions::new().with_range(end).with_revision(revision).with_limit(page);
+            if keys_only {
+                options = options.with_keys_only();
+            }
+            let key = String::from_utf8(from.clone()).map_err(|e| corrupt("a key", e))?;
+            let kvs = self.get(key, Some(options))?;
+            let full = kvs.len() as i64 == page;
+            if let Some(last) = kvs.last() {
+                from = last.key().to_vec();
+                from.push(0);
+            }
+            found.extend(kvs);
+            if !full {
+                return Ok(found);
+            }
+        }
+    }
+
+    fn init_schema(&self) -> Result<(), StoreError> {
+        let key = self.keys.schema();
+        let txn = Txn::new()
+            .when([Compare::version(key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key.clone(), SCHEMA_VERSION.to_string(), None)])
+            .or_else([TxnOp::get(key.clone(), None)]);
+        let response = self.txn(txn)?;
+        if response.succeeded() {
+            return Ok(());
+        }
+        let found = stored_number(&response.op_responses(), &key)?.unwrap_or(SCHEMA_VERSION);
+        if found > SCHEMA_VERSION {
+            return Err(StoreError::NewerSchema { found, supported: SCHEMA_VERSION });
+        }
+        Ok(())
+    }
+}
+
+/// The number stored under `key` in a transaction's get answers.
+fn stored_number(responses: &[TxnOpResponse], key: &str) -> Result<Option<u64>, StoreError> {
+    for response in responses {
+        if let TxnOpResponse::Get(get) = response
+            && let Some(kv) = get.kvs().first()
+        {
+            let text = std::str::from_utf8(kv.value()).map_err(|e| corrupt(key, e))?;
+            return text.parse().map(Some).map_err(|e| corrupt(key, e));
+        }
+    }
+    Ok(None)
+}
+
+impl Store for EtcdStore {
+    fn load(&self) -> Result<Loaded, StoreError> {
+        log::load(&self.inner)
+    }
+
+    fn load_type(&self, entity_type: &str) -> Result<Option<LoadedType>, StoreError> {
+        self.inner.cache.load_type(entity_type)
+    }
+
+    fn placements(
+        &self,
+        entity_type: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Option<Vec<(String, String)>>, StoreError> {
+        self.inner.cache.placements(entity_type, after, limit)
+    }
+
+    fn commit(&self, based_on: Revision, turn: &Turn) -> Result<Revision, StoreError> {
+        let revision = log::commit(&self.inner, based_on, turn)?;
+        let since = self.inner.since_checkpoint.fetch_add(1, Ordering::Relaxed) + 1;
+        if since >= self.inner.checkpoint_every {
+            checkpoint::start(&self.inner);
+        }
+        Ok(revision)
+    }
+
+    fn put_blob(&self, digest: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        blobs::put(&self.inner, digest, bytes)
+    }
+
+    fn blob(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        blobs::get(&self.inner, digest)
+    }
+
+    fn delete_blob(&self, digest: &str) -> Result<(), StoreError> {
+        blobs::delete(&self.inner, digest)
+    }
+
+    fn blob_digests(&self) -> Result<Vec<String>, StoreError> {
+        blobs::digests(&self.inner)
+    }
+
+    fn schema_version(&self) -> Result<u64, StoreError> {
+        let key = self.inner.keys.schema();
+        let value = self.inner.get_one(key.clone(), 0)?;
+        match value {
+            None => Ok(SCHEMA_VERSION),
+            Some(bytes) => {
+                std::str::from_utf8(&bytes).map_err(|e| corrupt(&key, e))?.parse().map_err(|e| corrupt(&key, e))
+            }
+        }
+    }
+
+    fn describe(&self) -> String {
+        self.inner.describe.clone()
+    }
+}

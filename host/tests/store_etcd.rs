@@ -1,0 +1,171 @@
+//! The etcd store against a real etcd on 127.0.0.1: the conformance suite
+//! (with checkpoints folding the log while it runs), fencing of a deposed
+//! leader, turns over one request's size, left-over parts, damaged
+//! checkpoints and blobs, a newer schema.
+
+mod etcd;
+
+use etcd::Etcd;
+use etcd_client::Client;
+use shardalloc::coordinator::{Change, PlacementEntry, Stamp};
+use shardalloc::store::etcd::Fence;
+use shardalloc::store::etcd::keys::{Keys, PART_BYTES};
+use shardalloc::store::{EtcdConfig, EtcdStore, Store, StoreError, Turn, TypeRecord, conformance};
+use shardalloc::strategy::StrategySource;
+
+fn config(etcd: &Etcd, prefix: &str) -> EtcdConfig {
+    EtcdConfig { prefix: prefix.to_owned(), ..EtcdConfig::new(vec![etcd.url.clone()]) }
+}
+
+fn open(etcd: &Etcd, prefix: &str) -> EtcdStore {
+    EtcdStore::open(&config(etcd, prefix)).unwrap()
+}
+
+/// A plain client for looking at and tampering with keys.
+fn raw(etcd: &Etcd) -> (tokio::runtime::Runtime, Client) {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let client = runtime.block_on(Client::connect([etcd.url.clone()], None)).unwrap();
+    (runtime, client)
+}
+
+fn declare(name: &str) -> Turn {
+    let record = TypeRecord { strategy: StrategySource::Builtin("hash".into()), config: String::new() };
+    Turn { types: [(name.to_owned(), record)].into(), ..Turn::default() }
+}
+
+fn placements(n: usize) -> Turn {
+    let changes = (0..n)
+        .map(|i| Change::PlacementWritten {
+            shard: format!("shard-{i:06}"),
+            entry: PlacementEntry {
+                target: Some(format!("region-{}", i % 7)),
+                stamp: Stamp::new(i as u64, "test"),
+                written_at: 1,
+            },
+        })
+        .collect();
+    Turn { changes: [("cart".to_owned(), changes)].into(), ..declare("cart") }
+}
+
+#[test]
+fn etcd_passes_the_conformance_suite_with_checkpoints_on_the_way() {
+    let etcd = Etcd::start();
+    let config = EtcdConfig { checkpoint_every: 150, ..config(&etcd, "/conformance/") };
+    conformance::suite(&|| Ok(Box::new(EtcdStore::open(&config)?)));
+    let (runtime, mut client) = raw(&etcd);
+    let checkpoint = runtime.block_on(client.get("/conformance/checkpoint", None)).unwrap();
+    assert_eq!(checkpoint.kvs().len(), 1, "the suite's 2,000+ commits made no checkpoint");
+}
+
+#[test]
+fn a_deposed_leaders_write_is_refused_and_writes_nothing() {
+    let etcd = Etcd::start();
+    let (runtime, mut client) = raw(&etcd);
+    let store = open(&etcd, "/fenced/");
+    store.load().unwrap();
+    let key = store.keys().leader();
+    let won = runtime.block_on(client.put(key.clone(), "node-a", None)).unwrap();
+    let create_revision = won.header().unwrap().revision();
+    store.set_fence(Some(Fence { key: key.clone(), create_revision }));
+    let revision = store.commit(0, &declare("before")).unwrap();
+
+    // Another node takes over: the key is deleted and created anew.
+    runtime.block_on(client.delete(key.clone(), None)).unwrap();
+    runtime.block_on(client.put(key.clone(), "node-b", None)).unwrap();
+    let error = store.commit(revision, &declare("after")).unwrap_err();
+    assert!(matches!(&error, StoreError::Deposed { key: k } if *k == key), "{error}");
+    assert!(error.to_string().contains("no longer the leader"), "{error}");
+
+    let reader = open(&etcd, "/fenced/");
+    let loaded = reader.load().unwrap();
+    assert_eq!(loaded.revision, revision, "the refused write moved the revision");
+    assert!(!loaded.types.contains_key("after"), "the refused write was applied");
+
+    // A large turn is refused whole, not a part of it.
+    let error = store.commit(revision, &placements(20_000)).unwrap_err();
+    assert!(matches!(error, StoreError::Deposed { .. }), "{error}");
+    assert_eq!(reader.load().unwrap().revision, revision);
+}
+
+#[test]
+fn a_turn_over_one_request_is_written_in_parts_and_left_overs_are_ignored() {
+    let etcd = Etcd::start();
+    let store = open(&etcd, "/big/");
+    store.load().unwrap();
+    let turn = placements(20_000);
+    assert!(serde_json::to_vec(&turn).unwrap().len() > 2 * PART_BYTES, "the turn must need several parts");
+    let revision = store.commit(0, &turn).unwrap();
+    let before = store.load().unwrap();
+    assert_eq!(before.types["cart"].durable.placements.len(), 20_000);
+
+    // Parts of a commit that never moved the revision (its writer died).
+    let (runtime, mut client) = raw(&etcd);
+    let keys = Keys::new("/big/");
+    for part in 0..3 {
+        runtime.block_on(client.put(keys.log_part(revision + 1, part), vec![9u8; 40], None)).unwrap();
+    }
+    let again = open(&etcd, "/big/");
+    assert_eq!(again.load().unwrap(), before, "left-over parts changed the load");
+    let next = again.commit(revision, &declare("next")).unwrap();
+    let loaded = open(&etcd, "/big/").load().unwrap();
+    assert_eq!(loaded.revision, next);
+    assert!(loaded.types.contains_key("next"));
+    assert_eq!(loaded.types["cart"], before.types["cart"]);
+}
+
+#[test]
+fn a_checkpoint_replaces_the_log_and_a_damaged_one_is_named() {
+    let etcd = Etcd::start();
+    let store = open(&etcd, "/ckpt/");
+    store.load().unwrap();
+    let mut revision = store.commit(0, &placements(3_000)).unwrap();
+    for i in 0..10 {
+        revision = store.commit(revision, &declare(&format!("t{i}"))).unwrap();
+    }
+    store.checkpoint_now().unwrap();
+    let (runtime, mut client) = raw(&etcd);
+    let log = runtime
+        .block_on(client.get("/ckpt/log/", Some(etcd_client::GetOptions::new().with_prefix().with_count_only())))
+        .unwrap();
+    assert_eq!(log.count(), 0, "the checkpoint left the log it covers");
+    revision = store.commit(revision, &declare("after-checkpoint")).unwrap();
+    let loaded = open(&etcd, "/ckpt/").load().unwrap();
+    assert_eq!(loaded, store.load().unwrap());
+    assert_eq!(loaded.revision, revision);
+    assert!(loaded.types.contains_key("after-checkpoint") && loaded.types.contains_key("t9"));
+
+    let chunk = Keys::new("/ckpt/").checkpoint_chunk(revision - 1, 0);
+    runtime.block_on(client.put(chunk, b"{not the state".to_vec(), None)).unwrap();
+    let error = open(&etcd, "/ckpt/").load().unwrap_err();
+    assert!(matches!(error, StoreError::Corrupt { .. }), "{error}");
+    assert!(error.to_string().contains("/ckpt/checkpoint"), "{error}");
+}
+
+#[test]
+fn a_damaged_blob_and_a_newer_schema_are_refused() {
+    let etcd = Etcd::start();
+    let store = open(&etcd, "/blobs/");
+    let bytes = vec![7u8; 1_500_000];
+    let digest = shardalloc::strategy::source::digest_of(&bytes);
+    store.put_blob(&digest, &bytes).unwrap();
+    assert_eq!(store.blob(&digest).unwrap().unwrap(), bytes);
+    let (runtime, mut client) = raw(&etcd);
+    let chunk = Keys::new("/blobs/").blob_chunk(&digest, 1);
+    runtime.block_on(client.put(chunk, vec![8u8; 10], None)).unwrap();
+    let error = store.blob(&digest).unwrap_err();
+    assert!(error.to_string().contains("do not match its digest"), "{error}");
+
+    runtime.block_on(client.put("/newer/schema", "99", None)).unwrap();
+    let error = EtcdStore::open(&config(&etcd, "/newer/")).err().unwrap();
+    assert!(matches!(error, StoreError::NewerSchema { found: 99, .. }), "{error}");
+}
+
+#[test]
+fn an_unreachable_etcd_is_an_error_naming_it_not_a_hang() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = EtcdConfig::new(vec![format!("http://127.0.0.1:{port}")]);
+    let started = std::time::Instant::now();
+    let error = EtcdStore::open(&config).err().expect("nothing listens there");
+    assert!(error.to_string().contains("etcd"), "{error}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(60), "took {:?}", started.elapsed());
+}
