@@ -197,6 +197,30 @@ words! {
     }
 }
 
+/// A node of a cluster: its name and the URL it is reached at.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ClusterNode {
+    /// `--node-name` (default: its listen address).
+    pub name: String,
+    /// `--advertise` (default: its listen address as a URL).
+    pub url: String,
+}
+
+/// `GET /v1/cluster/leader`: who leads, as the answering node knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ClusterLeader {
+    /// The leader; `null` while none is known (an election is under way).
+    pub leader: Option<ClusterNode>,
+    /// The node that answered.
+    #[serde(rename = "self")]
+    pub self_: ClusterNode,
+    /// Grows with every new leadership (the leader's etcd election key's
+    /// create revision); 1 for a node without etcd, 0 before one is known.
+    pub term: u64,
+}
+
 /// The body of every error response.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -254,6 +254,15 @@ pub enum NodeMessage {
     LeaveDone,
     /// The node is shutting down; reconnect (with backoff) to it or its successor.
     ShuttingDown,
+    /// Answers a `Hello` on a node that does not lead: connect to the
+    /// leader at `leader` (its base URL, `http(s)://host:port`) instead.
+    /// The node closes the session next. Added within protocol version 1:
+    /// a new variant at the end, which older regions treat as an unreadable
+    /// frame and answer by reconnecting.
+    Redirect {
+        /// The leader's base URL.
+        leader: String,
+    },
 }
 
 /// A frame that could not be encoded or decoded.

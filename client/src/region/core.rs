@@ -73,11 +73,15 @@ pub struct CoreConfig {
     /// node may drop an answer overtaken by a change, or forget a waiting
     /// request when it restarts).
     pub home_retry_ms: Millis,
-    /// How long the node may stay silent (no registration answer, no
-    /// heartbeat acknowledgement) before the session is given up; once
-    /// registered, at least three heartbeat intervals.
+    /// How long the node may stay silent (no `Welcome`, no registration
+    /// answer) before the session is given up. Once registered, the limit
+    /// is three heartbeat intervals (at least [`MIN_SILENCE_MS`]) instead.
     pub response_timeout_ms: Millis,
 }
+
+/// The shortest silence after which a registered region gives its session
+/// up (three heartbeat intervals, when longer).
+pub const MIN_SILENCE_MS: Millis = 1_000;
 
 impl CoreConfig {
     /// A configuration with the default limits and timings.
@@ -458,7 +462,8 @@ impl<M> RegionCore<M> {
         self.check_lease(now, &mut out);
         self.last_heard = now;
         match message {
-            NodeMessage::Welcome { .. } => {}
+            // The session handles both in its handshake.
+            NodeMessage::Welcome { .. } | NodeMessage::Redirect { .. } => {}
             NodeMessage::Refused { reason } => {
                 out.push(Action::Publish(Update::Refused { reason: reason.clone() }));
                 out.push(Action::Reconnect { reason: format!("the node refused the session: {reason}") });
@@ -786,7 +791,9 @@ impl<M> RegionCore<M> {
         }
         if self.link != Link::Down {
             let limit = match self.link {
-                Link::Registered => self.config.response_timeout_ms.max(self.heartbeat_interval_ms.saturating_mul(3)),
+                // Three missed acknowledgements: a paused or cut-off node is
+                // left well within the lease, so a failover costs no shard.
+                Link::Registered => self.heartbeat_interval_ms.saturating_mul(3).max(MIN_SILENCE_MS),
                 _ => self.config.response_timeout_ms,
             };
             let silent = now.saturating_sub(self.last_heard);

@@ -853,3 +853,17 @@ mod hand_off_ordering {
         );
     }
 }
+
+#[test]
+fn a_registered_region_leaves_a_node_silent_for_three_heartbeats() {
+    // Registered at 5 ms with heartbeats every 400 ms: 1,200 ms of silence
+    // end the session, long before the response timeout (10 s) would.
+    let reconnects =
+        |actions: Vec<A>| actions.into_iter().filter(|a| matches!(a, Action::Reconnect { .. })).collect::<Vec<_>>();
+    let mut core = registered_core();
+    assert_eq!(reconnects(core.tick(1_204, BTreeMap::new)), vec![]);
+    assert_eq!(
+        reconnects(core.tick(1_205, BTreeMap::new)),
+        vec![Action::Reconnect { reason: "the node has been silent for 1200 ms".into() }]
+    );
+}

@@ -322,7 +322,7 @@ struct Driver<M> {
 pub(crate) fn start<A: Application>(
     runtime: tokio::runtime::Handle,
     config: RegionConfig,
-    url: String,
+    urls: Vec<String>,
     tls: Option<Arc<rustls::ClientConfig>>,
     app: Arc<A>,
     transport: Arc<dyn Transport<A::Message>>,
@@ -367,11 +367,12 @@ pub(crate) fn start<A: Application>(
     let driver = Driver {
         shared: shared.clone(),
         params: Arc::new(SessionParams {
-            url,
+            urls,
+            leader: Mutex::new(None),
             tls,
             token: config.token.clone(),
             entity_type: config.entity_type.clone(),
-            handshake_timeout: config.response_timeout,
+            handshake_timeout: config.connect_timeout,
         }),
         leave_timeout: config.leave_timeout,
         control: control_receiver,

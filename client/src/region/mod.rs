@@ -167,13 +167,18 @@ pub struct RegionConfig {
     pub leave_timeout: Duration,
     /// First reconnect delay (doubling, with jitter). Default 100 ms.
     pub reconnect_min: Duration,
-    /// Longest reconnect delay. Default 5 s.
+    /// Longest reconnect delay. Default 1 s (a failover is found fast).
     pub reconnect_max: Duration,
     /// How long to wait for a home answer before asking again. Default 2 s.
     pub home_retry: Duration,
-    /// How long the node may stay silent (handshake, registration,
-    /// heartbeat acknowledgements) before the session is given up. Default 10 s.
+    /// How long the node may stay silent in the handshake and registration
+    /// before the session is given up. Default 10 s. Once registered, three
+    /// missed heartbeat acknowledgements (at least 1 s) end the session.
     pub response_timeout: Duration,
+    /// How long connecting to one node may take: TCP, TLS, the WebSocket
+    /// upgrade and its `Welcome` (or redirect). Default 2 s: a paused or
+    /// unreachable node is passed over quickly for the next one.
+    pub connect_timeout: Duration,
 }
 
 impl fmt::Debug for RegionConfig {
@@ -198,6 +203,7 @@ impl fmt::Debug for RegionConfig {
             .field("reconnect_max", &self.reconnect_max)
             .field("home_retry", &self.home_retry)
             .field("response_timeout", &self.response_timeout)
+            .field("connect_timeout", &self.connect_timeout)
             .finish()
     }
 }
@@ -224,33 +230,32 @@ impl RegionConfig {
             stop_deadline: Duration::from_secs(10),
             leave_timeout: Duration::from_secs(60),
             reconnect_min: Duration::from_millis(100),
-            reconnect_max: Duration::from_secs(5),
+            reconnect_max: Duration::from_secs(1),
             home_retry: Duration::from_secs(2),
             response_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(2),
         }
     }
 
-    /// The WebSocket URL of the node's region endpoint, from [`RegionConfig::node`].
+    /// The WebSocket URL of the (first) node's region endpoint, from [`RegionConfig::node`].
     pub fn connect_url(&self) -> Result<String, RegionError> {
-        let mut url = reqwest::Url::parse(&self.node)
-            .map_err(|e| RegionError::Config(format!("the node URL {:?} is not a URL: {e}", self.node)))?;
-        let scheme = match url.scheme() {
-            "http" | "ws" => "ws",
-            "https" | "wss" => "wss",
-            other => {
-                return Err(RegionError::Config(format!(
-                    "the node URL {:?} has scheme {other:?}; expected http, https, ws or wss",
-                    self.node
-                )));
-            }
-        };
-        url.set_scheme(scheme)
-            .map_err(|()| RegionError::Config(format!("cannot use scheme {scheme} for {:?}", self.node)))?;
-        if !url.path().ends_with(CONNECT_PATH) {
-            let path = format!("{}{CONNECT_PATH}", url.path().trim_end_matches('/'));
-            url.set_path(&path);
+        Ok(self.connect_urls()?.remove(0))
+    }
+
+    /// The WebSocket URLs of every node in [`RegionConfig::node`] (a
+    /// comma-separated list: the nodes sharing one etcd).
+    pub fn connect_urls(&self) -> Result<Vec<String>, RegionError> {
+        let urls: Vec<String> = self
+            .node
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(connect_url_of)
+            .collect::<Result<_, _>>()?;
+        if urls.is_empty() {
+            return Err(RegionError::Config("no node URL given".to_owned()));
         }
-        Ok(url.into())
+        Ok(urls)
     }
 
     fn validate(&self) -> Result<(), RegionError> {
@@ -264,6 +269,8 @@ impl RegionConfig {
             Some(rule)
         } else if self.shard_buffer_limit == 0 || self.total_buffer_limit == 0 || self.inbox_capacity == 0 {
             Some("buffer limits and the inbox capacity must be at least 1".to_owned())
+        } else if self.connect_timeout.is_zero() {
+            Some("the connect timeout must be greater than zero".to_owned())
         } else if self.reconnect_min.is_zero() || self.reconnect_min > self.reconnect_max {
             Some(format!(
                 "the reconnect delays must satisfy 0 < min ({:?}) <= max ({:?})",
@@ -295,6 +302,28 @@ impl RegionConfig {
     }
 }
 
+/// The WebSocket URL of the region endpoint of the node at `node`
+/// (`http(s)://` or `ws(s)://`, with or without the connect path).
+pub fn connect_url_of(node: &str) -> Result<String, RegionError> {
+    let mut url = reqwest::Url::parse(node)
+        .map_err(|e| RegionError::Config(format!("the node URL {node:?} is not a URL: {e}")))?;
+    let scheme = match url.scheme() {
+        "http" | "ws" => "ws",
+        "https" | "wss" => "wss",
+        other => {
+            return Err(RegionError::Config(format!(
+                "the node URL {node:?} has scheme {other:?}; expected http, https, ws or wss"
+            )));
+        }
+    };
+    url.set_scheme(scheme).map_err(|()| RegionError::Config(format!("cannot use scheme {scheme} for {node:?}")))?;
+    if !url.path().ends_with(CONNECT_PATH) {
+        let path = format!("{}{CONNECT_PATH}", url.path().trim_end_matches('/'));
+        url.set_path(&path);
+    }
+    Ok(url.into())
+}
+
 /// Starts regions.
 #[derive(Debug)]
 pub struct Region;
@@ -312,13 +341,13 @@ impl Region {
     {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| RegionError::NoRuntime)?;
         config.validate()?;
-        let url = config.connect_url()?;
-        let tls = if url.starts_with("wss://") {
+        let urls = config.connect_urls()?;
+        let tls = if urls.iter().any(|url| url.starts_with("wss://")) {
             Some(crate::tls::client_config(config.ca_cert.as_deref()).map_err(|e| RegionError::Config(e.to_string()))?)
         } else {
             None
         };
-        let (shared, control) = driver::start(runtime, config, url, tls, Arc::new(app), Arc::new(transport));
+        let (shared, control) = driver::start(runtime, config, urls, tls, Arc::new(app), Arc::new(transport));
         Ok(RegionHandle { shared, control })
     }
 }

@@ -34,8 +34,12 @@ pub(crate) enum SessionEvent {
 
 /// Where and how to connect.
 pub(crate) struct SessionParams {
-    /// `ws://host:port/v1/regions/connect`.
-    pub(crate) url: String,
+    /// `ws://host:port/v1/regions/connect` of every node; attempts go round
+    /// them until one leads or redirects to the leader.
+    pub(crate) urls: Vec<String>,
+    /// The leader's connect URL, once a node redirected to it: tried first
+    /// until a session with it fails.
+    pub(crate) leader: std::sync::Mutex<Option<String>>,
     /// For a `wss://` URL.
     pub(crate) tls: Option<std::sync::Arc<rustls::ClientConfig>>,
     pub(crate) token: Option<String>,
@@ -62,6 +66,10 @@ enum SessionError {
     Text,
     #[error("the node closed the connection during the handshake")]
     ClosedEarly,
+    #[error("{url} redirected to the leader at {leader}, which redirected again")]
+    RedirectLoop { url: String, leader: String },
+    #[error("{url} redirected to {leader:?}, which is not a node URL: {reason}")]
+    BadRedirect { url: String, leader: String, reason: String },
 }
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
@@ -80,18 +88,106 @@ pub(crate) async fn run(
     let _ = events.send(SessionEvent::Closed { generation, reason });
 }
 
+impl SessionParams {
+    /// The URL attempt `generation` starts with: the leader's when known,
+    /// else the nodes in turn.
+    fn first_url(&self, generation: u64) -> String {
+        let leader = self.leader.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        leader.unwrap_or_else(|| self.urls[(generation as usize) % self.urls.len()].clone())
+    }
+
+    fn set_leader(&self, url: Option<String>) {
+        *self.leader.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = url;
+    }
+}
+
+/// How the handshake with one node ended.
+enum Handshake {
+    /// Welcomed: the session goes on.
+    Welcome(Box<Socket>),
+    /// Sent to the leader's base URL.
+    Redirect(String),
+    /// Refused, with the reason reported.
+    Refused(String),
+}
+
 async fn session(
     params: &SessionParams,
     generation: u64,
     events: &mpsc::UnboundedSender<SessionEvent>,
 ) -> Result<String, SessionError> {
+    let first = params.first_url(generation);
+    let mut socket = match handshake(params, &first, generation, events).await {
+        Ok(Handshake::Welcome(socket)) => *socket,
+        Ok(Handshake::Refused(reason)) => return Ok(reason),
+        Ok(Handshake::Redirect(leader)) => {
+            let url = crate::region::connect_url_of(&leader).map_err(|e| SessionError::BadRedirect {
+                url: first.clone(),
+                leader: leader.clone(),
+                reason: e.to_string(),
+            })?;
+            debug!(from = %first, to = %url, "redirected to the leader");
+            params.set_leader(Some(url.clone()));
+            match handshake(params, &url, generation, events).await {
+                Ok(Handshake::Welcome(socket)) => *socket,
+                Ok(Handshake::Refused(reason)) => return Ok(reason),
+                Ok(Handshake::Redirect(_)) => {
+                    params.set_leader(None);
+                    return Err(SessionError::RedirectLoop { url: first, leader: url });
+                }
+                Err(error) => {
+                    params.set_leader(None);
+                    return Err(error);
+                }
+            }
+        }
+        Err(error) => {
+            params.set_leader(None);
+            return Err(error);
+        }
+    };
+    let (outgoing, mut to_node) = mpsc::unbounded_channel();
+    if events.send(SessionEvent::Connected { generation, outgoing }).is_err() {
+        close(&mut socket).await;
+        return Ok("the region stopped".to_owned());
+    }
+    let ended = loop {
+        tokio::select! {
+            message = to_node.recv() => match message {
+                Some(message) => socket.send(Message::Binary(protocol::encode(&message)?.into())).await?,
+                None => {
+                    close(&mut socket).await;
+                    return Ok("the region hung up".to_owned());
+                }
+            },
+            message = next_message(&mut socket) => match message {
+                Ok(Some(message)) => {
+                    if events.send(SessionEvent::Message { generation, message }).is_err() {
+                        close(&mut socket).await;
+                        return Ok("the region stopped".to_owned());
+                    }
+                }
+                Ok(None) => break Ok("the node closed the session".to_owned()),
+                Err(error) => break Err(error),
+            },
+        }
+    };
+    // The node may have stopped leading: ask the nodes in turn again.
+    params.set_leader(None);
+    ended
+}
+
+/// Connects to `url`, says `Hello` and reads the answer.
+async fn handshake(
+    params: &SessionParams,
+    url: &str,
+    generation: u64,
+    events: &mpsc::UnboundedSender<SessionEvent>,
+) -> Result<Handshake, SessionError> {
     let timeout = params.handshake_timeout;
-    let timed_out = || SessionError::Timeout { url: params.url.clone(), timeout };
-    let mut request = params
-        .url
-        .as_str()
-        .into_client_request()
-        .map_err(|source| SessionError::Connect { url: params.url.clone(), source })?;
+    let timed_out = || SessionError::Timeout { url: url.to_owned(), timeout };
+    let mut request =
+        url.into_client_request().map_err(|source| SessionError::Connect { url: url.to_owned(), source })?;
     if let Some(token) = &params.token {
         let value =
             HeaderValue::from_str(&format!("Bearer {token}")).map_err(|e| SessionError::Token(e.to_string()))?;
@@ -110,9 +206,9 @@ async fn session(
             let body = response.body().as_deref().map(String::from_utf8_lossy).unwrap_or_default();
             let reason = format!("the node refused the region token ({}): {body}", response.status());
             let _ = events.send(SessionEvent::Refused { generation, reason: reason.clone() });
-            return Ok(reason);
+            return Ok(Handshake::Refused(reason));
         }
-        Err(source) => return Err(SessionError::Connect { url: params.url.clone(), source }),
+        Err(source) => return Err(SessionError::Connect { url: url.to_owned(), source }),
     };
     let hello = Hello { protocol: PROTOCOL_VERSION, entity_type: params.entity_type.clone() };
     socket.send(Message::Binary(protocol::encode(&hello)?.into())).await?;
@@ -122,39 +218,19 @@ async fn session(
             if protocol != PROTOCOL_VERSION {
                 warn!(node = protocol, region = PROTOCOL_VERSION, "the node speaks another protocol version");
             }
+            Ok(Handshake::Welcome(Box::new(socket)))
+        }
+        Some(NodeMessage::Redirect { leader }) => {
+            close(&mut socket).await;
+            Ok(Handshake::Redirect(leader))
         }
         Some(NodeMessage::Refused { reason }) => {
             let _ = events.send(SessionEvent::Refused { generation, reason: reason.clone() });
             close(&mut socket).await;
-            return Ok(format!("the node refused the session: {reason}"));
+            Ok(Handshake::Refused(format!("the node refused the session: {reason}")))
         }
-        Some(other) => return Err(SessionError::Unexpected(format!("{other:?}"))),
-        None => return Err(SessionError::ClosedEarly),
-    }
-    let (outgoing, mut to_node) = mpsc::unbounded_channel();
-    if events.send(SessionEvent::Connected { generation, outgoing }).is_err() {
-        close(&mut socket).await;
-        return Ok("the region stopped".to_owned());
-    }
-    loop {
-        tokio::select! {
-            message = to_node.recv() => match message {
-                Some(message) => socket.send(Message::Binary(protocol::encode(&message)?.into())).await?,
-                None => {
-                    close(&mut socket).await;
-                    return Ok("the region hung up".to_owned());
-                }
-            },
-            message = next_message(&mut socket) => match message? {
-                Some(message) => {
-                    if events.send(SessionEvent::Message { generation, message }).is_err() {
-                        close(&mut socket).await;
-                        return Ok("the region stopped".to_owned());
-                    }
-                }
-                None => return Ok("the node closed the session".to_owned()),
-            },
-        }
+        Some(other) => Err(SessionError::Unexpected(format!("{other:?}"))),
+        None => Err(SessionError::ClosedEarly),
     }
 }
 
