@@ -14,7 +14,9 @@ use super::shown;
 /// Where the node is and how to authenticate.
 #[derive(Debug, Args)]
 pub struct NodeArgs {
-    /// The node's URL.
+    /// The node's URL, or several comma-separated (nodes sharing an etcd):
+    /// the first that accepts a connection is used (any node forwards to
+    /// the leader).
     #[arg(long, env = "SHARDALLOC_NODE", default_value = "http://127.0.0.1:7878")]
     pub node: String,
     /// The admin token, when the node requires one.
@@ -26,10 +28,38 @@ pub struct NodeArgs {
     pub ca_cert: Option<PathBuf>,
 }
 
+/// How long the CLI tries to connect to each of several nodes.
+const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl NodeArgs {
     fn client(&self) -> anyhow::Result<AdminClient> {
-        AdminClient::with_ca_cert(&self.node, self.admin_token.clone(), self.ca_cert.as_deref())
-            .with_context(|| format!("node URL {}", self.node))
+        let node = self.reachable_node()?;
+        AdminClient::with_ca_cert(&node, self.admin_token.clone(), self.ca_cert.as_deref())
+            .with_context(|| format!("node URL {node}"))
+    }
+
+    /// The one node given, or the first of several that accepts a TCP
+    /// connection.
+    fn reachable_node(&self) -> anyhow::Result<String> {
+        let nodes: Vec<&str> = self.node.split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
+        match nodes.as_slice() {
+            [] => anyhow::bail!("--node is empty"),
+            [one] => return Ok((*one).to_owned()),
+            _ => {}
+        }
+        for node in &nodes {
+            let url = reqwest::Url::parse(node).with_context(|| format!("node URL {node}"))?;
+            let reachable = url
+                .socket_addrs(|| None)
+                .ok()
+                .into_iter()
+                .flatten()
+                .any(|address| std::net::TcpStream::connect_timeout(&address, PROBE_TIMEOUT).is_ok());
+            if reachable {
+                return Ok((*node).to_owned());
+            }
+        }
+        anyhow::bail!("none of the nodes {} accepts a connection", nodes.join(", "))
     }
 }
 

@@ -16,7 +16,8 @@ use shardalloc::engine::limits::Limits;
 use shardalloc::server::conn::ConnectionLimits;
 use shardalloc::server::driver::{DriverSettings, TypeDeclaration};
 use shardalloc::server::guard::OwnOrigins;
-use shardalloc::server::{Node, NodeSettings, Security, tls};
+use shardalloc::server::leadership::NodeIdentity;
+use shardalloc::server::{ClusterSettings, DEFAULT_LEADER_LEASE, Node, NodeSettings, Security, tls};
 use shardalloc::store::{EtcdConfig, StoreConfig};
 use shardalloc::strategy::StrategySource;
 
@@ -110,6 +111,14 @@ pub struct ServeArgs {
     /// have (off: types are declared with --type or [types.NAME]).
     #[arg(long, env = "SHARDALLOC_AUTO_CREATE_TYPES")]
     auto_create_types: bool,
+    /// This node's name among the nodes sharing an etcd (default: the
+    /// listen address).
+    #[arg(long, env = "SHARDALLOC_NODE_NAME")]
+    node_name: Option<String>,
+    /// Seconds of the leader's etcd lease (default 3): a dead leader is
+    /// replaced within about this long. Separate from the regions' lease.
+    #[arg(long, env = "SHARDALLOC_LEADER_LEASE_S")]
+    leader_lease_s: Option<u64>,
     /// Keep the state in etcd, shared with other nodes (one leads):
     /// comma-separated client URLs. Without it, the embedded store in `--data`.
     #[arg(long, env = "SHARDALLOC_ETCD", value_name = "URL[,URL…]", value_delimiter = ',')]
@@ -149,6 +158,8 @@ struct FileConfig {
     advertise: Option<String>,
     #[serde(default)]
     allowed_hosts: Vec<String>,
+    node_name: Option<String>,
+    leader_lease_s: Option<u64>,
     #[serde(default)]
     etcd: Vec<String>,
     etcd_prefix: Option<String>,
@@ -377,7 +388,22 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
         key: args.etcd_key,
     };
     let store = etcd_store(flags_etcd, file_etcd)?.unwrap_or_else(|| StoreConfig::Embedded { dir: data_dir.clone() });
+    let leader_lease_s = args.leader_lease_s.or(file.leader_lease_s).unwrap_or(DEFAULT_LEADER_LEASE.as_secs());
+    if !(1..=60).contains(&leader_lease_s) {
+        bail!("--leader-lease-s {leader_lease_s}: expected 1 to 60 seconds");
+    }
+    let node_name = args.node_name.or(file.node_name);
+    if let Some(name) = &node_name
+        && (name.is_empty() || name.len() > 128 || name.chars().any(char::is_control))
+    {
+        bail!("--node-name {name:?}: expected 1 to 128 printable characters");
+    }
+    let clustered = matches!(store, StoreConfig::Etcd(_));
     let settings = NodeSettings {
+        cluster: ClusterSettings {
+            identity: NodeIdentity { name: node_name.unwrap_or_default(), url: String::new() },
+            leader_lease: Duration::from_secs(leader_lease_s),
+        },
         cache_dir: Some(data_dir.join("cache")),
         store,
         driver,
@@ -395,6 +421,12 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
             Some(uri)
         }
     };
+    if clustered && advertise.is_none() {
+        bail!(
+            "--etcd needs --advertise URL: the address other nodes and clients reach this node at \
+             (followers forward to the leader's, regions are redirected to it)"
+        );
+    }
     let mut allowed_hosts = args.allowed_hosts;
     allowed_hosts.extend(file.allowed_hosts);
     if let Some(bad) = allowed_hosts.iter().find(|h| h.is_empty() || h.contains(['/', ':', ' '])) {
@@ -464,8 +496,16 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         let address = listener.local_addr()?;
         settings.driver.origin = format!("node@{address}");
         settings.security.origins = OwnOrigins::new(address, reached.advertise.as_ref(), &reached.allowed_hosts);
-        let node = Node::start(settings).with_context(|| format!("cannot start the node on {data}"))?;
         let scheme = if acceptor.is_some() { "https" } else { "http" };
+        let identity = &mut settings.cluster.identity;
+        if identity.name.is_empty() {
+            identity.name = address.to_string();
+        }
+        identity.url = match &reached.advertise {
+            Some(url) => url.to_string().trim_end_matches('/').to_owned(),
+            None => format!("{scheme}://{address}"),
+        };
+        let node = Node::start(settings).with_context(|| format!("cannot start the node on {data}"))?;
         println!("shardalloc listening on {scheme}://{address} (data in {data})");
         tracing::info!(%address, %data, tls = acceptor.is_some(), "shardalloc node started");
         match acceptor {

@@ -94,6 +94,16 @@ label_words! {
 }
 
 label_words! {
+    /// A leadership this node won or lost.
+    LeadershipChange { Won => "won", Lost => "lost", }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct LeadershipLabels {
+    change: LeadershipChange,
+}
+
+label_words! {
     /// A hand-off step or end.
     HandOffOutcome { Started => "started", Stopping => "stopping", TimedOut => "timed-out", OwnerGone => "owner-gone", }
 }
@@ -209,6 +219,11 @@ pub struct Metrics {
     pub commit_seconds: Histogram,
     /// Open region sessions.
     pub sessions: Gauge,
+    /// 1 while this node leads (a node without etcd always does), else 0.
+    pub leader: Gauge,
+    /// The term of the leadership this node knows of (0: none known).
+    pub term: Gauge,
+    leadership_changes: Family<LeadershipLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -231,6 +246,9 @@ impl Metrics {
             strategy_calls: HistogramFamily::new_with_constructor(latency),
             commit_seconds: latency(),
             sessions: Gauge::default(),
+            leader: Gauge::default(),
+            term: Gauge::default(),
+            leadership_changes: Family::default(),
             registry: Registry::default(),
         };
         registry.register("decisions", "Allocations by reason", metrics.decisions.clone());
@@ -242,7 +260,19 @@ impl Metrics {
         registry.register("strategy_call_seconds", "Strategy call latency", metrics.strategy_calls.clone());
         registry.register("commit_seconds", "Store commit latency", metrics.commit_seconds.clone());
         registry.register("region_sessions", "Open region sessions", metrics.sessions.clone());
+        registry.register("leader", "1 while this node leads", metrics.leader.clone());
+        registry.register("term", "The term of the leadership this node knows of", metrics.term.clone());
+        registry.register(
+            "leadership_changes",
+            "Leaderships this node won or lost, by change",
+            metrics.leadership_changes.clone(),
+        );
         Metrics { registry, ..metrics }
+    }
+
+    /// Counts a leadership this node won or lost.
+    pub fn leadership_changed(&self, change: LeadershipChange) {
+        self.leadership_changes.get_or_create(&LeadershipLabels { change }).inc();
     }
 
     /// The Prometheus text exposition.

@@ -26,7 +26,9 @@ pub mod body;
 pub mod conn;
 pub mod driver;
 pub mod dry_runs;
+pub mod forward;
 pub mod guard;
+pub mod leadership;
 pub mod metrics;
 mod node;
 pub mod openapi;
@@ -42,7 +44,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::driver::DriverHandle;
 use self::metrics::Metrics;
-pub use self::node::{Node, NodeError, NodeSettings};
+pub use self::node::{ClusterSettings, DEFAULT_LEADER_LEASE, Node, NodeError, NodeSettings};
 pub use self::router::{api, document, router};
 use crate::engine::Engine;
 use crate::engine::limits::Limits;
@@ -84,6 +86,8 @@ pub struct AppState {
     pub dry_runs: Arc<dry_runs::DryRuns>,
     /// Cancelled when the node shuts down.
     pub shutdown: CancellationToken,
+    /// Who leads, and who this node is.
+    pub leadership: leadership::Leadership,
 }
 
 #[cfg(test)]

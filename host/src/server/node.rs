@@ -11,11 +11,17 @@ use std::sync::Arc;
 use axum::Router;
 use tokio_util::sync::CancellationToken;
 
-use super::driver::{self, DriverError, DriverSettings, Input};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::driver::{self, DriverError, DriverHandle, DriverSettings, Input};
+use super::leadership::election::{Election, StartDriver};
+use super::leadership::{Leadership, NodeIdentity, Role};
 use super::metrics::Metrics;
 use super::{AppState, Security};
 use crate::engine::{Engine, EngineConfig, EngineError};
-use crate::store::{StoreConfig, StoreError};
+use crate::store::{EtcdStore, Store, StoreConfig, StoreError};
 
 /// The node's settings.
 #[derive(Clone, Debug)]
@@ -32,6 +38,29 @@ pub struct NodeSettings {
     pub max_instances: u32,
     /// Timeouts and limits of every connection.
     pub connections: super::conn::ConnectionLimits,
+    /// This node's identity and the leader lease (used with etcd).
+    pub cluster: ClusterSettings,
+}
+
+/// How this node takes part in a cluster (with an etcd store).
+#[derive(Clone, Debug)]
+pub struct ClusterSettings {
+    /// This node's name and URL, as the others and clients see them.
+    pub identity: NodeIdentity,
+    /// The leader lease's TTL (whole seconds; `--leader-lease-s`).
+    pub leader_lease: Duration,
+}
+
+/// The default leader lease: 3 s.
+pub const DEFAULT_LEADER_LEASE: Duration = Duration::from_secs(3);
+
+impl Default for ClusterSettings {
+    fn default() -> Self {
+        ClusterSettings {
+            identity: NodeIdentity { name: "node".into(), url: "http://127.0.0.1".into() },
+            leader_lease: DEFAULT_LEADER_LEASE,
+        }
+    }
 }
 
 /// Why the node could not start.
@@ -48,11 +77,13 @@ pub enum NodeError {
     Driver(#[from] DriverError),
 }
 
-/// A started node: its state for the router, and the driver thread.
+/// A started node: its state for the router, and the driver thread (a
+/// node alone) or the election that starts and stops drivers (with etcd).
 pub struct Node {
     /// The handlers' state.
     pub state: AppState,
-    driver: std::thread::JoinHandle<Result<(), DriverError>>,
+    driver: Option<std::thread::JoinHandle<Result<(), DriverError>>>,
+    election: Option<Election>,
 }
 
 impl Node {
@@ -66,10 +97,44 @@ impl Node {
     /// Opens the store and starts the driver with an engine the caller
     /// shares (tests start many nodes on one engine).
     pub fn with_engine(settings: NodeSettings, engine: Arc<Engine>) -> Result<Node, NodeError> {
-        let store = crate::store::open(&settings.store)?;
         let metrics = Arc::new(Metrics::new());
         let limits = settings.driver.limits;
-        let (driver, thread) = driver::start(store.clone(), engine.clone(), settings.driver, metrics.clone())?;
+        let shutdown = CancellationToken::new();
+        let identity = settings.cluster.identity.clone();
+        let (store, driver, thread, election, leadership): (Arc<dyn Store>, _, _, _, _) = match &settings.store {
+            StoreConfig::Etcd(config) => {
+                let etcd = Arc::new(EtcdStore::open(config)?);
+                let driver = DriverHandle::detached();
+                let (role, receiver) = watch::channel(Role { term: 0, leader: None, leading: false });
+                let start: StartDriver = {
+                    let (store, engine, metrics) = (etcd.clone() as Arc<dyn Store>, engine.clone(), metrics.clone());
+                    let settings = settings.driver.clone();
+                    Arc::new(move |clock| {
+                        let settings = DriverSettings { lease: Some(clock), ..settings.clone() };
+                        driver::start(store.clone(), engine.clone(), settings, metrics.clone())
+                    })
+                };
+                let election = Election {
+                    store: etcd.clone(),
+                    me: identity.clone(),
+                    lease_ttl: settings.cluster.leader_lease,
+                    role,
+                    driver: driver.clone(),
+                    start,
+                    metrics: metrics.clone(),
+                    shutdown: shutdown.clone(),
+                };
+                (etcd as Arc<dyn Store>, driver, None, Some(election), Leadership::elected(identity, receiver))
+            }
+            other => {
+                let store = crate::store::open(other)?;
+                let (driver, thread) =
+                    driver::start(store.clone(), engine.clone(), settings.driver.clone(), metrics.clone())?;
+                metrics.leader.set(1);
+                metrics.term.set(1);
+                (store, driver, Some(thread), None, Leadership::alone(identity))
+            }
+        };
         let state = AppState {
             driver,
             engine,
@@ -80,9 +145,10 @@ impl Node {
             limits,
             connections: settings.connections,
             dry_runs: Arc::default(),
-            shutdown: CancellationToken::new(),
+            shutdown,
+            leadership,
         };
-        Ok(Node { state, driver: thread })
+        Ok(Node { state, driver: thread, election })
     }
 
     /// The node's HTTP API.
@@ -94,7 +160,7 @@ impl Node {
     pub async fn stop(self) -> Result<(), NodeError> {
         self.state.shutdown.cancel();
         let _ = self.state.driver.send(Input::Shutdown).await;
-        let thread = self.driver;
+        let Some(thread) = self.driver else { return Ok(()) };
         tokio::task::spawn_blocking(move || thread.join())
             .await
             .expect("join the driver")
@@ -102,10 +168,13 @@ impl Node {
             .map_err(NodeError::from)
     }
 
-    /// Serves on `listener` until `shutdown` completes (or the driver
-    /// ends), then stops the driver and closes the sessions.
+    /// Serves on `listener` until `shutdown` completes (or the driver of a
+    /// node alone ends), then stops the driver and closes the sessions.
+    /// With etcd, the election runs meanwhile: it starts a driver when this
+    /// node wins and stops it when it loses; at shutdown a leader flushes
+    /// and gives up its key so another node takes over at once.
     pub async fn serve<L>(
-        self,
+        mut self,
         listener: L,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), NodeError>
@@ -113,16 +182,26 @@ impl Node {
         L: axum::serve::Listener,
         L::Addr: std::fmt::Debug,
     {
+        let election = self.election.take().map(|election| tokio::spawn(election.run()));
+        let alone = election.is_none();
         let state = self.state.clone();
         let stop = async move {
+            let driver_ended =
+                async { if alone { state.driver.stopped().await } else { std::future::pending().await } };
             tokio::select! {
                 _ = shutdown => tracing::info!("shutting down"),
-                _ = state.driver.stopped() => tracing::error!("the coordinator driver stopped; shutting down"),
+                _ = driver_ended => tracing::error!("the coordinator driver stopped; shutting down"),
             }
-            let _ = state.driver.send(Input::Shutdown).await;
+            if alone {
+                let _ = state.driver.send(Input::Shutdown).await;
+            }
             state.shutdown.cancel();
         };
         super::conn::serve(listener, self.router(), self.state.connections, stop).await;
+        if let Some(election) = election {
+            self.state.shutdown.cancel();
+            let _ = election.await;
+        }
         self.stop().await
     }
 }

@@ -13,7 +13,7 @@ use utoipa::{Modify, OpenApi, ToResponse};
 #[openapi(
     info(
         title = "shardalloc node API",
-        description = "One port serves everything. Admin calls live under `/v1` and take and return JSON with camelCase field names (the snapshot keeps the snake_case strategy snapshot format). When the node has an admin token, every `/v1` call needs `Authorization: Bearer <admin token>` except the WebSocket at `/v1/regions/connect`, which takes the region token. `/healthz`, `/readyz` and `/metrics` need no token. Errors answer `{\"error\":{\"code\":…,\"message\":…}}` with the status that fits; the WebSocket's own upgrade failures have plain-text bodies. Every call may answer `503` (`unavailable`) when the node is shutting down or its input queue is full. An unknown path answers `404` `no-route`; a known path with another method answers `405`. JSON bodies are at most 4 MiB; component uploads at most 32 MiB. Shard ids are 1 to 256 bytes; in request bodies a JSON integer is accepted as its decimal string. Path segments are percent-decoded: encode `/` in a shard id as `%2F`.",
+        description = "One port serves everything. Admin calls live under `/v1` and take and return JSON with camelCase field names (the snapshot keeps the snake_case strategy snapshot format). When the node has an admin token, every `/v1` call needs `Authorization: Bearer <admin token>` except the WebSocket at `/v1/regions/connect`, which takes the region token. `/healthz`, `/readyz` and `/metrics` need no token. Errors answer `{\"error\":{\"code\":…,\"message\":…}}` with the status that fits; the WebSocket's own upgrade failures have plain-text bodies. Every call may answer `503` (`unavailable`) when the node is shutting down or its input queue is full. With several nodes on etcd, a node that does not lead forwards every `/v1` call but `/v1/cluster/leader`, `/v1/openapi.json` and the region WebSocket to the leader and returns its answer, or answers `503` (`no-leader`) while none is known. An unknown path answers `404` `no-route`; a known path with another method answers `405`. JSON bodies are at most 4 MiB; component uploads at most 32 MiB. Shard ids are 1 to 256 bytes; in request bodies a JSON integer is accepted as its decimal string. Path segments are percent-decoded: encode `/` in a shard id as `%2F`.",
         license(name = "Apache-2.0", identifier = "Apache-2.0"),
     ),
     servers((url = "http://127.0.0.1:7878", description = "The default listen address.")),
@@ -23,6 +23,7 @@ use utoipa::{Modify, OpenApi, ToResponse};
         (name = "placements", description = "Operators' placements and manual rebalance (external allocation)."),
         (name = "strategies", description = "Upload, activate, dry-run, shadow and roll back strategies."),
         (name = "regions", description = "Regions, drain, and the region-session WebSocket."),
+        (name = "cluster", description = "Who leads, answered by every node itself."),
         (name = "meta", description = "This document."),
     ),
     security(("bearerAuth" = [])),

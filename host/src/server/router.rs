@@ -18,7 +18,7 @@ use super::AppState;
 use super::api_error::ApiError;
 use super::auth;
 use super::openapi::ApiDoc;
-use super::rest::{health, placements, regions, strategies, types};
+use super::rest::{cluster, health, placements, regions, strategies, types};
 use super::sessions;
 
 /// Every route with its documentation.
@@ -29,6 +29,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(health::metrics))
         .routes(routes!(sessions::connect))
         .routes(routes!(openapi_document))
+        .routes(routes!(cluster::leader))
         .routes(routes!(types::list))
         .routes(routes!(types::get, types::delete))
         .routes(routes!(types::snapshot))
@@ -85,6 +86,7 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(strategies::MAX_UPLOAD))
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(state.connections.request_body_timeout))
+        .layer(from_fn_with_state(state.clone(), super::forward::forward))
         .layer(from_fn_with_state(state.clone(), auth::require_admin))
         .layer(from_fn_with_state(state.clone(), super::guard::guard))
         .layer(axum::middleware::from_fn(super::guard::check_head))

@@ -85,6 +85,24 @@ async fn refuse(socket: &mut WebSocket, reason: String) {
     close(socket, &reason).await;
 }
 
+/// A node that does not lead sends the region to the leader, or refuses
+/// the session while no leader is known (the region tries again).
+async fn redirect(state: &AppState, socket: &mut WebSocket) {
+    let role = state.leadership.role();
+    let me = state.leadership.me();
+    match role.leader.filter(|leader| leader.name != me.name) {
+        Some(leader) => {
+            tracing::debug!(leader = %leader.url, "region session redirected to the leader");
+            if let Ok(frame) = encode(&NodeMessage::Redirect { leader: leader.url }) {
+                let _ = socket.send(Message::Binary(frame.into())).await;
+            }
+            let frame = CloseFrame { code: axum::extract::ws::close_code::NORMAL, reason: "not the leader".into() };
+            let _ = socket.send(Message::Close(Some(frame))).await;
+        }
+        None => refuse(socket, "no leader is known right now; retry".into()).await,
+    }
+}
+
 /// The peer's [`Hello`], within `deadline` (a session that does not send
 /// one, and then its first `Register`, in time is closed).
 async fn handshake(socket: &mut WebSocket, deadline: Duration) -> Result<Hello, String> {
@@ -122,6 +140,9 @@ async fn session(state: AppState, mut socket: WebSocket) {
         Ok(hello) => hello,
         Err(reason) => return refuse(&mut socket, reason).await,
     };
+    if !state.leadership.leading() {
+        return redirect(&state, &mut socket).await;
+    }
     let id = NEXT_SESSION.fetch_add(1, Ordering::Relaxed);
     let welcome = encode(&NodeMessage::Welcome { protocol: PROTOCOL_VERSION }).expect("small");
     if socket.send(Message::Binary(welcome.into())).await.is_err() {
@@ -129,8 +150,11 @@ async fn session(state: AppState, mut socket: WebSocket) {
     }
     let (outbox, mut inbox) = mpsc::channel(SESSION_OUTBOX);
     let refusals = outbox.clone();
+    // The session belongs to the driver it opens with: when that one ends
+    // (a leader stepping down), the session ends with it.
+    let driver = state.driver.pinned();
     let opened = Input::SessionOpened { session: id, entity_type: hello.entity_type.clone(), outbox };
-    if state.driver.send(opened).await.is_err() {
+    if driver.send(opened).await.is_err() {
         return refuse(&mut socket, "the node is shutting down".into()).await;
     }
     tracing::debug!(session = id, r#type = %hello.entity_type, "region session opened");
@@ -162,6 +186,7 @@ async fn session(state: AppState, mut socket: WebSocket) {
         let next = tokio::select! {
             next = stream.next() => next,
             _ = state.shutdown.cancelled() => break "the node is shutting down".to_owned(),
+            _ = driver.stopped() => break "the node stopped leading".to_owned(),
             _ = tokio::time::sleep_until(register_by), if !registered => {
                 break violation(format!("no Register within {deadline:?} of the Welcome"));
             }
@@ -179,7 +204,7 @@ async fn session(state: AppState, mut socket: WebSocket) {
             Err(error) => break violation(format!("a malformed frame: {error}")),
         };
         registered |= matches!(message, RegionMessage::Register(_));
-        if state.driver.send(Input::Region { session: id, message }).await.is_err() {
+        if driver.send(Input::Region { session: id, message }).await.is_err() {
             break "the node is shutting down".to_owned();
         }
         if writer.is_finished() {
@@ -188,7 +213,7 @@ async fn session(state: AppState, mut socket: WebSocket) {
     };
     drop(refusals);
     tracing::info!(session = id, r#type = %hello.entity_type, %reason, "region session ended");
-    let _ = state.driver.send(Input::SessionClosed { session: id }).await;
+    let _ = driver.send(Input::SessionClosed { session: id }).await;
     // The writer ends when the driver drops the outbox; do not wait forever.
     let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
 }

@@ -76,9 +76,15 @@ impl Node {
     /// Starts a node on `127.0.0.1:0` over a fresh data directory, with
     /// `args` after `serve --listen … --data …`.
     pub async fn start(args: &[&str]) -> Node {
+        Self::start_on("127.0.0.1:0", args).await
+    }
+
+    /// Starts a node listening on `listen` (a fixed port, for a node that
+    /// must know its URL before it starts).
+    pub async fn start_on(listen: &str, args: &[&str]) -> Node {
         let data = tempfile::tempdir().expect("a temporary data directory");
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        let (child, addr, log) = spawn(data.path(), "127.0.0.1:0", &args).await;
+        let (child, addr, log) = spawn(data.path(), listen, &args).await;
         let http = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap();
         Node { child: Some(child), base: format!("http://{addr}"), addr, args, log, http, data }
     }
@@ -101,6 +107,18 @@ impl Node {
         self.wait_exit(STOP_TIMEOUT)
             .await
             .unwrap_or_else(|| panic!("the node did not exit within {STOP_TIMEOUT:?} of SIGTERM\n{}", self.log_tail()))
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`…) to the process.
+    pub fn signal(&self, signal: &str) {
+        let pid = self.pid().to_string();
+        let status = Command::new("kill").args([&format!("-{signal}"), &pid]).status().expect("run kill");
+        assert!(status.success(), "kill -{signal} {pid} failed: {status}");
+    }
+
+    /// True while the process runs.
+    pub fn running(&self) -> bool {
+        self.child.is_some()
     }
 
     /// SIGKILL, then reaps the process.

@@ -3,6 +3,9 @@
 //! requests with typed replies ([`DriverHandle::ask`]), and the driver's end
 //! as a signal ([`DriverHandle::stopped`]) rather than a flag to poll.
 
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
 use shardalloc_client::protocol::{NodeMessage, RegionMessage};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -56,24 +59,54 @@ pub enum Unavailable {
     Busy,
 }
 
-/// The handle REST handlers and sessions use. Cheap to clone.
-#[derive(Clone)]
-pub struct DriverHandle {
+/// One driver's channels and its end.
+struct Channels {
     tx: mpsc::Sender<Input>,
     admin: mpsc::Sender<AdminRequest>,
     stopped: CancellationToken,
+}
+
+/// The handle REST handlers and sessions use. Cheap to clone; clones share
+/// which driver they reach, and [`DriverHandle::replace`] changes it for
+/// all of them (a node that wins a leadership starts a driver, one that
+/// loses it is left [`detached`](DriverHandle::detached)).
+#[derive(Clone)]
+pub struct DriverHandle {
+    current: Arc<ArcSwap<Channels>>,
 }
 
 impl DriverHandle {
     /// A handle over the session inputs `tx` and the admin requests `admin`,
     /// whose driver cancels `stopped` when it ends.
     pub(super) fn new(tx: mpsc::Sender<Input>, admin: mpsc::Sender<AdminRequest>, stopped: CancellationToken) -> Self {
-        DriverHandle { tx, admin, stopped }
+        DriverHandle { current: Arc::new(ArcSwap::from_pointee(Channels { tx, admin, stopped })) }
+    }
+
+    /// A handle that reaches no driver: every call answers
+    /// [`Unavailable::Stopped`] (a follower, or a leader between drivers).
+    pub fn detached() -> Self {
+        let (tx, _) = mpsc::channel(1);
+        let (admin, _) = mpsc::channel(1);
+        let stopped = CancellationToken::new();
+        stopped.cancel();
+        Self::new(tx, admin, stopped)
+    }
+
+    /// From now on this handle and its clones reach `other`'s driver.
+    pub fn replace(&self, other: &DriverHandle) {
+        self.current.store(other.current.load_full());
+    }
+
+    /// A handle that keeps reaching the driver this one reaches now, even
+    /// after a [`replace`](DriverHandle::replace) (a region session belongs
+    /// to the driver it was opened with).
+    pub fn pinned(&self) -> DriverHandle {
+        DriverHandle { current: Arc::new(ArcSwap::new(self.current.load_full())) }
     }
 
     /// Queues an input without waiting.
     pub fn try_send(&self, input: Input) -> Result<(), Unavailable> {
-        self.tx.try_send(input).map_err(|e| match e {
+        self.current.load().tx.try_send(input).map_err(|e| match e {
             mpsc::error::TrySendError::Full(_) => Unavailable::Busy,
             mpsc::error::TrySendError::Closed(_) => Unavailable::Stopped,
         })
@@ -81,7 +114,8 @@ impl DriverHandle {
 
     /// Queues an input, waiting while the queue is full.
     pub async fn send(&self, input: Input) -> Result<(), Unavailable> {
-        self.tx.send(input).await.map_err(|_| Unavailable::Stopped)
+        let tx = self.current.load().tx.clone();
+        tx.send(input).await.map_err(|_| Unavailable::Stopped)
     }
 
     /// Asks the driver `request` (made around its reply channel) and waits
@@ -90,20 +124,22 @@ impl DriverHandle {
     /// full one answers [`Unavailable::Busy`] at once.
     pub async fn ask<T>(&self, request: impl FnOnce(Reply<T>) -> AdminRequest) -> Result<T, Unavailable> {
         let (reply, answer) = oneshot::channel();
-        self.admin.try_send(request(reply)).map_err(|e| match e {
+        self.current.load().admin.try_send(request(reply)).map_err(|e| match e {
             mpsc::error::TrySendError::Full(_) => Unavailable::Busy,
             mpsc::error::TrySendError::Closed(_) => Unavailable::Stopped,
         })?;
         answer.await.map_err(|_| Unavailable::Stopped)
     }
 
-    /// Completes when the driver thread has ended (shut down or failed).
+    /// Completes when the driver this handle reaches now has ended (shut
+    /// down or failed).
     pub async fn stopped(&self) {
-        self.stopped.cancelled().await
+        let stopped = self.current.load().stopped.clone();
+        stopped.cancelled().await
     }
 
-    /// True once the driver thread has ended.
+    /// True once the driver this handle reaches has ended.
     pub fn is_stopped(&self) -> bool {
-        self.stopped.is_cancelled()
+        self.current.load().stopped.is_cancelled()
     }
 }

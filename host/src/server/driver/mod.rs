@@ -35,6 +35,7 @@ pub mod catalog;
 mod commands;
 mod deletion;
 mod handle;
+pub mod lease;
 mod regions;
 pub mod request;
 pub mod sessions;
@@ -102,6 +103,8 @@ pub struct DriverSettings {
     pub auto_rollback: AutoRollback,
     /// The origin stamped on placements written through this node.
     pub origin: String,
+    /// The leader's lease, when elected (`None`: a node alone, always leading).
+    pub lease: Option<lease::LeaseClock>,
 }
 
 impl Default for DriverSettings {
@@ -114,6 +117,7 @@ impl Default for DriverSettings {
             auto_create_types: false,
             auto_rollback: AutoRollback::default(),
             origin: "node".into(),
+            lease: None,
         }
     }
 }
@@ -137,6 +141,10 @@ pub enum DriverError {
     /// The coordinator settings are inconsistent.
     #[error("coordinator settings: {0}")]
     Config(#[from] crate::coordinator::ConfigError),
+    /// The leader's lease ran out before this turn was released; nothing
+    /// of it was revealed.
+    #[error("the leader lease ran out; this node stops leading")]
+    LeaseExpired,
 }
 
 /// Whether the driver goes on after a step.
@@ -173,6 +181,7 @@ pub struct Driver {
     /// The readiness last answered, so a change is logged once.
     readiness: Option<Result<(), String>>,
     revision: Revision,
+    lease: Option<lease::LeaseClock>,
     turn: Turn,
     batches: BTreeMap<String, u64>,
     released: Vec<Box<dyn FnOnce() + Send>>,
@@ -217,6 +226,7 @@ impl Driver {
             retiring: BTreeMap::new(),
             readiness: None,
             revision: loaded.revision,
+            lease: settings.lease.clone(),
             turn: Turn::default(),
             batches: BTreeMap::new(),
             released: Vec::new(),
@@ -363,8 +373,14 @@ impl Driver {
         }
     }
 
-    /// Commits the turn, then releases what waited for it.
-    fn commit(&mut self) -> Result<(), StoreError> {
+    /// Commits the turn, then releases what waited for it — if the leader's
+    /// lease still holds (then the store's fence is still this node's too).
+    fn commit(&mut self) -> Result<(), DriverError> {
+        if let Some(lease) = &self.lease
+            && !lease.valid()
+        {
+            return Err(DriverError::LeaseExpired);
+        }
         self.catalog.record_changes(&mut self.turn);
         if !self.turn.is_empty() {
             let turn = std::mem::take(&mut self.turn);

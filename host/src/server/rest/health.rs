@@ -27,10 +27,16 @@ pub async fn healthz() -> &'static str {
     get, path = "/readyz", operation_id = "readyz", tag = "health", security(()),
     responses(
         (status = 200, description = "Every declared entity type (`--type`, `[types.NAME]`) has at least `min-regions` registered regions (proxies not counted). Body `ready` and a newline. A node with no declared type is ready.", body = String, content_type = "text/plain"),
-        (status = 503, description = "Some declared type has fewer than `min-regions` regions (`not-ready`; the message names the types), or the coordinator is unavailable (`unavailable`).", body = shardalloc_client::api::ErrorBody),
+        (status = 503, description = "Some declared type has fewer than `min-regions` regions (`not-ready`; the message names the types), or the coordinator is unavailable (`unavailable`), or (with etcd) this node neither leads nor knows a leader (`no-leader`). A follower that knows the leader is ready.", body = shardalloc_client::api::ErrorBody),
     ),
 )]
 pub async fn readyz(State(state): State<AppState>) -> Result<&'static str, ApiError> {
+    if !state.leadership.leading() {
+        return match state.leadership.role().leader.filter(|l| l.name != state.leadership.me().name) {
+            Some(_) => Ok("ready\n"),
+            None => Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "no-leader", "no leader is known right now")),
+        };
+    }
     match state.driver.ask(|reply| AdminRequest::Readiness { reply }).await? {
         Ok(()) => Ok("ready\n"),
         Err(message) => Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not-ready", message)),

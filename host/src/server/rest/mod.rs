@@ -11,6 +11,7 @@
 //! - `regions.rs`: regions and drain;
 //! - `strategies.rs`: upload, list, delete, activate, dry-run, shadow, roll back.
 
+pub mod cluster;
 pub mod health;
 pub mod paging;
 pub mod placements;

@@ -93,6 +93,7 @@ impl TestNode {
             security,
             max_instances: 0,
             connections,
+            cluster: Default::default(),
         };
         let node = Node::with_engine(settings, engine()).expect("start a node");
         let router = node.router();

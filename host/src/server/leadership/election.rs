@@ -1,0 +1,302 @@
+//! The election on etcd. A node campaigns by creating the leader key
+//! (`{prefix}leader`, its identity as JSON) under a lease of exactly
+//! `--leader-lease-s` seconds, in a transaction that succeeds only when no
+//! key exists. The key's create revision is the leader's term and its
+//! fencing revision: every store write compares it ([`Fence`]).
+//!
+//! The known pitfalls of etcd elections, and what is done about each:
+//!
+//! - a keep-alive stream that ends silently, or answers TTL 0: the lease
+//!   is lost at once;
+//! - renewals that stop arriving without an error: the [`LeaseClock`] runs
+//!   out at *send time of the last renewal + TTL* (never later than etcd's
+//!   own expiry) and the driver checks it before releasing every turn;
+//! - a campaign that returns after its lease already expired: the win is
+//!   checked against the time the lease was granted and given up if late;
+//! - a leader key that disappears (or is re-created by another node) while
+//!   this process is paused: every write is fenced on the key's create
+//!   revision, and the key is re-read every [`POLL`];
+//! - a commit refused by the fence: the driver ends with the error, and
+//!   this node steps down.
+//!
+//! Stepping down stops the driver at once (its sessions end; nothing it
+//! could not persist is revealed), detaches the node's driver handle, and
+//! campaigns again.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp, TxnOpResponse};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::{NodeIdentity, Role};
+use crate::server::driver::lease::LeaseClock;
+use crate::server::driver::{DriverError, DriverHandle, Input};
+use crate::server::metrics::{LeadershipChange, Metrics};
+use crate::store::EtcdStore;
+use crate::store::etcd::Fence;
+
+/// How often a follower reads the leader key, and a leader checks it is
+/// still its own.
+pub const POLL: Duration = Duration::from_millis(250);
+
+/// Starts a driver under a lease: loads the store and returns the
+/// driver's handle and thread (blocking; run on a blocking thread).
+pub type StartDriver = Arc<
+    dyn Fn(LeaseClock) -> Result<(DriverHandle, std::thread::JoinHandle<Result<(), DriverError>>), DriverError>
+        + Send
+        + Sync,
+>;
+
+/// One node's part in the election. See the module documentation.
+pub struct Election {
+    /// The store (its fence is set while leading).
+    pub store: Arc<EtcdStore>,
+    /// This node.
+    pub me: NodeIdentity,
+    /// The leader lease's TTL, whole seconds.
+    pub lease_ttl: Duration,
+    /// Where the role is published.
+    pub role: watch::Sender<Role>,
+    /// The node's driver handle: replaced while leading, detached otherwise.
+    pub driver: DriverHandle,
+    /// Starts a driver.
+    pub start: StartDriver,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Cancelled when the node shuts down.
+    pub shutdown: CancellationToken,
+}
+
+/// A won campaign.
+struct Won {
+    lease: i64,
+    term: i64,
+    clock: LeaseClock,
+}
+
+fn etcd_error(error: etcd_client::Error) -> String {
+    error.to_string()
+}
+
+impl Election {
+    fn key(&self) -> String {
+        self.store.keys().leader()
+    }
+
+    fn client(&self) -> Client {
+        self.store.client()
+    }
+
+    fn publish(&self, role: Role) {
+        self.metrics.term.set(role.term as i64);
+        self.metrics.leader.set(i64::from(role.leading));
+        self.role.send_if_modified(|current| {
+            let changed = *current != role;
+            *current = role;
+            changed
+        });
+    }
+
+    /// Campaigns, leads, steps down and campaigns again until shutdown.
+    pub async fn run(self) {
+        loop {
+            if self.shutdown.is_cancelled() {
+                return;
+            }
+            match self.campaign().await {
+                Ok(Some(won)) => {
+                    if self.lead(won).await {
+                        return;
+                    }
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::warn!(%error, "cannot reach etcd for the election; the leader is unknown");
+                    let term = self.role.borrow().term;
+                    self.publish(Role { term, leader: None, leading: false });
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(POLL) => {}
+                _ = self.shutdown.cancelled() => return,
+            }
+        }
+    }
+
+    /// Reads the leader key; when there is none, tries to create it.
+    async fn campaign(&self) -> Result<Option<Won>, String> {
+        let mut client = self.client();
+        let key = self.key();
+        let found = client.get(key.clone(), None).await.map_err(etcd_error)?;
+        if let Some(kv) = found.kvs().first() {
+            self.follow(kv.value(), kv.create_revision());
+            return Ok(None);
+        }
+        let ttl = self.lease_ttl.as_secs().max(1) as i64;
+        let granted_at = Instant::now();
+        let lease = client.lease_grant(ttl, None).await.map_err(etcd_error)?.id();
+        let me = serde_json::to_vec(&self.me).expect("an identity serializes");
+        let txn = Txn::new()
+            .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key.clone(), me, Some(PutOptions::new().with_lease(lease)))])
+            .or_else([TxnOp::get(key.clone(), None)]);
+        let response = client.txn(txn).await.map_err(etcd_error)?;
+        if !response.succeeded() {
+            let _ = client.lease_revoke(lease).await;
+            for answer in response.op_responses() {
+                if let TxnOpResponse::Get(get) = answer
+                    && let Some(kv) = get.kvs().first()
+                {
+                    self.follow(kv.value(), kv.create_revision());
+                }
+            }
+            return Ok(None);
+        }
+        let term = response.header().map(|h| h.revision()).unwrap_or(0);
+        if granted_at.elapsed() >= self.lease_ttl {
+            // Won with a lease that may already be gone: give it up.
+            tracing::warn!(term, "won the election too late for its lease; campaigning again");
+            let _ = client.lease_revoke(lease).await;
+            return Ok(None);
+        }
+        let clock = LeaseClock::new();
+        clock.extend_to(granted_at + self.lease_ttl);
+        Ok(Some(Won { lease, term, clock }))
+    }
+
+    fn follow(&self, value: &[u8], term: i64) {
+        match serde_json::from_slice::<NodeIdentity>(value) {
+            Ok(leader) => self.publish(Role { term: term as u64, leader: Some(leader), leading: false }),
+            Err(error) => {
+                tracing::warn!(%error, "the leader key holds no node identity");
+                self.publish(Role { term: term as u64, leader: None, leading: false });
+            }
+        }
+    }
+
+    /// Leads until the lease or the driver is lost (returns false: campaign
+    /// again) or the node shuts down (returns true).
+    async fn lead(&self, won: Won) -> bool {
+        let Won { lease, term, clock } = won;
+        tracing::info!(term, name = %self.me.name, "this node leads");
+        self.metrics.leadership_changed(LeadershipChange::Won);
+        self.store.set_fence(Some(Fence { key: self.key(), create_revision: term }));
+        let lost = CancellationToken::new();
+        let keeper = tokio::spawn(keep_alive(self.client(), lease, self.lease_ttl, clock.clone(), lost.clone()));
+        let start = self.start.clone();
+        let starting = clock.clone();
+        let started = tokio::task::spawn_blocking(move || start(starting)).await;
+        let (handle, thread) = match started {
+            Ok(Ok(started)) => started,
+            Ok(Err(error)) => {
+                tracing::error!(%error, "this node won the election but cannot start its driver; stepping down");
+                self.step_down(lease, term, &clock, keeper, None).await;
+                return false;
+            }
+            Err(error) => {
+                tracing::error!(%error, "the driver's start panicked; stepping down");
+                self.step_down(lease, term, &clock, keeper, None).await;
+                return false;
+            }
+        };
+        self.driver.replace(&handle);
+        self.publish(Role { term: term as u64, leader: Some(self.me.clone()), leading: true });
+        let reason = loop {
+            tokio::select! {
+                _ = lost.cancelled() => break "the leader lease was lost",
+                _ = tokio::time::sleep_until(clock.deadline().into()) => {
+                    if !clock.valid() {
+                        break "the leader lease ran out";
+                    }
+                }
+                _ = handle.stopped() => break "the driver stopped",
+                _ = self.shutdown.cancelled() => {
+                    let _ = handle.send(Input::Shutdown).await;
+                    let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+                    self.resign(lease, term).await;
+                    keeper.abort();
+                    self.driver.replace(&DriverHandle::detached());
+                    return true;
+                }
+                _ = tokio::time::sleep(POLL) => {
+                    if !self.still_ours(term).await {
+                        break "the leader key is gone or another node's";
+                    }
+                }
+            }
+        };
+        tracing::warn!(term, reason, "this node stops leading");
+        self.step_down(lease, term, &clock, keeper, Some((handle, thread))).await;
+        false
+    }
+
+    async fn still_ours(&self, term: i64) -> bool {
+        let mut client = self.client();
+        match client.get(self.key(), None).await {
+            Ok(found) => found.kvs().first().is_some_and(|kv| kv.create_revision() == term),
+            // etcd unreachable: the lease clock decides.
+            Err(_) => true,
+        }
+    }
+
+    async fn step_down(
+        &self,
+        lease: i64,
+        term: i64,
+        clock: &LeaseClock,
+        keeper: tokio::task::JoinHandle<()>,
+        driver: Option<(DriverHandle, std::thread::JoinHandle<Result<(), DriverError>>)>,
+    ) {
+        clock.expire();
+        keeper.abort();
+        self.driver.replace(&DriverHandle::detached());
+        self.metrics.leadership_changed(LeadershipChange::Lost);
+        self.publish(Role { term: term as u64, leader: None, leading: false });
+        if let Some((handle, thread)) = driver {
+            // The expired clock makes its next turn fail before it releases anything.
+            let _ = handle.try_send(Input::Shutdown);
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
+        self.resign(lease, term).await;
+        self.store.set_fence(None);
+    }
+
+    /// Gives the key up, if it is still this term's, so others win at once.
+    async fn resign(&self, lease: i64, term: i64) {
+        let mut client = self.client();
+        let key = self.key();
+        let txn = Txn::new()
+            .when([Compare::create_revision(key.clone(), CompareOp::Equal, term)])
+            .and_then([TxnOp::delete(key, None)]);
+        let _ = tokio::time::timeout(Duration::from_secs(2), client.txn(txn)).await;
+        let _ = tokio::time::timeout(Duration::from_secs(2), client.lease_revoke(lease)).await;
+    }
+}
+
+/// Renews `lease` every third of its TTL, moving `clock` on each answer;
+/// cancels `lost` when a renewal fails, the stream ends or etcd answers
+/// TTL 0.
+async fn keep_alive(mut client: Client, lease: i64, ttl: Duration, clock: LeaseClock, lost: CancellationToken) {
+    let reason = match client.lease_keep_alive(lease).await {
+        Err(error) => format!("cannot open the keep-alive stream: {error}"),
+        Ok((mut keeper, mut stream)) => loop {
+            let sent = Instant::now();
+            if let Err(error) = keeper.keep_alive().await {
+                break format!("renewal failed: {error}");
+            }
+            match tokio::time::timeout(ttl, stream.message()).await {
+                Err(_) => break "no renewal answer within the TTL".to_owned(),
+                Ok(Err(error)) => break format!("renewal failed: {error}"),
+                Ok(Ok(None)) => break "the keep-alive stream ended".to_owned(),
+                Ok(Ok(Some(answer))) if answer.ttl() <= 0 => break "etcd answered TTL 0: the lease expired".to_owned(),
+                Ok(Ok(Some(answer))) => clock.extend_to(sent + Duration::from_secs(answer.ttl() as u64).min(ttl)),
+            }
+            tokio::time::sleep(ttl / 3).await;
+        },
+    };
+    tracing::warn!(lease, %reason, "the leader lease is lost");
+    clock.expire();
+    lost.cancel();
+}

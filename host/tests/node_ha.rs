@@ -1,0 +1,521 @@
+//! High availability against a real etcd: three `shardalloc serve`
+//! processes on one etcd elect a leader; followers forward admin calls and
+//! redirect regions; a SIGKILLed leader is replaced, a SIGSTOPped one is
+//! fenced and steps down when it wakes. Regions ask for homes all the time
+//! and placements are written through a follower all the time; afterwards
+//! every acknowledged placement is there, no shard ever ran on two regions
+//! and no region fenced itself.
+//!
+//! `cargo xtask ha-faults` (or `--ignored`) runs the longer series: ten
+//! kills in a row (with the failover figures), a three-member etcd losing
+//! members, and a rolling restart.
+
+mod etcd;
+mod node;
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use etcd::Etcd;
+use node::{Journal, Msg, Node, region_config};
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+use shardalloc_client::region::{InMemoryTransport, Region, RegionHandle, Update};
+
+/// The leader lease the tests run with (the default).
+const LEADER_LEASE_S: u64 = 3;
+
+/// Region timings: heartbeats every 200 ms, a 10 s lease (the default),
+/// unreachable after 6 s, removed 6 s later, so a failover of a few
+/// seconds never costs a region its shards.
+const TIMINGS: &[&str] = &[
+    "--heartbeat-interval-ms",
+    "200",
+    "--lease-ms",
+    "10000",
+    "--unreachable-after-ms",
+    "6000",
+    "--remove-after-ms",
+    "6000",
+    "--rebalance-interval-ms",
+    "1000",
+];
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Three nodes on one etcd prefix.
+struct Cluster {
+    nodes: Vec<Node>,
+    urls: Vec<String>,
+    etcd: String,
+    ports: Vec<u16>,
+}
+
+impl Cluster {
+    async fn start(etcd: &str) -> Cluster {
+        let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let mut nodes = Vec::new();
+        for (i, port) in ports.iter().enumerate() {
+            nodes.push(Self::node(etcd, i, *port).await);
+        }
+        let urls = ports.iter().map(|p| format!("http://127.0.0.1:{p}")).collect();
+        let cluster = Cluster { nodes, urls, etcd: etcd.to_owned(), ports };
+        cluster.leader(Duration::from_secs(60)).await;
+        cluster
+    }
+
+    async fn node(etcd: &str, i: usize, port: u16) -> Node {
+        let listen = format!("127.0.0.1:{port}");
+        let advertise = format!("http://{listen}");
+        let name = format!("n{i}");
+        let lease = LEADER_LEASE_S.to_string();
+        let mut args = vec![
+            "--etcd",
+            etcd,
+            "--advertise",
+            &advertise,
+            "--node-name",
+            &name,
+            "--leader-lease-s",
+            &lease,
+            "--type",
+            "cart",
+        ];
+        args.extend_from_slice(TIMINGS);
+        Node::start_on(&listen, &args).await
+    }
+
+    /// Restarts node `i` (after it was killed) on its port.
+    async fn restart(&mut self, i: usize) {
+        self.nodes[i] = Self::node(&self.etcd, i, self.ports[i]).await;
+    }
+
+    /// What node `i` says of the leadership; `None` when it does not answer.
+    async fn ask(&self, i: usize) -> Option<Value> {
+        if !self.nodes[i].running() {
+            return None;
+        }
+        let answer = self.nodes[i]
+            .http()
+            .get(self.nodes[i].url("/v1/cluster/leader"))
+            .timeout(Duration::from_secs(2))
+            .send()
+            .await
+            .ok()?;
+        answer.json().await.ok()
+    }
+
+    /// The index of the node every running node names as leader, once
+    /// they agree and it says it leads.
+    async fn leader(&self, timeout: Duration) -> usize {
+        node::wait_for("every node to name one leader", timeout, async || {
+            let mut names = BTreeSet::new();
+            for i in 0..self.nodes.len() {
+                if self.nodes[i].running() {
+                    let answer = self.ask(i).await?;
+                    names.insert(answer["leader"]["name"].as_str()?.to_owned());
+                }
+            }
+            if names.len() != 1 {
+                return None;
+            }
+            let name = names.into_iter().next()?;
+            let i: usize = name.strip_prefix('n')?.parse().ok()?;
+            let metrics =
+                self.nodes[i].http().get(self.nodes[i].url("/metrics")).send().await.ok()?.text().await.ok()?;
+            metrics.lines().any(|l| l == "shardalloc_leader 1").then_some(i)
+        })
+        .await
+    }
+
+    fn follower(&self, leader: usize) -> usize {
+        (leader + 1) % self.nodes.len()
+    }
+
+    fn all_urls(&self) -> String {
+        self.urls.join(",")
+    }
+}
+
+/// Regions of `cart`, on every node URL, sharing one journal.
+async fn regions(cluster: &Cluster, journal: &Journal, n: usize) -> Vec<RegionHandle<Msg>> {
+    let transport = InMemoryTransport::default();
+    let mut regions = Vec::new();
+    for i in 0..n {
+        let address = format!("r{i}");
+        let config = region_config(&cluster.all_urls(), "cart", &address);
+        let region = Region::start(config, journal.app(&address), transport.clone()).unwrap();
+        node::registered(&region).await;
+        regions.push(region);
+    }
+    regions
+}
+
+/// Records every fence of any region.
+fn watch_fences(regions: &[RegionHandle<Msg>]) -> Arc<Mutex<Vec<String>>> {
+    let fences = Arc::new(Mutex::new(Vec::new()));
+    for region in regions {
+        let mut updates = region.updates();
+        let fences = fences.clone();
+        let address = region.address().to_owned();
+        tokio::spawn(async move {
+            while let Ok(update) = updates.recv().await {
+                if matches!(update, Update::Fenced) {
+                    fences.lock().unwrap().push(address.clone());
+                }
+            }
+        });
+    }
+    fences
+}
+
+/// Asks for homes all the time; counts answers.
+struct HomeLoad {
+    answered: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+}
+
+impl HomeLoad {
+    fn start(region: RegionHandle<Msg>) -> HomeLoad {
+        let answered = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (a, s) = (answered.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut n = 0u64;
+            while !s.load(Ordering::Relaxed) {
+                n += 1;
+                let shard = format!("s{}", n % 200);
+                if tokio::time::timeout(Duration::from_secs(5), region.home_of(&shard)).await.is_ok_and(|r| r.is_ok()) {
+                    a.fetch_add(1, Ordering::Relaxed);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+        HomeLoad { answered, stop }
+    }
+}
+
+impl Drop for HomeLoad {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Writes placements through one node all the time; keeps the acknowledged.
+struct PlacementLoad {
+    acknowledged: Arc<Mutex<Vec<(String, String)>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl PlacementLoad {
+    fn start(base: String) -> PlacementLoad {
+        let acknowledged = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (a, s) = (acknowledged.clone(), stop.clone());
+        tokio::spawn(async move {
+            let admin = shardalloc_client::admin::AdminClient::new(&base, None).unwrap();
+            let mut n = 0u64;
+            while !s.load(Ordering::Relaxed) {
+                n += 1;
+                let shard = format!("p{n}");
+                let target = format!("r{}", n % 3);
+                let write = admin.set_placement("cart", &shard, &target);
+                if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_secs(10), write).await {
+                    a.lock().unwrap().push((shard, target));
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+        });
+        PlacementLoad { acknowledged, stop }
+    }
+
+    fn stop(&self) -> Vec<(String, String)> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.acknowledged.lock().unwrap().clone()
+    }
+}
+
+/// Every acknowledged placement is there, read through `base`.
+async fn assert_placements_kept(base: &str, acknowledged: &[(String, String)]) {
+    let admin = shardalloc_client::admin::AdminClient::new(base, None).unwrap();
+    let stored = node::wait_for("the placements to be readable", Duration::from_secs(60), async || {
+        admin.placements("cart").await.ok()
+    })
+    .await;
+    let stored: BTreeSet<(String, String)> =
+        stored.placements.into_iter().map(|p| (p.shard_id.to_string(), p.target)).collect();
+    let lost: Vec<&(String, String)> = acknowledged.iter().filter(|p| !stored.contains(*p)).collect();
+    assert!(lost.is_empty(), "{} of {} acknowledged placements were lost: {lost:?}", lost.len(), acknowledged.len());
+}
+
+/// Kills the leader; returns the index of the new one and the time from
+/// the kill to the first home answered after it.
+async fn kill_leader(cluster: &mut Cluster, region: &RegionHandle<Msg>, round: usize) -> (usize, Duration) {
+    let old = cluster.leader(Duration::from_secs(60)).await;
+    cluster.nodes[old].kill();
+    let killed = Instant::now();
+    let shard = format!("after-kill-{round}");
+    node::wait_for("a home answered after the kill", Duration::from_secs(60), async || {
+        tokio::time::timeout(Duration::from_secs(2), region.home_of(&shard)).await.ok()?.ok()
+    })
+    .await;
+    let failover = killed.elapsed();
+    let new = cluster.leader(Duration::from_secs(60)).await;
+    assert_ne!(new, old, "the killed node still leads");
+    (new, failover)
+}
+
+fn no_overlaps(journal: &Journal) {
+    assert!(journal.overlaps().is_empty(), "shards ran on two regions at once: {:?}", journal.overlaps());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn followers_forward_admin_calls_and_every_node_names_the_leader() {
+    let etcd = Etcd::start();
+    let cluster = Cluster::start(&etcd.url).await;
+    let leader = cluster.leader(Duration::from_secs(60)).await;
+    let follower = cluster.follower(leader);
+    let answer = cluster.ask(follower).await.unwrap();
+    assert_eq!(answer["self"]["name"], format!("n{follower}"));
+    assert_eq!(answer["leader"]["url"], cluster.urls[leader]);
+    assert!(answer["term"].as_u64().unwrap() > 1, "{answer}");
+
+    // A write through a follower lands on the leader; a read through the
+    // other follower sees it.
+    let node = &cluster.nodes[follower];
+    let (status, body) = node
+        .request(Method::POST, "/v1/cluster/shards/cart/placements", Some(r#"{"shardId":"7","target":"r1"}"#))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let other = &cluster.nodes[cluster.follower(follower)];
+    let (status, body) = other.request(Method::GET, "/v1/cluster/shards/cart/placements", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["placements"][0]["target"], "r1", "{body}");
+    let (status, _) = node.request(Method::GET, "/readyz", None).await;
+    assert_eq!(status, StatusCode::OK, "a follower that knows the leader is ready");
+
+    // A call that was forwarded once is never forwarded again.
+    let answer = node
+        .http()
+        .get(node.url("/v1/cluster/shards"))
+        .header(shardalloc::server::forward::HOP, "n9")
+        .send()
+        .await
+        .unwrap();
+    let answer = node::read(answer).await;
+    assert_eq!(node::assert_error("a second hop", &answer, StatusCode::SERVICE_UNAVAILABLE), "no-leader");
+
+    // Regions given every node end up on the leader.
+    let journal = Journal::default();
+    let regions = regions(&cluster, &journal, 2).await;
+    let home = regions[0].home_of("42").await.unwrap();
+    assert!(home == "r0" || home == "r1", "{home}");
+    let metrics = cluster.nodes[leader].http().get(cluster.nodes[leader].url("/metrics")).send().await.unwrap();
+    let metrics = metrics.text().await.unwrap();
+    assert!(metrics.contains("shardalloc_region_sessions 2"), "the leader holds both sessions:\n{metrics}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_leader_is_replaced_and_nothing_acknowledged_is_lost() {
+    let etcd = Etcd::start();
+    let mut cluster = Cluster::start(&etcd.url).await;
+    let journal = Journal::default();
+    let regions = regions(&cluster, &journal, 3).await;
+    let fences = watch_fences(&regions);
+    let leader = cluster.leader(Duration::from_secs(60)).await;
+    let writer = cluster.follower(leader);
+    let homes = HomeLoad::start(regions[1].clone());
+    let placements = PlacementLoad::start(cluster.urls[writer].clone());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let (new, failover) = kill_leader(&mut cluster, &regions[0], 0).await;
+    eprintln!("failover after SIGKILL: {failover:?}");
+    assert!(failover < Duration::from_secs(30), "no home answered within 30 s of the kill ({failover:?})");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let acknowledged = placements.stop();
+    assert!(acknowledged.len() > 20, "too few placements were written: {}", acknowledged.len());
+    assert_placements_kept(&cluster.urls[new], &acknowledged).await;
+    assert!(homes.answered.load(Ordering::Relaxed) > 0);
+    no_overlaps(&journal);
+    assert!(fences.lock().unwrap().is_empty(), "regions fenced themselves: {:?}", fences.lock().unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_paused_leader_is_fenced_and_steps_down_when_it_wakes() {
+    let etcd = Etcd::start();
+    let cluster = Cluster::start(&etcd.url).await;
+    let journal = Journal::default();
+    let regions = regions(&cluster, &journal, 2).await;
+    let fences = watch_fences(&regions);
+    let old = cluster.leader(Duration::from_secs(60)).await;
+    cluster.nodes[old].signal("STOP");
+    tokio::time::sleep(Duration::from_secs(2 * LEADER_LEASE_S)).await;
+    let new = node::wait_for("another node to lead", Duration::from_secs(60), async || {
+        for i in 0..3 {
+            if i != old
+                && let Some(answer) = cluster.ask(i).await
+                && answer["leader"]["name"] == format!("n{i}")
+            {
+                return Some(i);
+            }
+        }
+        None
+    })
+    .await;
+    // The regions follow the new leader while the old one sleeps.
+    node::wait_for("a home from the new leader", Duration::from_secs(60), async || {
+        tokio::time::timeout(Duration::from_secs(2), regions[0].home_of("while-paused")).await.ok()?.ok()
+    })
+    .await;
+    cluster.nodes[old].signal("CONT");
+    // The woken node learns it lost, and says so.
+    let answer = node::wait_for("the woken node to name the new leader", Duration::from_secs(60), async || {
+        let answer = cluster.ask(old).await?;
+        (answer["leader"]["name"] == format!("n{new}")).then_some(answer)
+    })
+    .await;
+    assert_eq!(answer["self"]["name"], format!("n{old}"));
+    let metrics = cluster.nodes[old].http().get(cluster.nodes[old].url("/metrics")).send().await.unwrap();
+    let metrics = metrics.text().await.unwrap();
+    assert!(metrics.lines().any(|l| l == "shardalloc_leader 0"), "{metrics}");
+    let log = cluster.nodes[old].log_tail();
+    assert!(log.contains("this node stops leading"), "the woken leader did not step down:\n{log}");
+    // Writes through it reach the new leader.
+    let (status, body) = cluster.nodes[old]
+        .request(Method::POST, "/v1/cluster/shards/cart/placements", Some(r#"{"shardId":"9","target":"r0"}"#))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    no_overlaps(&journal);
+    assert!(fences.lock().unwrap().is_empty(), "regions fenced themselves: {:?}", fences.lock().unwrap());
+}
+
+/// Ten leader kills in a row, each replaced within the lease + 2 s; the
+/// figures are printed for docs/performance.md.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "long: run by `cargo xtask ha-faults`"]
+async fn ten_leader_kills_in_a_row() {
+    let etcd = Etcd::start();
+    let mut cluster = Cluster::start(&etcd.url).await;
+    let journal = Journal::default();
+    let regions = regions(&cluster, &journal, 3).await;
+    let fences = watch_fences(&regions);
+    let rounds: usize = std::env::var("HA_KILLS").ok().and_then(|n| n.parse().ok()).unwrap_or(10);
+    let mut figures = Vec::new();
+    let mut acknowledged = Vec::new();
+    for round in 0..rounds {
+        let leader = cluster.leader(Duration::from_secs(60)).await;
+        let writer = cluster.follower(leader);
+        let homes = HomeLoad::start(regions[round % 3].clone());
+        let placements = PlacementLoad::start(cluster.urls[writer].clone());
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let (new, failover) = kill_leader(&mut cluster, &regions[(round + 1) % 3], round).await;
+        figures.push(failover);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        acknowledged.extend(placements.stop());
+        drop(homes);
+        assert_placements_kept(&cluster.urls[new], &acknowledged).await;
+        cluster.restart(leader).await;
+        no_overlaps(&journal);
+    }
+    figures.sort();
+    let ms: Vec<u128> = figures.iter().map(|d| d.as_millis()).collect();
+    eprintln!(
+        "failover over {} kills (ms): min {} median {} max {} all {ms:?}",
+        ms.len(),
+        ms[0],
+        ms[ms.len() / 2],
+        ms[ms.len() - 1]
+    );
+    let bound = Duration::from_secs(LEADER_LEASE_S + 2);
+    assert!(figures.iter().all(|f| *f <= bound), "a failover took longer than {bound:?}: {ms:?}");
+    assert!(fences.lock().unwrap().is_empty(), "regions fenced themselves: {:?}", fences.lock().unwrap());
+}
+
+/// A three-member etcd: one member down changes nothing; two down stop
+/// admin writes (503) while regions keep their shards; restarted, the
+/// service resumes with nothing lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "long: run by `cargo xtask ha-faults`"]
+async fn etcd_members_lost_and_restarted() {
+    let mut members = Etcd::cluster(3);
+    let urls: Vec<String> = members.iter().map(|m| m.url.clone()).collect();
+    let cluster = Cluster::start(&urls.join(",")).await;
+    let journal = Journal::default();
+    let regions = regions(&cluster, &journal, 2).await;
+    let fences = watch_fences(&regions);
+    let leader = cluster.leader(Duration::from_secs(60)).await;
+    let node = &cluster.nodes[cluster.follower(leader)];
+    let write = async |shard: &str| {
+        let body = format!(r#"{{"shardId":"{shard}","target":"r0"}}"#);
+        node.request(Method::POST, "/v1/cluster/shards/cart/placements", Some(&body)).await
+    };
+    let home_before = regions[0].home_of("kept").await.unwrap();
+
+    members[2].kill();
+    let (status, body) = write("one-down").await;
+    assert_eq!(status, StatusCode::OK, "one etcd member down: {body}");
+
+    members[1].kill();
+    let answer = write("two-down").await;
+    assert_eq!(answer.0, StatusCode::SERVICE_UNAVAILABLE, "{}", answer.1);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(journal.running("kept").len() == 1, "the shard stopped while etcd had no quorum");
+
+    members[1].restart();
+    members[2].restart();
+    for member in &mut members {
+        member.wait_healthy();
+    }
+    let leader = cluster.leader(Duration::from_secs(60)).await;
+    node::wait_for("writes to work again", Duration::from_secs(60), async || {
+        (write("after").await.0 == StatusCode::OK).then_some(())
+    })
+    .await;
+    assert_placements_kept(&cluster.urls[leader], &[("one-down".into(), "r0".into()), ("after".into(), "r0".into())])
+        .await;
+    assert_eq!(regions[0].home_of("kept").await.unwrap(), home_before);
+    no_overlaps(&journal);
+    assert!(fences.lock().unwrap().is_empty(), "regions fenced themselves: {:?}", fences.lock().unwrap());
+}
+
+/// The three nodes restarted one by one (SIGTERM, start again): homes keep
+/// being answered within the region client's retries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "long: run by `cargo xtask ha-faults`"]
+async fn a_rolling_restart_fails_no_home_request() {
+    let etcd = Etcd::start();
+    let mut cluster = Cluster::start(&etcd.url).await;
+    let journal = Journal::default();
+    let regions = regions(&cluster, &journal, 3).await;
+    let fences = watch_fences(&regions);
+    let failures = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let asker = {
+        let (region, failures, stop) = (regions[0].clone(), failures.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                if region.home_of(&format!("roll-{}", n % 100)).await.is_err() {
+                    failures.fetch_add(1, Ordering::Relaxed);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            n
+        })
+    };
+    for i in 0..3 {
+        cluster.nodes[i].terminate().await;
+        cluster.restart(i).await;
+        cluster.leader(Duration::from_secs(60)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let asked = asker.await.unwrap();
+    assert_eq!(failures.load(Ordering::Relaxed), 0, "home requests failed during the rolling restart (of {asked})");
+    no_overlaps(&journal);
+    assert!(fences.lock().unwrap().is_empty(), "regions fenced themselves: {:?}", fences.lock().unwrap());
+}
