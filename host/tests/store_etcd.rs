@@ -169,3 +169,40 @@ fn an_unreachable_etcd_is_an_error_naming_it_not_a_hang() {
     assert!(error.to_string().contains("etcd"), "{error}");
     assert!(started.elapsed() < std::time::Duration::from_secs(60), "took {:?}", started.elapsed());
 }
+
+#[test]
+fn store_copy_moves_an_embedded_store_into_an_empty_prefix_only() {
+    let etcd = Etcd::start();
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = vec![3u8; 2_500_000];
+    let digest = shardalloc::strategy::source::digest_of(&bytes);
+    let before = {
+        let redb = shardalloc::store::RedbStore::open(dir.path()).unwrap();
+        redb.load().unwrap();
+        let revision = redb.commit(0, &placements(500)).unwrap();
+        redb.commit(revision, &declare("other")).unwrap();
+        redb.put_blob(&digest, &bytes).unwrap();
+        redb.load().unwrap()
+    };
+    let copy = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_shardalloc"))
+            .args(["store", "copy", "--from"])
+            .arg(dir.path())
+            .args(["--to-etcd", &etcd.url, "--etcd-prefix", "/copied/"])
+            .output()
+            .unwrap()
+    };
+    let output = copy();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("revision 2: 2 types") && stdout.contains("500 placements"), "{stdout}");
+    let store = open(&etcd, "/copied/");
+    assert_eq!(store.load().unwrap(), before, "the copy loads differently");
+    assert_eq!(store.blob(&digest).unwrap().unwrap(), bytes);
+    assert_eq!(store.commit(2, &declare("next")).unwrap(), 3, "commits continue after the copy");
+
+    let output = copy();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "a second copy into the same prefix succeeded");
+    assert!(stderr.contains("already holds a store"), "{stderr}");
+}

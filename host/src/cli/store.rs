@@ -1,13 +1,12 @@
 //! `shardalloc store`: looks at a node's data directory while the node is
-//! stopped.
+//! stopped, and copies it into etcd (moving a node alone to several nodes).
 
 use std::path::PathBuf;
 
 use anyhow::bail;
 use clap::{Args, Subcommand};
-use shardalloc::store::RedbStore;
-use shardalloc::store::StoreError;
 use shardalloc::store::redb::{Checked, FILE_NAME};
+use shardalloc::store::{EtcdConfig, EtcdStore, RedbStore, Store, StoreError};
 
 /// `shardalloc store` subcommands.
 #[derive(Debug, Subcommand)]
@@ -15,6 +14,23 @@ pub enum StoreCommand {
     /// Read the whole store without writing to it: says whether it is sound,
     /// left by a crash (the node recovers it at start) or damaged (exit 1).
     Check(CheckArgs),
+    /// Copy a stopped node's embedded store into an empty etcd prefix, with
+    /// every uploaded component: then start nodes with `--etcd`.
+    Copy(CopyArgs),
+}
+
+/// `shardalloc store copy` flags.
+#[derive(Debug, Args)]
+pub struct CopyArgs {
+    /// The stopped node's data directory.
+    #[arg(long = "from", value_name = "DIR")]
+    from: PathBuf,
+    /// etcd client URLs, comma-separated.
+    #[arg(long = "to-etcd", value_name = "URL[,URL…]", value_delimiter = ',', required = true)]
+    to_etcd: Vec<String>,
+    /// The key prefix to copy into (must hold no store yet).
+    #[arg(long, default_value = shardalloc::store::etcd::DEFAULT_PREFIX)]
+    etcd_prefix: String,
 }
 
 /// `shardalloc store check` flags.
@@ -29,7 +45,45 @@ pub struct CheckArgs {
 pub fn run(command: StoreCommand) -> anyhow::Result<()> {
     match command {
         StoreCommand::Check(args) => check(&args),
+        StoreCommand::Copy(args) => copy(&args),
     }
+}
+
+fn copy(args: &CopyArgs) -> anyhow::Result<()> {
+    let from = match RedbStore::open(&args.from) {
+        Ok(store) => store,
+        Err(StoreError::InUse { .. }) => {
+            bail!("{} is in use by a running node: stop the node first", args.from.display())
+        }
+        Err(other) => return Err(other.into()),
+    };
+    let loaded = from.load()?;
+    let config = EtcdConfig { prefix: args.etcd_prefix.clone(), ..EtcdConfig::new(args.to_etcd.clone()) };
+    let to = EtcdStore::open(&config)?;
+    let digests = from.blob_digests()?;
+    for (i, digest) in digests.iter().enumerate() {
+        let bytes = from.blob(digest)?.ok_or_else(|| anyhow::anyhow!("component {digest} vanished"))?;
+        to.put_blob(digest, &bytes)?;
+        eprintln!("component {}/{}: {digest} ({} bytes)", i + 1, digests.len(), bytes.len());
+    }
+    let (revision, types) = (loaded.revision, loaded.types.len());
+    let (placements, homes): (usize, usize) = loaded
+        .types
+        .values()
+        .map(|t| (t.durable.placements.len(), t.durable.homes.len()))
+        .fold((0, 0), |(p, h), (tp, th)| (p + tp, h + th));
+    to.import(loaded)?;
+    let check = EtcdStore::open(&config)?.load()?;
+    if check.revision != revision || check.types.len() != types {
+        bail!("the copy reads back differently (revision {}, {} types)", check.revision, check.types.len());
+    }
+    println!(
+        "copied {} (revision {revision}: {types} types, {homes} homed shards, {placements} placements, {} components) to {}",
+        args.from.display(),
+        digests.len(),
+        to.describe()
+    );
+    Ok(())
 }
 
 fn check(args: &CheckArgs) -> anyhow::Result<()> {

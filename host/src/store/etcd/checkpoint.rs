@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use etcd_client::{CompactionOptions, DeleteOptions, Txn, TxnOp};
+use etcd_client::{CompactionOptions, Compare, CompareOp, DeleteOptions, Txn, TxnOp};
 
 use super::keys::{CHUNK_BYTES, CheckpointRecord, sha256};
 use super::{Inner, backend, corrupt};
@@ -30,6 +30,17 @@ pub(super) fn start(inner: &Arc<Inner>) {
 
 /// Writes a checkpoint of what the store holds now.
 pub(super) fn write(inner: &Inner) -> Result<(), StoreError> {
+    write_at(inner, false)
+}
+
+/// Writes what the store's memory holds as the first state of an empty
+/// prefix: the checkpoint, and the revision moved to it in the same
+/// transaction, which fails if anything was committed there meanwhile.
+pub(super) fn import(inner: &Inner) -> Result<(), StoreError> {
+    write_at(inner, true)
+}
+
+fn write_at(inner: &Inner, first: bool) -> Result<(), StoreError> {
     let loaded = inner.cache.load()?;
     let revision = loaded.revision;
     if revision == 0 {
@@ -50,7 +61,13 @@ pub(super) fn write(inner: &Inner) -> Result<(), StoreError> {
     let record = CheckpointRecord { revision, chunks: chunks.len() as u32, sha256: sha256(&bytes) };
     let record = serde_json::to_vec(&record).map_err(|e| corrupt("the checkpoint record", e))?;
     let keys = &inner.keys;
-    let txn = Txn::new().when(inner.fence_compare().into_iter().collect::<Vec<_>>()).and_then([
+    let mut compares: Vec<Compare> = inner.fence_compare().into_iter().collect();
+    let mut ops = Vec::new();
+    if first {
+        compares.push(Compare::version(keys.revision(), CompareOp::Equal, 0));
+        ops.push(TxnOp::put(keys.revision(), revision.to_string(), None));
+    }
+    ops.extend([
         TxnOp::put(keys.checkpoint(), record, None),
         TxnOp::delete(keys.log_start(), Some(DeleteOptions::new().with_range(keys.log_from(revision + 1)))),
         TxnOp::delete(
@@ -58,7 +75,13 @@ pub(super) fn write(inner: &Inner) -> Result<(), StoreError> {
             Some(DeleteOptions::new().with_range(keys.checkpoint_data_from(revision))),
         ),
     ]);
-    let response = inner.txn(txn)?;
+    let response = inner.txn(Txn::new().when(compares).and_then(ops))?;
+    if !response.succeeded() && first {
+        return Err(StoreError::Backend {
+            backend: super::BACKEND,
+            source: format!("something was committed under {} while the copy ran", keys.prefix()).into(),
+        });
+    }
     if !response.succeeded() {
         return Err(StoreError::Deposed { key: inner.keys.leader() });
     }

@@ -206,9 +206,31 @@ impl EtcdStore {
         &self.inner.keys
     }
 
-    /// Writes a checkpoint now and waits for it (tests, `store copy`).
+    /// Writes a checkpoint now and waits for it.
     pub fn checkpoint_now(&self) -> Result<(), StoreError> {
         checkpoint::write(&self.inner)
+    }
+
+    /// Makes `loaded` (another store's whole state) this store's, when its
+    /// prefix holds nothing yet (`shardalloc store copy`). Blobs are copied
+    /// by the caller with [`Store::put_blob`].
+    pub fn import(&self, loaded: Loaded) -> Result<(), StoreError> {
+        let current = self.load()?;
+        if current.revision != 0 {
+            return Err(StoreError::Backend {
+                backend: BACKEND,
+                source: format!(
+                    "{} already holds a store (revision {}); copy into an empty prefix (--etcd-prefix)",
+                    self.inner.describe, current.revision
+                )
+                .into(),
+            });
+        }
+        if loaded.revision == 0 {
+            return Ok(());
+        }
+        self.inner.cache.replace(loaded);
+        checkpoint::import(&self.inner)
     }
 }
 
