@@ -8,7 +8,11 @@
 //!   (`tests.rs`);
 //! - `shape`: only the shape check;
 //! - `demo`: build and start a node with three simulated regions, and print
-//!   its URL and commands to try;
+//!   its URL and commands to try; `demo --ha` (`demo_ha.rs`): three etcd
+//!   members, three nodes and three regions, and how to kill the leader;
+//! - `ha-faults`: the long high-availability fault series against real
+//!   etcd (ten leader kills with the failover figures, a three-member etcd
+//!   losing members, a rolling restart);
 //! - `demo-strategies`: show the built-in strategies at work offline on a
 //!   generated cluster;
 //! - `component -p CRATE [--out FILE]`: build a workspace strategy crate
@@ -21,6 +25,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use shardalloc_guest_build::{Toolchain, build_components};
 
+mod demo_ha;
 mod shape;
 mod tests;
 
@@ -31,12 +36,14 @@ fn main() -> anyhow::Result<()> {
         Some("setup") => setup().map(|_| ()),
         Some("test") => test(&root),
         Some("shape") => shape::check(&root),
+        Some("demo") if args.get(1).is_some_and(|a| a == "--ha") => demo_ha::demo_ha(&root),
         Some("demo") => demo(&root),
         Some("demo-strategies") => demo_strategies(&root),
+        Some("ha-faults") => ha_faults(&root),
         Some("component") => component(&root, &args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\n  setup       install the wasm32 toolchain (rustup target, else Debian rustc-web)\n  test        formatting, the code's shape, lints and every test (what CI runs)\n  shape       check the code's shape: server file sizes, import direction, no OpenAPI JSON\n  demo        build and start a node with three simulated regions\n  demo-strategies  show the built-in strategies offline on a generated cluster\n  component   -p CRATE [--out FILE]: build a strategy crate into a component"
+                "usage: cargo xtask <command>\n\n  setup       install the wasm32 toolchain (rustup target, else Debian rustc-web)\n  test        formatting, the code's shape, lints and every test (what CI runs)\n  shape       check the code's shape: server file sizes, import direction, no OpenAPI JSON\n  demo        build and start a node with three simulated regions (--ha: three etcd members, three nodes)\n  demo-strategies  show the built-in strategies offline on a generated cluster\n  ha-faults   the long HA fault series on real etcd (ten leader kills, etcd members lost, rolling restart)\n  component   -p CRATE [--out FILE]: build a strategy crate into a component"
             );
             bail!("unknown or missing command");
         }
@@ -81,8 +88,11 @@ fn cargo() -> String {
 /// package that has it: protoc (the etcd client's build compiles etcd's
 /// protocol), openssl (the TLS test makes its certificate) and etcd (the
 /// etcd store's and the HA tests start real servers).
-const PROGRAMS: [(&str, &str, &str); 3] =
-    [("protoc", "--version", "protobuf-compiler"), ("openssl", "version", "openssl"), ("etcd", "--version", "etcd-server")];
+const PROGRAMS: [(&str, &str, &str); 3] = [
+    ("protoc", "--version", "protobuf-compiler"),
+    ("openssl", "version", "openssl"),
+    ("etcd", "--version", "etcd-server"),
+];
 
 /// Installs Debian's packages for whatever of [`PROGRAMS`] is missing.
 fn ensure_programs() -> anyhow::Result<()> {
@@ -120,6 +130,27 @@ fn test(root: &Path) -> anyhow::Result<()> {
         bail!("the tests failed ({})", tally.summary());
     }
     Ok(())
+}
+
+/// The HA tests marked `#[ignore]` (too long for every run), one at a
+/// time, with their output (the failover figures) shown.
+fn ha_faults(root: &Path) -> anyhow::Result<()> {
+    setup()?;
+    ensure_programs()?;
+    let args = [
+        "test",
+        "--locked",
+        "-p",
+        "shardalloc",
+        "--test",
+        "node_ha",
+        "--",
+        "--ignored",
+        "--test-threads",
+        "1",
+        "--nocapture",
+    ];
+    run(root, &cargo(), &args)
 }
 
 fn component(root: &Path, args: &[String]) -> anyhow::Result<()> {

@@ -1,5 +1,8 @@
 //! What the node benchmarks share: a node's settings over a redb store in a
-//! directory, with the type `bench` declared, and a raw region session.
+//! directory, with the type `bench` declared, and a raw region session
+//! (not every bench uses every helper).
+
+#![allow(dead_code)]
 
 use std::path::Path;
 
@@ -35,6 +38,7 @@ pub fn settings(data: &Path, mut driver: DriverSettings) -> NodeSettings {
         security: Security::default(),
         max_instances: 64,
         connections: Default::default(),
+        cluster: Default::default(),
     }
 }
 
