@@ -253,20 +253,47 @@ async fn assert_placements_kept(base: &str, acknowledged: &[(String, String)]) {
 }
 
 /// Kills the leader; returns the index of the new one and the time from
-/// the kill to the first home answered after it.
+/// the kill to the first home answered after it (printed with the time
+/// until a survivor named a new leader).
 async fn kill_leader(cluster: &mut Cluster, region: &RegionHandle<Msg>, round: usize) -> (usize, Duration) {
     let old = cluster.leader(Duration::from_secs(60)).await;
     cluster.nodes[old].kill();
     let killed = Instant::now();
+    let survivor = (old + 1) % cluster.nodes.len();
+    let old_name = format!("n{old}");
     let shard = format!("after-kill-{round}");
-    node::wait_for("a home answered after the kill", Duration::from_secs(60), async || {
-        tokio::time::timeout(Duration::from_secs(2), region.home_of(&shard)).await.ok()?.ok()
-    })
-    .await;
-    let failover = killed.elapsed();
+    let elected = async {
+        node::wait_for("a survivor to name a new leader", Duration::from_secs(60), async || {
+            let answer = cluster.ask(survivor).await?;
+            let name = answer["leader"]["name"].as_str()?;
+            (name != old_name).then(|| killed.elapsed())
+        })
+        .await
+    };
+    let answered = async {
+        node::wait_for("a home answered after the kill", Duration::from_secs(60), async || {
+            tokio::time::timeout(Duration::from_secs(2), region.home_of(&shard)).await.ok()?.ok()
+        })
+        .await;
+        killed.elapsed()
+    };
+    let (elected, failover) = tokio::join!(elected, answered);
+    eprintln!("kill {round}: a new leader named after {elected:?}, a home answered after {failover:?}");
     let new = cluster.leader(Duration::from_secs(60)).await;
     assert_ne!(new, old, "the killed node still leads");
     (new, failover)
+}
+
+/// The leader lease etcd granted the current leader, in seconds.
+async fn granted_lease(cluster: &Cluster) -> u64 {
+    let leader = cluster.leader(Duration::from_secs(60)).await;
+    let node = &cluster.nodes[leader];
+    let metrics = node.http().get(node.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("shardalloc_leader_lease_seconds "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no shardalloc_leader_lease_seconds in:\n{metrics}"))
 }
 
 fn no_overlaps(journal: &Journal) {
@@ -430,14 +457,18 @@ async fn ten_leader_kills_in_a_row() {
         ms[ms.len() / 2],
         ms[ms.len() - 1]
     );
-    let bound = Duration::from_secs(LEADER_LEASE_S + 2);
+    // etcd raises a lease under 1.5 × its election timeout (2.5 s here) to
+    // that minimum: the bound is the lease it granted, plus 2 s.
+    let granted = granted_lease(&cluster).await;
+    let bound = Duration::from_secs(granted + 2);
+    eprintln!("leader lease asked {LEADER_LEASE_S} s, granted {granted} s; bound {bound:?}");
     assert!(figures.iter().all(|f| *f <= bound), "a failover took longer than {bound:?}: {ms:?}");
     assert!(fences.lock().unwrap().is_empty(), "regions fenced themselves: {:?}", fences.lock().unwrap());
 }
 
 /// A three-member etcd: one member down changes nothing; two down stop
-/// admin writes (503) while regions keep their shards; restarted, the
-/// service resumes with nothing lost.
+/// admin writes (503) while regions keep their shards as long as their
+/// leases hold; restarted, the service resumes with nothing lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "long: run by `cargo xtask ha-faults`"]
 async fn etcd_members_lost_and_restarted() {
@@ -446,7 +477,6 @@ async fn etcd_members_lost_and_restarted() {
     let cluster = Cluster::start(&urls.join(",")).await;
     let journal = Journal::default();
     let regions = regions(&cluster, &journal, 2).await;
-    let fences = watch_fences(&regions);
     let leader = cluster.leader(Duration::from_secs(60)).await;
     let node = &cluster.nodes[cluster.follower(leader)];
     let write = async |shard: &str| {
@@ -455,18 +485,30 @@ async fn etcd_members_lost_and_restarted() {
     };
     let home_before = regions[0].home_of("kept").await.unwrap();
 
-    members[2].kill();
+    // One member down that is not etcd's raft leader: nothing pauses. (Its
+    // raft leader down pauses every etcd write for etcd's own election,
+    // one to two election timeouts: see docs/operations.md.)
+    let follower = (0..3).find(|i| !members[*i].is_raft_leader()).unwrap();
+    let other = (0..3).find(|i| *i != follower).unwrap();
+    members[follower].kill();
     let (status, body) = write("one-down").await;
     assert_eq!(status, StatusCode::OK, "one etcd member down: {body}");
 
-    members[1].kill();
-    let answer = write("two-down").await;
+    members[other].kill();
+    let lost_quorum = Instant::now();
+    let two_down = write("two-down");
+    // The regions' last lease renewal was at most a heartbeat before the
+    // quorum went; their 10 s lease holds until about then + 10 s.
+    let kept = async {
+        tokio::time::sleep_until((lost_quorum + Duration::from_secs(8)).into()).await;
+        journal.running("kept")
+    };
+    let (answer, kept) = tokio::join!(two_down, kept);
     assert_eq!(answer.0, StatusCode::SERVICE_UNAVAILABLE, "{}", answer.1);
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    assert!(journal.running("kept").len() == 1, "the shard stopped while etcd had no quorum");
+    assert_eq!(kept.len(), 1, "the shard stopped while the regions' leases held");
 
-    members[1].restart();
-    members[2].restart();
+    members[other].restart();
+    members[follower].restart();
     for member in &mut members {
         member.wait_healthy();
     }
@@ -478,8 +520,14 @@ async fn etcd_members_lost_and_restarted() {
     assert_placements_kept(&cluster.urls[leader], &[("one-down".into(), "r0".into()), ("after".into(), "r0".into())])
         .await;
     assert_eq!(regions[0].home_of("kept").await.unwrap(), home_before);
+    // Without a quorum for longer than their lease the regions fenced
+    // themselves (as they must); with the service back the shard runs
+    // again, on one region.
+    node::wait_for("the kept shard to run again", Duration::from_secs(60), async || {
+        (journal.running("kept").len() == 1).then_some(())
+    })
+    .await;
     no_overlaps(&journal);
-    assert!(fences.lock().unwrap().is_empty(), "regions fenced themselves: {:?}", fences.lock().unwrap());
 }
 
 /// The three nodes restarted one by one (SIGTERM, start again): homes keep

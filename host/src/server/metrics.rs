@@ -223,6 +223,8 @@ pub struct Metrics {
     pub leader: Gauge,
     /// The term of the leadership this node knows of (0: none known).
     pub term: Gauge,
+    /// The leader lease etcd granted this node when it last won (seconds).
+    pub leader_lease_seconds: Gauge,
     leadership_changes: Family<LeadershipLabels, Counter>,
 }
 
@@ -248,6 +250,7 @@ impl Metrics {
             sessions: Gauge::default(),
             leader: Gauge::default(),
             term: Gauge::default(),
+            leader_lease_seconds: Gauge::default(),
             leadership_changes: Family::default(),
             registry: Registry::default(),
         };
@@ -262,6 +265,11 @@ impl Metrics {
         registry.register("region_sessions", "Open region sessions", metrics.sessions.clone());
         registry.register("leader", "1 while this node leads", metrics.leader.clone());
         registry.register("term", "The term of the leadership this node knows of", metrics.term.clone());
+        registry.register(
+            "leader_lease_seconds",
+            "The leader lease etcd granted when this node last won (etcd raises short ones to its minimum)",
+            metrics.leader_lease_seconds.clone(),
+        );
         registry.register(
             "leadership_changes",
             "Leaderships this node won or lost, by change",

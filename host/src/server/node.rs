@@ -77,6 +77,24 @@ pub enum NodeError {
     Driver(#[from] DriverError),
 }
 
+/// Compiles the built-in strategies into the artifact cache in the
+/// background, so that the first time this node wins an election its
+/// driver loads them in milliseconds instead of compiling them.
+fn warm_builtins(engine: Arc<Engine>) {
+    let spawned = std::thread::Builder::new().name("warm-strategies".into()).spawn(move || {
+        for name in crate::strategy::builtin::names() {
+            if let Some(bytes) = crate::strategy::builtin::component_bytes(name)
+                && let Err(error) = engine.compile(bytes)
+            {
+                tracing::warn!(strategy = name, %error, "cannot precompile a built-in strategy");
+            }
+        }
+    });
+    if let Err(error) = spawned {
+        tracing::warn!(%error, "cannot start precompiling the built-in strategies");
+    }
+}
+
 /// A started node: its state for the router, and the driver thread (a
 /// node alone) or the election that starts and stops drivers (with etcd).
 pub struct Node {
@@ -104,6 +122,7 @@ impl Node {
         let (store, driver, thread, election, leadership): (Arc<dyn Store>, _, _, _, _) = match &settings.store {
             StoreConfig::Etcd(config) => {
                 let etcd = Arc::new(EtcdStore::open(config)?);
+                warm_builtins(engine.clone());
                 let driver = DriverHandle::detached();
                 let (role, receiver) = watch::channel(Role { term: 0, leader: None, leading: false });
                 let start: StartDriver = {

@@ -85,10 +85,20 @@ async fn refuse(socket: &mut WebSocket, reason: String) {
     close(socket, &reason).await;
 }
 
+/// How long a node that does not lead holds a region's `Hello` while an
+/// election is under way, so the region is redirected the moment a leader
+/// is known instead of retrying with backoff (under the region client's
+/// 2 s connect timeout).
+pub const REDIRECT_WAIT: Duration = Duration::from_millis(1_500);
+
 /// A node that does not lead sends the region to the leader, or refuses
-/// the session while no leader is known (the region tries again).
-async fn redirect(state: &AppState, socket: &mut WebSocket) {
-    let role = state.leadership.role();
+/// the session while no leader is known (the region tries again). Returns
+/// false when this node became the leader meanwhile: the session goes on.
+async fn redirected(state: &AppState, socket: &mut WebSocket) -> bool {
+    let role = state.leadership.settled(REDIRECT_WAIT).await;
+    if role.leading {
+        return false;
+    }
     let me = state.leadership.me();
     match role.leader.filter(|leader| leader.name != me.name) {
         Some(leader) => {
@@ -101,6 +111,7 @@ async fn redirect(state: &AppState, socket: &mut WebSocket) {
         }
         None => refuse(socket, "no leader is known right now; retry".into()).await,
     }
+    true
 }
 
 /// The peer's [`Hello`], within `deadline` (a session that does not send
@@ -140,8 +151,8 @@ async fn session(state: AppState, mut socket: WebSocket) {
         Ok(hello) => hello,
         Err(reason) => return refuse(&mut socket, reason).await,
     };
-    if !state.leadership.leading() {
-        return redirect(&state, &mut socket).await;
+    if !state.leadership.leading() && redirected(&state, &mut socket).await {
+        return;
     }
     let id = NEXT_SESSION.fetch_add(1, Ordering::Relaxed);
     let welcome = encode(&NodeMessage::Welcome { protocol: PROTOCOL_VERSION }).expect("small");

@@ -93,16 +93,25 @@ impl Etcd {
     }
 
     fn healthy(&self) -> bool {
+        self.get("/health").contains("\"health\":\"true\"")
+    }
+
+    /// True when this member is etcd's raft leader (its `/metrics` say so).
+    pub fn is_raft_leader(&self) -> bool {
+        self.get("/metrics").lines().any(|line| line.trim() == "etcd_server_is_leader 1")
+    }
+
+    fn get(&self, path: &str) -> String {
         let address = self.url.trim_start_matches("http://");
-        let Ok(mut stream) = TcpStream::connect(address) else { return false };
+        let Ok(mut stream) = TcpStream::connect(address) else { return String::new() };
         let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-        let request = format!("GET /health HTTP/1.0\r\nHost: {address}\r\n\r\n");
+        let request = format!("GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n");
         if stream.write_all(request.as_bytes()).is_err() {
-            return false;
+            return String::new();
         }
         let mut answer = String::new();
         let _ = stream.read_to_string(&mut answer);
-        answer.contains("\"health\":\"true\"")
+        answer
     }
 
     /// Waits for the member to answer healthy (a quorum is up).

@@ -6,8 +6,9 @@
 //!
 //! The known pitfalls of etcd elections, and what is done about each:
 //!
-//! - a keep-alive stream that ends silently, or answers TTL 0: the lease
-//!   is lost at once;
+//! - a keep-alive stream that fails or ends silently: it is opened again
+//!   while the lease clock holds; an answer of TTL 0: the lease is lost at
+//!   once;
 //! - renewals that stop arriving without an error: the [`LeaseClock`] runs
 //!   out at *send time of the last renewal + TTL* (never later than etcd's
 //!   own expiry) and the driver checks it before releasing every turn;
@@ -15,7 +16,7 @@
 //!   checked against the time the lease was granted and given up if late;
 //! - a leader key that disappears (or is re-created by another node) while
 //!   this process is paused: every write is fenced on the key's create
-//!   revision, and the key is re-read every [`POLL`];
+//!   revision, and the key is re-read every [`LEADER_POLL`];
 //! - a commit refused by the fence: the driver ends with the error, and
 //!   this node steps down.
 //!
@@ -37,9 +38,12 @@ use crate::server::metrics::{LeadershipChange, Metrics};
 use crate::store::EtcdStore;
 use crate::store::etcd::Fence;
 
-/// How often a follower reads the leader key, and a leader checks it is
-/// still its own.
-pub const POLL: Duration = Duration::from_millis(250);
+/// How often a follower reads the leader key (a campaign follows at once
+/// when it is gone).
+pub const POLL: Duration = Duration::from_millis(100);
+
+/// How often a leader checks that the key is still its own.
+pub const LEADER_POLL: Duration = Duration::from_millis(250);
 
 /// Starts a driver under a lease: loads the store and returns the
 /// driver's handle and thread (blocking; run on a blocking thread).
@@ -74,6 +78,8 @@ struct Won {
     lease: i64,
     term: i64,
     clock: LeaseClock,
+    /// The lease etcd granted (at least `--leader-lease-s`).
+    ttl: Duration,
 }
 
 fn etcd_error(error: etcd_client::Error) -> String {
@@ -136,7 +142,16 @@ impl Election {
         }
         let ttl = self.lease_ttl.as_secs().max(1) as i64;
         let granted_at = Instant::now();
-        let lease = client.lease_grant(ttl, None).await.map_err(etcd_error)?.id();
+        let grant = client.lease_grant(ttl, None).await.map_err(etcd_error)?;
+        let lease = grant.id();
+        if grant.ttl() > ttl {
+            tracing::warn!(
+                asked = ttl,
+                granted = grant.ttl(),
+                "etcd granted a longer leader lease than --leader-lease-s: its minimum is 1.5 × its election \
+                 timeout; a dead leader is replaced within the granted lease"
+            );
+        }
         let me = serde_json::to_vec(&self.me).expect("an identity serializes");
         let txn = Txn::new()
             .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
@@ -155,15 +170,19 @@ impl Election {
             return Ok(None);
         }
         let term = response.header().map(|h| h.revision()).unwrap_or(0);
-        if granted_at.elapsed() >= self.lease_ttl {
+        // etcd's expiry is never earlier than the grant's send time plus
+        // the TTL it granted.
+        let granted = Duration::from_secs(grant.ttl().max(1) as u64).max(self.lease_ttl);
+        if granted_at.elapsed() >= granted {
             // Won with a lease that may already be gone: give it up.
             tracing::warn!(term, "won the election too late for its lease; campaigning again");
             let _ = client.lease_revoke(lease).await;
             return Ok(None);
         }
         let clock = LeaseClock::new();
-        clock.extend_to(granted_at + self.lease_ttl);
-        Ok(Some(Won { lease, term, clock }))
+        clock.extend_to(granted_at + granted);
+        self.metrics.leader_lease_seconds.set(grant.ttl());
+        Ok(Some(Won { lease, term, clock, ttl: granted }))
     }
 
     fn follow(&self, value: &[u8], term: i64) {
@@ -179,12 +198,12 @@ impl Election {
     /// Leads until the lease or the driver is lost (returns false: campaign
     /// again) or the node shuts down (returns true).
     async fn lead(&self, won: Won) -> bool {
-        let Won { lease, term, clock } = won;
+        let Won { lease, term, clock, ttl } = won;
         tracing::info!(term, name = %self.me.name, "this node leads");
         self.metrics.leadership_changed(LeadershipChange::Won);
         self.store.set_fence(Some(Fence { key: self.key(), create_revision: term }));
         let lost = CancellationToken::new();
-        let keeper = tokio::spawn(keep_alive(self.client(), lease, self.lease_ttl, clock.clone(), lost.clone()));
+        let keeper = tokio::spawn(keep_alive(self.client(), lease, ttl, clock.clone(), lost.clone()));
         let start = self.start.clone();
         let starting = clock.clone();
         let started = tokio::task::spawn_blocking(move || start(starting)).await;
@@ -220,7 +239,7 @@ impl Election {
                     self.driver.replace(&DriverHandle::detached());
                     return true;
                 }
-                _ = tokio::time::sleep(POLL) => {
+                _ = tokio::time::sleep(LEADER_POLL) => {
                     if !self.still_ours(term).await {
                         break "the leader key is gone or another node's";
                     }
@@ -255,9 +274,11 @@ impl Election {
         self.metrics.leadership_changed(LeadershipChange::Lost);
         self.publish(Role { term: term as u64, leader: None, leading: false });
         if let Some((handle, thread)) = driver {
-            // The expired clock makes its next turn fail before it releases anything.
+            // The expired clock makes its next turn fail before it releases
+            // anything; a driver stuck in a commit ends when etcd answers or
+            // the request times out. Not waited for: the campaign goes on.
             let _ = handle.try_send(Input::Shutdown);
-            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+            tokio::task::spawn_blocking(move || thread.join());
         }
         self.resign(lease, term).await;
         self.store.set_fence(None);
@@ -275,26 +296,39 @@ impl Election {
     }
 }
 
-/// Renews `lease` every third of its TTL, moving `clock` on each answer;
-/// cancels `lost` when a renewal fails, the stream ends or etcd answers
-/// TTL 0.
+/// Renews `lease` every third of its TTL, moving `clock` on each answer.
+/// A stream that fails or ends (an etcd member died under it) is opened
+/// again while the clock still holds; `lost` is cancelled when etcd answers
+/// TTL 0 (the lease is gone) or the clock runs out first.
 async fn keep_alive(mut client: Client, lease: i64, ttl: Duration, clock: LeaseClock, lost: CancellationToken) {
-    let reason = match client.lease_keep_alive(lease).await {
-        Err(error) => format!("cannot open the keep-alive stream: {error}"),
-        Ok((mut keeper, mut stream)) => loop {
-            let sent = Instant::now();
-            if let Err(error) = keeper.keep_alive().await {
-                break format!("renewal failed: {error}");
-            }
-            match tokio::time::timeout(ttl, stream.message()).await {
-                Err(_) => break "no renewal answer within the TTL".to_owned(),
-                Ok(Err(error)) => break format!("renewal failed: {error}"),
-                Ok(Ok(None)) => break "the keep-alive stream ended".to_owned(),
-                Ok(Ok(Some(answer))) if answer.ttl() <= 0 => break "etcd answered TTL 0: the lease expired".to_owned(),
-                Ok(Ok(Some(answer))) => clock.extend_to(sent + Duration::from_secs(answer.ttl() as u64).min(ttl)),
-            }
-            tokio::time::sleep(ttl / 3).await;
-        },
+    let reason = loop {
+        let trouble = match client.lease_keep_alive(lease).await {
+            Err(error) => format!("cannot open the keep-alive stream: {error}"),
+            Ok((mut keeper, mut stream)) => loop {
+                let sent = Instant::now();
+                if let Err(error) = keeper.keep_alive().await {
+                    break format!("renewal failed: {error}");
+                }
+                match tokio::time::timeout(ttl, stream.message()).await {
+                    Err(_) => break "no renewal answer within the TTL".to_owned(),
+                    Ok(Err(error)) => break format!("renewal failed: {error}"),
+                    Ok(Ok(None)) => break "the keep-alive stream ended".to_owned(),
+                    Ok(Ok(Some(answer))) if answer.ttl() <= 0 => {
+                        tracing::warn!(lease, "etcd answered TTL 0: the leader lease expired");
+                        clock.expire();
+                        lost.cancel();
+                        return;
+                    }
+                    Ok(Ok(Some(answer))) => clock.extend_to(sent + Duration::from_secs(answer.ttl() as u64).min(ttl)),
+                }
+                tokio::time::sleep(ttl / 3).await;
+            },
+        };
+        if !clock.valid() {
+            break trouble;
+        }
+        tracing::info!(lease, %trouble, "renewing the leader lease on a new stream");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     };
     tracing::warn!(lease, %reason, "the leader lease is lost");
     clock.expire();

@@ -69,4 +69,16 @@ impl Leadership {
     pub fn leading(&self) -> bool {
         self.role.borrow().leading
     }
+
+    /// The role once it is settled — this node leads, or another node is
+    /// known to — or as it is after `timeout` (an election under way).
+    pub async fn settled(&self, timeout: std::time::Duration) -> Role {
+        let me = self.me.name.clone();
+        let mut role = self.role.clone();
+        let settled = move |r: &Role| r.leading || r.leader.as_ref().is_some_and(|l| l.name != me);
+        match tokio::time::timeout(timeout, role.wait_for(settled)).await {
+            Ok(Ok(role)) => role.clone(),
+            _ => self.role(),
+        }
+    }
 }

@@ -14,6 +14,13 @@ use crate::store::{Loaded, MemoryStore, Revision, Store, StoreError, Turn};
 /// reading at (a checkpoint finished meanwhile).
 const LOAD_ATTEMPTS: usize = 5;
 
+/// How often a commit's transaction is sent when etcd does not answer (a
+/// member died under the connection; the client moves to another).
+const WRITE_ATTEMPTS: u32 = 4;
+
+/// The pause before sending it again, times the attempt number.
+const WRITE_RETRY: std::time::Duration = std::time::Duration::from_millis(150);
+
 /// Writes `turn` as the log entry of `based_on + 1`. See the module
 /// documentation of `etcd`.
 pub(super) fn commit(inner: &Inner, based_on: Revision, turn: &Turn) -> Result<Revision, StoreError> {
@@ -25,28 +32,60 @@ pub(super) fn commit(inner: &Inner, based_on: Revision, turn: &Turn) -> Result<R
     let parts = keys::split(&bytes, nonce());
     let revision = based_on + 1;
     let last = parts.len() - 1;
+    // One fence for every part: a commit begun under one leadership never
+    // finishes under the next.
+    let fence = inner.fence_compare();
     for (index, part) in parts.iter().enumerate() {
         let mut ops = vec![TxnOp::put(inner.keys.log_part(revision, index as u32), part.encode(), None)];
         if index == last {
             ops.push(TxnOp::put(inner.keys.revision(), revision.to_string(), None));
         }
-        let txn = Txn::new().when(guards(inner, based_on)).and_then(ops);
-        if !inner.txn(txn)?.succeeded() {
+        let txn = Txn::new().when(guards(inner, based_on, fence.clone())).and_then(ops);
+        let key = inner.keys.log_part(revision, index as u32);
+        if !send_once_applied(inner, txn, &key, part.nonce)? {
             return Err(refusal(inner, based_on));
         }
     }
     inner.cache.commit(based_on, turn)
 }
 
-/// What every write of a commit based on `based_on` compares.
-fn guards(inner: &Inner, based_on: Revision) -> Vec<Compare> {
+/// Sends a part's transaction, again when etcd did not answer. An answer
+/// lost after etcd applied it makes the next attempt's comparison fail:
+/// the part found under `key` with this commit's `nonce` tells that apart
+/// from a refusal. True when the part is written.
+fn send_once_applied(inner: &Inner, txn: Txn, key: &str, nonce: u64) -> Result<bool, StoreError> {
+    let mut attempt = 1;
+    let started = std::time::Instant::now();
+    loop {
+        match inner.txn(txn.clone()) {
+            Ok(response) if response.succeeded() => return Ok(true),
+            Ok(_) if attempt == 1 => return Ok(false),
+            Ok(_) => {
+                let found = inner.get_one(key.to_owned(), 0)?;
+                return Ok(found.and_then(|v| LogPart::decode(&v)).is_some_and(|p| p.nonce == nonce));
+            }
+            // Quick failures (a connection refused) are sent again; a
+            // request that timed out is not: the lease would not outlast it.
+            Err(error) if attempt < WRITE_ATTEMPTS && started.elapsed() < super::REQUEST_TIMEOUT / 2 => {
+                tracing::debug!(%error, attempt, "an etcd write got no answer; sending it again");
+                std::thread::sleep(WRITE_RETRY * attempt);
+                attempt += 1;
+            }
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+/// What every write of a commit based on `based_on` compares: the
+/// revision, and the leader's `fence` when elected.
+fn guards(inner: &Inner, based_on: Revision, fence: Option<Compare>) -> Vec<Compare> {
     let key = inner.keys.revision();
     let mut compares = vec![if based_on == 0 {
         Compare::version(key, CompareOp::Equal, 0)
     } else {
         Compare::value(key, CompareOp::Equal, based_on.to_string())
     }];
-    compares.extend(inner.fence_compare());
+    compares.extend(fence);
     compares
 }
 
