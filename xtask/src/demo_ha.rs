@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-use super::{Child, cargo, ensure_programs, run, setup, wait_for_line};
+use super::{Child, cargo, ensure_programs, run, setup, start_regions, target_dir, wait_for_line};
 
 /// etcd members: client port, peer port.
 const MEMBERS: [(u16, u16); 3] = [(12379, 12380), (22379, 22380), (32379, 32380)];
@@ -32,8 +32,8 @@ pub(crate) fn demo_ha(root: &Path) -> anyhow::Result<()> {
     setup()?;
     ensure_programs()?;
     run(root, &cargo(), &["build", "--locked", "-p", "shardalloc"])?;
-    let binary = root.join("target/debug/shardalloc");
-    let dir = root.join("target/demo/ha");
+    let binary = target_dir(root).join("debug/shardalloc");
+    let dir = target_dir(root).join("demo/ha");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
     let cluster: Vec<String> =
@@ -91,15 +91,7 @@ pub(crate) fn demo_ha(root: &Path) -> anyhow::Result<()> {
     }
     let urls: Vec<String> = NODES.iter().map(|p| format!("http://127.0.0.1:{p}")).collect();
     let all = urls.join(",");
-    let mut regions = Child(
-        Command::new(&binary)
-            .args(["regions", "--node", &all, "--type", "cart", "--count", "3", "--shards", "30"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .context("start the simulated regions")?,
-    );
-    let mut region_lines = std::io::BufReader::new(regions.0.stdout.take().expect("piped")).lines();
-    wait_for_line(&mut region_lines, "the region simulator", |line| line.starts_with("ready").then(String::new))?;
+    let (regions, region_lines) = start_regions(&binary, &all, &[])?;
     let bin = binary.display();
     println!();
     println!("Three etcd members ({etcd}), three shardalloc nodes and three simulated regions are running.");

@@ -65,6 +65,14 @@ fn setup() -> anyhow::Result<Toolchain> {
     }
 }
 
+/// Where cargo builds: `CARGO_TARGET_DIR` when set, else `target/`.
+fn target_dir(root: &Path) -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => root.join(dir),
+        None => root.join("target"),
+    }
+}
+
 fn run(root: &Path, program: &str, args: &[&str]) -> anyhow::Result<()> {
     eprintln!("xtask: {program} {}", args.join(" "));
     let started = Instant::now();
@@ -193,6 +201,28 @@ fn wait_for_line(
     bail!("{what} exited before it was ready (see its messages above)")
 }
 
+/// Starts three simulated regions of `cart` on `nodes` (one URL or
+/// several, comma-separated) and waits until they are registered; their
+/// output must be drained by the caller.
+fn start_regions(
+    binary: &Path,
+    nodes: &str,
+    extra: &[&str],
+) -> anyhow::Result<(Child, impl Iterator<Item = std::io::Result<String>> + Send + 'static)> {
+    use std::io::BufRead;
+    let mut regions = Child(
+        Command::new(binary)
+            .args(["regions", "--node", nodes, "--type", "cart", "--count", "3", "--shards", "30"])
+            .args(extra)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .context("start the simulated regions")?,
+    );
+    let mut lines = std::io::BufReader::new(regions.0.stdout.take().expect("piped")).lines();
+    wait_for_line(&mut lines, "the region simulator", |line| line.starts_with("ready").then(String::new))?;
+    Ok((regions, lines))
+}
+
 /// Stops a child with SIGTERM (graceful), when dropped.
 struct Child(std::process::Child);
 
@@ -209,8 +239,8 @@ fn demo(root: &Path) -> anyhow::Result<()> {
     setup()?;
     ensure_programs()?;
     run(root, &cargo(), &["build", "--locked", "-p", "shardalloc"])?;
-    let binary = root.join("target/debug/shardalloc");
-    let data = root.join("target/demo/data");
+    let binary = target_dir(root).join("debug/shardalloc");
+    let data = target_dir(root).join("demo/data");
     let listen = std::env::var("SHARDALLOC_LISTEN").unwrap_or_else(|_| "127.0.0.1:7878".into());
     let mut node = Child(
         Command::new(&binary)
@@ -227,15 +257,7 @@ fn demo(root: &Path) -> anyhow::Result<()> {
         line.strip_prefix("shardalloc listening on ").and_then(|rest| rest.split_whitespace().next()).map(str::to_owned)
     })
     .with_context(|| format!("is {listen} already in use? Set SHARDALLOC_LISTEN to another address"))?;
-    let mut regions = Child(
-        Command::new(&binary)
-            .args(["regions", "--node", &url, "--type", "cart", "--count", "3", "--shards", "30", "--zones", "2"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .context("start the simulated regions")?,
-    );
-    let mut region_lines = std::io::BufReader::new(regions.0.stdout.take().expect("piped")).lines();
-    wait_for_line(&mut region_lines, "the region simulator", |line| line.starts_with("ready").then(String::new))?;
+    let (_regions, region_lines) = start_regions(&binary, &url, &["--zones", "2"])?;
     let bin = binary.display();
     println!();
     println!("shardalloc is running at {url} with 3 simulated regions (sim-1, sim-2, sim-3)");
@@ -264,8 +286,8 @@ fn demo_strategies(root: &Path) -> anyhow::Result<()> {
     setup()?;
     ensure_programs()?;
     run(root, &cargo(), &["build", "--locked", "-p", "shardalloc"])?;
-    let binary = root.join("target/debug/shardalloc");
-    let dir = root.join("target/demo");
+    let binary = target_dir(root).join("debug/shardalloc");
+    let dir = target_dir(root).join("demo");
     std::fs::create_dir_all(&dir)?;
     let snapshot = dir.join("snapshot.json");
     std::fs::write(&snapshot, demo_snapshot())?;

@@ -91,7 +91,7 @@ async fn refuse(socket: &mut WebSocket, reason: String) {
 /// 2 s connect timeout).
 pub const REDIRECT_WAIT: Duration = Duration::from_millis(1_500);
 
-/// A node that does not lead sends the region to the leader, or refuses
+/// A node that does not lead sends the region to the leader, or closes
 /// the session while no leader is known (the region tries again). Returns
 /// false when this node became the leader meanwhile: the session goes on.
 async fn redirected(state: &AppState, socket: &mut WebSocket) -> bool {
@@ -109,7 +109,11 @@ async fn redirected(state: &AppState, socket: &mut WebSocket) -> bool {
             let frame = CloseFrame { code: axum::extract::ws::close_code::NORMAL, reason: "not the leader".into() };
             let _ = socket.send(Message::Close(Some(frame))).await;
         }
-        None => refuse(socket, "no leader is known right now; retry".into()).await,
+        // Not a refusal (the region would report it): a close it retries.
+        None => {
+            tracing::debug!("region session closed: no leader is known yet");
+            close(socket, "no leader is known right now; retry").await;
+        }
     }
     true
 }

@@ -1,0 +1,30 @@
+//! Metric label values from outside are escaped.
+
+use super::*;
+
+#[test]
+fn label_values_from_outside_are_escaped() {
+    let metrics = Metrics::new();
+    let worst = ["back\\slash", "quo\"te", "new\nline", "brace}{=,", "plain"];
+    for (i, address) in worst.iter().enumerate() {
+        let labels = ShardLabels { r#type: "cart".into(), region: (*address).into() };
+        metrics.shards.get_or_create(&labels).set(i as i64);
+    }
+    let text = metrics.render();
+    let scrape = prom_text_format_parser::Scrape::parse(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
+    let shards = scrape.metrics.iter().find(|m| m.name == "shardalloc_shards").expect("the shards family");
+    let mut regions: Vec<String> = shards
+        .samples
+        .iter()
+        .flat_map(|s| s.labels.iter())
+        .filter(|l| l.key == "region")
+        .map(|l| l.value.clone())
+        .collect();
+    regions.sort();
+    // The parser keeps values as written: escaped.
+    let mut expected: Vec<String> =
+        [r"back\\slash", r#"quo\"te"#, r"new\nline", "brace}{=,", "plain"].iter().map(|s| s.to_string()).collect();
+    expected.sort();
+    assert_eq!(regions, expected, "{text}");
+    assert_eq!(scrape.metrics.iter().filter(|m| m.name.contains("injected")).count(), 0);
+}
