@@ -171,8 +171,8 @@ impl Election {
         }
         let term = response.header().map(|h| h.revision()).unwrap_or(0);
         // etcd's expiry is never earlier than the grant's send time plus
-        // the TTL it granted.
-        let granted = Duration::from_secs(grant.ttl().max(1) as u64).max(self.lease_ttl);
+        // the TTL it granted (which is never shorter than the one asked).
+        let granted = Duration::from_secs(grant.ttl().max(1) as u64);
         if granted_at.elapsed() >= granted {
             // Won with a lease that may already be gone: give it up.
             tracing::warn!(term, "won the election too late for its lease; campaigning again");
