@@ -76,7 +76,7 @@ pub async fn forward(State(state): State<AppState>, request: Request, next: Next
         return no_leader(format!("{from} forwarded this call here, but {} does not lead either; retry", me.name));
     }
     let role = state.leadership.role();
-    let Some(leader) = role.leader.filter(|leader| leader.name != me.name) else {
+    let Some(leader) = role.leader_other_than(&me.name).cloned() else {
         return no_leader("no leader is known right now (an election is under way); retry in a moment");
     };
     let target = format!(

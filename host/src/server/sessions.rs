@@ -100,7 +100,7 @@ async fn redirected(state: &AppState, socket: &mut WebSocket) -> bool {
         return false;
     }
     let me = state.leadership.me();
-    match role.leader.filter(|leader| leader.name != me.name) {
+    match role.leader_other_than(&me.name).cloned() {
         Some(leader) => {
             tracing::debug!(leader = %leader.url, "region session redirected to the leader");
             if let Ok(frame) = encode(&NodeMessage::Redirect { leader: leader.url }) {

@@ -33,6 +33,14 @@ pub struct Role {
     pub leading: bool,
 }
 
+impl Role {
+    /// The leader, when one is known and it is not the node named `me`
+    /// (one that knows itself as leader but does not lead yet is starting).
+    pub fn leader_other_than(&self, me: &str) -> Option<&NodeIdentity> {
+        self.leader.as_ref().filter(|leader| leader.name != me)
+    }
+}
+
 /// This node's identity and its view of the leadership. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Leadership {
@@ -75,7 +83,7 @@ impl Leadership {
     pub async fn settled(&self, timeout: std::time::Duration) -> Role {
         let me = self.me.name.clone();
         let mut role = self.role.clone();
-        let settled = move |r: &Role| r.leading || r.leader.as_ref().is_some_and(|l| l.name != me);
+        let settled = move |r: &Role| r.leading || r.leader_other_than(&me).is_some();
         match tokio::time::timeout(timeout, role.wait_for(settled)).await {
             Ok(Ok(role)) => role.clone(),
             _ => self.role(),

@@ -32,7 +32,7 @@ pub async fn healthz() -> &'static str {
 )]
 pub async fn readyz(State(state): State<AppState>) -> Result<&'static str, ApiError> {
     if !state.leadership.leading() {
-        return match state.leadership.role().leader.filter(|l| l.name != state.leadership.me().name) {
+        return match state.leadership.role().leader_other_than(&state.leadership.me().name) {
             Some(_) => Ok("ready\n"),
             None => Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "no-leader", "no leader is known right now")),
         };

@@ -4,15 +4,15 @@
 
 use etcd_client::{DeleteOptions, TxnOp};
 
-use super::keys::{BlobRecord, CHUNK_BYTES, sha256};
-use super::{Inner, backend, corrupt};
+use super::keys::{BlobRecord, CHUNK_BYTES, chunks, sha256};
+use super::{Inner, corrupt};
 use crate::store::StoreError;
 
 /// Blob descriptions listed per request.
 const LIST_PAGE: i64 = 1_000;
 
 pub(super) fn put(inner: &Inner, digest: &str, bytes: &[u8]) -> Result<(), StoreError> {
-    let chunks: Vec<&[u8]> = if bytes.is_empty() { vec![&[][..]] } else { bytes.chunks(CHUNK_BYTES).collect() };
+    let chunks = chunks(bytes, CHUNK_BYTES);
     for (index, chunk) in chunks.iter().enumerate() {
         let put = TxnOp::put(inner.keys.blob_chunk(digest, index as u32), chunk.to_vec(), None);
         inner.txn(etcd_client::Txn::new().and_then([put]))?;
@@ -41,12 +41,8 @@ pub(super) fn get(inner: &Inner, digest: &str) -> Result<Option<Vec<u8>>, StoreE
 }
 
 pub(super) fn delete(inner: &Inner, digest: &str) -> Result<(), StoreError> {
-    let mut client = inner.client.clone();
     let key = inner.keys.blob(digest);
-    inner
-        .bridge
-        .run(async move { client.delete(key, Some(DeleteOptions::new().with_prefix())).await })
-        .map_err(backend)?;
+    inner.call(move |mut client| async move { client.delete(key, Some(DeleteOptions::new().with_prefix())).await })?;
     Ok(())
 }
 

@@ -7,8 +7,8 @@ use std::sync::atomic::Ordering;
 
 use etcd_client::{CompactionOptions, Compare, CompareOp, DeleteOptions, Txn, TxnOp};
 
-use super::keys::{CHUNK_BYTES, CheckpointRecord, sha256};
-use super::{Inner, backend, corrupt};
+use super::keys::{CHUNK_BYTES, CheckpointRecord, chunks, sha256};
+use super::{Inner, corrupt};
 use crate::store::{Loaded, Store, StoreError};
 
 /// Starts a checkpoint on its own thread unless one is running.
@@ -48,20 +48,20 @@ fn write_at(inner: &Inner, first: bool) -> Result<(), StoreError> {
     }
     let before = inner.since_checkpoint.load(Ordering::Relaxed);
     let bytes = serde_json::to_vec(&loaded).map_err(|e| corrupt("the checkpoint", e))?;
-    let chunks: Vec<&[u8]> = bytes.chunks(CHUNK_BYTES).collect();
+    let chunks = chunks(&bytes, CHUNK_BYTES);
+    // One fence for every write: a checkpoint begun under one leadership
+    // never finishes under the next.
+    let fence: Vec<Compare> = inner.fence_compare().into_iter().collect();
     for (index, chunk) in chunks.iter().enumerate() {
         let put = TxnOp::put(inner.keys.checkpoint_chunk(revision, index as u32), chunk.to_vec(), None);
-        if !inner
-            .txn(Txn::new().when(inner.fence_compare().into_iter().collect::<Vec<_>>()).and_then([put]))?
-            .succeeded()
-        {
+        if !inner.txn(Txn::new().when(fence.clone()).and_then([put]))?.succeeded() {
             return Err(StoreError::Deposed { key: inner.keys.leader() });
         }
     }
     let record = CheckpointRecord { revision, chunks: chunks.len() as u32, sha256: sha256(&bytes) };
     let record = serde_json::to_vec(&record).map_err(|e| corrupt("the checkpoint record", e))?;
     let keys = &inner.keys;
-    let mut compares: Vec<Compare> = inner.fence_compare().into_iter().collect();
+    let mut compares = fence;
     let mut ops = Vec::new();
     if first {
         compares.push(Compare::version(keys.revision(), CompareOp::Equal, 0));
@@ -88,8 +88,7 @@ fn write_at(inner: &Inner, first: bool) -> Result<(), StoreError> {
     inner.since_checkpoint.fetch_sub(before.min(inner.since_checkpoint.load(Ordering::Relaxed)), Ordering::Relaxed);
     let at = response.header().map(|h| h.revision()).unwrap_or(0);
     if at > 0 {
-        let mut client = inner.client.clone();
-        inner.bridge.run(async move { client.compact(at, Some(CompactionOptions::new())).await }).map_err(backend)?;
+        inner.call(move |mut client| async move { client.compact(at, Some(CompactionOptions::new())).await })?;
     }
     tracing::debug!(revision, chunks = chunks.len(), bytes = bytes.len(), "etcd checkpoint written");
     Ok(())

@@ -183,9 +183,15 @@ impl LogPart {
     }
 }
 
+/// `bytes` in pieces of at most `size`; one empty piece for no bytes, so
+/// that every value is written as at least one key.
+pub fn chunks(bytes: &[u8], size: usize) -> Vec<&[u8]> {
+    if bytes.is_empty() { vec![bytes] } else { bytes.chunks(size).collect() }
+}
+
 /// Cuts a turn's bytes into parts of at most [`PART_BYTES`] (at least one).
 pub fn split(bytes: &[u8], nonce: u64) -> Vec<LogPart> {
-    let chunks: Vec<&[u8]> = if bytes.is_empty() { vec![&[][..]] } else { bytes.chunks(PART_BYTES).collect() };
+    let chunks = chunks(bytes, PART_BYTES);
     let parts = u32::try_from(chunks.len()).expect("a turn is far under 4 GiB parts");
     chunks.into_iter().map(|c| LogPart { nonce, parts, bytes: c.to_vec() }).collect()
 }

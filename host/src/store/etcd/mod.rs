@@ -244,14 +244,21 @@ impl Inner {
         self.fence().map(|f| Compare::create_revision(f.key, CompareOp::Equal, f.create_revision))
     }
 
+    /// Runs one request `request(client)` on the client's runtime.
+    fn call<T, F>(&self, request: impl FnOnce(Client) -> F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = Result<T, etcd_client::Error>> + Send + 'static,
+    {
+        self.bridge.run(request(self.client.clone())).map_err(backend)
+    }
+
     fn txn(&self, txn: Txn) -> Result<etcd_client::TxnResponse, StoreError> {
-        let mut client = self.client.clone();
-        self.bridge.run(async move { client.txn(txn).await }).map_err(backend)
+        self.call(move |mut client| async move { client.txn(txn).await })
     }
 
     fn get(&self, key: String, options: Option<GetOptions>) -> Result<Vec<KeyValue>, StoreError> {
-        let mut client = self.client.clone();
-        self.bridge.run(async move { client.get(key, options).await.map(|mut r| r.take_kvs()) }).map_err(backend)
+        self.call(move |mut client| async move { client.get(key, options).await.map(|mut r| r.take_kvs()) })
     }
 
     fn get_one(&self, key: String, revision: i64) -> Result<Option<Vec<u8>>, StoreError> {
