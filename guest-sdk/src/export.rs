@@ -12,11 +12,11 @@ use crate::strategy::Strategy;
 use crate::view::{Allocations, Region, RegionId, RegionStatus, ShardIds, ShardKey, Topology, View};
 
 /// The generated bindings of the `shardalloc:strategy` world.
-#[allow(clippy::all)]
+#[allow(clippy::all, missing_docs)]
 pub mod bindings {
     wit_bindgen::generate!({
         world: "strategy",
-        path: "../wit",
+        path: "wit",
         pub_export_macro: true,
         export_macro_name: "__export_strategy_world",
         default_bindings_module: "shardalloc_guest::__private::bindings",

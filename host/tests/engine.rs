@@ -150,7 +150,7 @@ fn bad_files_and_wrong_worlds_are_clear_load_errors() {
     assert!(matches!(engine.compile(&garbage_component), Err(LoadError::Invalid(_))));
     // The right world whose every function traps: a fault while loading.
     let trapping = dummy_component(&contract("0.1.0"), "shardalloc:strategy/strategy@0.1.0");
-    assert!(matches!(engine.compile(&trapping), Err(LoadError::Fault(_))), "trapping describe");
+    assert!(matches!(engine.compile(&trapping), Err(LoadError::Fault { .. })), "trapping describe");
     // A configuration the strategy rejects.
     let compiled = engine.compile(misbehaving_bytes()).unwrap();
     let error = engine.instantiate(&compiled, r#"{"nope":1}"#, generous()).unwrap_err();

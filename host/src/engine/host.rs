@@ -17,6 +17,8 @@ pub struct HostState {
     /// Set when a memory growth was refused: a trap that follows is
     /// reported as memory exhaustion.
     pub memory_denied: bool,
+    /// The capability-free WASI of this store.
+    pub wasi: super::wasi::StoreWasi,
 }
 
 /// Most table elements a strategy may grow a table to.

@@ -84,8 +84,8 @@ impl Sandboxed {
         };
         match sandboxed.live() {
             Ok(_) => Ok(sandboxed),
-            Err(StrategyError::Refused(message)) => Err(LoadError::Config(message)),
-            Err(error) => Err(LoadError::Fault(error.to_string())),
+            Err((_, StrategyError::Refused(message))) => Err(LoadError::Config(message)),
+            Err((during, error)) => Err(LoadError::Fault { during, detail: error.to_string() }),
         }
     }
 
@@ -105,11 +105,13 @@ impl Sandboxed {
     }
 
     fn new_store(&self) -> Store<HostState> {
+        let label = format!("{}@{}", self.compiled.info.name, self.compiled.info.version);
         let state = HostState {
-            label: format!("{}@{}", self.compiled.info.name, self.compiled.info.version),
+            label: label.clone(),
             shard_ids: Vec::new(),
             memory_limit: self.limits.memory,
             memory_denied: false,
+            wasi: super::wasi::StoreWasi::new(&label),
         };
         let mut store = Store::new(&self.engine.wasmtime, state);
         store.limiter(|state| state);
@@ -118,8 +120,9 @@ impl Sandboxed {
     }
 
     /// The live instance, instantiating and configuring a fresh one when
-    /// there is none (first use, or after a fault).
-    fn live(&mut self) -> Result<&mut Live, StrategyError> {
+    /// there is none (first use, or after a fault). An error says which step
+    /// failed ("while instantiating", "in configure", "in describe").
+    fn live(&mut self) -> Result<&mut Live, (&'static str, StrategyError)> {
         if self.live.is_none() {
             // The first instantiation may take the loading deadline; a
             // re-instantiation after a fault is on a decision's path and gets
@@ -128,25 +131,26 @@ impl Sandboxed {
                 if self.instantiations == 0 { self.limits.load_deadline_ticks() } else { self.limits.deadline_ticks() };
             let mut store = self.new_store();
             store.set_epoch_deadline(ticks);
+            store.data().wasi.begin_call();
             let world = self.compiled.pre.instantiate(&mut store).map_err(|e| {
                 let denied = store.data().memory_denied;
-                classify(e, denied)
+                ("while instantiating", classify(e, denied))
             })?;
             self.instantiations += 1;
             store.set_epoch_deadline(ticks);
             let allocator = world.shardalloc_strategy_allocator();
             match allocator.call_configure(&mut store, &self.config) {
                 Ok(Ok(())) => {}
-                Ok(Err(message)) => return Err(StrategyError::Refused(bounded(message))),
+                Ok(Err(message)) => return Err(("in configure", StrategyError::Refused(bounded(message)))),
                 Err(e) => {
                     let denied = store.data().memory_denied;
-                    return Err(classify(e, denied));
+                    return Err(("in configure", classify(e, denied)));
                 }
             }
             store.set_epoch_deadline(ticks);
             let described = allocator.call_describe(&mut store).map_err(|e| {
                 let denied = store.data().memory_denied;
-                classify(e, denied)
+                ("in describe", classify(e, denied))
             })?;
             // A setting may change what the strategy needs (shard names).
             self.info.needs_shard_names = described.needs_shard_names;
@@ -162,8 +166,14 @@ impl Sandboxed {
         f: impl FnOnce(&StrategyWorld, &mut Store<HostState>) -> wasmtime::Result<R>,
     ) -> Result<R, StrategyError> {
         let ticks = self.limits.deadline_ticks();
-        let live = self.live()?;
+        let live = self.live().map_err(|(during, error)| match error {
+            StrategyError::Fault { kind, detail } => {
+                StrategyError::Fault { kind, detail: format!("{during}: {detail}") }
+            }
+            other => other,
+        })?;
         live.store.data_mut().memory_denied = false;
+        live.store.data().wasi.begin_call();
         let result = (|| {
             if live.sent_generation != Some(topology.generation()) {
                 live.sent_generation = None;

@@ -49,12 +49,23 @@ pub enum LoadError {
     /// It does not implement the strategy world.
     #[error("the component does not implement {ALLOCATOR_EXPORT}: {0}")]
     WrongWorld(String),
+    /// Imports this host does not provide.
+    #[error(
+        "the component imports {}, which this host does not provide: a strategy may import only shardalloc:strategy/host and WASI; build it without them (docs/writing-a-strategy.md, \"Imports\")",
+        .0.join(", ")
+    )]
+    UnsupportedImports(Vec<String>),
     /// `configure` refused the configuration.
     #[error("the strategy rejected its configuration: {0}")]
     Config(String),
     /// A call trapped or ran out of time or memory while loading.
-    #[error("the strategy faulted while loading: {0}")]
-    Fault(String),
+    #[error("the strategy faulted {during}: {detail}")]
+    Fault {
+        /// What the host was doing: "while instantiating", "in describe", "in configure", …
+        during: &'static str,
+        /// The trap, deadline or memory exhaustion.
+        detail: String,
+    },
     /// The artifact cache failed.
     #[error("artifact cache: {0}")]
     Cache(String),

@@ -12,7 +12,9 @@
 //!   default 50 ms) and a memory cap (default 64 MiB). A trap, a deadline or
 //!   memory exhaustion poisons that store only: it is dropped and the next
 //!   call instantiates afresh from the pooling allocator. No WASI, no clock,
-//!   no randomness, no I/O: the only imports are logging and shard ids.
+//!   no randomness, no I/O: the contract's imports are logging and shard
+//!   ids, and a component built with WASI gets a capability-free,
+//!   deterministic one ([`wasi`]).
 //! - **Fallback rule** (in `strategy::guarded`): every answer is checked
 //!   against the view it was computed on; an error, a fault or a refused
 //!   answer is logged with the strategy's name and version, counted, and
@@ -42,6 +44,7 @@ pub mod limits;
 pub mod load;
 pub mod slot;
 pub mod source;
+pub mod wasi;
 
 use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
@@ -159,6 +162,7 @@ impl Engine {
         let mut linker = Linker::new(&wasmtime);
         StrategyWorld::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
             .map_err(|e| EngineError::Config(format!("{e:#}")))?;
+        wasi::add_to_linker(&mut linker).map_err(|e| EngineError::Config(format!("{e:#}")))?;
         let cache = match config.cache_dir {
             Some(dir) => Some(ArtifactCache::open(&dir).map_err(|error| EngineError::Cache { dir, error })?),
             None => None,
@@ -194,7 +198,9 @@ impl Engine {
             ),
         };
         check_world(&self.wasmtime, &component)?;
-        let pre = self.linker.instantiate_pre(&component).map_err(|e| LoadError::WrongWorld(format!("{e:#}")))?;
+        wasi::check_imports(&self.wasmtime, &component)?;
+        let linker = wasi::link_for(&self.linker, &component).map_err(|e| LoadError::WrongWorld(format!("{e:#}")))?;
+        let pre = linker.instantiate_pre(&component).map_err(|e| LoadError::WrongWorld(format!("{e:#}")))?;
         let pre = StrategyWorldPre::new(pre).map_err(|e| LoadError::WrongWorld(format!("{e:#}")))?;
         let info = describe(&self.wasmtime, &pre)?;
         Ok(Arc::new(Compiled { digest, size: bytes.len(), info, cache, pre }))
@@ -230,15 +236,18 @@ fn describe(engine: &wasmtime::Engine, pre: &StrategyWorldPre<HostState>) -> Res
         shard_ids: Vec::new(),
         memory_limit: limits.memory,
         memory_denied: false,
+        wasi: wasi::StoreWasi::new("(describing)"),
     };
     let mut store = Store::new(engine, state);
     store.limiter(|s| s);
     store.set_epoch_deadline(limits.load_deadline_ticks());
-    let world = pre.instantiate(&mut store).map_err(|e| LoadError::Fault(format!("{e:#}")))?;
+    let world = pre
+        .instantiate(&mut store)
+        .map_err(|e| LoadError::Fault { during: "while instantiating", detail: format!("{e:#}") })?;
     let info = world
         .shardalloc_strategy_allocator()
         .call_describe(&mut store)
-        .map_err(|e| LoadError::Fault(format!("{e:#}")))?;
+        .map_err(|e| LoadError::Fault { during: "in describe", detail: format!("{e:#}") })?;
     // Guest-supplied text is recorded with decisions and shown to
     // operators: keep it bounded.
     use self::host::cut;
