@@ -97,19 +97,53 @@ fn probe_shards(snapshot: &Snapshot) -> Vec<String> {
 }
 
 /// Runs `f`, turning a panic into an error naming it.
-fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Result<T, String> {
+fn guarded<T>(_call: &str, f: impl FnOnce() -> T) -> Result<T, String> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|p| {
         let message = p
             .downcast_ref::<String>()
             .cloned()
             .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
             .unwrap_or_default();
-        format!("{what} panicked: {message}")
+        format!("panicked: {message}")
     })
 }
 
+/// One violation found by the suite.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// The scenario it was found in.
+    pub scenario: String,
+    /// The call, with its shard when it has one: `allocate("7")`, `rebalance`.
+    pub call: String,
+    /// What was wrong.
+    pub what: String,
+}
+
+impl Problem {
+    fn new(scenario: &str, call: impl Into<String>, what: impl Into<String>) -> Self {
+        Problem { scenario: scenario.to_owned(), call: call.into(), what: what.into() }
+    }
+
+    /// The call's name without its shard (`allocate`, `rebalance`).
+    pub fn call_name(&self) -> &str {
+        self.call.split('(').next().unwrap_or(&self.call)
+    }
+
+    /// The same for every scenario and shard it happens in: what to group
+    /// problems by when reporting them.
+    pub fn kind(&self) -> String {
+        format!("{} {}", self.call_name(), self.what)
+    }
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {} {}", self.scenario, self.call, self.what)
+    }
+}
+
 /// Checks one scenario; returns every violation found.
-pub fn check_scenario<T: Subject>(subject: &mut T, name: &str, snapshot: &Snapshot) -> Vec<String> {
+pub fn check_scenario<T: Subject>(subject: &mut T, name: &str, snapshot: &Snapshot) -> Vec<Problem> {
     let mut problems = Vec::new();
     let allocatable: HashSet<&str> = snapshot
         .regions
@@ -124,29 +158,39 @@ pub fn check_scenario<T: Subject>(subject: &mut T, name: &str, snapshot: &Snapsh
             let first = match guarded("allocate", || subject.allocate(snapshot, &shard, *requester)) {
                 Ok(answer) => answer,
                 Err(panic) => {
-                    problems.push(format!("{name}: {panic}"));
+                    problems.push(Problem::new(name, format!("allocate({shard:?})"), panic));
                     continue;
                 }
             };
             match (&first, allocatable.is_empty()) {
                 (Ok(region), _) if !allocatable.contains(region.as_str()) => {
-                    problems.push(format!("{name}: allocate({shard:?}) answered {region:?}, not allocatable"));
+                    problems.push(Problem::new(
+                        name,
+                        format!("allocate({shard:?})"),
+                        format!("answered {region:?}, not allocatable"),
+                    ));
                 }
-                (Err(e), false) => {
-                    problems.push(format!("{name}: allocate({shard:?}) erred with allocatable regions: {e}"))
-                }
+                (Err(e), false) => problems.push(Problem::new(
+                    name,
+                    format!("allocate({shard:?})"),
+                    format!("erred with allocatable regions: {e}"),
+                )),
                 _ => {}
             }
             let again = guarded("allocate", || subject.allocate(snapshot, &shard, *requester));
             if again.as_ref().ok() != Some(&first) {
-                problems.push(format!("{name}: allocate({shard:?}) not deterministic: {first:?} then {again:?}"));
+                problems.push(Problem::new(
+                    name,
+                    format!("allocate({shard:?})"),
+                    format!("not deterministic: {first:?} then {again:?}"),
+                ));
             }
         }
     }
     let first = match guarded("rebalance", || subject.rebalance(snapshot)) {
         Ok(answer) => answer,
         Err(panic) => {
-            problems.push(format!("{name}: {panic}"));
+            problems.push(Problem::new(name, "rebalance", panic));
             return problems;
         }
     };
@@ -155,25 +199,25 @@ pub fn check_scenario<T: Subject>(subject: &mut T, name: &str, snapshot: &Snapsh
         let mut seen = HashSet::new();
         for shard in shards {
             if snapshot.home_of(shard).is_none() {
-                problems.push(format!("{name}: rebalance answered {shard:?}, which is not allocated"));
+                problems.push(Problem::new(name, "rebalance", format!("answered {shard:?}, which is not allocated")));
             }
             if moving.contains(shard.as_str()) {
-                problems.push(format!("{name}: rebalance answered {shard:?}, which is already moving"));
+                problems.push(Problem::new(name, "rebalance", format!("answered {shard:?}, which is already moving")));
             }
             if !seen.insert(shard) {
-                problems.push(format!("{name}: rebalance answered {shard:?} twice"));
+                problems.push(Problem::new(name, "rebalance", format!("answered {shard:?} twice")));
             }
         }
     }
     let again = guarded("rebalance", || subject.rebalance(snapshot));
     if again.as_ref().ok() != Some(&first) {
-        problems.push(format!("{name}: rebalance not deterministic: {first:?} then {again:?}"));
+        problems.push(Problem::new(name, "rebalance", format!("not deterministic: {first:?} then {again:?}")));
     }
     problems
 }
 
 /// Runs the whole suite and returns every violation (empty when conformant).
-pub fn run<T: Subject>(subject: &mut T) -> Vec<String> {
+pub fn run<T: Subject>(subject: &mut T) -> Vec<Problem> {
     scenarios().iter().flat_map(|(name, snapshot)| check_scenario(subject, name, snapshot)).collect()
 }
 
@@ -181,5 +225,6 @@ pub fn run<T: Subject>(subject: &mut T) -> Vec<String> {
 /// violation, for use in a strategy crate's tests.
 pub fn assert_conforms<S: Strategy>(strategy: S) {
     let problems = run(&mut Native(strategy));
-    assert!(problems.is_empty(), "{} conformance problems:\n{}", problems.len(), problems.join("\n"));
+    let lines: Vec<String> = problems.iter().map(Problem::to_string).collect();
+    assert!(problems.is_empty(), "{} conformance problems:\n{}", problems.len(), lines.join("\n"));
 }

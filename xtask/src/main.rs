@@ -16,7 +16,10 @@
 //! - `demo-strategies`: show the built-in strategies at work offline on a
 //!   generated cluster;
 //! - `component -p CRATE [--out FILE]`: build a workspace strategy crate
-//!   into a component.
+//!   into a component;
+//! - `examples [NAME…]` (`examples/`): build every example strategy by
+//!   following its README, and check that they conform and agree;
+//!   `c-example`: the C example's build, which its README runs.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -26,6 +29,7 @@ use anyhow::{Context, bail};
 use shardalloc_guest_build::{Toolchain, build_components};
 
 mod demo_ha;
+mod examples;
 mod shape;
 mod tests;
 
@@ -41,9 +45,11 @@ fn main() -> anyhow::Result<()> {
         Some("demo-strategies") => demo_strategies(&root),
         Some("ha-faults") => ha_faults(&root),
         Some("component") => component(&root, &args[1..]),
+        Some("examples") => examples::run(&root, &args[1..]),
+        Some("c-example") => examples::c_example(&root),
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\n  setup       install the wasm32 toolchain (rustup target, else Debian rustc-web)\n  test        formatting, the code's shape, lints and every test (what CI runs)\n  shape       check the code's shape: server file sizes, import direction, no OpenAPI JSON\n  demo        build and start a node with three simulated regions (--ha: three etcd members, three nodes)\n  demo-strategies  show the built-in strategies offline on a generated cluster\n  ha-faults   the long HA fault series on real etcd (ten leader kills, etcd members lost, rolling restart)\n  component   -p CRATE [--out FILE]: build a strategy crate into a component"
+                "usage: cargo xtask <command>\n\n  setup       install the wasm32 toolchain (rustup target, else Debian rustc-web)\n  test        formatting, the code's shape, lints and every test (what CI runs)\n  shape       check the code's shape: server file sizes, import direction, no OpenAPI JSON\n  demo        build and start a node with three simulated regions (--ha: three etcd members, three nodes)\n  demo-strategies  show the built-in strategies offline on a generated cluster\n  ha-faults   the long HA fault series on real etcd (ten leader kills, etcd members lost, rolling restart)\n  component   -p CRATE [--out FILE]: build a strategy crate into a component\n  examples    [NAME…]: build every example strategy (examples/strategies/) by following its README, and check them\n  c-example   build the C example strategy (used by its README)"
             );
             bail!("unknown or missing command");
         }
@@ -101,6 +107,33 @@ const PROGRAMS: [(&str, &str, &str); 3] = [
     ("openssl", "version", "openssl"),
     ("etcd", "--version", "etcd-server"),
 ];
+
+/// Installs Debian's `packages` unless `program` already runs.
+fn ensure_debian(packages: &[&str], program: &str) -> anyhow::Result<()> {
+    if Command::new(program).arg("--version").output().is_ok_and(|o| o.status.success()) {
+        return Ok(());
+    }
+    eprintln!("xtask: installing Debian's {}", packages.join(", "));
+    let _ = Command::new("apt-get").arg("update").status();
+    let status = Command::new("apt-get")
+        .args(["install", "-y", "--no-install-recommends"])
+        .args(packages)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .status()?;
+    if !status.success() {
+        bail!("could not install {}: apt-get install {}", program, packages.join(" "));
+    }
+    Ok(())
+}
+
+/// Runs a prepared command, failing with its name when it fails.
+fn checked(command: &mut Command) -> anyhow::Result<()> {
+    let status = command.status().with_context(|| format!("could not run {:?}", command.get_program()))?;
+    if !status.success() {
+        bail!("{command:?} failed ({status})");
+    }
+    Ok(())
+}
 
 /// Installs Debian's packages for whatever of [`PROGRAMS`] is missing.
 fn ensure_programs() -> anyhow::Result<()> {

@@ -1,6 +1,7 @@
 //! The `shardalloc` command line.
 
 pub mod admin;
+pub mod artifacts;
 pub mod regions;
 pub mod serve;
 pub mod store;

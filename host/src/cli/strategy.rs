@@ -14,6 +14,7 @@ use shardalloc::strategy::guarded::Guarded;
 use shardalloc::strategy::simulate::simulate;
 use shardalloc::strategy::{ClusterView, StrategySource};
 use shardalloc_guest::Snapshot;
+use shardalloc_guest::conformance::Problem;
 use std::time::Duration;
 
 #[derive(Debug, Subcommand)]
@@ -119,14 +120,23 @@ pub fn run(command: StrategyCommand) -> anyhow::Result<()> {
             let loaded = load(&strategy, config.as_deref(), sandbox.limits())?;
             let scenarios = shardalloc_guest::conformance::scenarios().len();
             let problems = shardalloc_guest::conformance::run(&mut Conformance(loaded));
-            for problem in &problems {
-                println!("{}", json!({ "problem": problem }));
+            let kinds = problem_kinds(&problems);
+            for (kind, count, first) in &kinds {
+                println!("{}", json!({ "problem": kind, "count": count, "first": first }));
             }
-            if !problems.is_empty() {
-                bail!("{} conformance problems over {scenarios} scenarios", problems.len());
+            if problems.is_empty() {
+                println!("{}", json!({ "conformant": true, "scenarios": scenarios }));
+                return Ok(());
             }
-            println!("{}", json!({ "conformant": true, "scenarios": scenarios }));
-            Ok(())
+            println!(
+                "{}",
+                json!({ "conformant": false, "scenarios": scenarios, "problems": problems.len(), "distinct": kinds.len() })
+            );
+            bail!(
+                "{} conformance problems ({} distinct, each printed once with its count) over {scenarios} scenarios",
+                problems.len(),
+                kinds.len()
+            )
         }
         StrategyCommand::Inspect { strategy, config } => {
             let loaded = load(&strategy, config.as_deref(), Limits::default())?;
@@ -227,7 +237,23 @@ fn load(spec: &str, config: Option<&str>, limits: Limits) -> anyhow::Result<Sand
         }
     };
     let source = StrategySource::parse_cli(spec)?;
-    Ok(Engine::for_tool()?.load_source(&source, &config, limits, None)?)
+    let engine = super::artifacts::tool_engine()?;
+    super::artifacts::announce_compile(&engine, &source);
+    Ok(engine.load_source(&source, &config, limits, None)?)
+}
+
+/// Problems grouped by what went wrong, in order of first appearance: the
+/// description, how many times, and where first (`scenario: call`).
+fn problem_kinds(problems: &[Problem]) -> Vec<(String, usize, String)> {
+    let mut kinds: Vec<(String, usize, String)> = Vec::new();
+    for problem in problems {
+        let kind = problem.kind();
+        match kinds.iter_mut().find(|(k, _, _)| *k == kind) {
+            Some((_, count, _)) => *count += 1,
+            None => kinds.push((kind, 1, format!("{}: {}", problem.scenario, problem.call))),
+        }
+    }
+    kinds
 }
 
 fn read_snapshot(path: &Path) -> anyhow::Result<Snapshot> {

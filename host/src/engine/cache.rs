@@ -12,6 +12,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use wasmtime::component::Component;
 
+/// Most artifacts a cache keeps; the least recently used beyond this are
+/// deleted when a new one is stored.
+pub const MAX_CACHED_ARTIFACTS: usize = 64;
+
 /// Whether a load compiled or reused an artifact.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CacheOutcome {
@@ -49,6 +53,30 @@ impl ArtifactCache {
         self.dir.join(format!("{digest}-{engine_hash}.cwasm"))
     }
 
+    /// Whether the artifact for `digest` is stored.
+    pub fn contains(&self, engine_hash: &str, digest: &str) -> bool {
+        self.path(digest, engine_hash).is_file()
+    }
+
+    /// Deletes the least recently used artifacts beyond
+    /// [`MAX_CACHED_ARTIFACTS`] (a deleted one is compiled again when next
+    /// needed).
+    fn prune(&self) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return };
+        let mut artifacts: Vec<(std::time::SystemTime, PathBuf)> = entries
+            .filter_map(Result::ok)
+            .filter(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
+            .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+            .collect();
+        if artifacts.len() <= MAX_CACHED_ARTIFACTS {
+            return;
+        }
+        artifacts.sort();
+        for (_, path) in &artifacts[..artifacts.len() - MAX_CACHED_ARTIFACTS] {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
     /// Loads the artifact for `digest`, compiling and storing it when absent
     /// or unusable.
     pub fn load_or_compile(
@@ -64,7 +92,11 @@ impl ArtifactCache {
             // engine with the same compatibility hash, into a directory only
             // this engine writes (see the module docs).
             match unsafe { Component::deserialize_file(engine, &path) } {
-                Ok(component) => return Ok((component, CacheOutcome::Hit)),
+                Ok(component) => {
+                    // Recently used: pruning keeps it.
+                    let _ = std::fs::File::open(&path).and_then(|f| f.set_modified(std::time::SystemTime::now()));
+                    return Ok((component, CacheOutcome::Hit));
+                }
                 Err(error) => {
                     tracing::warn!(path = %path.display(), "discarding unusable artifact: {error:#}");
                     let _ = std::fs::remove_file(&path);
@@ -86,6 +118,7 @@ impl ArtifactCache {
             file.sync_all()?;
         }
         std::fs::rename(&partial, &path)?;
+        self.prune();
         if let Ok(dir) = std::fs::File::open(&self.dir) {
             let _ = dir.sync_all();
         }

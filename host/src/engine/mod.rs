@@ -179,6 +179,17 @@ impl Engine {
         Engine::new(EngineConfig { cache_dir: None, max_instances: 0 })
     }
 
+    /// Whether a compiled artifact of `bytes` is in the cache (so
+    /// [`Engine::compile`] will not compile).
+    pub fn is_cached(&self, bytes: &[u8]) -> bool {
+        self.cache.as_ref().is_some_and(|cache| cache.contains(&self.engine_hash, &digest(bytes)))
+    }
+
+    /// The artifact cache's directory, if the engine has one.
+    pub fn cache_dir(&self) -> Option<&std::path::Path> {
+        self.cache.as_ref().map(ArtifactCache::dir)
+    }
+
     /// Compiles (or loads from the cache) and checks a component, and asks
     /// it to describe itself.
     pub fn compile(&self, bytes: &[u8]) -> Result<Arc<Compiled>, LoadError> {

@@ -8,9 +8,10 @@
 //! - allocate: among the allocatable regions (up, not proxy-only, not
 //!   draining) — only those in the requester's zone (the label
 //!   `zone_label`) when the requester has one and any allocatable region
-//!   shares it — the one with the lowest `metric` (a region that did not
-//!   report it counts as infinitely slow), then the fewest shards, then the
-//!   lowest index.
+//!   shares it — and of those, the ones holding at most `max_imbalance`
+//!   shards more than the emptiest of them: the one with the lowest
+//!   `metric` (a region that did not report it counts as infinitely slow),
+//!   then the fewest shards, then the lowest index.
 //! - rebalance: nothing while any hand-off is in progress. Otherwise, when
 //!   the fullest allocatable region holds more than `max_imbalance` shards
 //!   above the emptiest, move `min(max_moves, gap / 2)` of its oldest shards.
@@ -108,7 +109,12 @@ impl Strategy for LatencyAware {
         let in_zone = |id: &RegionId| zone.is_none_or(|z| view.region(*id).label(&self.settings.zone_label) == Some(z));
         let column = view.metric_column(&self.settings.metric);
         let best = |candidates: &mut dyn Iterator<Item = RegionId>| {
-            candidates.min_by(|a, b| {
+            let candidates: Vec<RegionId> = candidates.collect();
+            // Latency decides only among regions within `max_imbalance` of
+            // the emptiest, so allocation never undoes what rebalance evens out.
+            let floor = candidates.iter().map(|id| view.shard_count(*id)).min()?;
+            let ceiling = floor.saturating_add(self.settings.max_imbalance);
+            candidates.into_iter().filter(|id| view.shard_count(*id) <= ceiling).min_by(|a, b| {
                 self.latency(view, column, *a)
                     .total_cmp(&self.latency(view, column, *b))
                     .then(view.shard_count(*a).cmp(&view.shard_count(*b)))

@@ -47,6 +47,14 @@ fn allocate_skips_regions_that_cannot_take_shards_and_unreported_metrics() {
         ("proxy-only", two_zones().proxy_only("us-2"), "eu-1"),
         ("leaving", two_zones().status("us-2", RegionStatus::Leaving), "eu-1"),
         ("no metric: fewest shards, then index", Scenario::parse("a=1 b= c="), "b"),
+        (
+            "latency only among regions within max_imbalance of the emptiest",
+            Scenario::parse("a=1,2,3,4,5,6,7,8,9 b=10,11,12,13,14,15 c=16,17,18,19,20")
+                .metric("a", "latency_ms", 1.0)
+                .metric("b", "latency_ms", 5.0)
+                .metric("c", "latency_ms", 9.0),
+            "b",
+        ),
         ("a region without the metric is last", Scenario::parse("a= b=1,2").metric("b", "latency_ms", 100.0), "b"),
         ("zone with nothing allocatable: anywhere", two_zones().draining("eu-1").draining("eu-2"), "us-2"),
     ];

@@ -1,0 +1,107 @@
+//! `cargo xtask examples`: every example strategy under
+//! `examples/strategies/`, built and checked the way its README says.
+//!
+//! Each example's README is the test: its ` ```sh ` blocks are run line by
+//! line in the example's directory (with the `shardalloc` just built first
+//! on `PATH`), and every `$ command` of its ` ```console ` blocks is run and
+//! its output compared with the lines shown under it. So a broken doc
+//! command breaks CI. Then the four components are asked the same questions
+//! about the shared `snapshot.json` and must give the same answers.
+//!
+//! Language-specific parts: [`c`] (bindings and build driven from here);
+//! the Rust, JavaScript and Python builds are plain commands in their READMEs.
+
+pub mod c;
+mod readme;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+
+/// The examples, by directory name, and the component each README builds.
+pub const EXAMPLES: [(&str, &str); 4] = [
+    ("rust", "build/latency-aware-rust.wasm"),
+    ("c", "build/latency-aware-c.wasm"),
+    ("javascript", "build/latency-aware-js.wasm"),
+    ("python", "build/latency-aware-py.wasm"),
+];
+
+/// Questions every example must answer identically.
+const SAME_ANSWERS: [&[&str]; 4] = [
+    &["eval", "allocate", "--shard", "42"],
+    &["eval", "allocate", "--shard", "42", "--requester", "eu-2:2552"],
+    &["eval", "rebalance"],
+    &["simulate", "--rounds", "4"],
+];
+
+/// Builds and checks every example (or the ones named).
+pub fn run(root: &Path, only: &[String]) -> anyhow::Result<()> {
+    let started = Instant::now();
+    super::ensure_debian(&c::DEBIAN_PACKAGES, "clang")?;
+    super::run(root, &super::cargo(), &["build", "--locked", "-p", "shardalloc"])?;
+    let bin_dir = super::target_dir(root).join("debug");
+    let examples_dir = root.join("examples/strategies");
+    let mut built = Vec::new();
+    for (name, component) in EXAMPLES {
+        if !only.is_empty() && !only.iter().any(|o| o == name) {
+            continue;
+        }
+        let dir = examples_dir.join(name);
+        let step = Instant::now();
+        eprintln!("xtask: example {name}: following {}", dir.join("README.md").display());
+        readme::follow(root, &dir, &bin_dir).with_context(|| format!("example {name}"))?;
+        let component = dir.join(component);
+        if !component.is_file() {
+            bail!("example {name}: its README did not build {}", component.display());
+        }
+        eprintln!("xtask: example {name}: done in {:.0?}", step.elapsed());
+        built.push((name, component));
+    }
+    same_answers(&bin_dir, &examples_dir.join("snapshot.json"), &built)?;
+    eprintln!("xtask: {} examples checked in {:.0?}", built.len(), started.elapsed());
+    Ok(())
+}
+
+/// `cargo xtask c-example`: the C example's build, for its README.
+pub fn c_example(root: &Path) -> anyhow::Result<()> {
+    super::ensure_debian(&c::DEBIAN_PACKAGES, "clang")?;
+    let dir = root.join("examples/strategies/c");
+    let out = dir.join("build");
+    let component = c::build(root, &dir, &out)?;
+    c::test_natively(&dir, &out)?;
+    println!("{}", component.display());
+    Ok(())
+}
+
+fn same_answers(bin_dir: &Path, snapshot: &Path, built: &[(&str, PathBuf)]) -> anyhow::Result<()> {
+    for question in SAME_ANSWERS {
+        let mut answers: Vec<(&str, String)> = Vec::new();
+        for (name, component) in built {
+            let output = Command::new(bin_dir.join("shardalloc"))
+                .arg("strategy")
+                .arg(question[0])
+                .arg("--strategy")
+                .arg(component)
+                .arg("--snapshot")
+                .arg(snapshot)
+                .args(&question[1..])
+                .output()
+                .context("run shardalloc")?;
+            if !output.status.success() {
+                bail!("{name}: `{}` failed: {}", question.join(" "), String::from_utf8_lossy(&output.stderr));
+            }
+            answers.push((name, String::from_utf8_lossy(&output.stdout).into_owned()));
+        }
+        if let Some((name, answer)) = answers.iter().find(|(_, a)| *a != answers[0].1) {
+            bail!(
+                "the examples disagree on `{}`:\n{}: {}\n{name}: {answer}",
+                question.join(" "),
+                answers[0].0,
+                answers[0].1
+            );
+        }
+    }
+    Ok(())
+}
