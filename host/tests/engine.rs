@@ -146,6 +146,21 @@ fn bad_files_and_wrong_worlds_are_clear_load_errors() {
     for (name, bytes, expected) in cases {
         assert_eq!(engine.compile(&bytes).unwrap_err(), expected, "{name}");
     }
+    // Imports outside the contract and WASI are named, with the fix.
+    let foreign = contract("0.1.0")
+        .replace("world strategy {", "interface metrics { push: func(); }\nworld strategy {\n    import metrics;");
+    let error = engine.compile(&dummy_component(&foreign, "shardalloc:strategy/strategy@0.1.0")).unwrap_err();
+    assert_eq!(error, LoadError::UnsupportedImports(vec!["shardalloc:strategy/metrics@0.1.0".into()]));
+    assert!(error.to_string().contains("build it without them"), "{error}");
+    // WASI imports link: WASI from the host, the rest (wasi:http) as stubs;
+    // the dummy's `describe` then traps, and the error says where.
+    let wasi = contract("0.1.0").replace(
+        "world strategy {",
+        "world strategy {\n    import wasi:random/random@0.2.0;\n    import wasi:http/outgoing-handler@0.2.0;",
+    ) + "\npackage wasi:random@0.2.0 { interface random { get-random-u64: func() -> u64; } }\n\
+           package wasi:http@0.2.0 { interface outgoing-handler { handle: func(); } }\n";
+    let error = engine.compile(&dummy_component(&wasi, "shardalloc:strategy/strategy@0.1.0")).unwrap_err();
+    assert!(matches!(&error, LoadError::Fault { during: "in describe", .. }), "{error}");
     let garbage_component = [b"\0asm\x0d\0\x01\0".as_slice(), &[0xff; 16]].concat();
     assert!(matches!(engine.compile(&garbage_component), Err(LoadError::Invalid(_))));
     // The right world whose every function traps: a fault while loading.

@@ -2,8 +2,9 @@
 //!
 //! - `setup`: install what builds need (the wasm32 target, or Debian's
 //!   rustc-web fallback);
-//! - `test`: setup, then formatting, lints, the code's shape (`shape.rs`)
-//!   and every test — what CI runs — ending with one summary line
+//! - `test`: setup, then formatting, lints, the code's shape (`shape.rs`),
+//!   every test and the example strategies (`examples/`) — what CI runs —
+//!   ending with one summary line
 //!   `N passed, N failed[, N skipped]` counted over every test binary
 //!   (`tests.rs`);
 //! - `shape`: only the shape check;
@@ -165,11 +166,16 @@ fn test(root: &Path) -> anyhow::Result<()> {
     shape::check(root)?;
     run(root, &cargo, &["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"])?;
     let (tally, passed) = tests::run(root, &cargo, &["--workspace", "--locked"])?;
+    let examples = examples::run(root, &[]);
     eprintln!("xtask: everything took {:.0?}", started.elapsed());
+    if let Err(error) = &examples {
+        eprintln!("xtask: the example strategies failed: {error:#}");
+    }
     println!("{}", tally.summary());
     if !passed || tally.failed > 0 {
         bail!("the tests failed ({})", tally.summary());
     }
+    examples?;
     Ok(())
 }
 

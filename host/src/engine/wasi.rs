@@ -31,7 +31,10 @@ use wasmtime_wasi::p2::{DynPollable, OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::host::{HostState, MAX_LOG_MESSAGE, cut};
-use super::load::{CONTRACT_PACKAGE, LoadError};
+use super::load::LoadError;
+
+/// The imports of the contract itself.
+pub const CONTRACT_IMPORTS: [&str; 2] = ["shardalloc:strategy/types@0.1.0", "shardalloc:strategy/host@0.1.0"];
 
 /// Most bytes of stdout and stderr together that one strategy call may log;
 /// the rest is dropped and counted in one line.
@@ -68,7 +71,7 @@ pub fn check_imports(engine: &wasmtime::Engine, component: &Component) -> Result
         .component_type()
         .imports(engine)
         .map(|(name, _)| name)
-        .filter(|name| !name.starts_with("wasi:") && !name.starts_with(&format!("{CONTRACT_PACKAGE}/")))
+        .filter(|name| !name.starts_with("wasi:") && !CONTRACT_IMPORTS.contains(name))
         .map(str::to_owned)
         .collect();
     if foreign.is_empty() { Ok(()) } else { Err(LoadError::UnsupportedImports(foreign)) }

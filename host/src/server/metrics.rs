@@ -8,7 +8,7 @@
 //! | `shardalloc_regions` | type, status | regions by status (`up`, `unreachable`, `leaving`, `draining`) |
 //! | `shardalloc_shards` | type, region | shards per region |
 //! | `shardalloc_placements` | type | live placements |
-//! | `shardalloc_strategy_call_seconds` | type, call | strategy call latency (`allocate`, `rebalance`) |
+//! | `shardalloc_strategy_call_seconds` | type, call, strategy | strategy call latency (`allocate`, `rebalance`) by strategy (`name@version`; at most [`MAX_STRATEGY_SERIES`] per type, then `other`) |
 //! | `shardalloc_commit_seconds` | | store commit latency, once per driver turn |
 //! | `shardalloc_region_sessions` | | open region sessions |
 
@@ -196,7 +196,13 @@ struct TypeLabels {
 struct CallLabels {
     r#type: LabelText,
     call: Call,
+    strategy: LabelText,
 }
+
+/// Most distinct strategies (`name@version`) one type's call latency is
+/// reported under; the calls of any further ones count as `other`, so
+/// uploading versions in a loop cannot grow the metrics without bound.
+pub const MAX_STRATEGY_SERIES: usize = 8;
 
 type HistogramFamily = Family<CallLabels, Histogram, fn() -> Histogram>;
 
@@ -350,20 +356,51 @@ impl Metrics {
 
     /// Wraps a slot handle so its calls are timed.
     pub fn timed(&self, entity_type: &str, handle: SlotHandle) -> Timed {
-        let call = |call| CallLabels { r#type: entity_type.into(), call };
-        Timed {
-            allocate: self.strategy_calls.get_or_create_owned(&call(Call::Allocate)),
-            rebalance: self.strategy_calls.get_or_create_owned(&call(Call::Rebalance)),
-            handle,
-        }
+        Timed { family: self.strategy_calls.clone(), entity_type: entity_type.to_owned(), series: Vec::new(), handle }
     }
 }
 
 /// A slot handle whose calls are timed.
 pub struct Timed {
     handle: SlotHandle,
-    allocate: Histogram,
-    rebalance: Histogram,
+    family: HistogramFamily,
+    entity_type: String,
+    /// `(name@version, allocate, rebalance)` of each strategy seen.
+    series: Vec<(String, Histogram, Histogram)>,
+}
+
+impl Timed {
+    /// Records a call's duration under the strategy that answered it (the
+    /// handle follows hot swaps, so this is read after the call).
+    fn observe(&mut self, call: Call, seconds: f64) {
+        let info = self.handle.info();
+        let label = format!("{}@{}", info.name, info.version);
+        let index = match self.series.iter().position(|(l, _, _)| *l == label) {
+            Some(index) => index,
+            None => {
+                let label = if self.series.len() >= MAX_STRATEGY_SERIES { "other".to_owned() } else { label };
+                match self.series.iter().position(|(l, _, _)| *l == label) {
+                    Some(index) => index,
+                    None => {
+                        let labels = |call| CallLabels {
+                            r#type: self.entity_type.as_str().into(),
+                            call,
+                            strategy: label.as_str().into(),
+                        };
+                        let allocate = self.family.get_or_create_owned(&labels(Call::Allocate));
+                        let rebalance = self.family.get_or_create_owned(&labels(Call::Rebalance));
+                        self.series.push((label, allocate, rebalance));
+                        self.series.len() - 1
+                    }
+                }
+            }
+        };
+        let (_, allocate, rebalance) = &self.series[index];
+        match call {
+            Call::Allocate => allocate.observe(seconds),
+            Call::Rebalance => rebalance.observe(seconds),
+        }
+    }
 }
 
 impl AllocationStrategy for Timed {
@@ -374,14 +411,14 @@ impl AllocationStrategy for Timed {
     fn allocate(&mut self, view: &ClusterView, shard: &str, requester: Option<&str>) -> Result<String, StrategyError> {
         let started = Instant::now();
         let answer = self.handle.allocate(view, shard, requester);
-        self.allocate.observe(started.elapsed().as_secs_f64());
+        self.observe(Call::Allocate, started.elapsed().as_secs_f64());
         answer
     }
 
     fn rebalance(&mut self, view: &ClusterView) -> Result<Vec<String>, StrategyError> {
         let started = Instant::now();
         let answer = self.handle.rebalance(view);
-        self.rebalance.observe(started.elapsed().as_secs_f64());
+        self.observe(Call::Rebalance, started.elapsed().as_secs_f64());
         answer
     }
 

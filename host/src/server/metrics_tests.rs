@@ -28,3 +28,33 @@ fn label_values_from_outside_are_escaped() {
     assert_eq!(regions, expected, "{text}");
     assert_eq!(scrape.metrics.iter().filter(|m| m.name.contains("injected")).count(), 0);
 }
+
+#[test]
+fn strategy_calls_are_timed_per_strategy() {
+    use crate::engine::Engine;
+    use crate::engine::slot::{AutoRollback, Slot};
+    use crate::strategy::{AllocationStrategy, StrategySource};
+    use shardalloc_guest::Snapshot;
+
+    let engine = Engine::for_tool().unwrap();
+    let compiled = engine.compile_source(&StrategySource::Builtin("least-shard".into()), None).unwrap();
+    let slot =
+        Slot::new("cart", engine, AutoRollback::default(), compiled, "", crate::engine::limits::Limits::default())
+            .unwrap();
+    let metrics = Metrics::new();
+    let mut timed = metrics.timed("cart", slot.handle());
+    let snapshot = Snapshot::from_json(r#"{"regions":[{"address":"a:1","shards":["1"]}]}"#).unwrap();
+    let view = ClusterView::from_snapshot(&snapshot);
+    timed.allocate(&view, "2", None).unwrap();
+    timed.allocate(&view, "3", None).unwrap();
+    let text = metrics.render();
+    let count = text
+        .lines()
+        .find(|l| {
+            l.starts_with("shardalloc_strategy_call_seconds_count{")
+                && l.contains(r#"call="allocate""#)
+                && l.contains(r#"strategy="least-shard@"#)
+        })
+        .unwrap_or_else(|| panic!("no allocate series labelled with the strategy:\n{text}"));
+    assert!(count.ends_with(" 2"), "{count}");
+}
