@@ -210,7 +210,8 @@ impl Engine {
         };
         check_world(&self.wasmtime, &component)?;
         wasi::check_imports(&self.wasmtime, &component)?;
-        let linker = wasi::link_for(&self.linker, &component).map_err(|e| LoadError::WrongWorld(format!("{e:#}")))?;
+        let linker = wasi::link_for(&self.linker, &self.wasmtime, &component)
+            .map_err(|e| LoadError::WrongWorld(format!("{e:#}")))?;
         let pre = linker.instantiate_pre(&component).map_err(|e| LoadError::WrongWorld(format!("{e:#}")))?;
         let pre = StrategyWorldPre::new(pre).map_err(|e| LoadError::WrongWorld(format!("{e:#}")))?;
         let info = describe(&self.wasmtime, &pre)?;

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use shardalloc_guest::Level;
-use wasmtime::component::{Component, Linker, Resource, ResourceTable};
+use wasmtime::component::{Component, Linker, Resource, ResourceTable, ResourceType};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{DynPollable, OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
@@ -57,11 +57,76 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     Ok(())
 }
 
-/// A linker for one component: `base`, plus a trapping stub for every
-/// `wasi:` function it imports that `base` does not define.
-pub fn link_for(base: &Linker<HostState>, component: &Component) -> wasmtime::Result<Linker<HostState>> {
+/// The WASI interfaces [`add_to_linker`] provides (any `0.2.x` version).
+const PROVIDED: [&str; 25] = [
+    "wasi:cli/environment",
+    "wasi:cli/exit",
+    "wasi:cli/stderr",
+    "wasi:cli/stdin",
+    "wasi:cli/stdout",
+    "wasi:cli/terminal-input",
+    "wasi:cli/terminal-output",
+    "wasi:cli/terminal-stderr",
+    "wasi:cli/terminal-stdin",
+    "wasi:cli/terminal-stdout",
+    "wasi:clocks/monotonic-clock",
+    "wasi:clocks/wall-clock",
+    "wasi:filesystem/preopens",
+    "wasi:filesystem/types",
+    "wasi:io/error",
+    "wasi:io/poll",
+    "wasi:io/streams",
+    "wasi:random/insecure",
+    "wasi:random/insecure-seed",
+    "wasi:random/random",
+    "wasi:sockets/instance-network",
+    "wasi:sockets/ip-name-lookup",
+    "wasi:sockets/network",
+    "wasi:sockets/tcp-create-socket",
+    "wasi:sockets/tcp",
+];
+
+/// A resource type of the stubs: no value of it is ever made.
+struct StubResource;
+
+/// A linker for one component: `base`, plus stubs that trap for every
+/// `wasi:` interface it imports that `base` does not provide (`wasi:http`,
+/// `wasi:sockets/udp`, …). A stub defines only the resources introduced by
+/// that interface; a resource it merely uses (an `output-stream`) stays the
+/// provided one, or the component's types would not match.
+pub fn link_for(
+    base: &Linker<HostState>,
+    engine: &wasmtime::Engine,
+    component: &Component,
+) -> wasmtime::Result<Linker<HostState>> {
+    use wasmtime::component::types::ComponentItem;
     let mut linker = base.clone();
-    linker.define_unknown_imports_as_traps(component)?;
+    let mut known = Vec::new();
+    for (name, import) in component.component_type().imports(engine) {
+        let ComponentItem::ComponentInstance(instance) = import.ty else { continue };
+        let interface = name.split('@').next().unwrap_or(name);
+        let stub = name.starts_with("wasi:") && !PROVIDED.contains(&interface);
+        let mut definitions = if stub { Some(linker.instance(name)?) } else { None };
+        for (export, item) in instance.exports(engine) {
+            match item.ty {
+                ComponentItem::Resource(resource) if !known.contains(&resource) => {
+                    known.push(resource);
+                    if let Some(definitions) = definitions.as_mut() {
+                        definitions.resource(export, ResourceType::host::<StubResource>(), |_, _| Ok(()))?;
+                    }
+                }
+                ComponentItem::ComponentFunc(_) => {
+                    if let Some(definitions) = definitions.as_mut() {
+                        let what = format!("{name}#{export}");
+                        definitions.func_new(export, move |_, _, _, _| {
+                            Err(wasmtime::format_err!("{what} is not available to strategies"))
+                        })?;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
     Ok(linker)
 }
 
