@@ -434,3 +434,12 @@ fn concurrent_compiles_of_one_component_share_the_cache_safely() {
     let files: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(files.len(), 1, "one artifact, no partial files left: {files:?}");
 }
+
+#[test]
+fn the_sdk_carries_the_same_contract() {
+    assert_eq!(
+        include_str!("../../guest-sdk/wit/strategy.wit"),
+        include_str!("../../wit/strategy.wit"),
+        "guest-sdk/wit/strategy.wit must be a copy of wit/strategy.wit: copy it again"
+    );
+}
