@@ -13,7 +13,11 @@ use shardalloc_guest::{Snapshot, Strategy};
 fn components_pass_the_conformance_suite() {
     for (name, config) in CONFIGURATIONS {
         let problems = conformance::run(&mut HostSubject(component(name, config)));
-        assert!(problems.is_empty(), "{name} {config}: {}", problems.join("\n"));
+        assert!(
+            problems.is_empty(),
+            "{name} {config}: {}",
+            problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
+        );
     }
 }
 
@@ -21,7 +25,11 @@ fn components_pass_the_conformance_suite() {
 fn native_builtins_pass_the_conformance_suite() {
     for (name, config) in CONFIGURATIONS {
         let problems = conformance::run(&mut HostSubject(native(name, config)));
-        assert!(problems.is_empty(), "{name} {config}: {}", problems.join("\n"));
+        assert!(
+            problems.is_empty(),
+            "{name} {config}: {}",
+            problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
+        );
     }
 }
 
@@ -87,6 +95,6 @@ proptest! {
         let scenario = format!("seed {seed} {regions}x{shards} messy={messy}");
         prop_assert_eq!(same_answers(name, config, &mut wasm, &mut host, &scenario, &snapshot), Ok(()));
         let problems = conformance::check_scenario(&mut wasm, &scenario, &snapshot);
-        prop_assert!(problems.is_empty(), "{}", problems.join("\n"));
+        prop_assert!(problems.is_empty(), "{}", problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"));
     }
 }
