@@ -33,7 +33,7 @@ fn label_values_from_outside_are_escaped() {
 fn strategy_calls_are_timed_per_strategy() {
     use crate::engine::Engine;
     use crate::engine::slot::{AutoRollback, Slot};
-    use crate::strategy::{AllocationStrategy, StrategySource};
+    use crate::strategy::{AllocationStrategy, ClusterView, StrategySource};
     use shardalloc_guest::Snapshot;
 
     let engine = Engine::for_tool().unwrap();

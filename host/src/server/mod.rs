@@ -35,6 +35,7 @@ pub mod openapi;
 pub mod rest;
 mod router;
 pub mod sessions;
+pub mod timed;
 pub mod tls;
 mod wire;
 

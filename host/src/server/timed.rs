@@ -1,0 +1,86 @@
+//! Strategy calls timed into `shardalloc_strategy_call_seconds`, by the
+//! strategy that answered.
+
+use std::time::Instant;
+
+use prometheus_client::metrics::histogram::Histogram;
+
+use super::metrics::{Call, CallLabels, HistogramFamily};
+use crate::engine::slot::SlotHandle;
+use crate::strategy::{AllocationStrategy, ClusterView, Info, StrategyError};
+
+/// Most distinct strategies (`name@version`) one type's call latency is
+/// reported under; the calls of any further ones count as `other`, so
+/// uploading versions in a loop cannot grow the metrics without bound.
+pub const MAX_STRATEGY_SERIES: usize = 8;
+
+/// A slot handle whose calls are timed.
+pub struct Timed {
+    handle: SlotHandle,
+    family: HistogramFamily,
+    entity_type: String,
+    /// `(name@version, allocate, rebalance)` of each strategy seen.
+    series: Vec<(String, Histogram, Histogram)>,
+}
+
+impl Timed {
+    pub(super) fn new(family: HistogramFamily, entity_type: &str, handle: SlotHandle) -> Self {
+        Timed { family, entity_type: entity_type.to_owned(), series: Vec::new(), handle }
+    }
+
+    /// Records a call's duration under the strategy that answered it (the
+    /// handle follows hot swaps, so this is read after the call).
+    fn observe(&mut self, call: Call, seconds: f64) {
+        let info = self.handle.info();
+        let label = format!("{}@{}", info.name, info.version);
+        let index = match self.series.iter().position(|(l, _, _)| *l == label) {
+            Some(index) => index,
+            None => {
+                let label = if self.series.len() >= MAX_STRATEGY_SERIES { "other".to_owned() } else { label };
+                match self.series.iter().position(|(l, _, _)| *l == label) {
+                    Some(index) => index,
+                    None => {
+                        let labels = |call| CallLabels {
+                            r#type: self.entity_type.as_str().into(),
+                            call,
+                            strategy: label.as_str().into(),
+                        };
+                        let allocate = self.family.get_or_create_owned(&labels(Call::Allocate));
+                        let rebalance = self.family.get_or_create_owned(&labels(Call::Rebalance));
+                        self.series.push((label, allocate, rebalance));
+                        self.series.len() - 1
+                    }
+                }
+            }
+        };
+        let (_, allocate, rebalance) = &self.series[index];
+        match call {
+            Call::Allocate => allocate.observe(seconds),
+            Call::Rebalance => rebalance.observe(seconds),
+        }
+    }
+}
+
+impl AllocationStrategy for Timed {
+    fn info(&self) -> &Info {
+        self.handle.info()
+    }
+
+    fn allocate(&mut self, view: &ClusterView, shard: &str, requester: Option<&str>) -> Result<String, StrategyError> {
+        let started = Instant::now();
+        let answer = self.handle.allocate(view, shard, requester);
+        self.observe(Call::Allocate, started.elapsed().as_secs_f64());
+        answer
+    }
+
+    fn rebalance(&mut self, view: &ClusterView) -> Result<Vec<String>, StrategyError> {
+        let started = Instant::now();
+        let answer = self.handle.rebalance(view);
+        self.observe(Call::Rebalance, started.elapsed().as_secs_f64());
+        answer
+    }
+
+    fn rejected(&mut self, error: &StrategyError) {
+        self.handle.rejected(error);
+    }
+}
