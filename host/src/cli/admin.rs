@@ -273,7 +273,13 @@ pub fn strategies(command: StrategiesCommand) -> anyhow::Result<()> {
         match command {
             StrategiesCommand::Push { node, file } => {
                 let bytes = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
+                // The node compiles before it answers: tens of seconds for
+                // a JavaScript or Python component. Say so, then how long.
+                let mib = bytes.len() as f64 / (1024.0 * 1024.0);
+                eprintln!("uploading {} ({mib:.1} MiB); the node compiles it before answering…", file.display());
+                let started = std::time::Instant::now();
                 let stored = node.client()?.upload_strategy(bytes).await?;
+                eprintln!("compiled and stored in {:.1} s", started.elapsed().as_secs_f64());
                 println!("{}\t{}@{}", stored.digest, shown(&stored.name), shown(&stored.version));
             }
             StrategiesCommand::Activate { node, entity_type, strategy, config, force } => {
