@@ -57,8 +57,10 @@ fn engine() -> Arc<Engine> {
 
 fn strategies(engine: &Arc<Engine>) -> Vec<(&'static str, Sandboxed)> {
     let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/strategies");
-    let mut loaded =
-        vec![("least-shard", engine.load_source(&StrategySource::Builtin("least-shard".into()), "", limits(), None).unwrap())];
+    let mut loaded = vec![(
+        "least-shard",
+        engine.load_source(&StrategySource::Builtin("least-shard".into()), "", limits(), None).unwrap(),
+    )];
     for (name, path) in EXAMPLES {
         let path = examples.join(path);
         let bytes = std::fs::read(&path)
@@ -77,10 +79,8 @@ fn allocate(c: &mut Criterion) {
         let view = cluster(regions, shards);
         let requester = view.regions()[1].address.clone();
         // The four examples are one strategy: they must agree.
-        let answers: Vec<String> = strategies[1..]
-            .iter_mut()
-            .map(|(_, s)| s.allocate(&view, "shard-x", Some(&requester)).unwrap())
-            .collect();
+        let answers: Vec<String> =
+            strategies[1..].iter_mut().map(|(_, s)| s.allocate(&view, "shard-x", Some(&requester)).unwrap()).collect();
         assert!(answers.iter().all(|a| *a == answers[0]), "the examples disagree: {answers:?}");
         for (name, strategy) in strategies.iter_mut() {
             group.bench_with_input(BenchmarkId::new(*name, format!("{regions}r")), &view, |b, view| {
@@ -99,8 +99,7 @@ fn rebalance(c: &mut Criterion) {
     for (regions, shards) in SIZES {
         let view = cluster(regions, shards);
         let label = format!("{regions}r-{shards}s");
-        let answers: Vec<Vec<String>> =
-            strategies[1..].iter_mut().map(|(_, s)| s.rebalance(&view).unwrap()).collect();
+        let answers: Vec<Vec<String>> = strategies[1..].iter_mut().map(|(_, s)| s.rebalance(&view).unwrap()).collect();
         assert!(answers.iter().all(|a| *a == answers[0]), "the examples disagree");
         for (name, strategy) in strategies.iter_mut() {
             group.bench_with_input(BenchmarkId::new(*name, &label), &view, |b, view| {

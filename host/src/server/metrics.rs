@@ -20,12 +20,14 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-pub use super::timed::{MAX_STRATEGY_SERIES, Timed};
 use crate::coordinator::{Observation, Step};
 use crate::engine::slot::SlotHandle;
 use crate::strategy::external::AllocationReason;
 use crate::strategy::{FaultKind, StrategyError};
 use shardalloc_client::api::RegionStatus;
+
+mod timed;
+pub use timed::{MAX_STRATEGY_SERIES, Timed};
 
 /// One type's figures for the gauges.
 pub struct TypeGauges<'a> {

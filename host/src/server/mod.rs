@@ -35,7 +35,6 @@ pub mod openapi;
 pub mod rest;
 mod router;
 pub mod sessions;
-pub mod timed;
 pub mod tls;
 mod wire;
 

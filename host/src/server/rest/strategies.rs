@@ -89,7 +89,12 @@ pub async fn upload(
     tracing::info!(bytes = size, "compiling an uploaded component");
     let started = std::time::Instant::now();
     let (compiled, body) = blocking(move || (engine.compile(&body), body)).await?;
-    tracing::info!(bytes = size, seconds = started.elapsed().as_secs_f64(), ok = compiled.is_ok(), "uploaded component compiled");
+    tracing::info!(
+        bytes = size,
+        seconds = started.elapsed().as_secs_f64(),
+        ok = compiled.is_ok(),
+        "uploaded component compiled"
+    );
     let compiled = compiled.map_err(|e| ApiError::unprocessable("invalid-component", e.to_string()))?;
     let record = ComponentRecord {
         digest: compiled.digest.clone(),

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use prometheus_client::metrics::histogram::Histogram;
 
-use super::metrics::{Call, CallLabels, HistogramFamily};
+use super::{Call, CallLabels, HistogramFamily};
 use crate::engine::slot::SlotHandle;
 use crate::strategy::{AllocationStrategy, ClusterView, Info, StrategyError};
 
