@@ -16,8 +16,12 @@ struct Run {
 }
 
 fn shardalloc(args: &[&str]) -> Run {
-    let Output { status, stdout, stderr } =
-        Command::new(env!("CARGO_BIN_EXE_shardalloc")).args(args).output().expect("run shardalloc");
+    let Output { status, stdout, stderr } = Command::new(env!("CARGO_BIN_EXE_shardalloc"))
+        .args(args)
+        // Tests leave the user's cache alone.
+        .env("SHARDALLOC_CACHE_DIR", "off")
+        .output()
+        .expect("run shardalloc");
     Run {
         status: status.code().unwrap_or(-1),
         stdout: String::from_utf8(stdout).unwrap(),
@@ -247,6 +251,39 @@ fn conform_checks_a_component_and_names_each_violation() {
     assert_ne!(run.status, 0);
     assert!(run.stdout.contains("twice"), "{}", run.stdout);
     assert!(run.stderr.contains("conformance problems"), "{}", run.stderr);
+    // Each kind of problem once, with its count; the verdict stays last.
+    let out: Vec<Value> = run.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let (verdict, problems) = out.split_last().unwrap();
+    assert_eq!(verdict["conformant"], false, "{verdict}");
+    assert_eq!(verdict["distinct"].as_u64().unwrap(), problems.len() as u64);
+    let total: u64 = problems.iter().map(|p| p["count"].as_u64().unwrap()).sum();
+    assert_eq!(verdict["problems"].as_u64().unwrap(), total);
+    let kinds: std::collections::BTreeSet<&str> = problems.iter().map(|p| p["problem"].as_str().unwrap()).collect();
+    assert_eq!(kinds.len(), problems.len(), "a kind printed twice: {}", run.stdout);
+}
+
+#[test]
+fn offline_tools_cache_what_they_compile() {
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = write(dir.path(), "misbehaving.wasm", common::misbehaving_bytes());
+    let cache = dir.path().join("cache");
+    let inspect = || {
+        Command::new(env!("CARGO_BIN_EXE_shardalloc"))
+            .args(["strategy", "inspect", wasm.to_str().unwrap()])
+            .env("SHARDALLOC_CACHE_DIR", &cache)
+            .output()
+            .unwrap()
+    };
+    assert!(inspect().status.success());
+    let artifacts = || {
+        std::fs::read_dir(&cache)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "cwasm"))
+            .count()
+    };
+    assert_eq!(artifacts(), 1);
+    assert!(inspect().status.success());
+    assert_eq!(artifacts(), 1, "the second run used the artifact");
 }
 
 #[test]

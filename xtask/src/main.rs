@@ -46,7 +46,7 @@ fn main() -> anyhow::Result<()> {
         Some("demo-strategies") => demo_strategies(&root),
         Some("ha-faults") => ha_faults(&root),
         Some("component") => component(&root, &args[1..]),
-        Some("examples") => examples::run(&root, &args[1..]),
+        Some("examples") => examples::run(&root, &args[1..], true),
         Some("c-example") => examples::c_example(&root),
         _ => {
             eprintln!(
@@ -166,7 +166,7 @@ fn test(root: &Path) -> anyhow::Result<()> {
     shape::check(root)?;
     run(root, &cargo, &["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"])?;
     let (tally, passed) = tests::run(root, &cargo, &["--workspace", "--locked"])?;
-    let examples = examples::run(root, &[]);
+    let examples = examples::run(root, &[], false);
     eprintln!("xtask: everything took {:.0?}", started.elapsed());
     if let Err(error) = &examples {
         eprintln!("xtask: the example strategies failed: {error:#}");

@@ -12,7 +12,13 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use shardalloc::engine::limits::MAX_COMPONENT_SIZE;
+use shardalloc::engine::load::sniff;
 use shardalloc::engine::{Engine, EngineConfig};
+
+/// Components from this size up are announced before their first compile
+/// (a Rust or C strategy of a few hundred KB compiles in well under a second).
+pub const ANNOUNCED_SIZE: usize = 1 << 20;
 use shardalloc::strategy::StrategySource;
 
 /// The cache directory the offline tools use, `None` when turned off or
@@ -40,12 +46,15 @@ pub fn tool_engine() -> anyhow::Result<Arc<Engine>> {
     Ok(Engine::for_tool()?)
 }
 
-/// Says on stderr that a component file is about to be compiled (not found
-/// in the cache), with its size, since a large one takes a while.
+/// Says on stderr that a component file of [`ANNOUNCED_SIZE`] or more is
+/// about to be compiled (not found in the cache), with its size, since a
+/// large one takes a while.
 pub fn announce_compile(engine: &Engine, source: &StrategySource) {
     let StrategySource::File(path) = source else { return };
     let Ok(bytes) = std::fs::read(path) else { return };
-    if engine.is_cached(&bytes) {
+    // Small or broken files compile in no time or not at all: no notice.
+    let loadable = sniff(&bytes, MAX_COMPONENT_SIZE).is_ok();
+    if !loadable || bytes.len() < ANNOUNCED_SIZE || engine.is_cached(&bytes) {
         return;
     }
     let mib = bytes.len() as f64 / (1024.0 * 1024.0);

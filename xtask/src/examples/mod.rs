@@ -36,12 +36,16 @@ const SAME_ANSWERS: [&[&str]; 4] = [
     &["simulate", "--rounds", "4"],
 ];
 
-/// Builds and checks every example (or the ones named).
-pub fn run(root: &Path, only: &[String]) -> anyhow::Result<()> {
+/// Builds and checks every example (or the ones named). `build`: build the
+/// `shardalloc` binary first (`cargo xtask test` has just built it with
+/// the tests, whose feature set differs: building again would recompile).
+pub fn run(root: &Path, only: &[String], build: bool) -> anyhow::Result<()> {
     let started = Instant::now();
     super::ensure_debian(&c::DEBIAN_PACKAGES, "clang")?;
-    super::run(root, &super::cargo(), &["build", "--locked", "-p", "shardalloc"])?;
     let bin_dir = super::target_dir(root).join("debug");
+    if build || !bin_dir.join("shardalloc").is_file() {
+        super::run(root, &super::cargo(), &["build", "--locked", "-p", "shardalloc"])?;
+    }
     let examples_dir = root.join("examples/strategies");
     let mut built = Vec::new();
     for (name, component) in EXAMPLES {
