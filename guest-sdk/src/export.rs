@@ -11,19 +11,9 @@ use crate::host::Level;
 use crate::strategy::Strategy;
 use crate::view::{Allocations, Region, RegionId, RegionStatus, ShardIds, ShardKey, Topology, View};
 
-/// The generated bindings of the `shardalloc:strategy` world.
-#[allow(clippy::all, missing_docs)]
-pub mod bindings {
-    wit_bindgen::generate!({
-        world: "strategy",
-        path: "wit",
-        pub_export_macro: true,
-        export_macro_name: "__export_strategy_world",
-        default_bindings_module: "shardalloc_guest::__private::bindings",
-    });
-}
+/// The generated bindings, re-exported for [`crate::export_strategy!`].
+pub use crate::bindings;
 
-use bindings::shardalloc::strategy::host as wit_host;
 use bindings::shardalloc::strategy::types as wit;
 
 /// The per-instance state of the exported strategy.
@@ -38,7 +28,9 @@ thread_local! {
 fn install_panic_hook() {
     static INSTALLED: std::sync::Once = std::sync::Once::new();
     INSTALLED.call_once(|| {
-        std::panic::set_hook(Box::new(|info| host_log(Level::Error, &format!("strategy panicked: {info}"), &[])));
+        std::panic::set_hook(Box::new(|info| {
+            crate::host::log(Level::Error, &format!("strategy panicked: {info}"), &[])
+        }));
     });
 }
 
@@ -133,20 +125,4 @@ pub fn rebalance<S: Strategy + Default>(
     let view = view(loads)?;
     let shards = with_strategy(state, |s| s.rebalance(&view, &table))?;
     Ok(shards.into_iter().map(|s| s.handle).collect())
-}
-
-pub(crate) fn host_log(level: Level, message: &str, fields: &[(&str, &str)]) {
-    let level = match level {
-        Level::Trace => wit_host::Level::Trace,
-        Level::Debug => wit_host::Level::Debug,
-        Level::Info => wit_host::Level::Info,
-        Level::Warn => wit_host::Level::Warn,
-        Level::Error => wit_host::Level::Error,
-    };
-    let fields: Vec<(String, String)> = fields.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
-    wit_host::log(level, message, &fields);
-}
-
-pub(crate) fn host_shard_id(handle: u32) -> String {
-    wit_host::shard_id(handle)
 }

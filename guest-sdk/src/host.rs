@@ -48,7 +48,7 @@ thread_local! {
 pub fn log(level: Level, message: &str, fields: &[(&str, &str)]) {
     #[cfg(target_arch = "wasm32")]
     {
-        crate::export::host_log(level, message, fields);
+        host_log(level, message, fields);
     }
     #[cfg(not(target_arch = "wasm32"))]
     {
@@ -94,10 +94,31 @@ pub fn take_logs() -> Vec<LogRecord> {
 pub(crate) fn shard_id(handle: u32) -> String {
     #[cfg(target_arch = "wasm32")]
     {
-        crate::export::host_shard_id(handle)
+        host_shard_id(handle)
     }
     #[cfg(not(target_arch = "wasm32"))]
     {
         unreachable!("native allocations always carry their ids (handle {handle})")
     }
+}
+
+#[cfg(target_arch = "wasm32")]
+use crate::bindings::shardalloc::strategy::host as wit_host;
+
+#[cfg(target_arch = "wasm32")]
+fn host_log(level: Level, message: &str, fields: &[(&str, &str)]) {
+    let level = match level {
+        Level::Trace => wit_host::Level::Trace,
+        Level::Debug => wit_host::Level::Debug,
+        Level::Info => wit_host::Level::Info,
+        Level::Warn => wit_host::Level::Warn,
+        Level::Error => wit_host::Level::Error,
+    };
+    let fields: Vec<(String, String)> = fields.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    wit_host::log(level, message, &fields);
+}
+
+#[cfg(target_arch = "wasm32")]
+fn host_shard_id(handle: u32) -> String {
+    wit_host::shard_id(handle)
 }

@@ -18,8 +18,8 @@
 //! - [`snapshot`]: the snapshot JSON format the CLI reads;
 //! - [`testing`]: the one-line [`testing::Scenario`] harness and random clusters;
 //! - [`conformance`]: the suite every strategy should pass;
-//! - `export` (wasm32 only): the contract's bindings and the glue behind
-//!   [`export_strategy!`].
+//! - `bindings` (wasm32 only): the contract's generated bindings;
+//! - `export` (wasm32 only): the glue behind [`export_strategy!`].
 
 pub mod config;
 pub mod conformance;
@@ -30,6 +30,9 @@ pub mod strategy;
 pub mod testing;
 pub mod view;
 
+#[doc(hidden)]
+#[cfg(target_arch = "wasm32")]
+pub mod bindings;
 #[cfg(target_arch = "wasm32")]
 mod export;
 

@@ -5,6 +5,7 @@ use shardalloc_guest::Level;
 use wasmtime::ResourceLimiter;
 
 use super::bindings::{wit, wit_host};
+use super::limits::{MAX_LOG_MESSAGE, cut};
 
 /// What the host keeps in each strategy store.
 pub struct HostState {
@@ -38,9 +39,6 @@ impl ResourceLimiter for HostState {
     }
 }
 
-/// Longest log message kept from a strategy; longer ones are cut.
-pub const MAX_LOG_MESSAGE: usize = 4096;
-
 /// Most fields kept from one log record of a strategy.
 pub const MAX_LOG_FIELDS: usize = 32;
 
@@ -73,15 +71,8 @@ impl wit_host::Host for HostState {
     }
 }
 
-/// Cuts guest-supplied text to `limit` bytes on a character boundary.
-pub fn cut(mut text: String, limit: usize) -> String {
-    if text.len() > limit {
-        let mut end = limit;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-        text.push('…');
+impl wasmtime_wasi::WasiView for HostState {
+    fn ctx(&mut self) -> wasmtime_wasi::WasiCtxView<'_> {
+        self.wasi.view()
     }
-    text
 }

@@ -12,8 +12,9 @@ use shardalloc_guest::{RegionStatus, Topology};
 use wasmtime::Store;
 
 use super::bindings::{StrategyWorld, wit};
-use super::host::{HostState, cut};
+use super::host::HostState;
 use super::limits::Limits;
+use super::limits::cut;
 use super::load::{Compiled, LoadError};
 use crate::strategy::{AllocationStrategy, ClusterView, FaultKind, Info, StrategyError};
 

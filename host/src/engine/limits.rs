@@ -64,6 +64,22 @@ fn ticks(deadline: Duration) -> u64 {
     (ticks + 1).max(2)
 }
 
+/// Longest log message kept from a strategy; longer ones are cut.
+pub const MAX_LOG_MESSAGE: usize = 4096;
+
+/// Cuts guest-supplied text to `limit` bytes on a character boundary.
+pub fn cut(mut text: String, limit: usize) -> String {
+    if text.len() > limit {
+        let mut end = limit;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

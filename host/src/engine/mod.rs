@@ -209,7 +209,7 @@ impl Engine {
             ),
         };
         check_world(&self.wasmtime, &component)?;
-        wasi::check_imports(&self.wasmtime, &component)?;
+        wasi::check_imports(&self.wasmtime, &component).map_err(LoadError::UnsupportedImports)?;
         let linker = wasi::link_for(&self.linker, &self.wasmtime, &component)
             .map_err(|e| LoadError::WrongWorld(format!("{e:#}")))?;
         let pre = linker.instantiate_pre(&component).map_err(|e| LoadError::WrongWorld(format!("{e:#}")))?;
@@ -262,7 +262,7 @@ fn describe(engine: &wasmtime::Engine, pre: &StrategyWorldPre<HostState>) -> Res
         .map_err(|e| LoadError::Fault { during: "in describe", detail: format!("{e:#}") })?;
     // Guest-supplied text is recorded with decisions and shown to
     // operators: keep it bounded.
-    use self::host::cut;
+    use self::limits::cut;
     Ok(Info {
         name: cut(info.name, MAX_INFO_FIELD),
         version: cut(info.version, MAX_INFO_FIELD),

@@ -30,8 +30,7 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{DynPollable, OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use super::host::{HostState, MAX_LOG_MESSAGE, cut};
-use super::load::LoadError;
+use super::limits::{MAX_LOG_MESSAGE, cut};
 
 /// The imports of the contract itself.
 pub const CONTRACT_IMPORTS: [&str; 2] = ["shardalloc:strategy/types@0.1.0", "shardalloc:strategy/host@0.1.0"];
@@ -44,15 +43,15 @@ pub const OUTPUT_PER_CALL: usize = 16 * 1024;
 const RANDOM_SEED_LEN: usize = 256;
 
 /// Adds the capability-free WASI to `linker`.
-pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+pub fn add_to_linker<T: WasiView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_sync(linker)?;
     // A timer would block the caller in the host, out of reach of the
     // call's deadline: every subscription is ready at once instead.
     linker.allow_shadowing(true);
     // (Imports of any 0.2.x version resolve to this one.)
     let mut clock = linker.instance("wasi:clocks/monotonic-clock@0.2.12")?;
-    clock.func_wrap("subscribe-duration", |mut store, (_,): (u64,)| ready_at_once(store.data_mut().table()))?;
-    clock.func_wrap("subscribe-instant", |mut store, (_,): (u64,)| ready_at_once(store.data_mut().table()))?;
+    clock.func_wrap("subscribe-duration", |mut store, (_,): (u64,)| ready_at_once(store.data_mut().ctx().table))?;
+    clock.func_wrap("subscribe-instant", |mut store, (_,): (u64,)| ready_at_once(store.data_mut().ctx().table))?;
     linker.allow_shadowing(false);
     Ok(())
 }
@@ -94,11 +93,11 @@ struct StubResource;
 /// `wasi:sockets/udp`, …). A stub defines only the resources introduced by
 /// that interface; a resource it merely uses (an `output-stream`) stays the
 /// provided one, or the component's types would not match.
-pub fn link_for(
-    base: &Linker<HostState>,
+pub fn link_for<T: 'static>(
+    base: &Linker<T>,
     engine: &wasmtime::Engine,
     component: &Component,
-) -> wasmtime::Result<Linker<HostState>> {
+) -> wasmtime::Result<Linker<T>> {
     use wasmtime::component::types::ComponentItem;
     let mut linker = base.clone();
     let mut known = Vec::new();
@@ -131,7 +130,7 @@ pub fn link_for(
 }
 
 /// Refuses imports that are neither the contract's nor WASI's, listing them.
-pub fn check_imports(engine: &wasmtime::Engine, component: &Component) -> Result<(), LoadError> {
+pub fn check_imports(engine: &wasmtime::Engine, component: &Component) -> Result<(), Vec<String>> {
     let foreign: Vec<String> = component
         .component_type()
         .imports(engine)
@@ -139,7 +138,7 @@ pub fn check_imports(engine: &wasmtime::Engine, component: &Component) -> Result
         .filter(|name| !name.starts_with("wasi:") && !CONTRACT_IMPORTS.contains(name))
         .map(str::to_owned)
         .collect();
-    if foreign.is_empty() { Ok(()) } else { Err(LoadError::UnsupportedImports(foreign)) }
+    if foreign.is_empty() { Ok(()) } else { Err(foreign) }
 }
 
 struct ReadyAtOnce;
@@ -152,18 +151,6 @@ impl Pollable for ReadyAtOnce {
 fn ready_at_once(table: &mut ResourceTable) -> wasmtime::Result<(Resource<DynPollable>,)> {
     let resource = table.push(ReadyAtOnce)?;
     Ok((wasmtime_wasi::p2::subscribe(table, resource)?,))
-}
-
-impl HostState {
-    fn table(&mut self) -> &mut ResourceTable {
-        &mut self.wasi.table
-    }
-}
-
-impl WasiView for HostState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi.ctx, table: &mut self.wasi.table }
-    }
 }
 
 /// What each store keeps for WASI.
@@ -191,6 +178,11 @@ impl StoreWasi {
             .allow_ip_name_lookup(false)
             .build();
         StoreWasi { ctx, table: ResourceTable::new(), output }
+    }
+
+    /// The context and resource table, for wasmtime-wasi.
+    pub fn view(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.ctx, table: &mut self.table }
     }
 
     /// Starts a call: logs any partial line and the count of dropped
