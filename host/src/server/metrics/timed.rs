@@ -21,36 +21,28 @@ pub struct Timed {
     entity_type: String,
     /// `(name@version, allocate, rebalance)` of each strategy seen.
     series: Vec<(String, Histogram, Histogram)>,
+    /// The strategy of the last call and its index in `series`.
+    current: Option<(String, String, usize)>,
 }
 
 impl Timed {
     pub(super) fn new(family: HistogramFamily, entity_type: &str, handle: SlotHandle) -> Self {
-        Timed { family, entity_type: entity_type.to_owned(), series: Vec::new(), handle }
+        Timed { family, entity_type: entity_type.to_owned(), series: Vec::new(), current: None, handle }
     }
 
     /// Records a call's duration under the strategy that answered it (the
-    /// handle follows hot swaps, so this is read after the call).
+    /// handle follows hot swaps, so this is read after the call). The
+    /// series is looked up only when the strategy changed: a call formats
+    /// and allocates nothing.
     fn observe(&mut self, call: Call, seconds: f64) {
         let info = self.handle.info();
-        let label = format!("{}@{}", info.name, info.version);
-        let index = match self.series.iter().position(|(l, _, _)| *l == label) {
-            Some(index) => index,
-            None => {
-                let label = if self.series.len() >= MAX_STRATEGY_SERIES { "other".to_owned() } else { label };
-                match self.series.iter().position(|(l, _, _)| *l == label) {
-                    Some(index) => index,
-                    None => {
-                        let labels = |call| CallLabels {
-                            r#type: self.entity_type.as_str().into(),
-                            call,
-                            strategy: label.as_str().into(),
-                        };
-                        let allocate = self.family.get_or_create_owned(&labels(Call::Allocate));
-                        let rebalance = self.family.get_or_create_owned(&labels(Call::Rebalance));
-                        self.series.push((label, allocate, rebalance));
-                        self.series.len() - 1
-                    }
-                }
+        let index = match &self.current {
+            Some((name, version, index)) if *name == info.name && *version == info.version => *index,
+            _ => {
+                let (name, version) = (info.name.clone(), info.version.clone());
+                let index = self.series_for(&name, &version);
+                self.current = Some((name, version, index));
+                index
             }
         };
         let (_, allocate, rebalance) = &self.series[index];
@@ -58,6 +50,26 @@ impl Timed {
             Call::Allocate => allocate.observe(seconds),
             Call::Rebalance => rebalance.observe(seconds),
         }
+    }
+
+    /// The index of the series of `name@version`, made when new (or
+    /// `other` once [`MAX_STRATEGY_SERIES`] exist).
+    fn series_for(&mut self, name: &str, version: &str) -> usize {
+        let mut label = format!("{name}@{version}");
+        let known =
+            |label: &str, series: &[(String, Histogram, Histogram)]| series.iter().position(|(l, _, _)| l == label);
+        if known(&label, &self.series).is_none() && self.series.len() >= MAX_STRATEGY_SERIES {
+            label = "other".to_owned();
+        }
+        if let Some(index) = known(&label, &self.series) {
+            return index;
+        }
+        let labels =
+            |call| CallLabels { r#type: self.entity_type.as_str().into(), call, strategy: label.as_str().into() };
+        let allocate = self.family.get_or_create_owned(&labels(Call::Allocate));
+        let rebalance = self.family.get_or_create_owned(&labels(Call::Rebalance));
+        self.series.push((label, allocate, rebalance));
+        self.series.len() - 1
     }
 }
 
