@@ -36,8 +36,10 @@ pub struct LogRecord {
 /// How many records the native capture keeps; older ones are dropped.
 pub const CAPTURED_LOGS_LIMIT: usize = 1_000;
 
-/// A native log sink: receives every record logged on its thread.
-pub type LogSink = Box<dyn Fn(&LogRecord)>;
+/// A native log sink: receives every record logged on its thread. Shared,
+/// so a caller builds it once and installs it around each call for the
+/// price of a reference count.
+pub type LogSink = std::sync::Arc<dyn Fn(&LogRecord) + Send + Sync>;
 
 thread_local! {
     static SINK: RefCell<Option<LogSink>> = const { RefCell::new(None) };

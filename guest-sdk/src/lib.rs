@@ -10,7 +10,9 @@
 //! plain `cargo test` and can be linked natively into the node.
 //!
 //! Layout:
-//! - [`view`]: the view types, the contract's shard hash, version ordering;
+//! - [`topology`]: regions, the [`Topology`], version ordering and the
+//!   topology's part of the suitability order;
+//! - [`view`]: the per-call [`View`], the shard key and hash, [`Allocations`];
 //! - [`strategy`]: the [`Strategy`] trait and [`Info`];
 //! - [`order`]: the suitability order of regions and `least_loaded`;
 //! - [`config`]: JSON configuration parsing that names unknown keys;
@@ -28,6 +30,7 @@ pub mod order;
 pub mod snapshot;
 pub mod strategy;
 pub mod testing;
+pub mod topology;
 pub mod view;
 
 #[doc(hidden)]

@@ -3,7 +3,7 @@
 
 use std::cmp::Ordering;
 
-use crate::view::{RegionId, RegionStatus, View, compare_versions};
+use crate::view::{Ranks, RegionId, View};
 
 /// The suitability order of two regions of `view`: `Less` means `a` is more
 /// suitable to receive a shard than `b`. It is total:
@@ -15,36 +15,29 @@ use crate::view::{RegionId, RegionStatus, View, compare_versions};
 /// 5. address, bytewise.
 ///
 /// It looks at nothing else: whether a region is allocatable is the caller's
-/// filter.
+/// filter. Everything but the shard count depends only on the topology, so
+/// it is ranked once per topology ([`Ranks`]) and each comparison compares
+/// three integers.
 pub fn region_order(view: &View, a: RegionId, b: RegionId) -> Ordering {
-    let (ra, rb) = (view.region(a), view.region(b));
-    let leaving = |status: RegionStatus| status == RegionStatus::Leaving;
-    leaving(ra.status)
-        .cmp(&leaving(rb.status))
-        .then_with(|| {
-            // Equal text is the common case and needs no parsing.
-            if ra.app_version == rb.app_version {
-                Ordering::Equal
-            } else {
-                compare_versions(&rb.app_version, &ra.app_version)
-            }
-        })
-        .then_with(|| view.shard_count(a).cmp(&view.shard_count(b)))
-        .then_with(|| ra.join_order.cmp(&rb.join_order))
-        .then_with(|| ra.address.as_bytes().cmp(rb.address.as_bytes()))
+    let ranks = view.topology().ranks();
+    let counts = view.shard_counts();
+    Ranks::compare(ranks.key(a, counts), ranks.key(b, counts))
 }
 
 /// The most suitable of `candidates` by [`region_order`] (the first one on
 /// an exact tie, which only a repeated id can cause); `None` when there are
-/// none. Pass `view.allocatable()` for least-shard's own allocation.
+/// none. Pass `view.allocatable()` for least-shard's own allocation. One
+/// pass over the candidates: two loads, a shift, an or and a minimum each
+/// ([`Ranks::most_suitable`]).
 pub fn least_loaded(view: &View, candidates: impl Iterator<Item = RegionId>) -> Option<RegionId> {
-    candidates.reduce(|best, id| if region_order(view, id, best) == Ordering::Less { id } else { best })
+    view.topology().ranks().most_suitable(candidates, view.shard_counts())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::testing::Scenario;
+    use crate::view::RegionStatus;
 
     #[test]
     fn each_tie_break_in_turn() {

@@ -2,131 +2,9 @@
 //! shard being allocated and the current allocations.
 
 use std::borrow::Cow;
-use std::cmp::Ordering;
-use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
-/// Index of a region in [`View::regions`]. Valid for the view it came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct RegionId(pub u32);
-
-impl RegionId {
-    /// The index as `usize`.
-    pub fn index(self) -> usize {
-        self.0 as usize
-    }
-}
-
-/// Cluster membership status of a region.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "lowercase")]
-pub enum RegionStatus {
-    /// A full member.
-    #[default]
-    Up,
-    /// Joining the cluster, not yet a full member.
-    Joining,
-    /// Leaving the cluster gracefully.
-    Leaving,
-    /// Missed its heartbeats.
-    Unreachable,
-}
-
-impl RegionStatus {
-    /// The lowercase name used in JSON and in the contract.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RegionStatus::Up => "up",
-            RegionStatus::Joining => "joining",
-            RegionStatus::Leaving => "leaving",
-            RegionStatus::Unreachable => "unreachable",
-        }
-    }
-}
-
-/// The slow-changing description of a region.
-#[derive(Clone, Debug, PartialEq, Default)]
-pub struct Region {
-    /// Its address (`host:port` or any URI the application uses).
-    pub address: String,
-    /// Membership status.
-    pub status: RegionStatus,
-    /// Application version; compare with [`compare_versions`].
-    pub app_version: String,
-    /// Join order: lower is older.
-    pub join_order: u64,
-    /// Labels (zone, dc, role…).
-    pub labels: BTreeMap<String, String>,
-    /// Routes messages, never hosts shards.
-    pub proxy_only: bool,
-    /// Keeps its shards until they are moved, gets no new ones.
-    pub draining: bool,
-}
-
-impl Region {
-    /// A region that may receive a shard: up, not proxy-only, not draining.
-    /// The host refuses any other answer.
-    pub fn is_allocatable(&self) -> bool {
-        self.status == RegionStatus::Up && !self.proxy_only && !self.draining
-    }
-
-    /// The value of a label.
-    pub fn label(&self, key: &str) -> Option<&str> {
-        self.labels.get(key).map(String::as_str)
-    }
-}
-
-static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
-
-/// Everything about the cluster that changes slowly. Shared (`Arc`) between
-/// views while it does not change; its generation tells topologies apart.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Topology {
-    generation: u64,
-    regions: Vec<Region>,
-    metric_names: Vec<String>,
-    signal: Option<String>,
-}
-
-impl Topology {
-    /// A new topology with a process-unique generation number.
-    pub fn new(regions: Vec<Region>, metric_names: Vec<String>, signal: Option<String>) -> Self {
-        let generation = NEXT_GENERATION.fetch_add(1, AtomicOrdering::Relaxed);
-        Self::with_generation(generation, regions, metric_names, signal)
-    }
-
-    /// A topology with a generation chosen by the caller (the host's).
-    pub fn with_generation(
-        generation: u64,
-        regions: Vec<Region>,
-        metric_names: Vec<String>,
-        signal: Option<String>,
-    ) -> Self {
-        Topology { generation, regions, metric_names, signal }
-    }
-
-    /// Changes whenever anything else in the topology changes.
-    pub fn generation(&self) -> u64 {
-        self.generation
-    }
-
-    /// Every known region, allocatable or not.
-    pub fn regions(&self) -> &[Region] {
-        &self.regions
-    }
-
-    /// Names of the metrics, in column order.
-    pub fn metric_names(&self) -> &[String] {
-        &self.metric_names
-    }
-
-    /// The entity type's signal (operator JSON), if any.
-    pub fn signal(&self) -> Option<&str> {
-        self.signal.as_deref()
-    }
-}
+pub use crate::topology::{Ranks, Region, RegionId, RegionStatus, Topology, compare_versions};
 
 /// What a strategy sees on every call: the topology plus each region's
 /// current shard count and metrics.
@@ -141,11 +19,11 @@ impl View {
     /// Builds a view; `shard_counts` has one entry per region and `metrics`
     /// is row-major, one row per region, one column per metric name.
     pub fn new(topology: Arc<Topology>, shard_counts: Vec<u32>, metrics: Vec<f64>) -> Result<Self, String> {
-        let regions = topology.regions.len();
+        let regions = topology.regions().len();
         if shard_counts.len() != regions {
             return Err(format!("shard counts has {} entries for {regions} regions", shard_counts.len()));
         }
-        let expected = regions * topology.metric_names.len();
+        let expected = regions * topology.metric_names().len();
         if metrics.len() != expected {
             return Err(format!("metrics has {} values, expected {expected}", metrics.len()));
         }
@@ -159,7 +37,7 @@ impl View {
 
     /// Every known region, allocatable or not; index with [`RegionId`].
     pub fn regions(&self) -> &[Region] {
-        &self.topology.regions
+        self.topology.regions()
     }
 
     /// One region.
@@ -167,17 +45,18 @@ impl View {
     /// # Panics
     /// When `id` is not from this view.
     pub fn region(&self, id: RegionId) -> &Region {
-        &self.topology.regions[id.index()]
+        &self.topology.regions()[id.index()]
     }
 
     /// Every region id, in topology order.
     pub fn region_ids(&self) -> impl Iterator<Item = RegionId> + '_ {
-        (0..self.topology.regions.len() as u32).map(RegionId)
+        (0..self.topology.regions().len() as u32).map(RegionId)
     }
 
-    /// The ids of the regions that may receive a shard.
-    pub fn allocatable(&self) -> impl Iterator<Item = RegionId> + '_ {
-        self.region_ids().filter(|id| self.region(*id).is_allocatable())
+    /// The ids of the regions that may receive a shard, in topology order
+    /// (listed once per topology, not filtered on every call).
+    pub fn allocatable(&self) -> impl Iterator<Item = RegionId> + Clone + '_ {
+        self.topology.ranks().allocatable().iter().copied()
     }
 
     /// The first region that would keep a hand-off from completing, if any:
@@ -190,7 +69,7 @@ impl View {
 
     /// The region with this address.
     pub fn find(&self, address: &str) -> Option<RegionId> {
-        self.topology.regions.iter().position(|r| r.address == address).map(|i| RegionId(i as u32))
+        self.topology.regions().iter().position(|r| r.address == address).map(|i| RegionId(i as u32))
     }
 
     /// How many shards the region owns now.
@@ -206,12 +85,12 @@ impl View {
     /// The column of a metric, to read many regions' values with
     /// [`View::metric_at`] without looking the name up each time.
     pub fn metric_column(&self, name: &str) -> Option<usize> {
-        self.topology.metric_names.iter().position(|n| n == name)
+        self.topology.metric_names().iter().position(|n| n == name)
     }
 
     /// A region's value in a metric column; `None` when not reported.
     pub fn metric_at(&self, id: RegionId, column: usize) -> Option<f64> {
-        let width = self.topology.metric_names.len();
+        let width = self.topology.metric_names().len();
         let value = self.metrics[id.index() * width + column];
         (!value.is_nan()).then_some(value)
     }
@@ -423,6 +302,17 @@ impl Allocations {
         }
     }
 
+    /// The hashes and the shard ids by handle, taken out of the table
+    /// without a copy; the ids are `None` in a component without
+    /// `needs_shard_names`.
+    pub fn into_parts(self) -> (Vec<u64>, Option<Vec<String>>) {
+        let ids = match self.ids {
+            ShardIds::Known(ids) => Some(ids),
+            ShardIds::FromHost => None,
+        };
+        (self.hashes, ids)
+    }
+
     /// The shard with this handle, if the handle is in the table.
     pub fn get(&self, handle: u32) -> Option<Shard> {
         ((handle as usize) < self.hashes.len()).then(|| self.shard(handle))
@@ -438,68 +328,9 @@ impl Allocations {
     }
 }
 
-/// Compares application versions: dot-separated parts, numeric parts
-/// numerically (so 1.10 > 1.9), other parts bytewise, a numeric part below a
-/// non-numeric one, a missing part below a present one; the empty version is
-/// the lowest of all.
-pub fn compare_versions(a: &str, b: &str) -> Ordering {
-    match (a.is_empty(), b.is_empty()) {
-        (true, true) => return Ordering::Equal,
-        (true, false) => return Ordering::Less,
-        (false, true) => return Ordering::Greater,
-        _ => {}
-    }
-    let mut left = a.split('.');
-    let mut right = b.split('.');
-    loop {
-        match (left.next(), right.next()) {
-            (None, None) => return Ordering::Equal,
-            (None, Some(_)) => return Ordering::Less,
-            (Some(_), None) => return Ordering::Greater,
-            (Some(x), Some(y)) => {
-                let order = compare_part(x, y);
-                if order != Ordering::Equal {
-                    return order;
-                }
-            }
-        }
-    }
-}
-
-fn compare_part(x: &str, y: &str) -> Ordering {
-    let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    match (numeric(x), numeric(y)) {
-        (true, true) => {
-            let (x, y) = (x.trim_start_matches('0'), y.trim_start_matches('0'));
-            x.len().cmp(&y.len()).then_with(|| x.cmp(y))
-        }
-        (true, false) => Ordering::Less,
-        (false, true) => Ordering::Greater,
-        (false, false) => x.as_bytes().cmp(y.as_bytes()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn versions_compare_numerically_by_part() {
-        let cases = [
-            ("1.10", "1.9", Ordering::Greater),
-            ("1.9", "1.10", Ordering::Less),
-            ("", "0", Ordering::Less),
-            ("", "", Ordering::Equal),
-            ("1.0", "1.0.0", Ordering::Less),
-            ("2", "10", Ordering::Less),
-            ("1.01", "1.1", Ordering::Equal),
-            ("1.a", "1.1", Ordering::Greater),
-            ("1.b", "1.a", Ordering::Greater),
-        ];
-        for (a, b, want) in cases {
-            assert_eq!(compare_versions(a, b), want, "{a} vs {b}");
-        }
-    }
 
     #[test]
     fn allocations_index_regions_and_in_progress() {

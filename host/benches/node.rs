@@ -14,79 +14,120 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Socket, TYPE, next, region, send};
+use common::TYPE;
+use common::live::LiveRegion;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use shardalloc::coordinator::{Change, Home, RegionRecord};
 use shardalloc::server::Node;
 use shardalloc::server::driver::DriverSettings;
 use shardalloc::store::{RedbStore, Store, Turn};
 use shardalloc::strategy::external::AllocationReason;
-use shardalloc_client::protocol::{NodeMessage, RegionMessage};
+use shardalloc_client::protocol::RegionMessage;
 use tokio::net::TcpStream;
 
 /// Shards every session asks about (allocated before measuring).
 const SHARDS: usize = 1_000;
 
-/// Heartbeat sequences, increasing for every region.
-static SEQUENCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(2);
+/// Region sessions the benchmarks open (all registered before measuring, so
+/// none joins while another is measured).
+const SESSIONS: usize = 16;
 
-/// Asks `count` homes, pipelined, and reads every answer. A heartbeat goes
-/// first, so the region stays alive however long criterion measures.
-async fn ask(socket: &mut Socket, count: usize, offset: usize) {
-    let sequence = SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    send(socket, &RegionMessage::Heartbeat { sequence, metrics: Default::default() }).await;
-    for i in 0..count {
-        send(socket, &RegionMessage::GetShardHome { shard: ((offset + i) % SHARDS).to_string() }).await;
+/// Starts a node in process on 127.0.0.1 over a redb store in `data`,
+/// registers [`SESSIONS`] live regions and gives every shard its home.
+async fn node_with_regions(data: &std::path::Path) -> Vec<LiveRegion> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("ws://{}", listener.local_addr().unwrap());
+    let node = Node::start(common::settings(data, DriverSettings::default())).unwrap();
+    tokio::spawn(node.serve(listener, std::future::pending()));
+    let mut sessions = Vec::new();
+    for i in 0..SESSIONS {
+        sessions.push(LiveRegion::connect(&base, &format!("r{i}")).await);
     }
-    let mut answered = 0;
-    while answered < count {
-        if let NodeMessage::ShardHome { .. } = next(socket).await {
-            answered += 1;
-        }
+    // Every shard gets its home before measuring: answers come from the state.
+    sessions[0].homes((0..SHARDS).map(|s| s.to_string())).await;
+    sessions
+}
+
+/// Runs `work` on the first `parallel` sessions at once and gives them back.
+async fn on_sessions<F, Fut, R>(sessions: &mut Vec<LiveRegion>, parallel: usize, work: F) -> Vec<R>
+where
+    F: Fn(usize, LiveRegion) -> Fut,
+    Fut: std::future::Future<Output = (LiveRegion, R)> + Send + 'static,
+    R: Send + 'static,
+{
+    let tasks: Vec<_> = sessions.drain(..parallel).enumerate().map(|(i, s)| tokio::spawn(work(i, s))).collect();
+    let mut results = Vec::new();
+    for (i, done) in futures_util::future::join_all(tasks).await.into_iter().enumerate() {
+        let (session, result) = done.expect("a session task");
+        sessions.insert(i, session);
+        results.push(result);
     }
+    results
 }
 
 fn home_requests(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let data = tempfile::tempdir().unwrap();
-    let (base, mut sessions) = runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("ws://{}", listener.local_addr().unwrap());
-        let node = Node::start(common::settings(data.path(), DriverSettings::default())).unwrap();
-        tokio::spawn(node.serve(listener, std::future::pending()));
-        let mut sessions = Vec::new();
-        for i in 0..4 {
-            sessions.push(region(&base, &format!("r{i}")).await);
-        }
-        // Every shard gets its home before measuring: answers come from the state.
-        ask(&mut sessions[0], SHARDS, 0).await;
-        (base, sessions)
-    });
+    let mut sessions = runtime.block_on(node_with_regions(data.path()));
     let mut group = c.benchmark_group("home_requests");
     group.sample_size(10).measurement_time(Duration::from_secs(5)).warm_up_time(Duration::from_secs(1));
     let batch = 1_000;
-    for parallel in [1usize, 4] {
+    for parallel in [1usize, 4, 16] {
         group.throughput(Throughput::Elements((batch * parallel) as u64));
         group.bench_function(BenchmarkId::new("sessions", parallel), |b| {
             b.iter(|| {
-                runtime.block_on(async {
-                    let tasks = sessions.drain(..parallel).enumerate().map(|(i, mut socket)| {
-                        tokio::spawn(async move {
-                            ask(&mut socket, batch, i * 97).await;
-                            socket
-                        })
-                    });
-                    let done: Vec<Socket> =
-                        futures_util::future::join_all(tasks).await.into_iter().map(Result::unwrap).collect();
-                    for (i, socket) in done.into_iter().enumerate() {
-                        sessions.insert(i, socket);
-                    }
-                })
+                runtime.block_on(on_sessions(&mut sessions, parallel, |i, mut session| async move {
+                    session.homes((0..batch).map(|n| ((i * 97 + n) % SHARDS).to_string())).await;
+                    (session, ())
+                }))
             })
         });
     }
     group.finish();
-    drop(base);
+}
+
+/// The `q` quantile of sorted latencies.
+fn quantile(sorted: &[Duration], q: f64) -> Duration {
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+/// Not a timing by criterion: the latency of one home request at a time
+/// per session (send, wait for the answer, next), at 1, 4 and 16 sessions
+/// asking at once: for shards that have a home (answered from the state)
+/// and for new shards (answered after their home is committed).
+fn home_latency(_: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let mut sessions = runtime.block_on(node_with_regions(data.path()));
+    println!("home request latency (one request in flight per session):");
+    println!("| sessions | shard | requests | p50 | p99 |");
+    for parallel in [1usize, 4, 16] {
+        for new in [false, true] {
+            let per_session = if new { 500 } else { 2_000 };
+            let latencies = runtime.block_on(on_sessions(&mut sessions, parallel, move |i, mut session| async move {
+                let mut took = Vec::with_capacity(per_session);
+                for n in 0..per_session {
+                    let shard =
+                        if new { format!("new-{parallel}-{i}-{n}") } else { ((i * 97 + n) % SHARDS).to_string() };
+                    let started = Instant::now();
+                    session.send(RegionMessage::GetShardHome { shard: shard.clone() });
+                    let (answered, _) = session.home().await;
+                    assert_eq!(answered, shard, "answers come in order");
+                    took.push(started.elapsed());
+                }
+                (session, took)
+            }));
+            let mut all: Vec<Duration> = latencies.into_iter().flatten().collect();
+            all.sort();
+            println!(
+                "| {parallel} | {} | {} | {:.0} µs | {:.0} µs |",
+                if new { "new" } else { "homed" },
+                all.len(),
+                quantile(&all, 0.5).as_secs_f64() * 1e6,
+                quantile(&all, 0.99).as_secs_f64() * 1e6,
+            );
+        }
+    }
 }
 
 /// Resident memory of a process, in MiB.
@@ -220,5 +261,5 @@ fn connection_flood(_: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, home_requests, memory, connection_flood);
+criterion_group!(benches, home_requests, home_latency, memory, connection_flood);
 criterion_main!(benches);

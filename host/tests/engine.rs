@@ -250,6 +250,37 @@ fn swapping_under_a_calling_thread_fails_no_call() {
 }
 
 #[test]
+fn an_activation_is_warmed_on_the_latest_view_before_it_takes_calls() {
+    let slot = slot("least-shard", AutoRollback::default());
+    let engine = engine();
+    let hash = engine.compile_source(&StrategySource::Builtin("hash".into()), None).unwrap();
+    let view = view();
+    let mut handle = slot.handle();
+    handle.allocate(&view, "s1", None).unwrap();
+    assert_eq!(slot.stats().cold_instances, 0, "the first handle takes the initial instance");
+
+    let activation = slot.activate(hash.clone(), "", generous()).unwrap();
+    assert_eq!(activation.warmed_on(), Some(view.topology().generation()), "warmed on the view in use");
+    assert_eq!(handle.allocate(&view, "s2", None).unwrap(), hash_answer(&view, "s2"));
+    assert_eq!(activation.warmed_on(), None, "the caller took the warm instance");
+    assert_eq!(slot.stats().cold_instances, 0);
+
+    // A second caller of the same activation makes its own instance.
+    slot.handle().allocate(&view, "s3", None).unwrap();
+    assert_eq!(slot.stats().cold_instances, 1);
+
+    // Superseded before any call: its instance is released, not kept in the history.
+    let skipped = slot.activate(hash.clone(), "", generous()).unwrap();
+    slot.activate(hash, "", generous()).unwrap();
+    assert_eq!(skipped.warmed_on(), None);
+}
+
+/// What the hash built-in answers natively.
+fn hash_answer(view: &ClusterView, shard: &str) -> String {
+    shardalloc::strategy::builtin::native("hash", "").unwrap().unwrap().allocate(view, shard, None).unwrap()
+}
+
+#[test]
 fn rollback_returns_to_the_previous_strategy() {
     let slot = slot("least-shard", AutoRollback::default());
     assert_eq!(slot.rollback().unwrap_err(), RollbackError::NoPrevious);

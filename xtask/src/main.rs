@@ -20,7 +20,9 @@
 //!   into a component;
 //! - `examples [NAME…]` (`examples/`): build every example strategy by
 //!   following its README, and check that they conform and agree;
-//!   `c-example`: the C example's build, which its README runs.
+//!   `c-example`: the C example's build, which its README runs;
+//! - `bench [NAME…]` (`bench.rs`): every benchmark in one run and one table
+//!   of ratios (`target/bench-report.md`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -29,6 +31,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use shardalloc_guest_build::{Toolchain, build_components};
 
+mod bench;
 mod demo_ha;
 mod examples;
 mod shape;
@@ -48,9 +51,10 @@ fn main() -> anyhow::Result<()> {
         Some("component") => component(&root, &args[1..]),
         Some("examples") => examples::run(&root, &args[1..], true),
         Some("c-example") => examples::c_example(&root),
+        Some("bench") => bench::run(&root, &args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\n  setup       install the wasm32 toolchain (rustup target, else Debian rustc-web)\n  test        formatting, the code's shape, lints and every test (what CI runs)\n  shape       check the code's shape: server file sizes, import direction, no OpenAPI JSON\n  demo        build and start a node with three simulated regions (--ha: three etcd members, three nodes)\n  demo-strategies  show the built-in strategies offline on a generated cluster\n  ha-faults   the long HA fault series on real etcd (ten leader kills, etcd members lost, rolling restart)\n  component   -p CRATE [--out FILE]: build a strategy crate into a component\n  examples    [NAME…]: build every example strategy (examples/strategies/) by following its README, and check them\n  c-example   build the C example strategy (used by its README)"
+                "usage: cargo xtask <command>\n\n  setup       install the wasm32 toolchain (rustup target, else Debian rustc-web)\n  test        formatting, the code's shape, lints and every test (what CI runs)\n  shape       check the code's shape: server file sizes, import direction, no OpenAPI JSON\n  demo        build and start a node with three simulated regions (--ha: three etcd members, three nodes)\n  demo-strategies  show the built-in strategies offline on a generated cluster\n  ha-faults   the long HA fault series on real etcd (ten leader kills, etcd members lost, rolling restart)\n  component   -p CRATE [--out FILE]: build a strategy crate into a component\n  examples    [NAME…]: build every example strategy (examples/strategies/) by following its README, and check them\n  c-example   build the C example strategy (used by its README)\n  bench       [NAME…]: run every benchmark in one go and print one table of ratios"
             );
             bail!("unknown or missing command");
         }

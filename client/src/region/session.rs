@@ -154,7 +154,18 @@ async fn session(
     let ended = loop {
         tokio::select! {
             message = to_node.recv() => match message {
-                Some(message) => socket.send(Message::Binary(protocol::encode(&message)?.into())).await?,
+                Some(message) => {
+                    // Everything already queued goes out before one flush.
+                    socket.feed(Message::Binary(protocol::encode(&message)?.into())).await?;
+                    let mut batched = 1;
+                    while batched < FRAMES_PER_FLUSH
+                        && let Ok(more) = to_node.try_recv()
+                    {
+                        socket.feed(Message::Binary(protocol::encode(&more)?.into())).await?;
+                        batched += 1;
+                    }
+                    socket.flush().await?;
+                }
                 None => {
                     close(&mut socket).await;
                     return Ok("the region hung up".to_owned());
@@ -176,6 +187,9 @@ async fn session(
     params.set_leader(None);
     ended
 }
+
+/// Most frames written to the node before a flush.
+const FRAMES_PER_FLUSH: usize = 256;
 
 /// Connects to `url`, says `Hello` and reads the answer.
 async fn handshake(

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod live;
+
 use std::path::Path;
 
 use futures_util::{SinkExt, StreamExt};

@@ -7,6 +7,8 @@ mod generated {
     wasmtime::component::bindgen!({
         world: "strategy",
         path: "../wit",
+        // Arguments are lent to the call, not copied into owned values first.
+        ownership: Borrowing { duplicate_if_necessary: true },
     });
 }
 

@@ -100,6 +100,11 @@ impl Sandboxed {
         &self.config
     }
 
+    /// The generation of the topology its live instance holds, if any.
+    pub fn topology_generation(&self) -> Option<u64> {
+        self.live.as_ref().and_then(|live| live.sent_generation)
+    }
+
     /// How many stores it has created (1 + one per fault recovered from).
     pub fn instantiations(&self) -> u64 {
         self.instantiations
@@ -179,8 +184,16 @@ impl Sandboxed {
             if live.sent_generation != Some(topology.generation()) {
                 live.sent_generation = None;
                 live.store.set_epoch_deadline(ticks);
-                let wit_topology = wit_topology(topology);
-                live.world.shardalloc_strategy_allocator().call_set_topology(&mut live.store, &wit_topology)?;
+                let labels = wit_labels(topology);
+                let regions = wit_regions(topology, &labels);
+                let metric_names: Vec<&str> = topology.metric_names().iter().map(String::as_str).collect();
+                let wit_topology = wit::Topology {
+                    generation: topology.generation(),
+                    regions: &regions,
+                    metric_names: &metric_names,
+                    signal: topology.signal(),
+                };
+                live.world.shardalloc_strategy_allocator().call_set_topology(&mut live.store, wit_topology)?;
                 live.sent_generation = Some(topology.generation());
             }
             live.store.set_epoch_deadline(ticks);
@@ -197,39 +210,37 @@ impl Sandboxed {
     }
 }
 
-fn wit_topology(topology: &Topology) -> wit::Topology {
-    let regions = topology
+/// Each region's labels as the contract's records, borrowing their text.
+fn wit_labels(topology: &Topology) -> Vec<Vec<wit::Label<'_>>> {
+    topology.regions().iter().map(|r| r.labels.iter().map(|(k, v)| wit::Label { key: k, value: v }).collect()).collect()
+}
+
+/// The topology's regions as the contract's records, borrowing their text.
+fn wit_regions<'a>(topology: &'a Topology, labels: &'a [Vec<wit::Label<'a>>]) -> Vec<wit::Region<'a>> {
+    topology
         .regions()
         .iter()
-        .map(|r| wit::Region {
-            address: r.address.clone(),
+        .zip(labels)
+        .map(|(r, labels)| wit::Region {
+            address: &r.address,
             status: match r.status {
                 RegionStatus::Up => wit::RegionStatus::Up,
                 RegionStatus::Joining => wit::RegionStatus::Joining,
                 RegionStatus::Leaving => wit::RegionStatus::Leaving,
                 RegionStatus::Unreachable => wit::RegionStatus::Unreachable,
             },
-            app_version: r.app_version.clone(),
+            app_version: &r.app_version,
             join_order: r.join_order,
-            labels: r.labels.iter().map(|(k, v)| wit::Label { key: k.clone(), value: v.clone() }).collect(),
+            labels,
             proxy_only: r.proxy_only,
             draining: r.draining,
         })
-        .collect();
-    wit::Topology {
-        generation: topology.generation(),
-        regions,
-        metric_names: topology.metric_names().to_vec(),
-        signal: topology.signal().map(str::to_owned),
-    }
+        .collect()
 }
 
-fn loads(view: &ClusterView) -> wit::Loads {
-    wit::Loads {
-        generation: view.topology().generation(),
-        shard_counts: view.shard_counts(),
-        metrics: view.metrics().to_vec(),
-    }
+/// The per-call numbers, lent to the call as they are in the view.
+fn loads(view: &ClusterView) -> wit::Loads<'_> {
+    wit::Loads { generation: view.topology().generation(), shard_counts: view.shard_counts(), metrics: view.metrics() }
 }
 
 fn requester_index(view: &ClusterView, requester: Option<&str>) -> Result<Option<u32>, StrategyError> {
@@ -249,11 +260,11 @@ impl AllocationStrategy for Sandboxed {
 
     fn allocate(&mut self, view: &ClusterView, shard: &str, requester: Option<&str>) -> Result<String, StrategyError> {
         let requester = requester_index(view, requester)?;
-        let key = wit::ShardKey { id: shard.to_owned(), hash: shardalloc_guest::shard_hash(shard) };
+        let key = wit::ShardKey { id: shard, hash: shardalloc_guest::shard_hash(shard) };
         let loads = loads(view);
         let index = self
             .call(view.topology(), |world, store| {
-                world.shardalloc_strategy_allocator().call_allocate(store, &key, requester, &loads)
+                world.shardalloc_strategy_allocator().call_allocate(store, key, requester, loads)
             })?
             .map_err(|m| StrategyError::Refused(bounded(m)))?;
         view.regions().get(index as usize).map(|r| r.address.clone()).ok_or_else(|| {
@@ -263,17 +274,25 @@ impl AllocationStrategy for Sandboxed {
 
     fn rebalance(&mut self, view: &ClusterView) -> Result<Vec<String>, StrategyError> {
         let table = view.allocations();
-        let ids = table.ids().map(<[String]>::to_vec).unwrap_or_default();
+        let in_progress = table.in_progress_handles();
+
+        // The ids move out of the table: the host answers `shard-id` from
+        // them and maps the answer's handles back, without a copy.
+        let (hashes, ids) = table.into_parts();
+        let ids = ids.unwrap_or_default();
+        // Only a strategy that asked for every name up front pays for a copy.
+        let sent_ids: Vec<String> = if self.info.needs_shard_names { ids.clone() } else { Vec::new() };
+        let names: Vec<&str> = sent_ids.iter().map(String::as_str).collect();
         let allocations = wit::Allocations {
-            hashes: table.hashes().to_vec(),
-            in_progress: table.in_progress_handles(),
-            ids: self.info.needs_shard_names.then(|| ids.clone()),
+            hashes: &hashes,
+            in_progress: &in_progress,
+            ids: self.info.needs_shard_names.then_some(names.as_slice()),
         };
         let loads = loads(view);
         let handles = self
             .call(view.topology(), |world, store| {
                 store.data_mut().shard_ids = ids;
-                world.shardalloc_strategy_allocator().call_rebalance(&mut *store, &loads, &allocations)
+                world.shardalloc_strategy_allocator().call_rebalance(&mut *store, loads, allocations)
             })?
             .map_err(|m| StrategyError::Refused(bounded(m)));
         let ids = match &mut self.live {

@@ -12,8 +12,14 @@
 //! the active strategy in place. The swap itself is one atomic pointer
 //! store. Callers hold a [`SlotHandle`]; each call loads the pointer once,
 //! so a call in flight finishes on the instance it started with and the
-//! next call instantiates the new activation (microseconds, pooled). No
-//! call fails or waits because of a swap.
+//! next call takes the new activation's instance. No call fails or waits
+//! because of a swap.
+//!
+//! **No cold first call.** The instance that validated an activation is
+//! kept in it, warmed before the swap: configured, given the most recent
+//! topology the slot's callers used, and asked one allocation on that view
+//! (its answer is discarded). The first caller after the swap takes that
+//! instance, so its first production call is as fast as its hundredth.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,6 +54,8 @@ pub struct Activation {
     pub cause: ActivationCause,
     /// When.
     pub at: SystemTime,
+    /// The validated, warmed instance, until the first caller takes it.
+    warm: Mutex<Option<Sandboxed>>,
 }
 
 impl Activation {
@@ -108,6 +116,9 @@ pub struct SlotStats {
     pub shadow_calls: u64,
     /// Decisions where the shadow disagreed with the active strategy.
     pub shadow_disagreements: u64,
+    /// Times a caller found no warmed instance waiting and made a cold one
+    /// (a second caller of one activation, or one after a fault).
+    pub cold_instances: u64,
 }
 
 #[derive(Default)]
@@ -127,7 +138,13 @@ pub struct Slot {
     faults: Mutex<Faults>,
     stats: Mutex<SlotStats>,
     changes: OnceLock<Sender<ActivationChanged>>,
+    /// The latest view a caller allocated on (refreshed when its topology
+    /// generation changes), to warm new activations on.
+    recent_view: Mutex<Option<ClusterView>>,
 }
+
+/// The shard id of the allocation that warms a new instance.
+pub const WARM_UP_SHARD: &str = "shardalloc-warm-up";
 
 impl Slot {
     /// A slot with its first strategy, validated by instantiating it.
@@ -139,8 +156,8 @@ impl Slot {
         config: &str,
         limits: Limits,
     ) -> Result<Arc<Self>, LoadError> {
-        engine.instantiate(&compiled, config, limits)?;
-        let first = Arc::new(activation(compiled, config, limits, ActivationCause::Initial));
+        let instance = engine.instantiate(&compiled, config, limits)?;
+        let first = Arc::new(activation(compiled, config, limits, ActivationCause::Initial, instance));
         Ok(Arc::new(Slot {
             type_name: type_name.into(),
             engine,
@@ -151,6 +168,7 @@ impl Slot {
             faults: Mutex::new(Faults::default()),
             stats: Mutex::new(SlotStats { activations: 1, ..SlotStats::default() }),
             changes: OnceLock::new(),
+            recent_view: Mutex::new(None),
         }))
     }
 
@@ -187,8 +205,8 @@ impl Slot {
         config: &str,
         limits: Limits,
     ) -> Result<Arc<Activation>, LoadError> {
-        self.engine.instantiate(&compiled, config, limits)?;
-        Ok(self.install(activation(compiled, config, limits, ActivationCause::Operator)))
+        let instance = self.warmed(&compiled, config, limits)?;
+        Ok(self.install(activation(compiled, config, limits, ActivationCause::Operator, instance)))
     }
 
     /// Validates and activates a strategy recorded with `cause`: a rollback
@@ -201,8 +219,31 @@ impl Slot {
         limits: Limits,
         cause: ActivationCause,
     ) -> Result<Arc<Activation>, LoadError> {
-        self.engine.instantiate(&compiled, config, limits)?;
-        Ok(self.install(activation(compiled, config, limits, cause)))
+        let instance = self.warmed(&compiled, config, limits)?;
+        Ok(self.install(activation(compiled, config, limits, cause, instance)))
+    }
+
+    /// Instantiates and configures a candidate (its validation) and warms
+    /// it on the most recent view: the topology sent, one allocation made.
+    /// A warm-up call the strategy refuses or faults on is logged, not an
+    /// error: the same view may not be what it will be asked about.
+    fn warmed(&self, compiled: &Arc<Compiled>, config: &str, limits: Limits) -> Result<Sandboxed, LoadError> {
+        let mut instance = self.engine.instantiate(compiled, config, limits)?;
+        let view = self.recent_view.lock().expect("recent view lock").clone();
+        if let Some(view) = view
+            && let Err(error) = instance.allocate(&view, WARM_UP_SHARD, None)
+        {
+            tracing::warn!(r#type = %self.type_name, strategy = %compiled.info.name, "warm-up allocation failed: {error}");
+        }
+        Ok(instance)
+    }
+
+    /// Remembers `view` as the one to warm new activations on.
+    fn note_view(&self, view: &ClusterView) {
+        let latest =
+            ClusterView::for_allocation(view.topology().clone(), view.metrics().to_vec(), view.shard_counts().to_vec())
+                .expect("the parts of a consistent view");
+        *self.recent_view.lock().expect("recent view lock") = Some(latest);
     }
 
     fn install(&self, new: Activation) -> Arc<Activation> {
@@ -215,7 +256,9 @@ impl Slot {
                 history.drain(..excess);
             }
         }
-        self.active.store(new.clone());
+        let previous = self.active.swap(new.clone());
+        // A superseded activation no caller took keeps no instance alive.
+        drop(previous.warm.lock().expect("warm instance lock").take());
         self.stats.lock().expect("stats lock").activations += 1;
         if let Some(changes) = self.changes.get() {
             let change = ActivationChanged { entity_type: self.type_name.clone(), activation: new.clone() };
@@ -244,20 +287,27 @@ impl Slot {
                 .cloned()
                 .ok_or(RollbackError::NoPrevious)?
         };
-        self.engine.instantiate(&previous.compiled, &previous.config, previous.limits)?;
-        Ok(self.install(activation(previous.compiled.clone(), &previous.config, previous.limits, cause)))
+        let instance = self.warmed(&previous.compiled, &previous.config, previous.limits)?;
+        Ok(self.install(activation(previous.compiled.clone(), &previous.config, previous.limits, cause, instance)))
     }
 
     /// Sets (or with `None` clears) the shadow candidate, validated first.
     pub fn set_shadow(&self, candidate: Option<(Arc<Compiled>, &str, Limits)>) -> Result<(), LoadError> {
         match candidate {
             Some((compiled, config, limits)) => {
-                self.engine.instantiate(&compiled, config, limits)?;
-                self.shadow.store(Some(Arc::new(activation(compiled, config, limits, ActivationCause::Operator))));
+                let instance = self.warmed(&compiled, config, limits)?;
+                let candidate = activation(compiled, config, limits, ActivationCause::Operator, instance);
+                self.replace_shadow(Some(Arc::new(candidate)));
             }
-            None => self.shadow.store(None),
+            None => self.replace_shadow(None),
         }
         Ok(())
+    }
+
+    fn replace_shadow(&self, candidate: Option<Arc<Activation>>) {
+        if let Some(previous) = self.shadow.swap(candidate) {
+            drop(previous.warm.lock().expect("warm instance lock").take());
+        }
     }
 
     /// The shadow candidate, if any.
@@ -267,7 +317,13 @@ impl Slot {
 
     /// A caller's handle: the [`AllocationStrategy`] the coordinator uses.
     pub fn handle(self: &Arc<Self>) -> SlotHandle {
-        SlotHandle { slot: self.clone(), current: None, shadow: None, info: self.active().compiled.info.clone() }
+        SlotHandle {
+            slot: self.clone(),
+            current: None,
+            shadow: None,
+            info: self.active().compiled.info.clone(),
+            noted_generation: None,
+        }
     }
 
     fn record_rejection(&self, activation: &Activation, error: &StrategyError) {
@@ -312,7 +368,13 @@ impl Slot {
     }
 }
 
-fn activation(compiled: Arc<Compiled>, config: &str, limits: Limits, cause: ActivationCause) -> Activation {
+fn activation(
+    compiled: Arc<Compiled>,
+    config: &str,
+    limits: Limits,
+    cause: ActivationCause,
+    warm: Sandboxed,
+) -> Activation {
     Activation {
         id: NEXT_ACTIVATION.fetch_add(1, Ordering::Relaxed),
         compiled,
@@ -320,6 +382,25 @@ fn activation(compiled: Arc<Compiled>, config: &str, limits: Limits, cause: Acti
         limits,
         cause,
         at: SystemTime::now(),
+        warm: Mutex::new(Some(warm)),
+    }
+}
+
+impl Activation {
+    /// The topology generation its warmed instance holds, while that
+    /// instance waits for its first caller.
+    pub fn warmed_on(&self) -> Option<u64> {
+        self.warm.lock().expect("warm instance lock").as_ref().and_then(Sandboxed::topology_generation)
+    }
+
+    /// Its warmed instance if no caller took it yet, or a new one (counted
+    /// in [`SlotStats::cold_instances`]).
+    fn instance(&self, slot: &Slot) -> Result<Sandboxed, LoadError> {
+        if let Some(instance) = self.warm.lock().expect("warm instance lock").take() {
+            return Ok(instance);
+        }
+        slot.stats.lock().expect("stats lock").cold_instances += 1;
+        slot.engine.instantiate(&self.compiled, &self.config, self.limits)
     }
 }
 
@@ -330,6 +411,8 @@ pub struct SlotHandle {
     current: Option<(Arc<Activation>, Sandboxed)>,
     shadow: Option<(Arc<Activation>, Sandboxed)>,
     info: Info,
+    /// The topology generation last reported to the slot's recent view.
+    noted_generation: Option<u64>,
 }
 
 impl SlotHandle {
@@ -342,7 +425,7 @@ impl SlotHandle {
         let active = self.slot.active.load();
         if self.current.as_ref().map(|(a, _)| a.id) != Some(active.id) {
             let active = arc_swap::Guard::into_inner(active);
-            match self.slot.engine.instantiate(&active.compiled, &active.config, active.limits) {
+            match active.instance(&self.slot) {
                 Ok(instance) => {
                     self.info = instance.info().clone();
                     self.current = Some((active, instance));
@@ -363,8 +446,7 @@ impl SlotHandle {
             (None, _) => self.shadow = None,
             (Some(s), Some((current, _))) if s.id == current.id => {}
             (Some(s), _) => {
-                self.shadow =
-                    self.slot.engine.instantiate(&s.compiled, &s.config, s.limits).ok().map(|i| (s.clone(), i));
+                self.shadow = s.instance(&self.slot).ok().map(|i| (s.clone(), i));
             }
         }
         Ok(())
@@ -398,6 +480,11 @@ impl AllocationStrategy for SlotHandle {
 
     fn allocate(&mut self, view: &ClusterView, shard: &str, requester: Option<&str>) -> Result<String, StrategyError> {
         self.sync()?;
+        let generation = view.topology().generation();
+        if self.noted_generation != Some(generation) {
+            self.slot.note_view(view);
+            self.noted_generation = Some(generation);
+        }
         let (_, instance) = self.current.as_mut().expect("synced");
         let answer = instance.allocate(view, shard, requester);
         if let Some((_, shadow)) = self.shadow.as_mut() {

@@ -149,6 +149,10 @@ fn frame_kind(message: &Message) -> &'static str {
     }
 }
 
+/// Most frames written to a session before a flush, so a steady stream of
+/// answers still reaches the region in bounded batches.
+pub const FRAMES_PER_FLUSH: usize = 256;
+
 async fn session(state: AppState, mut socket: WebSocket) {
     let deadline = state.connections.session_handshake_timeout;
     let hello = match handshake(&mut socket, deadline).await {
@@ -175,14 +179,32 @@ async fn session(state: AppState, mut socket: WebSocket) {
     tracing::debug!(session = id, r#type = %hello.entity_type, "region session opened");
     let (mut sink, mut stream) = socket.split();
     let writer = tokio::spawn(async move {
-        while let Some(message) = inbox.recv().await {
-            let last = matches!(message, NodeMessage::Refused { .. } | NodeMessage::ShuttingDown);
-            let Ok(frame) = encode(&message) else { continue };
-            if sink.send(Message::Binary(frame.into())).await.is_err() {
-                return;
+        // Every message already waiting is written before one flush: a
+        // pipelining region gets its answers in a few system calls, not one
+        // per answer.
+        'session: while let Some(first) = inbox.recv().await {
+            let mut next = Some(first);
+            let mut batched = 0;
+            while let Some(message) = next.take() {
+                batched += 1;
+                let last = matches!(message, NodeMessage::Refused { .. } | NodeMessage::ShuttingDown);
+                if let Ok(frame) = encode(&message)
+                    && sink.feed(Message::Binary(frame.into())).await.is_err()
+                {
+                    return;
+                }
+                if last {
+                    let _ = sink.flush().await;
+                    break 'session;
+                }
+                if batched < FRAMES_PER_FLUSH
+                    && let Ok(more) = inbox.try_recv()
+                {
+                    next = Some(more);
+                }
             }
-            if last {
-                break;
+            if sink.flush().await.is_err() {
+                return;
             }
         }
         // The driver dropped the outbox (closed the session) or refused it.

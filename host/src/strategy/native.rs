@@ -1,5 +1,8 @@
 //! Strategies compiled into the host, called directly.
 
+use std::sync::Arc;
+
+use shardalloc_guest::host::LogSink;
 use shardalloc_guest::{LogRecord, RegionId, ShardKey, Strategy};
 
 use super::{AllocationStrategy, ClusterView, Info, StrategyError};
@@ -9,6 +12,8 @@ use super::{AllocationStrategy, ClusterView, Info, StrategyError};
 pub struct NativeStrategy<S> {
     strategy: S,
     info: Info,
+    /// Forwards the strategy's records to the node's log under its name.
+    sink: LogSink,
 }
 
 impl<S: Strategy> NativeStrategy<S> {
@@ -16,14 +21,14 @@ impl<S: Strategy> NativeStrategy<S> {
     pub fn new(mut strategy: S, config: &str) -> Result<Self, StrategyError> {
         strategy.configure(config).map_err(StrategyError::Refused)?;
         let info = strategy.info();
-        Ok(NativeStrategy { strategy, info })
+        let name = info.name.clone();
+        let sink: LogSink =
+            Arc::new(move |r: &LogRecord| crate::strategy::emit_strategy_log(&name, r.level, &r.message, &r.fields));
+        Ok(NativeStrategy { strategy, info, sink })
     }
 
     fn logged<R>(&self, f: impl FnOnce(&S) -> R) -> R {
-        let name = self.info.name.clone();
-        let previous = shardalloc_guest::host::set_log_sink(Some(Box::new(move |r: &LogRecord| {
-            crate::strategy::emit_strategy_log(&name, r.level, &r.message, &r.fields)
-        })));
+        let previous = shardalloc_guest::host::set_log_sink(Some(self.sink.clone()));
         let result = f(&self.strategy);
         shardalloc_guest::host::set_log_sink(previous);
         result
@@ -44,18 +49,17 @@ impl<S: Strategy + Send> AllocationStrategy for NativeStrategy<S> {
             )),
             None => None,
         };
-        let strategy_view = view.strategy_view();
         let key = ShardKey::new(shard);
-        let region = self.logged(|s| s.allocate(&strategy_view, &key, requester)).map_err(StrategyError::Refused)?;
+        let region =
+            self.logged(|s| s.allocate(view.strategy_view(), &key, requester)).map_err(StrategyError::Refused)?;
         view.regions().get(region.index()).map(|r| r.address.clone()).ok_or_else(|| {
             StrategyError::Invalid(format!("region index {} out of range ({} regions)", region.0, view.regions().len()))
         })
     }
 
     fn rebalance(&mut self, view: &ClusterView) -> Result<Vec<String>, StrategyError> {
-        let strategy_view = view.strategy_view();
         let table = view.allocations();
-        let shards = self.logged(|s| s.rebalance(&strategy_view, &table)).map_err(StrategyError::Refused)?;
+        let shards = self.logged(|s| s.rebalance(view.strategy_view(), &table)).map_err(StrategyError::Refused)?;
         shards
             .into_iter()
             .map(|s| match table.get(s.handle) {

@@ -18,6 +18,11 @@ fn check_shape(topology: &Topology, metrics: &[f64], per_region: usize, what: &s
     Ok(())
 }
 
+/// The strategy view of parts [`check_shape`] has accepted.
+fn consistent(topology: Arc<Topology>, counts: Vec<u32>, metrics: Vec<f64>) -> View {
+    View::new(topology, counts, metrics).expect("checked by check_shape")
+}
+
 /// Regions (the shared, slow-changing [`Topology`]), their metrics, their
 /// shards in allocation order, and the shards moving now.
 ///
@@ -30,9 +35,9 @@ fn check_shape(topology: &Topology, metrics: &[f64], per_region: usize, what: &s
 /// shard lists and must not be used for `rebalance`.
 #[derive(Clone, Debug)]
 pub struct ClusterView {
-    topology: Arc<Topology>,
-    metrics: Vec<f64>,
-    counts: Vec<u32>,
+    /// The strategy-facing part (topology, per-region counts and metrics),
+    /// built once and lent to every call.
+    view: View,
     homes: Vec<Vec<String>>,
     in_progress: BTreeSet<String>,
     has_homes: bool,
@@ -49,14 +54,19 @@ impl ClusterView {
     ) -> Result<Self, String> {
         check_shape(&topology, &metrics, homes.len(), "shard lists")?;
         let counts = homes.iter().map(|h| h.len() as u32).collect();
-        Ok(ClusterView { topology, metrics, counts, homes, in_progress, has_homes: true })
+        Ok(ClusterView { view: consistent(topology, counts, metrics), homes, in_progress, has_homes: true })
     }
 
     /// A view for `allocate` only: per-region shard counts, no shard lists.
     pub fn for_allocation(topology: Arc<Topology>, metrics: Vec<f64>, counts: Vec<u32>) -> Result<Self, String> {
         check_shape(&topology, &metrics, counts.len(), "shard counts")?;
         let homes = vec![Vec::new(); counts.len()];
-        Ok(ClusterView { topology, metrics, counts, homes, in_progress: BTreeSet::new(), has_homes: false })
+        Ok(ClusterView {
+            view: consistent(topology, counts, metrics),
+            homes,
+            in_progress: BTreeSet::new(),
+            has_homes: false,
+        })
     }
 
     /// The view of a (validated) snapshot.
@@ -66,22 +76,22 @@ impl ClusterView {
         let homes = snapshot.regions.iter().map(|r| r.shards.clone()).collect();
         let in_progress = snapshot.in_progress.iter().cloned().collect();
         let counts = snapshot.regions.iter().map(|r| r.shards.len() as u32).collect();
-        ClusterView { topology, metrics, counts, homes, in_progress, has_homes: true }
+        ClusterView { view: consistent(topology, counts, metrics), homes, in_progress, has_homes: true }
     }
 
     /// The shared topology.
     pub fn topology(&self) -> &Arc<Topology> {
-        &self.topology
+        self.view.topology()
     }
 
     /// Every region, in topology order.
     pub fn regions(&self) -> &[Region] {
-        self.topology.regions()
+        self.view.regions()
     }
 
     /// The metric matrix (row-major, NaN = not reported).
     pub fn metrics(&self) -> &[f64] {
-        &self.metrics
+        self.view.metrics()
     }
 
     /// Each region's shards, in allocation order (empty lists in a view
@@ -130,14 +140,13 @@ impl ClusterView {
     }
 
     /// Each region's shard count.
-    pub fn shard_counts(&self) -> Vec<u32> {
-        self.counts.clone()
+    pub fn shard_counts(&self) -> &[u32] {
+        self.view.shard_counts()
     }
 
     /// The strategy-facing view (per-call numbers only; no shard lists).
-    pub fn strategy_view(&self) -> View {
-        View::new(self.topology.clone(), self.shard_counts(), self.metrics.clone())
-            .expect("a cluster view is consistent by construction")
+    pub fn strategy_view(&self) -> &View {
+        &self.view
     }
 
     /// The strategy-facing allocation table (handles in contract order).

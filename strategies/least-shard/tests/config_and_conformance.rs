@@ -8,7 +8,9 @@ use common::{abc, ids, strategy};
 use proptest::prelude::*;
 use shardalloc_guest::conformance::assert_conforms;
 use shardalloc_guest::testing::{Shape, generate};
-use shardalloc_guest::{RegionId, Strategy};
+use std::cmp::Ordering;
+
+use shardalloc_guest::{RegionId, RegionStatus, Strategy, View, compare_versions};
 use shardalloc_strategy_least_shard::{Algorithm, CONFIG_SCHEMA, Config, LeastShard, least_loaded, region_order};
 
 #[test]
@@ -141,6 +143,19 @@ fn conforms_classic() {
     assert_conforms(strategy(r#"{"algorithm":"classic","rebalance_threshold":2,"max_simultaneous_rebalance":10}"#));
 }
 
+/// The suitability order written field by field, as it was before the
+/// topology's part was ranked once per topology.
+fn field_order(view: &View, a: RegionId, b: RegionId) -> Ordering {
+    let (ra, rb) = (view.region(a), view.region(b));
+    let leaving = |status: RegionStatus| status == RegionStatus::Leaving;
+    leaving(ra.status)
+        .cmp(&leaving(rb.status))
+        .then_with(|| compare_versions(&rb.app_version, &ra.app_version))
+        .then_with(|| view.shard_count(a).cmp(&view.shard_count(b)))
+        .then_with(|| ra.join_order.cmp(&rb.join_order))
+        .then_with(|| ra.address.as_bytes().cmp(rb.address.as_bytes()))
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
@@ -167,6 +182,28 @@ proptest! {
         sorted.sort_by(|a, b| region_order(&view, *a, *b));
         prop_assert_eq!(least_loaded(&view, ids.iter().copied()), sorted.first().copied());
         prop_assert_eq!(least_loaded(&view, ids.iter().rev().copied()), sorted.first().copied());
+    }
+
+    /// The ranked order (topology ranks computed once, then three integers
+    /// per comparison) is exactly the field-by-field order it replaces, and
+    /// the one-pass scan picks what sorting every region picked before.
+    #[test]
+    fn ranked_order_is_the_field_order(seed in 0u64..10_000, regions in 1usize..40, shards in 0usize..200) {
+        let mut shape = Shape::messy(regions, shards);
+        shape.mixed_versions = true;
+        let view = generate(seed, &shape).view();
+        let ids: Vec<RegionId> = view.region_ids().collect();
+        for &a in &ids {
+            for &b in &ids {
+                prop_assert_eq!(region_order(&view, a, b), field_order(&view, a, b), "{:?} vs {:?}", a, b);
+            }
+        }
+        let allocatable: Vec<RegionId> =
+            view.region_ids().filter(|id| view.region(*id).is_allocatable()).collect();
+        prop_assert_eq!(view.allocatable().collect::<Vec<_>>(), allocatable.clone());
+        let mut sorted = allocatable;
+        sorted.sort_by(|a, b| field_order(&view, *a, *b));
+        prop_assert_eq!(least_loaded(&view, view.allocatable()), sorted.first().copied());
     }
 
     /// The current algorithm never answers more than its limit, and never a

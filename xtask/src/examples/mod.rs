@@ -68,6 +68,16 @@ pub fn run(root: &Path, only: &[String], build: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Builds and checks the examples unless every component is already built
+/// (the examples benchmark needs them).
+pub fn ensure_built(root: &Path) -> anyhow::Result<()> {
+    let examples_dir = root.join("examples/strategies");
+    if EXAMPLES.iter().all(|(name, component)| examples_dir.join(name).join(component).is_file()) {
+        return Ok(());
+    }
+    run(root, &[], false)
+}
+
 /// `cargo xtask c-example`: the C example's build, for its README.
 pub fn c_example(root: &Path) -> anyhow::Result<()> {
     super::ensure_debian(&c::DEBIAN_PACKAGES, "clang")?;

@@ -1,0 +1,157 @@
+//! A region session that stays alive like a real client's: its writer
+//! batches frames and heartbeats every second in the background, and every
+//! wait for the node has a deadline, so a benchmark fails with a message
+//! instead of hanging.
+
+use std::time::Duration;
+
+use futures_util::stream::SplitStream;
+use futures_util::{SinkExt, StreamExt};
+use shardalloc_client::protocol::{Hello, NodeMessage, PROTOCOL_VERSION, RegionMessage, Register, decode, encode};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_tungstenite::tungstenite::Message;
+
+use super::{Socket, TYPE};
+
+/// Longest wait for any one message from the node (10× more than a
+/// loaded 2-core machine needs).
+pub const DEADLINE: Duration = Duration::from_secs(60);
+
+/// How often the background heartbeat goes out (the node's default marks a
+/// region unreachable after 5 s without one).
+pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
+
+/// Most frames written before a flush.
+const FRAMES_PER_FLUSH: usize = 256;
+
+/// A registered region session of [`TYPE`].
+pub struct LiveRegion {
+    address: String,
+    to_node: mpsc::UnboundedSender<RegionMessage>,
+    from_node: SplitStream<Socket>,
+    writer: JoinHandle<()>,
+    heartbeat: JoinHandle<()>,
+}
+
+impl LiveRegion {
+    /// Connects to `base` (`ws://…`), says hello and registers as `address`.
+    pub async fn connect(base: &str, address: &str) -> Self {
+        let connected = tokio_tungstenite::connect_async(format!("{base}/v1/regions/connect"));
+        let (socket, _) = tokio::time::timeout(DEADLINE, connected)
+            .await
+            .unwrap_or_else(|_| panic!("{address}: no WebSocket within {DEADLINE:?}"))
+            .unwrap_or_else(|e| panic!("{address}: cannot connect: {e}"));
+        let (mut sink, from_node) = socket.split();
+        let hello = Hello { protocol: PROTOCOL_VERSION, entity_type: TYPE.into() };
+        sink.send(Message::Binary(encode(&hello).unwrap().into())).await.unwrap();
+        let (to_node, mut outgoing) = mpsc::unbounded_channel::<RegionMessage>();
+        let writer = tokio::spawn(async move {
+            while let Some(first) = outgoing.recv().await {
+                let mut message = Some(first);
+                let mut batched = 0;
+                while let Some(m) = message.take() {
+                    if sink.feed(Message::Binary(encode(&m).unwrap().into())).await.is_err() {
+                        return;
+                    }
+                    batched += 1;
+                    if batched < FRAMES_PER_FLUSH {
+                        message = outgoing.try_recv().ok();
+                    }
+                }
+                if sink.flush().await.is_err() {
+                    return;
+                }
+            }
+        });
+        let mut region = LiveRegion {
+            address: address.to_owned(),
+            to_node: to_node.clone(),
+            from_node,
+            writer,
+            heartbeat: tokio::spawn(async {}),
+        };
+        assert!(matches!(region.next().await, NodeMessage::Welcome { .. }), "{address}: no Welcome");
+        let register = Register { address: address.into(), incarnation: 1, sequence: 1, ..Register::default() };
+        region.send(RegionMessage::Register(register));
+        loop {
+            match region.next().await {
+                NodeMessage::Registered { .. } => break,
+                NodeMessage::ShardHome { .. } | NodeMessage::PlacementChanged { .. } => {}
+                other => panic!("{address}: registration answered with {other:?}"),
+            }
+        }
+        region.heartbeat = tokio::spawn(async move {
+            let mut sequence = 2;
+            let mut every = tokio::time::interval(HEARTBEAT_EVERY);
+            loop {
+                every.tick().await;
+                if to_node.send(RegionMessage::Heartbeat { sequence, metrics: Default::default() }).is_err() {
+                    return;
+                }
+                sequence += 1;
+            }
+        });
+        region
+    }
+
+    /// The address it registered as.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// Queues a message for the node.
+    pub fn send(&self, message: RegionMessage) {
+        self.to_node.send(message).unwrap_or_else(|_| panic!("{}: the session's writer stopped", self.address));
+    }
+
+    /// The next message from the node other than a heartbeat's answer;
+    /// panics after [`DEADLINE`] or when the session ends.
+    pub async fn next(&mut self) -> NodeMessage {
+        loop {
+            let frame = tokio::time::timeout(DEADLINE, self.from_node.next())
+                .await
+                .unwrap_or_else(|_| panic!("{}: nothing from the node within {DEADLINE:?}", self.address));
+            match frame {
+                Some(Ok(Message::Binary(frame))) => match decode(&frame).expect("a node message") {
+                    NodeMessage::HeartbeatAck { .. } => continue,
+                    message => return message,
+                },
+                Some(Ok(Message::Close(reason))) => panic!("{}: the node closed the session: {reason:?}", self.address),
+                Some(Ok(_)) => continue,
+                Some(Err(error)) => panic!("{}: the session failed: {error}", self.address),
+                None => panic!("{}: the session ended", self.address),
+            }
+        }
+    }
+
+    /// Asks the homes of `shards`, pipelined, and waits for every answer
+    /// (shard, home) in order; fails on any other answer than a home.
+    pub async fn homes(&mut self, shards: impl IntoIterator<Item = String>) -> Vec<(String, String)> {
+        let mut asked = 0;
+        for shard in shards {
+            self.send(RegionMessage::GetShardHome { shard });
+            asked += 1;
+        }
+        let mut answers = Vec::with_capacity(asked);
+        for _ in 0..asked {
+            answers.push(self.home().await);
+        }
+        answers
+    }
+
+    /// Waits for one home answer; fails on any other answer.
+    pub async fn home(&mut self) -> (String, String) {
+        match self.next().await {
+            NodeMessage::ShardHome { shard, home } => (shard, home),
+            other => panic!("{}: expected a ShardHome, got {other:?}", self.address),
+        }
+    }
+}
+
+impl Drop for LiveRegion {
+    fn drop(&mut self) {
+        self.heartbeat.abort();
+        self.writer.abort();
+    }
+}

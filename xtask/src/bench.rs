@@ -1,0 +1,312 @@
+//! `cargo xtask bench`: every benchmark in one run, then one table of
+//! ratios read from criterion's results, followed by the figures the
+//! benchmarks print themselves (memory, latencies, propagation). The whole
+//! report is also written to `target/bench-report.md`.
+//!
+//! Benchmarks are not part of `cargo xtask test`: they take long and prove
+//! nothing on a noisy machine except ratios within one run.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::SystemTime;
+
+use anyhow::{Context, bail};
+
+/// Every benchmark of the host crate, in the order they run.
+const BENCHES: [&str; 6] = ["strategies", "examples", "node", "propagation", "placements", "stores"];
+
+/// Functions that are the baseline of their group's ratios, by preference.
+const BASELINES: [&str; 3] = ["native", "least-shard", "redb"];
+
+/// One criterion result.
+#[derive(Debug)]
+struct Measured {
+    group: String,
+    function: String,
+    parameter: String,
+    /// Median time per iteration, nanoseconds.
+    median_ns: f64,
+    /// Elements per iteration, when the benchmark declared a throughput.
+    elements: Option<f64>,
+}
+
+pub fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
+    let only: Vec<&str> = args.iter().map(String::as_str).collect();
+    for name in &only {
+        if !BENCHES.contains(name) {
+            bail!("unknown benchmark {name:?}; the benchmarks are: {}", BENCHES.join(", "));
+        }
+    }
+    let selected: Vec<&str> = BENCHES.iter().copied().filter(|b| only.is_empty() || only.contains(b)).collect();
+    if selected.contains(&"examples") {
+        // The examples bench calls the four example components.
+        crate::examples::ensure_built(root)?;
+    }
+    let started = SystemTime::now();
+    let mut command = Command::new(crate::cargo());
+    command.args(["bench", "-p", "shardalloc"]).current_dir(root).stdout(Stdio::piped());
+    for bench in &selected {
+        command.args(["--bench", bench]);
+    }
+    eprintln!("xtask: {command:?}");
+    let mut child = command.spawn().context("could not run cargo bench")?;
+    let mut printed = Vec::new();
+    for line in BufReader::new(child.stdout.take().expect("piped")).lines() {
+        let line = line?;
+        println!("{line}");
+        if is_report_line(&line) {
+            printed.push(line);
+        }
+    }
+    let status = child.wait()?;
+    if !status.success() {
+        bail!("cargo bench failed ({status})");
+    }
+    let results = read_results(&crate::target_dir(root).join("criterion"), started)?;
+    let mut report = String::from("# Benchmarks: one run\n\n");
+    report.push_str(&table(&results));
+    if !printed.is_empty() {
+        report.push_str("\n## Figures the benchmarks print\n\n");
+        for line in &printed {
+            report.push_str(line);
+            report.push('\n');
+        }
+    }
+    println!("\n{report}");
+    let path = crate::target_dir(root).join("bench-report.md");
+    std::fs::File::create(&path)?.write_all(report.as_bytes())?;
+    eprintln!("xtask: the report is in {}", path.display());
+    Ok(())
+}
+
+/// Lines a benchmark printed itself (not criterion's own output).
+fn is_report_line(line: &str) -> bool {
+    let criterion = line.starts_with("Benchmarking")
+        || line.starts_with("Found ")
+        || line.starts_with("  ")
+        || line.contains("time:   [")
+        || line.contains("thrpt:  [")
+        || line.starts_with("change:")
+        || line.contains("Performance has")
+        || line.contains("No change in performance")
+        || line.contains("Change within noise")
+        || line.starts_with("Running ")
+        || line.starts_with("Gnuplot")
+        || line.trim().is_empty();
+    !criterion
+}
+
+/// Every result criterion wrote since `since` under `dir`.
+fn read_results(dir: &Path, since: SystemTime) -> anyhow::Result<Vec<Measured>> {
+    let mut found = Vec::new();
+    collect(dir, &mut found)?;
+    let mut results = Vec::new();
+    for new in found {
+        let estimates = new.join("estimates.json");
+        let fresh = std::fs::metadata(&estimates).and_then(|m| m.modified()).is_ok_and(|t| t >= since);
+        if !fresh {
+            continue;
+        }
+        let estimates: serde_json::Value = serde_json::from_slice(&std::fs::read(&estimates)?)?;
+        let benchmark: serde_json::Value = serde_json::from_slice(&std::fs::read(new.join("benchmark.json"))?)?;
+        let text = |key: &str| benchmark[key].as_str().unwrap_or_default().to_owned();
+        results.push(Measured {
+            group: text("group_id"),
+            function: text("function_id"),
+            parameter: text("value_str"),
+            median_ns: estimates["median"]["point_estimate"].as_f64().context("a median")?,
+            elements: benchmark["throughput"]["Elements"].as_f64(),
+        });
+    }
+    Ok(results)
+}
+
+/// The `new` result directories under `dir`.
+fn collect(dir: &Path, found: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Ok(()) };
+    for entry in entries {
+        let path = entry?.path();
+        if path.is_dir() {
+            if path.file_name().is_some_and(|n| n == "new") && path.join("estimates.json").exists() {
+                found.push(path);
+            } else if path.file_name().is_some_and(|n| n != "report" && n != "base") {
+                collect(&path, found)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One markdown table per group: a row per input, a column per function,
+/// and each function's ratio to the group's baseline.
+fn table(results: &[Measured]) -> String {
+    let mut groups: BTreeMap<&str, Vec<&Measured>> = BTreeMap::new();
+    for r in results {
+        groups.entry(&r.group).or_default().push(r);
+    }
+    let mut out = String::new();
+    for (group, results) in groups {
+        let mut functions: Vec<&str> = results.iter().map(|r| r.function.as_str()).collect();
+        functions.sort();
+        functions.dedup();
+        let baseline = BASELINES.iter().copied().find(|b| functions.contains(b)).unwrap_or(functions[0]);
+        functions.retain(|f| *f != baseline);
+        functions.insert(0, baseline);
+        let mut parameters: Vec<&str> = results.iter().map(|r| r.parameter.as_str()).collect();
+        parameters.sort_by_key(|p| natural_key(p));
+        parameters.dedup();
+        out.push_str(&format!("## {group}\n\n| input |"));
+        for f in &functions {
+            out.push_str(&format!(" {} |", display_function(f)));
+        }
+        for f in functions.iter().skip(1) {
+            out.push_str(&format!(" {} / {} |", display_function(f), display_function(baseline)));
+        }
+        out.push_str("\n| --- |");
+        out.push_str(&" ---: |".repeat(functions.len() * 2 - 1));
+        out.push('\n');
+        let first = results.iter().find(|r| r.function == baseline && r.parameter == parameters[0]);
+        for p in &parameters {
+            let cell = |f: &str| results.iter().find(|r| r.function == f && r.parameter == *p);
+            out.push_str(&format!("| {} |", if p.is_empty() { "—" } else { p }));
+            for f in &functions {
+                out.push_str(&format!(" {} |", cell(f).map(describe).unwrap_or_else(|| "—".into())));
+            }
+            let base = cell(baseline);
+            for f in functions.iter().skip(1) {
+                let ratio = match (cell(f), base) {
+                    (Some(x), Some(b)) => format!("{:.2}×", x.median_ns / b.median_ns),
+                    _ => "—".into(),
+                };
+                out.push_str(&format!(" {ratio} |"));
+            }
+            out.push('\n');
+        }
+        // A single function over several inputs (sessions, stores): each
+        // input's throughput against the first input's.
+        if functions.len() == 1 && parameters.len() > 1 {
+            let rates: Vec<String> = parameters
+                .iter()
+                .filter_map(|p| {
+                    let r = results.iter().find(|r| r.parameter == *p)?;
+                    let first = first?;
+                    Some(match (r.elements, first.elements) {
+                        (Some(e), Some(e0)) => {
+                            format!("{p}: {:.2}×", (e / r.median_ns) / (e0 / first.median_ns))
+                        }
+                        _ => format!("{p}: {:.2}× the time", r.median_ns / first.median_ns),
+                    })
+                })
+                .collect();
+            out.push_str(&format!("\nthroughput against {}: {}\n", parameters[0], rates.join(", ")));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn display_function(function: &str) -> &str {
+    if function.is_empty() { "time" } else { function }
+}
+
+/// Median time, and the rate when the benchmark declared a throughput.
+fn describe(r: &&Measured) -> String {
+    let time = format_ns(r.median_ns);
+    match r.elements {
+        Some(elements) => format!("{time} ({:.0}/s)", elements / (r.median_ns / 1e9)),
+        None => time,
+    }
+}
+
+fn format_ns(ns: f64) -> String {
+    if ns < 1e3 {
+        format!("{ns:.0} ns")
+    } else if ns < 1e6 {
+        format!("{:.2} µs", ns / 1e3)
+    } else if ns < 1e9 {
+        format!("{:.2} ms", ns / 1e6)
+    } else {
+        format!("{:.2} s", ns / 1e9)
+    }
+}
+
+/// Sorts `10r-100000s` after `1r…` and `16` after `4`: digits by value.
+fn natural_key(text: &str) -> Vec<(u64, String)> {
+    let mut key = Vec::new();
+    let mut number = String::new();
+    let mut rest = String::new();
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            if !rest.is_empty() {
+                key.push((u64::MAX, std::mem::take(&mut rest)));
+            }
+            number.push(c);
+        } else {
+            if !number.is_empty() {
+                key.push((number.parse().unwrap_or(u64::MAX), String::new()));
+                number.clear();
+            }
+            rest.push(c);
+        }
+    }
+    if !number.is_empty() {
+        key.push((number.parse().unwrap_or(u64::MAX), String::new()));
+    }
+    if !rest.is_empty() {
+        key.push((u64::MAX, rest));
+    }
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn measured(group: &str, function: &str, parameter: &str, median_ns: f64) -> Measured {
+        Measured {
+            group: group.into(),
+            function: function.into(),
+            parameter: parameter.into(),
+            median_ns,
+            elements: None,
+        }
+    }
+
+    #[test]
+    fn ratios_are_against_the_native_baseline_with_inputs_in_numeric_order() {
+        let results = vec![
+            measured("allocate", "engine", "100r", 400.0),
+            measured("allocate", "native", "100r", 200.0),
+            measured("allocate", "native", "10r", 50.0),
+            measured("allocate", "engine", "10r", 150.0),
+        ];
+        let table = table(&results);
+        assert_eq!(
+            table,
+            "## allocate\n\n| input | native | engine | engine / native |\n| --- | ---: | ---: | ---: |\n\
+             | 10r | 50 ns | 150 ns | 3.00× |\n| 100r | 200 ns | 400.00 ns | 2.00× |\n\n"
+                .replace("400.00 ns", "400 ns")
+        );
+    }
+
+    #[test]
+    fn one_function_over_inputs_compares_throughput() {
+        let mut one = measured("home_requests", "sessions", "1", 10e6);
+        one.elements = Some(1_000.0);
+        let mut four = measured("home_requests", "sessions", "4", 20e6);
+        four.elements = Some(4_000.0);
+        let table = table(&[four, one]);
+        assert!(table.contains("| 1 | 10.00 ms (100000/s) |"), "{table}");
+        assert!(table.contains("throughput against 1: 1: 1.00×, 4: 2.00×"), "{table}");
+    }
+
+    #[test]
+    fn criterion_lines_are_not_report_lines() {
+        assert!(!is_report_line("Benchmarking allocate/native/10r: Warming up for 500.00 ms"));
+        assert!(!is_report_line("allocate/native/10r      time:   [1.0 µs 1.1 µs 1.2 µs]"));
+        assert!(is_report_line("node memory (RSS): empty 36 MiB"));
+        assert!(is_report_line("| 1 | homed | 2000 | 40 µs | 90 µs |"));
+    }
+}
