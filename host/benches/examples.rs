@@ -14,6 +14,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod common;
+
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use shardalloc::engine::instance::Sandboxed;
 use shardalloc::engine::limits::Limits;
@@ -70,6 +72,22 @@ fn strategies(engine: &Arc<Engine>) -> Vec<(&'static str, Sandboxed)> {
     loaded
 }
 
+/// Not a timing by criterion: the first call after a swap against a steady
+/// call, for every example (the JavaScript and Python components are 12 and
+/// 18 MB).
+fn first_calls(_: &mut Criterion) {
+    let engine = engine();
+    let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/strategies");
+    let compiled: Vec<_> = EXAMPLES
+        .iter()
+        .map(|(name, path)| {
+            let bytes = std::fs::read(examples.join(path)).expect("built by cargo xtask examples");
+            (*name, engine.compile(&bytes).unwrap_or_else(|e| panic!("{name}: {e}")))
+        })
+        .collect();
+    common::first_call::print_first_calls(&engine, &compiled, &cluster(100, 10_000), limits());
+}
+
 fn allocate(c: &mut Criterion) {
     let engine = engine();
     let mut strategies = strategies(&engine);
@@ -110,5 +128,5 @@ fn rebalance(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, allocate, rebalance);
+criterion_group!(benches, first_calls, allocate, rebalance);
 criterion_main!(benches);

@@ -38,7 +38,7 @@ async fn node_with_regions(data: &std::path::Path) -> Vec<LiveRegion> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("ws://{}", listener.local_addr().unwrap());
     let node = Node::start(common::settings(data, DriverSettings::default())).unwrap();
-    tokio::spawn(node.serve(listener, std::future::pending()));
+    tokio::spawn(node.serve(shardalloc::server::no_delay(listener), std::future::pending()));
     let mut sessions = Vec::new();
     for i in 0..SESSIONS {
         sessions.push(LiveRegion::connect(&base, &format!("r{i}")).await);

@@ -111,7 +111,7 @@ fn propagation(_: &mut Criterion) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let node = Node::start(common::settings(data.path(), DriverSettings::default())).unwrap();
-        tokio::spawn(node.serve(listener, std::future::pending()));
+        tokio::spawn(node.serve(shardalloc::server::no_delay(listener), std::future::pending()));
         let base = format!("ws://{address}");
         let (report_to, mut seen) = mpsc::unbounded_channel();
         let mut regions = Vec::new();

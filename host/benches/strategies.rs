@@ -11,6 +11,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+mod common;
+
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use shardalloc::engine::limits::Limits;
 use shardalloc::engine::slot::{AutoRollback, Slot};
@@ -119,5 +121,16 @@ fn swaps(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, allocate, rebalance, loading, swaps);
+/// Not a timing by criterion: the first call after a swap against a steady
+/// call, for two built-ins.
+fn first_calls(_: &mut Criterion) {
+    let engine = engine();
+    let compiled: Vec<_> = ["least-shard", "hash"]
+        .into_iter()
+        .map(|name| (name, engine.compile_source(&StrategySource::Builtin(name.into()), None).unwrap()))
+        .collect();
+    common::first_call::print_first_calls(&engine, &compiled, &cluster(100, 10_000), limits());
+}
+
+criterion_group!(benches, allocate, rebalance, loading, swaps, first_calls);
 criterion_main!(benches);

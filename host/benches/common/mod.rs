@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod first_call;
 pub mod live;
 
 use std::path::Path;

@@ -510,7 +510,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         tracing::info!(%address, %data, tls = acceptor.is_some(), "shardalloc node started");
         match acceptor {
             Some(acceptor) => node.serve(tls::TlsListener::new(listener, acceptor)?, super::interrupted()).await?,
-            None => node.serve(listener, super::interrupted()).await?,
+            None => node.serve(shardalloc::server::no_delay(listener), super::interrupted()).await?,
         }
         println!("shardalloc stopped");
         Ok(())

@@ -193,6 +193,21 @@ impl Drop for InFlight {
     }
 }
 
+/// A TCP listener whose connections send each write at once: with Nagle's
+/// algorithm a pipelining region's small answers wait for the peer's
+/// acknowledgement of the previous ones. Pass it to `Node::serve`.
+pub fn no_delay(
+    listener: tokio::net::TcpListener,
+) -> axum::serve::TapIo<tokio::net::TcpListener, fn(&mut tokio::net::TcpStream)> {
+    use axum::serve::ListenerExt;
+    fn set(stream: &mut tokio::net::TcpStream) {
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "cannot set TCP_NODELAY");
+        }
+    }
+    listener.tap_io(set as fn(&mut tokio::net::TcpStream))
+}
+
 /// Serves `router` on `listener` with `limits` until `shutdown` completes;
 /// then stops accepting, asks every connection to finish, and waits for
 /// them at most [`SHUTDOWN_GRACE`].

@@ -42,6 +42,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+pub use self::conn::no_delay;
 use self::driver::DriverHandle;
 use self::metrics::Metrics;
 pub use self::node::{ClusterSettings, DEFAULT_LEADER_LEASE, Node, NodeError, NodeSettings};

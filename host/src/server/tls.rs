@@ -93,6 +93,8 @@ impl TlsListener {
                 if tx.is_closed() {
                     return;
                 }
+                // Small frames go out at once (see `conn::no_delay`).
+                let _ = stream.set_nodelay(true);
                 let Ok(permit) = handshakes.clone().try_acquire_owned() else {
                     tracing::debug!(%peer, "too many TLS handshakes under way: closing the connection");
                     continue;
