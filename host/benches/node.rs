@@ -189,8 +189,8 @@ fn memory(_: &mut Criterion) {
                 .map(|s| Change::HomeSet {
                     shard: format!("shard-{s}"),
                     home: Home {
-                        region: format!("10.0.{}.{}:2552", (s % 1_000) / 256, (s % 1_000) % 256),
-                        reason: reason.clone(),
+                        region: format!("10.0.{}.{}:2552", (s % 1_000) / 256, (s % 1_000) % 256).into(),
+                        reason: reason.clone().into(),
                         at: 1_700_000_000_000,
                     },
                 })

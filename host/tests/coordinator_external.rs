@@ -108,7 +108,7 @@ fn manual_rebalance_hand_off_and_reallocation_within_one_tick() {
     let out = h.cooperate(out);
     let (region, _, _) = allocation(&out, "s");
     assert_eq!(region, "b");
-    assert_eq!(h.c.home("s").unwrap().region, "b");
+    assert_eq!(&*h.c.home("s").unwrap().region, "b");
     assert_eq!(h.c.moving().count(), 0);
 }
 
@@ -151,7 +151,7 @@ fn coordinator_restart_recovers_placements_homes_and_hand_offs() {
     let (mut c, out) = Coordinator::recover(Config::default(), least_shard(), store, h.now + 5).unwrap();
     assert_eq!(c.strategy().placements().get("p").map(String::as_str), Some("c"));
     assert_eq!(c.strategy().placements().get("q"), None);
-    assert_eq!(c.home("p").unwrap().region, "c");
+    assert_eq!(&*c.home("p").unwrap().region, "c");
     assert_eq!(c.home("s").unwrap().region, moving);
     assert_eq!(c.moving().cloned().collect::<Vec<_>>(), ["s"]);
     let begin: Vec<_> = sends(&out).into_iter().map(|(to, _)| to).collect();

@@ -209,7 +209,7 @@ fn the_signal_reaches_the_strategy_and_survives_a_restart() {
     let signal = r#"{"prefixes":{"eu/":"eu","us/":"us"}}"#.to_string();
     assert_eq!(reply(&h.operator(OperatorRequest::SetSignal { signal: Some(signal.clone()) })), Reply::Done);
     h.get("eu-1", "us/42");
-    assert_eq!(h.c.durable().homes["us/42"].region, "us-1", "the zone strategy read the signal");
+    assert_eq!(&*h.c.durable().homes["us/42"].region, "us-1", "the zone strategy read the signal");
     // What was persisted brings the signal back after a restart.
     let (recovered, _) = Coordinator::recover(Config::default(), zone(), h.store.clone(), h.now).unwrap();
     assert_eq!(recovered.durable().signal.as_deref(), Some(signal.as_str()));
@@ -225,7 +225,7 @@ fn a_stale_or_malformed_registration_is_refused_and_changes_nothing() {
     register(&mut h, 2, "a");
     register(&mut h, 1, "b");
     h.get("a", "s1");
-    assert_eq!(h.c.durable().homes["s1"].region, "a");
+    assert_eq!(&*h.c.durable().homes["s1"].region, "a");
     let before = h.c.durable().clone();
     let out = register(&mut h, 1, "a");
     assert!(

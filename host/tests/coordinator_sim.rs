@@ -459,7 +459,7 @@ fn run(seed: u64, regions: usize, shards: u64, churn_steps: usize, calm_steps: u
                 let r = &sim.c.durable().regions[target];
                 !r.draining && !r.leaving
             } {
-                assert_eq!(&home.region, target, "placement of {shard} not honoured");
+                assert_eq!(&*home.region, target.as_str(), "placement of {shard} not honoured");
             }
         }
         // Balanced: shard counts of unpinned regions differ by little.

@@ -1,5 +1,7 @@
 //! Shard homes: answering, allocating and re-homing.
 
+use std::sync::Arc;
+
 use super::{Change, Coordinator, Home, Observation, ToRegion};
 
 /// The longest shard id accepted, in bytes.
@@ -18,7 +20,7 @@ impl Coordinator {
         }
         let moving = self.durable.handoffs.contains_key(&shard);
         if !moving && let Some(home) = self.durable.homes.get(&shard) {
-            let home = home.region.clone();
+            let home = home.region.to_string();
             self.reveal(&requester, ToRegion::ShardHome { shard, home });
             return;
         }
@@ -65,7 +67,8 @@ impl Coordinator {
         match self.external.allocate(&view, shard, requester) {
             Ok(allocation) => {
                 let region = allocation.region.clone();
-                let home = Home { region: region.clone(), reason: allocation.reason.clone(), at: self.now };
+                let home =
+                    Home { region: region.as_str().into(), reason: Arc::new(allocation.reason.clone()), at: self.now };
                 self.change(Change::HomeSet { shard: shard.to_owned(), home });
                 self.observe(Observation::Allocated {
                     shard: shard.to_owned(),
@@ -105,7 +108,7 @@ impl Coordinator {
 
     /// Answers the regions waiting for a shard that kept or has a home.
     pub(super) fn answer_waiting(&mut self, shard: &str) {
-        let Some(home) = self.durable.homes.get(shard).map(|h| h.region.clone()) else { return };
+        let Some(home) = self.durable.homes.get(shard).map(|h| h.region.to_string()) else { return };
         for waiting in self.pending.remove(shard).unwrap_or_default() {
             if self.durable.regions.contains_key(&waiting) {
                 self.reveal(&waiting, ToRegion::ShardHome { shard: shard.to_owned(), home: home.clone() });

@@ -11,7 +11,7 @@ impl Coordinator {
         if self.durable.handoffs.contains_key(shard) || self.flights.len() >= self.config.max_handoffs_in_flight {
             return false;
         }
-        let Some(from) = self.durable.homes.get(shard).map(|h| h.region.clone()) else { return false };
+        let Some(from) = self.durable.homes.get(shard).map(|h| h.region.to_string()) else { return false };
         self.change(Change::HandOffStarted { shard: shard.to_owned(), from: from.clone() });
         self.begin_flight(shard, &from);
         true

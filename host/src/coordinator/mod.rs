@@ -487,7 +487,7 @@ impl Coordinator {
                 // A home answer overtaken by a later change (the region
                 // restarted, the shard moved) is dropped: the region asks again.
                 if let Command::Send { message: ToRegion::ShardHome { shard, home }, .. } = &command
-                    && self.durable.homes.get(shard).is_none_or(|h| h.region != *home)
+                    && self.durable.homes.get(shard).is_none_or(|h| *h.region != **home)
                 {
                     continue;
                 }

@@ -6,6 +6,7 @@
 //! what a recovered coordinator needs.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use crate::strategy::external::AllocationReason;
 
@@ -55,10 +56,12 @@ pub struct RegionRecord {
 /// A shard's home and why it is there.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Home {
-    /// The region's address.
-    pub region: String,
-    /// Why the shard was allocated there.
-    pub reason: AllocationReason,
+    /// The region's address, shared by every home on that region
+    /// ([`Durable::apply`] interns it).
+    pub region: Arc<str>,
+    /// Why the shard was allocated there, shared by the homes with the same
+    /// reason.
+    pub reason: Arc<AllocationReason>,
     /// When.
     pub at: Millis,
 }
@@ -167,6 +170,58 @@ pub struct Durable {
     pub next_join_order: u64,
     /// The type's signal (operator JSON), handed to the strategy unread.
     pub signal: Option<String>,
+    /// Shares the addresses and reasons of [`Durable::homes`].
+    #[serde(skip)]
+    pub interned: Interned,
+}
+
+/// Region addresses and allocation reasons shared by the homes that repeat
+/// them: a million homes on a thousand regions hold a thousand address
+/// strings, not a million. Derived data: never compared, never stored.
+#[derive(Debug, Clone, Default)]
+pub struct Interned {
+    addresses: std::collections::HashSet<Arc<str>>,
+    /// The most recent distinct reasons (at most [`INTERNED_REASONS`]).
+    reasons: Vec<Arc<AllocationReason>>,
+}
+
+/// Distinct allocation reasons kept for sharing: strategy versions and
+/// placements repeat; fallback causes vary and are not worth keeping all.
+pub const INTERNED_REASONS: usize = 16;
+
+impl PartialEq for Interned {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Interned {
+    /// The home with its address and reason shared with earlier homes.
+    pub fn home(&mut self, home: Home) -> Home {
+        let region = match self.addresses.get(&*home.region) {
+            Some(shared) => shared.clone(),
+            None => {
+                self.addresses.insert(home.region.clone());
+                home.region
+            }
+        };
+        let reason = match self.reasons.iter().position(|r| **r == *home.reason) {
+            Some(i) => self.reasons[i].clone(),
+            None => {
+                if self.reasons.len() == INTERNED_REASONS {
+                    self.reasons.remove(0);
+                }
+                self.reasons.push(home.reason.clone());
+                home.reason
+            }
+        };
+        Home { region, reason, at: home.at }
+    }
+
+    /// Forgets an address no home uses any more (its region was removed).
+    pub fn forget(&mut self, address: &str) {
+        self.addresses.remove(address);
+    }
 }
 
 impl Durable {
@@ -189,6 +244,7 @@ impl Durable {
                         self.homes.remove(&shard);
                     }
                 }
+                self.interned.forget(address);
             }
             Change::RegionDraining { address, draining } => {
                 if let Some(r) = self.regions.get_mut(address) {
@@ -202,10 +258,11 @@ impl Durable {
             }
             Change::HomeSet { shard, home } => {
                 self.remove_home(shard);
-                if let Some(r) = self.regions.get_mut(&home.region) {
+                if let Some(r) = self.regions.get_mut(&*home.region) {
                     r.shards.push(shard.clone());
                 }
-                self.homes.insert(shard.clone(), home.clone());
+                let home = self.interned.home(home.clone());
+                self.homes.insert(shard.clone(), home);
             }
             Change::HomeRemoved { shard } => self.remove_home(shard),
             Change::SignalSet { signal } => self.signal = signal.clone(),
@@ -233,7 +290,7 @@ impl Durable {
 
     fn remove_home(&mut self, shard: &str) {
         if let Some(old) = self.homes.remove(shard)
-            && let Some(r) = self.regions.get_mut(&old.region)
+            && let Some(r) = self.regions.get_mut(&*old.region)
         {
             r.shards.retain(|s| s != shard);
         }
@@ -242,5 +299,38 @@ impl Durable {
     /// The live placements: shard → target.
     pub fn live_placements(&self) -> impl Iterator<Item = (&String, &String)> {
         self.placements.iter().filter_map(|(s, e)| e.target.as_ref().map(|t| (s, t)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::strategy::StrategyError;
+
+    fn home(region: &str, reason: AllocationReason) -> Home {
+        Home { region: region.into(), reason: Arc::new(reason), at: 1 }
+    }
+
+    #[test]
+    fn homes_share_their_address_and_reason_and_the_sharing_is_bounded() {
+        let mut durable = Durable::default();
+        durable.apply(&Change::RegionRegistered(RegionRecord { address: "a".into(), ..RegionRecord::default() }));
+        for shard in ["s1", "s2"] {
+            durable.apply(&Change::HomeSet { shard: shard.into(), home: home("a", AllocationReason::Placement) });
+        }
+        let (s1, s2) = (&durable.homes["s1"], &durable.homes["s2"]);
+        assert!(Arc::ptr_eq(&s1.region, &s2.region), "one address string for both homes");
+        assert!(Arc::ptr_eq(&s1.reason, &s2.reason), "one reason for both homes");
+        assert_eq!(durable.regions["a"].shards, ["s1", "s2"]);
+
+        durable.apply(&Change::RegionRemoved { address: "a".into() });
+        assert!(durable.homes.is_empty());
+        assert!(durable.interned.addresses.is_empty(), "a removed region's address is forgotten");
+
+        let mut interned = Interned::default();
+        for i in 0..40 {
+            interned.home(home("b", AllocationReason::Fallback(StrategyError::Refused(format!("cause {i}")))));
+        }
+        assert_eq!(interned.reasons.len(), INTERNED_REASONS);
     }
 }

@@ -379,8 +379,9 @@ fn read_types(txn: &redb::ReadTransaction, only: Option<&str>) -> Result<BTreeMa
         let durable = &mut types.entry(t).or_default().durable;
         for (_, shard, home) in list {
             // A home whose region is gone went with it (as in `Durable::apply`).
-            if let Some(region) = durable.regions.get_mut(&home.region) {
+            if let Some(region) = durable.regions.get_mut(&*home.region) {
                 region.shards.push(shard.clone());
+                let home = durable.interned.home(home);
                 durable.homes.insert(shard, home);
             }
         }

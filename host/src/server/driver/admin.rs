@@ -144,7 +144,7 @@ impl Driver {
     fn shard(&self, name: &str, shard: String) -> Result<ShardState, Refusal> {
         let durable = self.catalog.get(name)?.coordinator.durable();
         let home = durable.homes.get(&shard);
-        let (reason, detail) = match home.map(|h| &h.reason) {
+        let (reason, detail) = match home.map(|h| &*h.reason) {
             None => (None, None),
             Some(AllocationReason::Placement) => (Some(HomeReason::Placement), None),
             Some(AllocationReason::Strategy { name, version }) => {
@@ -158,7 +158,7 @@ impl Driver {
             return Err(Refusal::UnknownShard(shard));
         }
         Ok(ShardState {
-            home: home.map(|h| h.region.clone()),
+            home: home.map(|h| h.region.to_string()),
             since_ms: home.map(|h| h.at),
             shard_id: shard,
             reason,
