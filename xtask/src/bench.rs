@@ -65,6 +65,8 @@ pub fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
         bail!("cargo bench failed ({status})");
     }
     let results = read_results(&crate::target_dir(root).join("criterion"), started)?;
+    let ids: std::collections::HashSet<String> = results.iter().flat_map(ids_of).collect();
+    printed.retain(|line| !ids.contains(line.trim()));
     let mut report = String::from("# Benchmarks: one run\n\n");
     report.push_str(&table(&results));
     if !printed.is_empty() {
@@ -81,21 +83,38 @@ pub fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Lines a benchmark printed itself (not criterion's own output).
+/// Lines a benchmark printed itself (not criterion's own output). A line
+/// naming a benchmark alone (criterion's header for a long id) is dropped
+/// later, when the ids are known.
 fn is_report_line(line: &str) -> bool {
+    const CRITERION: [&str; 12] = [
+        "time:   [",
+        "thrpt:  [",
+        "change: [",
+        "(p = ",
+        "high mild",
+        "high severe",
+        "low mild",
+        "low severe",
+        "Performance has",
+        "No change in performance",
+        "Change within noise",
+        "outliers among",
+    ];
     let criterion = line.starts_with("Benchmarking")
-        || line.starts_with("Found ")
-        || line.starts_with("  ")
-        || line.contains("time:   [")
-        || line.contains("thrpt:  [")
-        || line.starts_with("change:")
-        || line.contains("Performance has")
-        || line.contains("No change in performance")
-        || line.contains("Change within noise")
+        || line.trim_start().starts_with("change:")
         || line.starts_with("Running ")
         || line.starts_with("Gnuplot")
-        || line.trim().is_empty();
+        || line.trim().is_empty()
+        || CRITERION.iter().any(|c| line.contains(c));
     !criterion
+}
+
+/// The ways criterion names a result on a line of its own.
+fn ids_of(r: &Measured) -> Vec<String> {
+    let parts: Vec<&str> =
+        [r.group.as_str(), r.function.as_str(), r.parameter.as_str()].into_iter().filter(|p| !p.is_empty()).collect();
+    vec![parts.join("/")]
 }
 
 /// Every result criterion wrote since `since` under `dir`.
@@ -151,9 +170,13 @@ fn table(results: &[Measured]) -> String {
         let mut functions: Vec<&str> = results.iter().map(|r| r.function.as_str()).collect();
         functions.sort();
         functions.dedup();
-        let baseline = BASELINES.iter().copied().find(|b| functions.contains(b)).unwrap_or(functions[0]);
+        let known = BASELINES.iter().copied().find(|b| functions.contains(b));
+        let baseline = known.unwrap_or(functions[0]);
         functions.retain(|f| *f != baseline);
         functions.insert(0, baseline);
+        // Ratios only against a baseline that means something (native,
+        // least-shard, redb); other groups list their times.
+        let ratios = if known.is_some() { functions.len() - 1 } else { 0 };
         let mut parameters: Vec<&str> = results.iter().map(|r| r.parameter.as_str()).collect();
         parameters.sort_by_key(|p| natural_key(p));
         parameters.dedup();
@@ -161,11 +184,11 @@ fn table(results: &[Measured]) -> String {
         for f in &functions {
             out.push_str(&format!(" {} |", display_function(f)));
         }
-        for f in functions.iter().skip(1) {
+        for f in functions.iter().skip(1).take(ratios) {
             out.push_str(&format!(" {} / {} |", display_function(f), display_function(baseline)));
         }
         out.push_str("\n| --- |");
-        out.push_str(&" ---: |".repeat(functions.len() * 2 - 1));
+        out.push_str(&" ---: |".repeat(functions.len() + ratios));
         out.push('\n');
         let first = results.iter().find(|r| r.function == baseline && r.parameter == parameters[0]);
         for p in &parameters {
@@ -175,7 +198,7 @@ fn table(results: &[Measured]) -> String {
                 out.push_str(&format!(" {} |", cell(f).map(describe).unwrap_or_else(|| "—".into())));
             }
             let base = cell(baseline);
-            for f in functions.iter().skip(1) {
+            for f in functions.iter().skip(1).take(ratios) {
                 let ratio = match (cell(f), base) {
                     (Some(x), Some(b)) => format!("{:.2}×", x.median_ns / b.median_ns),
                     _ => "—".into(),
@@ -303,10 +326,24 @@ mod tests {
     }
 
     #[test]
+    fn groups_without_a_baseline_list_times_only() {
+        let table = table(&[measured("swap", "activate", "", 2_000.0), measured("swap", "allocate", "", 1_000.0)]);
+        assert_eq!(
+            table,
+            "## swap\n\n| input | activate | allocate |\n| --- | ---: | ---: |\n| — | 2.00 µs | 1.00 µs |\n\n"
+        );
+        assert_eq!(ids_of(&measured("allocate", "native", "10r", 1.0)), ["allocate/native/10r"]);
+    }
+
+    #[test]
     fn criterion_lines_are_not_report_lines() {
         assert!(!is_report_line("Benchmarking allocate/native/10r: Warming up for 500.00 ms"));
         assert!(!is_report_line("allocate/native/10r      time:   [1.0 µs 1.1 µs 1.2 µs]"));
         assert!(is_report_line("node memory (RSS): empty 36 MiB"));
         assert!(is_report_line("| 1 | homed | 2000 | 40 µs | 90 µs |"));
+        assert!(is_report_line("                0 |   5003 (1.00×) |    1.4 ms |"));
+        assert!(!is_report_line("Found 2 outliers among 10 measurements (20.00%)"));
+        assert!(!is_report_line("  1 (10.00%) high mild"));
+        assert!(!is_report_line("                        change:"));
     }
 }

@@ -141,7 +141,15 @@ pub struct Slot {
     /// The latest view a caller allocated on (refreshed when its topology
     /// generation changes), to warm new activations on.
     recent_view: Mutex<Option<ClusterView>>,
+    /// Instances callers swapped out, dropped on the next activation rather
+    /// than on a caller's first call after the swap (returning a store's
+    /// memory to the pool costs tens of microseconds).
+    retired: Mutex<Vec<Sandboxed>>,
 }
+
+/// Most swapped-out instances kept for dropping later; beyond it the caller
+/// drops the oldest itself.
+pub const MAX_RETIRED: usize = 8;
 
 /// The shard id of the allocation that warms a new instance.
 pub const WARM_UP_SHARD: &str = "shardalloc-warm-up";
@@ -169,6 +177,7 @@ impl Slot {
             stats: Mutex::new(SlotStats { activations: 1, ..SlotStats::default() }),
             changes: OnceLock::new(),
             recent_view: Mutex::new(None),
+            retired: Mutex::new(Vec::new()),
         }))
     }
 
@@ -228,6 +237,7 @@ impl Slot {
     /// A warm-up call the strategy refuses or faults on is logged, not an
     /// error: the same view may not be what it will be asked about.
     fn warmed(&self, compiled: &Arc<Compiled>, config: &str, limits: Limits) -> Result<Sandboxed, LoadError> {
+        drop(std::mem::take(&mut *self.retired.lock().expect("retired lock")));
         let mut instance = self.engine.instantiate(compiled, config, limits)?;
         let view = self.recent_view.lock().expect("recent view lock").clone();
         if let Some(view) = view
@@ -236,6 +246,16 @@ impl Slot {
             tracing::warn!(r#type = %self.type_name, strategy = %compiled.info.name, "warm-up allocation failed: {error}");
         }
         Ok(instance)
+    }
+
+    /// Keeps an instance a caller swapped out, to drop it off the call path.
+    fn retire(&self, instance: Sandboxed) {
+        let oldest = {
+            let mut retired = self.retired.lock().expect("retired lock");
+            retired.push(instance);
+            (retired.len() > MAX_RETIRED).then(|| retired.remove(0))
+        };
+        drop(oldest);
     }
 
     /// Remembers `view` as the one to warm new activations on.
@@ -428,7 +448,9 @@ impl SlotHandle {
             match active.instance(&self.slot) {
                 Ok(instance) => {
                     self.info = instance.info().clone();
-                    self.current = Some((active, instance));
+                    if let Some((_, previous)) = self.current.replace((active, instance)) {
+                        self.slot.retire(previous);
+                    }
                 }
                 Err(error) if self.current.is_none() => {
                     return Err(StrategyError::Fault {
