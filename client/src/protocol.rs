@@ -44,6 +44,10 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// session.
 pub const MAX_FRAME_BYTES: usize = 1 << 20;
 
+/// Most frames either side writes before one flush: what is queued goes out
+/// together, and a steady stream still reaches the peer in bounded batches.
+pub const FRAMES_PER_FLUSH: usize = 256;
+
 /// The path of the region-session WebSocket.
 pub const CONNECT_PATH: &str = "/v1/regions/connect";
 

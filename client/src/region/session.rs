@@ -17,7 +17,9 @@ use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use tracing::{debug, warn};
 
-use crate::protocol::{self, FrameError, Hello, MAX_FRAME_BYTES, NodeMessage, PROTOCOL_VERSION, RegionMessage};
+use crate::protocol::{
+    self, FRAMES_PER_FLUSH, FrameError, Hello, MAX_FRAME_BYTES, NodeMessage, PROTOCOL_VERSION, RegionMessage,
+};
 
 /// What a session task tells the driver. `generation` numbers the attempts
 /// so the driver ignores a late word from an earlier session.
@@ -187,9 +189,6 @@ async fn session(
     params.set_leader(None);
     ended
 }
-
-/// Most frames written to the node before a flush.
-const FRAMES_PER_FLUSH: usize = 256;
 
 /// Connects to `url`, says `Hello` and reads the answer.
 async fn handshake(

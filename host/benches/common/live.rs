@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use futures_util::stream::SplitStream;
 use futures_util::{SinkExt, StreamExt};
-use shardalloc_client::protocol::{Hello, NodeMessage, PROTOCOL_VERSION, RegionMessage, Register, decode, encode};
+use shardalloc_client::protocol::{
+    FRAMES_PER_FLUSH, Hello, NodeMessage, PROTOCOL_VERSION, RegionMessage, Register, decode, encode,
+};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::Message;
@@ -21,9 +23,6 @@ pub const DEADLINE: Duration = Duration::from_secs(60);
 /// How often the background heartbeat goes out (the node's default marks a
 /// region unreachable after 5 s without one).
 pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
-
-/// Most frames written before a flush.
-const FRAMES_PER_FLUSH: usize = 256;
 
 /// A registered region session of [`TYPE`].
 pub struct LiveRegion {

@@ -15,7 +15,7 @@ use axum::extract::{FromRequestParts, Request, State};
 use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
 use shardalloc_client::protocol::{
-    Hello, MAX_FRAME_BYTES, NodeMessage, PROTOCOL_VERSION, RegionMessage, decode, encode,
+    FRAMES_PER_FLUSH, Hello, MAX_FRAME_BYTES, NodeMessage, PROTOCOL_VERSION, RegionMessage, decode, encode,
 };
 use tokio::sync::mpsc;
 
@@ -148,10 +148,6 @@ fn frame_kind(message: &Message) -> &'static str {
         Message::Close(_) => "a close frame",
     }
 }
-
-/// Most frames written to a session before a flush, so a steady stream of
-/// answers still reaches the region in bounded batches.
-pub const FRAMES_PER_FLUSH: usize = 256;
 
 async fn session(state: AppState, mut socket: WebSocket) {
     let deadline = state.connections.session_handshake_timeout;
