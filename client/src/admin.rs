@@ -221,6 +221,42 @@ impl AdminClient {
         Ok(all)
     }
 
+    /// `GET /v1/events`: the decision event stream, of one type or all,
+    /// from the next event, or after `last_event_id` (`<term>-<seq>`).
+    pub async fn events(
+        &self,
+        entity_type: Option<&str>,
+        last_event_id: Option<&str>,
+    ) -> Result<crate::events::EventStream, AdminError> {
+        let mut url = self.url(&["v1", "events"]);
+        if let Some(entity_type) = entity_type {
+            url.query_pairs_mut().append_pair("type", entity_type);
+        }
+        let mut request = self.http.get(url.clone()).header(reqwest::header::ACCEPT, "text/event-stream");
+        if let Some(token) = &self.token {
+            request = request.header(AUTHORIZATION, format!("Bearer {token}"));
+        }
+        if let Some(id) = last_event_id {
+            request = request.header("last-event-id", id);
+        }
+        let http_error = |source: reqwest::Error| match certificate_problem(&source) {
+            Some(detail) => AdminError::UntrustedCertificate { url: url.to_string(), detail },
+            None => AdminError::Http { url: url.to_string(), source },
+        };
+        let response = request.send().await.map_err(http_error)?;
+        let status = response.status();
+        if !status.is_success() {
+            let bytes = response.bytes().await.map_err(http_error)?;
+            return Err(error_from(&url, status, &bytes));
+        }
+        Ok(crate::events::EventStream {
+            url: url.to_string(),
+            response,
+            parser: Default::default(),
+            ready: Default::default(),
+        })
+    }
+
     /// `GET /v1/cluster/shards`: every entity type in brief (every page).
     pub async fn types(&self) -> Result<Types, AdminError> {
         self.all_pages(&["v1", "cluster", "shards"]).await

@@ -197,6 +197,133 @@ words! {
     }
 }
 
+words! {
+    /// What a decision event tells (`GET /v1/events`).
+    EventKind {
+        /// A shard got a home (`region`, `reason`, `strategy` or `cause`).
+        ShardHomed => "shard-homed",
+        /// No region could take a shard; it waits.
+        ShardWaiting => "shard-waiting",
+        /// A hand-off began: every region was told to buffer the shard.
+        HandOffBegun => "hand-off-begun",
+        /// Every region acknowledged; the owner was told to stop the shard.
+        HandOffAcknowledged => "hand-off-acknowledged",
+        /// The owner stopped the shard; it is re-homed next.
+        HandOffCompleted => "hand-off-completed",
+        /// A hand-off ran past a deadline (`detail` says which step and who).
+        HandOffTimedOut => "hand-off-timed-out",
+        /// A hand-off ended because its owner is gone.
+        HandOffAbandoned => "hand-off-abandoned",
+        /// An operator's placement was set (`target`).
+        PlacementSet => "placement-set",
+        /// An operator's placement was removed.
+        PlacementRemoved => "placement-removed",
+        /// A shard was accepted for a rebalance.
+        RebalanceAccepted => "rebalance-accepted",
+        /// A strategy became active (`strategy`, `cause`, `by`).
+        StrategyActivated => "strategy-activated",
+        /// A strategy was rolled back (`strategy` is the one active now, `by`).
+        StrategyRolledBack => "strategy-rolled-back",
+        /// A shadow candidate was set (`strategy`) or cleared (none).
+        StrategyShadowed => "strategy-shadowed",
+        /// The strategy failed and the built-in answered instead (`cause`).
+        Fallback => "fallback",
+        /// A region registered.
+        RegionRegistered => "region-registered",
+        /// A region missed its heartbeats; its lease runs out.
+        RegionUnreachable => "region-unreachable",
+        /// A region heartbeated again.
+        RegionReachable => "region-reachable",
+        /// An older incarnation of a region was refused (`cause`).
+        RegionFenced => "region-fenced",
+        /// An operator drained a region.
+        RegionDrained => "region-drained",
+        /// An operator undrained a region.
+        RegionUndrained => "region-undrained",
+        /// A region was removed (`cause`: left, heartbeat timeout).
+        RegionGone => "region-gone",
+        /// This client fell behind or resumed from an event no longer kept:
+        /// `missed` events are lost to it (0: unknown, another term).
+        Missed => "missed",
+    }
+}
+
+words! {
+    /// Who made a strategy change.
+    ChangedBy {
+        /// An operator, through the API.
+        Operator => "operator",
+        /// The node itself (an automatic rollback).
+        Automatic => "automatic",
+    }
+}
+
+/// One decision, as `GET /v1/events` sends it in an event's `data:` line
+/// (its `id:` is `<term>-<seq>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct DecisionEvent {
+    /// Its number in this leader's term, from 1 without gaps.
+    pub seq: u64,
+    /// What happened.
+    pub kind: EventKind,
+    /// When (milliseconds since the Unix epoch).
+    pub at_ms: u64,
+    /// The entity type (empty for `missed`).
+    #[serde(rename = "type")]
+    pub entity_type: String,
+    /// The shard, for shard events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard_id: Option<String>,
+    /// The region: a shard's new home, a hand-off's owner, a region event's region.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// Why a shard is where it is (`shard-homed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<HomeReason>,
+    /// The strategy, `name@version`: the one that chose a home, or the one activated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<String>,
+    /// A placement's target (`placement-set`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// The cause: a fallback's error, why a region went, an activation's cause.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
+    /// Who changed a strategy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<ChangedBy>,
+    /// More about it, in words (a placement not honoured, who did not acknowledge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// How many events this client missed (`missed`; 0: unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missed: Option<u64>,
+}
+
+impl DecisionEvent {
+    /// An event of `kind` in `entity_type` at `at_ms`, every other field
+    /// empty (the hub numbers it when it publishes it).
+    pub fn new(kind: EventKind, entity_type: impl Into<String>, at_ms: u64) -> Self {
+        DecisionEvent {
+            seq: 0,
+            kind,
+            at_ms,
+            entity_type: entity_type.into(),
+            shard_id: None,
+            region: None,
+            reason: None,
+            strategy: None,
+            target: None,
+            cause: None,
+            by: None,
+            detail: None,
+            missed: None,
+        }
+    }
+}
+
 /// A node of a cluster: its name and the URL it is reached at.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -358,6 +485,11 @@ pub struct TypeState {
     pub hand_offs: Vec<HandOff>,
     /// Live placements.
     pub placements: Vec<Placement>,
+    /// Why each shard is where it is, for the shards not homed by the
+    /// strategy: a placement or the fallback. Every other shard with a home
+    /// is where the strategy put it.
+    #[serde(default)]
+    pub not_by_strategy: BTreeMap<String, HomeReason>,
     /// The active strategy.
     pub strategy: ActivationInfo,
 }

@@ -14,7 +14,8 @@
 //!   [`region::Application`] (start, deliver, stop shards) and supplies a
 //!   [`region::Transport`] between regions. Its decisions are made by the
 //!   sans-I/O [`region::RegionCore`].
-//! - [`admin`]: [`admin::AdminClient`], the typed admin REST client.
+//! - [`admin`]: [`admin::AdminClient`], the typed admin REST client;
+//!   [`events`]: reading its decision event stream (`GET /v1/events`).
 //! - [`tls`]: the rustls client configuration both clients use for
 //!   `https://` and `wss://` nodes (system roots plus an optional CA file).
 //!
@@ -67,6 +68,7 @@
 
 pub mod admin;
 pub mod api;
+pub mod events;
 pub mod protocol;
 pub mod region;
 pub mod tls;

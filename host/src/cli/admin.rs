@@ -32,7 +32,7 @@ pub struct NodeArgs {
 const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl NodeArgs {
-    fn client(&self) -> anyhow::Result<AdminClient> {
+    pub(super) fn client(&self) -> anyhow::Result<AdminClient> {
         let node = self.reachable_node()?;
         AdminClient::with_ca_cert(&node, self.admin_token.clone(), self.ca_cert.as_deref())
             .with_context(|| format!("node URL {node}"))

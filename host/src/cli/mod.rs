@@ -2,6 +2,7 @@
 
 pub mod admin;
 pub mod artifacts;
+pub mod events;
 pub mod regions;
 pub mod serve;
 pub mod store;
@@ -35,6 +36,9 @@ pub enum Command {
     /// Upload, activate, roll back and list strategies on a running node.
     #[command(subcommand)]
     Strategies(admin::StrategiesCommand),
+    /// Tail the node's decision event stream: every shard homed, hand-off,
+    /// placement, strategy change and region change, as it happens.
+    Events(events::EventsArgs),
     /// Simulate regions: connect N regions to a node and route traffic between them.
     Regions(regions::RegionsArgs),
     /// Check a stopped node's store.
@@ -52,6 +56,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Rebalance(args) => admin::rebalance(args),
         Command::Strategies(command) => admin::strategies(command),
         Command::Regions(args) => regions::run(args),
+        Command::Events(args) => events::run(args),
         Command::Store(command) => store::run(command),
     }
 }

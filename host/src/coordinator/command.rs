@@ -231,6 +231,13 @@ pub enum Observation {
         /// The step.
         step: Step,
     },
+    /// A hand-off finished: the owner stopped the shard, which is re-homed next.
+    HandOffCompleted {
+        /// The shard.
+        shard: String,
+        /// The region that stopped it.
+        from: String,
+    },
     /// A hand-off ran past a step's deadline; the shard keeps its home.
     HandOffTimedOut {
         /// The shard.
@@ -274,6 +281,21 @@ pub enum Observation {
         incarnation: u64,
         /// Shards re-homed because the incarnation changed.
         rehomed: usize,
+    },
+    /// A region's registration was refused because an older incarnation
+    /// asked after a newer one registered: the old one is fenced out.
+    RegionFenced {
+        /// Its address.
+        address: String,
+        /// Why.
+        reason: String,
+    },
+    /// An operator drained a region (or undrained it).
+    RegionDraining {
+        /// Its address.
+        address: String,
+        /// Draining now.
+        draining: bool,
     },
     /// A region missed its heartbeats.
     RegionUnreachable {

@@ -55,7 +55,7 @@ impl Coordinator {
                 "incarnation {} is older than the registered incarnation {}",
                 registration.incarnation, old.incarnation
             );
-            self.observe(Observation::Ignored { what: format!("registration of {address}: {reason}") });
+            self.observe(Observation::RegionFenced { address: address.clone(), reason: reason.clone() });
             self.send_now(&address, ToRegion::RegisterRefused { reason });
             return;
         }
@@ -187,6 +187,7 @@ impl Coordinator {
             Some(r) => {
                 if r.draining != draining {
                     self.change(Change::RegionDraining { address: address.to_owned(), draining });
+                    self.observe(Observation::RegionDraining { address: address.to_owned(), draining });
                 }
                 self.reply(request, Reply::Done);
                 self.drain();

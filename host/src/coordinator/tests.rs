@@ -203,6 +203,7 @@ fn hand_off_step_by_step() {
     assert_eq!(
         out,
         [
+            Command::Observe(Observation::HandOffCompleted { shard: "s".into(), from: "a".into() }),
             allocated("s", "b"),
             Command::Persist {
                 batch: 6,

@@ -33,7 +33,13 @@ pub const HOP: &str = "x-shardalloc-forwarded-by";
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Request headers passed on to the leader.
-const PASSED: [HeaderName; 4] = [header::AUTHORIZATION, header::CONTENT_TYPE, header::CONTENT_LENGTH, header::ACCEPT];
+const PASSED: [HeaderName; 5] = [
+    header::AUTHORIZATION,
+    header::CONTENT_TYPE,
+    header::CONTENT_LENGTH,
+    header::ACCEPT,
+    HeaderName::from_static("last-event-id"),
+];
 
 /// Answer headers passed back (the body's framing is the server's own).
 const RETURNED: [HeaderName; 3] = [header::CONTENT_TYPE, header::CACHE_CONTROL, header::RETRY_AFTER];

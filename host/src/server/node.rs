@@ -128,8 +128,8 @@ impl Node {
                 let start: StartDriver = {
                     let (store, engine, metrics) = (etcd.clone() as Arc<dyn Store>, engine.clone(), metrics.clone());
                     let settings = settings.driver.clone();
-                    Arc::new(move |clock| {
-                        let settings = DriverSettings { lease: Some(clock), ..settings.clone() };
+                    Arc::new(move |clock, term| {
+                        let settings = DriverSettings { lease: Some(clock), term, ..settings.clone() };
                         driver::start(store.clone(), engine.clone(), settings, metrics.clone())
                     })
                 };
@@ -166,6 +166,7 @@ impl Node {
             dry_runs: Arc::default(),
             shutdown,
             leadership,
+            events: settings.driver.events.clone(),
         };
         Ok(Node { state, driver: thread, election })
     }

@@ -70,7 +70,12 @@ impl Driver {
                 self.answer_strategy_change(&name, changed, reply);
             }
             AdminRequest::Shadow { name, candidate, reply } => {
+                let strategy =
+                    candidate.as_ref().map(|c| format!("{}@{}", c.compiled.info.name, c.compiled.info.version));
                 let changed = self.catalog.set_shadow(&name, candidate);
+                if changed.is_ok() {
+                    self.decided(crate::server::events::decision::shadowed(&name, self.now, strategy));
+                }
                 self.answer_strategy_change(&name, changed, reply);
             }
         }

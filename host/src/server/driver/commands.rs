@@ -4,6 +4,7 @@
 
 use super::{Driver, Waiter, request, sessions};
 use crate::coordinator::{Command, Event, Observation, OperatorRequest, Reply as CoordinatorReply, RequestId};
+use crate::server::events::decision;
 
 impl Driver {
     /// Sends an operator request to a type's coordinator; `waiter` gets its reply.
@@ -43,6 +44,11 @@ impl Driver {
     fn on_reply(&mut self, request: RequestId, reply: CoordinatorReply) {
         match self.waiters.remove(&request) {
             Some(Waiter::Admin(entity_type, tx)) => {
+                if let CoordinatorReply::Rebalance { accepted, .. } = &reply {
+                    for shard in accepted {
+                        self.decided(decision::rebalance_accepted(&entity_type, self.now, shard));
+                    }
+                }
                 let live_placements =
                     self.catalog.get(&entity_type).map_or(0, |e| e.coordinator.live_placement_count());
                 let _ = tx.send(Ok(request::Operated { reply, live_placements }));
@@ -62,6 +68,9 @@ impl Driver {
 
     fn observe(&mut self, entity_type: &str, observation: Observation) {
         self.metrics.observe(entity_type, &observation);
+        if let Some(event) = decision::from_observation(entity_type, self.now, &observation) {
+            self.decided(event);
+        }
         match &observation {
             Observation::Allocated { warning: Some(warning), .. } => {
                 tracing::warn!(r#type = entity_type, ?observation, warning, "placement not honoured")

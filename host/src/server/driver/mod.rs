@@ -50,6 +50,7 @@ pub use self::handle::{DriverHandle, INPUT_QUEUE, Input, Unavailable};
 use self::request::{Refusal, Reply};
 use self::sessions::Sessions;
 pub use self::thread::start;
+use super::events::{DecisionEvent, EventHub, decision};
 use super::metrics::Metrics;
 use crate::coordinator::{Config, Event, Millis, RequestId};
 use crate::engine::Engine;
@@ -105,6 +106,10 @@ pub struct DriverSettings {
     pub origin: String,
     /// The leader's lease, when elected (`None`: a node alone, always leading).
     pub lease: Option<lease::LeaseClock>,
+    /// The leadership's term (1 for a node alone): the events' ids carry it.
+    pub term: u64,
+    /// Where the decision events go once their turn is committed.
+    pub events: Arc<EventHub>,
 }
 
 impl Default for DriverSettings {
@@ -118,6 +123,8 @@ impl Default for DriverSettings {
             auto_rollback: AutoRollback::default(),
             origin: "node".into(),
             lease: None,
+            term: 1,
+            events: Arc::default(),
         }
     }
 }
@@ -188,6 +195,10 @@ pub struct Driver {
     waiters: HashMap<RequestId, Waiter>,
     drains: HashMap<u64, (usize, Reply<Result<(), Refusal>>)>,
     next_request: RequestId,
+    /// The decision events of this turn, published after its commit.
+    decisions: Vec<DecisionEvent>,
+    events: Arc<EventHub>,
+    term: u64,
     now: Millis,
     next_tick: Millis,
     next_gauges: Millis,
@@ -205,6 +216,7 @@ impl Driver {
         now: Millis,
     ) -> Result<Self, DriverError> {
         settings.coordinator.validate()?;
+        settings.events.begin_term(settings.term);
         let started = std::time::Instant::now();
         let loaded = store.load()?;
         let read = started.elapsed();
@@ -233,6 +245,9 @@ impl Driver {
             waiters: HashMap::new(),
             drains: HashMap::new(),
             next_request: 1,
+            decisions: Vec::new(),
+            events: settings.events.clone(),
+            term: settings.term,
             now,
             next_tick: now,
             next_gauges: now,
@@ -373,6 +388,11 @@ impl Driver {
         }
     }
 
+    /// Remembers a decision event of this turn, published after its commit.
+    fn decided(&mut self, event: DecisionEvent) {
+        self.decisions.push(event);
+    }
+
     /// Commits the turn, then releases what waited for it — if the leader's
     /// lease still holds (then the store's fence is still this node's too).
     fn commit(&mut self) -> Result<(), DriverError> {
@@ -382,12 +402,19 @@ impl Driver {
             return Err(DriverError::LeaseExpired);
         }
         self.catalog.record_changes(&mut self.turn);
+        for (entity_type, activation) in &self.turn.activations {
+            self.decisions.push(decision::from_activation(entity_type, activation));
+        }
+        let decisions = std::mem::take(&mut self.decisions);
         if !self.turn.is_empty() {
             let turn = std::mem::take(&mut self.turn);
             let started = Instant::now();
             self.revision = self.store.commit(self.revision, &turn)?;
             self.metrics.commit_seconds.observe(started.elapsed().as_secs_f64());
         }
+        // Published once durable, and before any answer of the turn is
+        // released: who got an answer finds its decision in the stream.
+        self.events.publish(decisions);
         for (entity_type, batch) in std::mem::take(&mut self.batches) {
             self.feed(&entity_type, Event::Persisted { now: self.now, batch });
         }
@@ -396,5 +423,13 @@ impl Driver {
         }
         self.metrics.sessions.set(self.sessions.len() as i64);
         Ok(())
+    }
+}
+
+impl Drop for Driver {
+    /// However the driver ends, the streams of its term end with it, so
+    /// their clients reconnect to whoever leads now.
+    fn drop(&mut self) {
+        self.events.end_term(self.term);
     }
 }

@@ -46,9 +46,10 @@ pub const POLL: Duration = Duration::from_millis(100);
 pub const LEADER_POLL: Duration = Duration::from_millis(250);
 
 /// Starts a driver under a lease: loads the store and returns the
-/// driver's handle and thread (blocking; run on a blocking thread).
+/// driver's handle and thread (blocking; run on a blocking thread). The
+/// second argument is the term won.
 pub type StartDriver = Arc<
-    dyn Fn(LeaseClock) -> Result<(DriverHandle, std::thread::JoinHandle<Result<(), DriverError>>), DriverError>
+    dyn Fn(LeaseClock, u64) -> Result<(DriverHandle, std::thread::JoinHandle<Result<(), DriverError>>), DriverError>
         + Send
         + Sync,
 >;
@@ -206,7 +207,7 @@ impl Election {
         let keeper = tokio::spawn(keep_alive(self.client(), lease, ttl, clock.clone(), lost.clone()));
         let start = self.start.clone();
         let starting = clock.clone();
-        let started = tokio::task::spawn_blocking(move || start(starting)).await;
+        let started = tokio::task::spawn_blocking(move || start(starting, term as u64)).await;
         let (handle, thread) = match started {
             Ok(Ok(started)) => started,
             Ok(Err(error)) => {

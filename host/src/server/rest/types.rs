@@ -7,7 +7,9 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use serde_json::Value;
-use shardalloc_client::api::{HandOff, Placement, RegionState, RegionStatus, ShardId, ShardState, TypeState, Types};
+use shardalloc_client::api::{
+    HandOff, HomeReason, Placement, RegionState, RegionStatus, ShardId, ShardState, TypeState, Types,
+};
 use shardalloc_guest::Snapshot;
 
 use super::paging::{PageQuery, Paging, split};
@@ -21,6 +23,7 @@ use crate::server::openapi::{
     BadRequest, Conflict, Internal, NotFound, TooLarge, Unauthorized, Unavailable, UnknownType,
 };
 use crate::store::LoadedType;
+use crate::strategy::external::AllocationReason;
 
 /// List entity types
 #[utoipa::path(
@@ -84,7 +87,16 @@ pub async fn get(State(state): State<AppState>, Params(name): Params<String>) ->
         durable.handoffs.iter().map(|(shard, from)| HandOff { shard_id: shard.clone(), from: from.clone() }).collect();
     let placements =
         durable.live_placements().map(|(s, t)| Placement { shard_id: ShardId(s.clone()), target: t.clone() }).collect();
-    Ok(Json(TypeState { name, regions, hand_offs, placements, strategy: live.strategy }))
+    let not_by_strategy = durable
+        .homes
+        .iter()
+        .filter_map(|(shard, home)| match &*home.reason {
+            AllocationReason::Strategy { .. } => None,
+            AllocationReason::Placement => Some((shard.clone(), HomeReason::Placement)),
+            AllocationReason::Fallback(_) => Some((shard.clone(), HomeReason::Fallback)),
+        })
+        .collect();
+    Ok(Json(TypeState { name, regions, hand_offs, placements, not_by_strategy, strategy: live.strategy }))
 }
 
 /// A type's state as a strategy snapshot, built off the driver thread.

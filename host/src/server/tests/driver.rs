@@ -11,14 +11,36 @@ use tokio::sync::{mpsc, oneshot};
 use super::{engine, settings_with};
 use crate::coordinator::{Config, Millis, Reply};
 use crate::server::driver::request::{AdminRequest, Candidate, Operation};
-use crate::server::driver::{Driver, Flow, Input, TICK_MS};
+use crate::server::driver::{Driver, DriverSettings, Flow, Input, TICK_MS};
+use crate::server::events::{Delivery, EventHub, EventKind, Start};
 use crate::server::metrics::Metrics;
 use crate::store::{ComponentRecord, Loaded, LoadedType, MemoryStore, Revision, Store, StoreError, Turn};
 
 const T0: Millis = 1_000_000;
 
 fn load(store: Arc<dyn Store>) -> Driver {
-    Driver::load(store, engine(), settings_with(&["cart"]), Arc::new(Metrics::new()), T0).expect("load the driver")
+    load_with_events(store, Arc::default())
+}
+
+fn load_with_events(store: Arc<dyn Store>, events: Arc<EventHub>) -> Driver {
+    let settings = DriverSettings { events, ..settings_with(&["cart"]) };
+    Driver::load(store, engine(), settings, Arc::new(Metrics::new()), T0).expect("load the driver")
+}
+
+/// Every event the hub kept: (seq, kind, shard or region).
+fn published(events: &Arc<EventHub>) -> Vec<(u64, EventKind, String)> {
+    let mut subscription = events.subscribe(Start::Oldest);
+    let mut all = Vec::new();
+    while !subscription.caught_up() {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        match runtime.block_on(subscription.next()) {
+            Some(Delivery::Event(e)) => {
+                all.push((e.seq, e.kind, e.shard_id.clone().or(e.region.clone()).unwrap_or_default()))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    all
 }
 
 /// Opens session `id` and registers `address` in it.
@@ -39,7 +61,8 @@ fn drain(rx: &mut mpsc::Receiver<NodeMessage>) -> Vec<NodeMessage> {
 #[test]
 fn a_registration_and_a_home_are_revealed_only_once_committed() {
     let store = MemoryStore::new();
-    let mut driver = load(Arc::new(store.clone()));
+    let events = Arc::new(EventHub::default());
+    let mut driver = load_with_events(Arc::new(store.clone()), events.clone());
     let config = Config::default();
     let (inputs, mut rx) = register(1, "a");
     assert_eq!(driver.step(inputs, T0).unwrap(), Flow::Continue);
@@ -58,6 +81,15 @@ fn a_registration_and_a_home_are_revealed_only_once_committed() {
     driver.step([ask], T0 + 1).unwrap();
     assert_eq!(drain(&mut rx), [NodeMessage::ShardHome { shard: "s1".into(), home: "a".into() }]);
     assert_eq!(&*store.load().unwrap().types["cart"].durable.homes["s1"].region, "a");
+    // The same decisions as events, numbered in order, once committed.
+    assert_eq!(
+        published(&events),
+        [
+            (1, EventKind::StrategyActivated, String::new()),
+            (2, EventKind::RegionRegistered, "a".into()),
+            (3, EventKind::ShardHomed, "s1".into()),
+        ]
+    );
 }
 
 #[test]
@@ -139,13 +171,16 @@ impl Store for FailingStore {
 #[test]
 fn an_answer_whose_turn_is_not_committed_is_never_released() {
     let store = FailingStore::default();
-    let mut driver = load(Arc::new(store.clone()));
+    let events = Arc::new(EventHub::default());
+    let mut driver = load_with_events(Arc::new(store.clone()), events.clone());
+    let at_start = published(&events);
     let (reply, mut answer) = oneshot::channel();
     let operation = Operation::SetPlacements(vec![("42".into(), "b".into())]);
     let request = Input::Admin(AdminRequest::Operate { name: "cart".into(), operation, reply });
     store.failing.store(true, std::sync::atomic::Ordering::SeqCst);
     assert!(driver.step([request], T0).is_err(), "a failed commit must stop the driver");
     assert!(answer.try_recv().is_err(), "the placement was acknowledged without being stored");
+    assert_eq!(published(&events), at_start, "an event of a turn that was not committed was published");
     assert!(store.inner.load().unwrap().types["cart"].durable.placements.is_empty());
 
     // With a working store the same request is answered once it is stored.

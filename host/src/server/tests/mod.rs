@@ -10,6 +10,7 @@
 
 mod conn;
 mod driver;
+mod events;
 mod guard;
 mod openapi;
 mod paging;
@@ -107,9 +108,14 @@ impl TestNode {
 
     /// Sends `request` through the router: its status and body (JSON when
     /// it parses, else a JSON string of the text, `null` when empty).
+    /// An event stream's body is not read (it never ends): it is the string
+    /// `"text/event-stream"`.
     pub async fn send(&self, request: Request<Body>) -> (StatusCode, Value) {
         let response = self.router.clone().oneshot(request).await.expect("the router answers");
         let status = response.status();
+        if response.headers().get("content-type").is_some_and(|t| t == "text/event-stream") {
+            return (status, Value::String("text/event-stream".into()));
+        }
         let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("read the answer");
         let body = if bytes.is_empty() {
             Value::Null
@@ -128,6 +134,16 @@ impl TestNode {
             request = request.header("content-type", if upload { "application/wasm" } else { "application/json" });
         }
         self.send(request.body(Body::from(body.unwrap_or_default().to_owned())).unwrap()).await
+    }
+
+    /// Opens `GET path` with `headers` and returns the answer unread (an
+    /// event stream is read as it comes).
+    pub async fn open(&self, path: &str, headers: &[(&str, &str)]) -> axum::response::Response {
+        let mut request = Request::builder().method(Method::GET).uri(path);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        self.router.clone().oneshot(request.body(Body::empty()).unwrap()).await.expect("the router answers")
     }
 
     /// Serves the router on 127.0.0.1 (for clients that need a socket);

@@ -1,0 +1,184 @@
+//! The decision event stream through the router: order and ids, resume
+//! with `Last-Event-ID`, the replay's end, a slow client told what it
+//! missed, and bad input named.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Method, StatusCode};
+use futures_util::StreamExt;
+use serde_json::Value;
+
+use super::{PATIENCE, TestNode, assert_error};
+use crate::server::events::BACKLOG;
+
+/// An open stream, read frame by frame.
+struct Reader {
+    body: axum::body::BodyDataStream,
+    buffer: String,
+}
+
+/// One frame: an event's id and data, or a comment.
+#[derive(Debug, PartialEq)]
+enum Frame {
+    Event(Option<String>, Value),
+    Comment(String),
+}
+
+impl Reader {
+    async fn open(node: &TestNode, path: &str, headers: &[(&str, &str)]) -> Reader {
+        let response = node.open(path, headers).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.headers()["content-type"], "text/event-stream");
+        Reader { body: Body::new(response.into_body()).into_data_stream(), buffer: String::new() }
+    }
+
+    async fn frame(&mut self) -> Frame {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let mut id = None;
+                let mut data = None;
+                for line in block.lines() {
+                    if let Some(comment) = line.strip_prefix(':') {
+                        return Frame::Comment(comment.trim().to_owned());
+                    }
+                    if let Some(value) = line.strip_prefix("id: ") {
+                        id = Some(value.to_owned());
+                    }
+                    if let Some(value) = line.strip_prefix("data: ") {
+                        data = Some(serde_json::from_str(value).expect("data is JSON"));
+                    }
+                }
+                return Frame::Event(id, data.expect("an event has data"));
+            }
+            let chunk = tokio::time::timeout(PATIENCE, self.body.next())
+                .await
+                .expect("a frame in time")
+                .expect("the stream goes on")
+                .expect("the stream reads");
+            self.buffer.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+    }
+
+    /// The next event (comments skipped): its id and data.
+    async fn event(&mut self) -> (Option<String>, Value) {
+        loop {
+            if let Frame::Event(id, data) = self.frame().await {
+                return (id, data);
+            }
+        }
+    }
+
+    async fn until_live(&mut self) -> Vec<Value> {
+        let mut replayed = Vec::new();
+        loop {
+            match self.frame().await {
+                Frame::Comment(c) if c == "live" => return replayed,
+                Frame::Comment(_) => {}
+                Frame::Event(_, data) => replayed.push(data),
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn events_come_in_order_with_their_ids_and_say_why() {
+    let node = TestNode::start();
+    let mut stream = Reader::open(&node, "/v1/events?type=cart", &[]).await;
+    assert_eq!(stream.until_live().await, Vec::<Value>::new(), "a stream from now replays nothing");
+    let mut region = node.region("cart", "a").await;
+    region.home("s1").await;
+    let (id, registered) = stream.event().await;
+    assert_eq!(registered["kind"], "region-registered");
+    assert_eq!(registered["region"], "a");
+    let seq = registered["seq"].as_u64().unwrap();
+    assert_eq!(id, Some(format!("1-{seq}")));
+    let (id, homed) = stream.event().await;
+    assert_eq!(id, Some(format!("1-{}", seq + 1)));
+    assert_eq!(homed["kind"], "shard-homed");
+    assert_eq!(
+        (&homed["shardId"], &homed["region"], &homed["reason"]),
+        (&"s1".into(), &"a".into(), &"strategy".into())
+    );
+    assert!(homed["strategy"].as_str().unwrap().starts_with("least-shard@"), "{homed}");
+    assert_eq!(homed["type"], "cart");
+
+    let (status, _) = node
+        .request(Method::POST, "/v1/cluster/shards/cart/placements", Some(r#"{"shardId":"s1","target":"a"}"#))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, placed) = stream.event().await;
+    assert_eq!((&placed["kind"], &placed["target"]), (&"placement-set".into(), &"a".into()));
+    node.request(Method::POST, "/v1/cluster/regions/a/drain", None).await;
+    let (_, drained) = stream.event().await;
+    assert_eq!((&drained["kind"], &drained["region"]), (&"region-drained".into(), &"a".into()));
+}
+
+#[tokio::test]
+async fn a_client_resumes_after_the_last_event_it_saw() {
+    let node = TestNode::start();
+    let mut region = node.region("cart", "a").await;
+    for shard in ["1", "2", "3", "4"] {
+        region.home(shard).await;
+    }
+    let mut everything = Reader::open(&node, "/v1/events?from=oldest", &[]).await;
+    let replayed = everything.until_live().await;
+    let kinds: Vec<&str> = replayed.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["strategy-activated", "region-registered", "shard-homed", "shard-homed", "shard-homed", "shard-homed"]
+    );
+    let seqs: Vec<u64> = replayed.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, [1, 2, 3, 4, 5, 6], "numbered from 1 without gaps");
+
+    let mut resumed = Reader::open(&node, "/v1/events", &[("last-event-id", "1-4")]).await;
+    let (id, next) = resumed.event().await;
+    assert_eq!((id.as_deref(), &next["shardId"]), (Some("1-5"), &"3".into()));
+    assert_eq!(resumed.event().await.0.as_deref(), Some("1-6"));
+
+    // Another term's id: the client is told it missed events, then gets all kept.
+    let mut stale = Reader::open(&node, "/v1/events", &[("last-event-id", "9-3")]).await;
+    let (id, missed) = stale.event().await;
+    assert_eq!((id, &missed["kind"], &missed["missed"]), (None, &"missed".into(), &0.into()));
+    assert_eq!(stale.event().await.0.as_deref(), Some("1-1"));
+}
+
+#[tokio::test]
+async fn a_slow_client_is_told_what_it_missed_and_never_slows_the_node() {
+    let node = TestNode::start();
+    let mut slow = Reader::open(&node, "/v1/events", &[]).await;
+    assert!(slow.until_live().await.is_empty());
+    // More placement changes than the backlog keeps, while the client reads nothing.
+    let total = BACKLOG + 1_500;
+    let started = std::time::Instant::now();
+    for chunk in (0..total).collect::<Vec<_>>().chunks(5_000) {
+        let placements: Vec<Value> =
+            chunk.iter().map(|i| serde_json::json!({"shardId": format!("s{i}"), "target": "b"})).collect();
+        let body = serde_json::json!({ "placements": placements }).to_string();
+        let (status, answer) = node.request(Method::POST, "/v1/cluster/shards/cart/placements", Some(&body)).await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+    }
+    assert!(started.elapsed() < Duration::from_secs(300), "the writes waited for the stream");
+    let (id, missed) = slow.event().await;
+    assert_eq!(id, None);
+    assert_eq!((&missed["kind"], &missed["missed"]), (&"missed".into(), &1_500.into()), "{missed}");
+    let (id, next) = slow.event().await;
+    assert_eq!(id.as_deref(), Some("1-1502"), "{next}");
+    assert_eq!(next["shardId"], "s1500");
+}
+
+#[tokio::test]
+async fn bad_stream_requests_are_named() {
+    let node = TestNode::start();
+    let unknown = node.request(Method::GET, "/v1/events?type=nope", None).await;
+    assert_eq!(assert_error("unknown type", &unknown, StatusCode::NOT_FOUND), "unknown-type");
+    let answer = node
+        .send(axum::http::Request::get("/v1/events").header("last-event-id", "yesterday").body(Body::empty()).unwrap())
+        .await;
+    assert_eq!(assert_error("bad id", &answer, StatusCode::BAD_REQUEST), "invalid-last-event-id");
+    assert!(answer.1["error"]["message"].as_str().unwrap().contains("<term>-<seq>"), "{}", answer.1);
+    let answer = node.request(Method::GET, "/v1/events?from=tomorrow", None).await;
+    assert_eq!(assert_error("bad from", &answer, StatusCode::BAD_REQUEST), "invalid-query");
+    assert!(answer.1["error"]["message"].as_str().unwrap().contains("`now` or `oldest`"), "{}", answer.1);
+}
