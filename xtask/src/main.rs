@@ -106,11 +106,14 @@ fn cargo() -> String {
 /// What the build and the tests run besides cargo, each with the Debian
 /// package that has it: protoc (the etcd client's build compiles etcd's
 /// protocol), openssl (the TLS test makes its certificate) and etcd (the
-/// etcd store's and the HA tests start real servers).
-const PROGRAMS: [(&str, &str, &str); 3] = [
+/// etcd store's and the HA tests start real servers), chromium and its
+/// WebDriver (the dashboard's browser tests drive headless Chromium).
+const PROGRAMS: [(&str, &str, &str); 5] = [
     ("protoc", "--version", "protobuf-compiler"),
     ("openssl", "version", "openssl"),
     ("etcd", "--version", "etcd-server"),
+    ("chromium", "--version", "chromium"),
+    ("chromedriver", "--version", "chromium-driver"),
 ];
 
 /// Installs Debian's `packages` unless `program` already runs.

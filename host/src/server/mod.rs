@@ -14,6 +14,10 @@
 //!   document generated from the same registrations (`openapi.rs` holds
 //!   its frame); tests drive the router in-process.
 //! - `rest/`: the admin REST handlers, one file per area.
+//! - `events/`: the decision event stream (`GET /v1/events`): the hub the
+//!   driver publishes to after each commit, and the SSE handler.
+//! - `ui/`: the dashboard at `/ui/`, plain HTML, CSS and ES modules embedded
+//!   in the binary.
 //! - `sessions.rs`: the region sessions' WebSocket tasks; `wire.rs`: the one
 //!   mapping between coordinator messages and wire messages.
 //! - `metrics.rs`: Prometheus metrics with typed labels; `auth.rs`: bearer
@@ -26,6 +30,7 @@ pub mod body;
 pub mod conn;
 pub mod driver;
 pub mod dry_runs;
+pub mod events;
 pub mod forward;
 pub mod guard;
 pub mod leadership;
@@ -36,6 +41,7 @@ pub mod rest;
 mod router;
 pub mod sessions;
 pub mod tls;
+pub mod ui;
 mod wire;
 
 use std::sync::Arc;
@@ -89,6 +95,8 @@ pub struct AppState {
     pub shutdown: CancellationToken,
     /// Who leads, and who this node is.
     pub leadership: leadership::Leadership,
+    /// The decision events this node's driver published (while it leads).
+    pub events: Arc<events::EventHub>,
 }
 
 #[cfg(test)]

@@ -46,6 +46,10 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(strategies::delete))
         .routes(routes!(regions::list))
         .routes(routes!(regions::drain, regions::undrain))
+        .routes(routes!(super::events::events))
+        .routes(routes!(super::ui::page))
+        .routes(routes!(super::ui::redirect))
+        .routes(routes!(super::ui::asset))
 }
 
 static DOCUMENT: LazyLock<String> =

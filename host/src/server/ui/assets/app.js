@@ -1,0 +1,225 @@
+// The dashboard's start: the login when the node asks for a token, the
+// type chosen by ?type= (the first when none), its first view from REST,
+// then kept live from the event stream.
+
+import * as api from './api.js';
+import { openStream } from './stream.js';
+import { TypeModel } from './model.js';
+import { drawMap } from './map.js';
+import { showStory } from './story.js';
+import { drain, rebalance, tell } from './actions.js';
+import { StrategyPanel } from './strategy.js';
+import { Charts, SAMPLE_MS } from './charts.js';
+
+const $ = (id) => document.getElementById(id);
+const STORY_EVENTS = 20;
+const MAX_STORIES = 20000;
+const REFRESH_AFTER_MS = 500;
+
+const page = {
+  type: null,
+  model: null,
+  marks: { selected: new Set(), dryRun: new Set(), chosen: null },
+  stories: new Map(),
+  queued: null,
+  drawing: false,
+  refreshTimer: null,
+  closeStream: null,
+  strategy: null,
+  charts: null,
+};
+
+function remember(event) {
+  if (!event.shardId) return;
+  let story = page.stories.get(event.shardId);
+  if (!story) {
+    if (page.stories.size >= MAX_STORIES) page.stories.delete(page.stories.keys().next().value);
+    story = [];
+    page.stories.set(event.shardId, story);
+  }
+  story.push(event);
+  if (story.length > STORY_EVENTS) story.shift();
+}
+
+function summarize() {
+  const model = page.model;
+  const strategy = model.strategy ? `${model.strategy.name}@${model.strategy.version}` : '';
+  $('summary').textContent =
+    `${model.regions.size} regions · ${model.shardCount()} shards · ${model.moving.size} moving · ` +
+    `${model.placements.size} placements · strategy ${strategy}`;
+  const selected = [...page.marks.selected];
+  $('selected').textContent = selected.length ? `Selected: ${selected.join(', ')}` : 'No shard selected.';
+  $('rebalance').disabled = selected.length === 0;
+}
+
+function draw() {
+  if (page.drawing) return;
+  page.drawing = true;
+  requestAnimationFrame(() => {
+    page.drawing = false;
+    drawMap($('map'), page.model, page.marks);
+    summarize();
+  });
+}
+
+// Draws the type from REST again; events that arrive meanwhile wait.
+async function refresh() {
+  page.queued = page.queued || [];
+  try {
+    page.model = new TypeModel(await api.get(`/v1/cluster/shards/${api.segment(page.type)}`));
+  } catch (error) {
+    return failed(error);
+  } finally {
+    const queued = page.queued || [];
+    page.queued = null;
+    for (const event of queued) apply(event);
+  }
+  draw();
+}
+
+function scheduleRefresh() {
+  clearTimeout(page.refreshTimer);
+  page.refreshTimer = setTimeout(refresh, REFRESH_AFTER_MS);
+}
+
+function apply(event) {
+  if (page.queued) return page.queued.push(event);
+  const changed = page.model.apply(event);
+  if (changed === 'regions') scheduleRefresh();
+  if (changed === 'strategy') {
+    scheduleRefresh();
+    page.strategy.refresh().catch((error) => tell(error.message));
+  }
+  if (changed) draw();
+}
+
+function onEvent(event) {
+  if (event.kind === 'missed') {
+    tell(event.missed ? `${event.missed} events were missed; redrawing from the node.` : 'The leader changed; redrawing from the node.');
+    return refresh();
+  }
+  remember(event);
+  page.charts.onEvent(event);
+  apply(event);
+}
+
+function showLogin(message) {
+  $('dashboard').hidden = true;
+  $('login').hidden = false;
+  const error = $('login-error');
+  error.textContent = message || '';
+  error.hidden = !message;
+  $('token').focus();
+}
+
+function failed(error) {
+  if (error.status === 401) {
+    if (page.closeStream) page.closeStream();
+    page.closeStream = null;
+    const message = api.token()
+      ? `The node refused this token: ${error.message}. Check the token and try again.`
+      : '';
+    api.setToken(null);
+    return showLogin(message);
+  }
+  tell(error.message);
+}
+
+function regionAddresses() {
+  return [...page.model.regions.keys()];
+}
+
+function story(shard) {
+  page.marks.chosen = shard;
+  draw();
+  return showStory(page.type, shard, page.stories.get(shard) || [], regionAddresses());
+}
+
+function wire() {
+  $('map').addEventListener('click', (click) => {
+    const target = click.target.closest('button');
+    if (!target) return;
+    if (target.dataset.shard !== undefined) {
+      const shard = target.dataset.shard;
+      if ($('select-mode').checked) {
+        if (page.marks.selected.has(shard)) page.marks.selected.delete(shard);
+        else page.marks.selected.add(shard);
+        draw();
+      } else {
+        story(shard);
+      }
+    } else if (target.dataset.action) {
+      drain(target.dataset.address, target.dataset.action === 'drain');
+    }
+  });
+  $('find').addEventListener('submit', (submit) => {
+    submit.preventDefault();
+    const shard = $('find-shard').value.trim();
+    if (shard) story(shard);
+  });
+  $('rebalance').addEventListener('click', async () => {
+    const shards = [...page.marks.selected];
+    if (await rebalance(page.type, shards, $('immediate').checked)) {
+      page.marks.selected.clear();
+      draw();
+    }
+  });
+}
+
+async function open() {
+  $('login').hidden = true;
+  const { types } = await api.get('/v1/cluster/shards');
+  const wanted = new URLSearchParams(location.search).get('type');
+  page.type = wanted || (types[0] && types[0].name);
+  const nav = $('types');
+  nav.replaceChildren();
+  for (const t of types) {
+    const link = document.createElement('a');
+    link.href = `?type=${encodeURIComponent(t.name)}`;
+    link.textContent = t.name;
+    if (t.name === page.type) link.className = 'current';
+    nav.append(link);
+  }
+  $('logout').hidden = !api.token();
+  if (!page.type) return tell('This node has no entity type yet: declare one with --type, or let a region register one.');
+  if (!types.some((t) => t.name === page.type)) return tell(`This node has no entity type ${page.type}.`);
+  page.model = new TypeModel(await api.get(`/v1/cluster/shards/${api.segment(page.type)}`));
+  $('dashboard').hidden = false;
+  draw();
+  page.strategy = new StrategyPanel(page.type, (moved) => {
+    page.marks.dryRun = moved;
+    draw();
+  });
+  page.strategy.refresh().catch((error) => tell(error.message));
+  page.charts = new Charts($('charts'), page.type);
+  const sample = () => page.charts.sample(page.model).catch(() => {});
+  sample();
+  setInterval(sample, SAMPLE_MS);
+  page.closeStream = openStream(page.type, {
+    replayed: remember,
+    live: refresh,
+    event: onEvent,
+    status: (on, why) => {
+      $('live').className = `live ${on ? 'on' : 'off'}`;
+      $('live').textContent = on ? 'live' : why;
+    },
+    failed,
+  });
+}
+
+function start() {
+  wire();
+  $('login').addEventListener('submit', (submit) => {
+    submit.preventDefault();
+    api.setToken($('token').value.trim());
+    $('token').value = '';
+    open().catch(failed);
+  });
+  $('logout').addEventListener('click', () => {
+    api.setToken(null);
+    location.reload();
+  });
+  open().catch(failed);
+}
+
+start();

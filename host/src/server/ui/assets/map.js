@@ -1,0 +1,118 @@
+// The shard map: one card per region (its address, labels, status, lease,
+// draining, shard count as DOM text) with its shards coloured by why they
+// are there. Past AGGREGATE_ABOVE shards, each region shows its counts per
+// reason instead of one button per shard, so 100 regions × 10,000 shards
+// stay readable and fast.
+
+export const AGGREGATE_ABOVE = 2000;
+const SVG = 'http://www.w3.org/2000/svg';
+
+function element(tag, attributes = {}, text) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value);
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function lease(status) {
+  if (status === 'unreachable') return 'lease lapsing';
+  if (status === 'leaving') return 'leaving';
+  return 'lease held';
+}
+
+function compareShards(a, b) {
+  const x = Number(a);
+  const y = Number(b);
+  if (Number.isFinite(x) && Number.isFinite(y)) return x - y;
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+function aggregate(model, region) {
+  const counts = { strategy: 0, placement: 0, fallback: 0 };
+  let moving = 0;
+  for (const shard of region.shards) {
+    counts[(model.homes.get(shard) || {}).reason || 'strategy'] += 1;
+    if (model.moving.has(shard)) moving += 1;
+  }
+  const total = region.shards.size || 1;
+  const svg = document.createElementNS(SVG, 'svg');
+  svg.setAttribute('viewBox', '0 0 200 20');
+  svg.setAttribute('preserveAspectRatio', 'none');
+  svg.setAttribute('role', 'img');
+  let x = 0;
+  for (const reason of ['strategy', 'placement', 'fallback']) {
+    if (!counts[reason]) continue;
+    const width = (counts[reason] / total) * 200;
+    const rect = document.createElementNS(SVG, 'rect');
+    rect.setAttribute('x', x);
+    rect.setAttribute('width', width);
+    rect.setAttribute('height', 20);
+    rect.setAttribute('class', `bar ${reason}`);
+    rect.setAttribute('fill', `var(--${reason})`);
+    svg.append(rect);
+    const label = document.createElementNS(SVG, 'text');
+    label.setAttribute('x', x + 3);
+    label.setAttribute('y', 14);
+    label.textContent = `${counts[reason]} ${reason}`;
+    svg.append(label);
+    x += width;
+  }
+  const box = element('div', { class: 'aggregate' });
+  box.append(svg);
+  if (moving) box.append(element('p', { class: 'meta' }, `${moving} moving`));
+  return box;
+}
+
+// Draws `model` into `container`. `marks` holds the selected shards, the
+// shards a dry run would move and the shard whose story is open.
+export function drawMap(container, model, marks) {
+  const fragment = document.createDocumentFragment();
+  const perShard = model.shardCount() <= AGGREGATE_ABOVE;
+  for (const region of model.regions.values()) {
+    const classes = ['region', `status-${region.status}`];
+    if (region.draining) classes.push('draining');
+    const card = element('article', { class: classes.join(' '), 'data-address': region.address });
+    const head = element('header');
+    head.append(element('h3', { class: 'address' }, region.address));
+    head.append(element('span', { class: 'count' }, `${region.shards.size} shards`));
+    card.append(head);
+    const labels = Object.entries(region.labels || {}).map(([k, v]) => `${k}=${v}`);
+    const meta = element('p', { class: 'meta' });
+    meta.append(element('span', { class: `state ${region.status}` }, region.status));
+    meta.append(' ');
+    meta.append(element('span', { class: 'state' }, lease(region.status)));
+    if (region.draining) {
+      meta.append(' ');
+      meta.append(element('span', { class: 'state draining' }, 'draining'));
+    }
+    if (region.proxyOnly) meta.append(' proxy only');
+    if (labels.length) meta.append(` · ${labels.join(' ')}`);
+    card.append(meta);
+    if (perShard) {
+      const shards = element('div', { class: 'shards' });
+      for (const shard of [...region.shards].sort(compareShards)) {
+        const home = model.homes.get(shard) || {};
+        const shardClasses = ['shard', home.reason || 'strategy'];
+        if (model.moving.has(shard)) shardClasses.push('moving');
+        if (marks.selected.has(shard)) shardClasses.push('selected');
+        if (marks.dryRun.has(shard)) shardClasses.push('dry-run');
+        if (marks.chosen === shard) shardClasses.push('chosen');
+        const title = `${shard}: ${home.reason || 'strategy'}${model.placements.has(shard) ? `, pinned to ${model.placements.get(shard)}` : ''}`;
+        const button = element('button', { type: 'button', class: shardClasses.join(' '), 'data-shard': shard, title }, shard);
+        shards.append(button);
+      }
+      card.append(shards);
+    } else {
+      card.append(aggregate(model, region));
+    }
+    const actions = element('div', { class: 'buttons' });
+    actions.append(
+      element('button', { type: 'button', 'data-action': region.draining ? 'undrain' : 'drain', 'data-address': region.address },
+        region.draining ? 'Undrain' : 'Drain'),
+    );
+    card.append(actions);
+    fragment.append(card);
+  }
+  if (!model.regions.size) fragment.append(element('p', { class: 'hint' }, 'No region has registered for this type yet.'));
+  container.replaceChildren(fragment);
+}

@@ -1,0 +1,96 @@
+// One entity type's state as the page knows it: drawn from REST
+// (GET /v1/cluster/shards/{type}), then kept from the event stream.
+
+export class TypeModel {
+  constructor(state) {
+    this.name = state.name;
+    this.strategy = state.strategy;
+    this.regions = new Map();
+    this.homes = new Map();
+    this.moving = new Map();
+    this.placements = new Map();
+    for (const region of state.regions) {
+      this.regions.set(region.address, { ...region, shards: new Set(region.shards) });
+      for (const shard of region.shards) {
+        this.homes.set(shard, { region: region.address, reason: state.notByStrategy[shard] || 'strategy' });
+      }
+    }
+    for (const handOff of state.handOffs) this.moving.set(handOff.shardId, handOff.from);
+    for (const placement of state.placements) this.placements.set(placement.shardId, placement.target);
+  }
+
+  shardCount() {
+    return this.homes.size;
+  }
+
+  region(address) {
+    return this.regions.get(address);
+  }
+
+  unhome(shard) {
+    const home = this.homes.get(shard);
+    if (!home) return;
+    const region = this.regions.get(home.region);
+    if (region) region.shards.delete(shard);
+    this.homes.delete(shard);
+  }
+
+  // Applies one event; returns 'shards' when only shards changed, 'regions'
+  // when a region appeared (its labels come from REST), null for nothing.
+  apply(event) {
+    const shard = event.shardId;
+    switch (event.kind) {
+      case 'shard-homed': {
+        this.unhome(shard);
+        const region = this.regions.get(event.region);
+        this.homes.set(shard, { region: event.region, reason: event.reason, strategy: event.strategy, cause: event.cause });
+        this.moving.delete(shard);
+        if (!region) return 'regions';
+        region.shards.add(shard);
+        return 'shards';
+      }
+      case 'hand-off-begun':
+        this.moving.set(shard, event.region);
+        return 'shards';
+      case 'hand-off-completed':
+        this.unhome(shard);
+        return 'shards';
+      case 'hand-off-timed-out':
+      case 'hand-off-abandoned':
+        if (event.region || event.kind === 'hand-off-abandoned') this.moving.delete(shard);
+        return 'shards';
+      case 'placement-set':
+        this.placements.set(shard, event.target);
+        return 'shards';
+      case 'placement-removed':
+        this.placements.delete(shard);
+        return 'shards';
+      case 'region-registered':
+        return 'regions';
+      case 'region-unreachable':
+      case 'region-reachable': {
+        const region = this.regions.get(event.region);
+        if (region) region.status = event.kind === 'region-unreachable' ? 'unreachable' : 'up';
+        return 'shards';
+      }
+      case 'region-drained':
+      case 'region-undrained': {
+        const region = this.regions.get(event.region);
+        if (region) region.draining = event.kind === 'region-drained';
+        return 'shards';
+      }
+      case 'region-gone': {
+        const region = this.regions.get(event.region);
+        if (region) for (const s of region.shards) this.homes.delete(s);
+        this.regions.delete(event.region);
+        return 'shards';
+      }
+      case 'strategy-activated':
+      case 'strategy-rolled-back':
+      case 'strategy-shadowed':
+        return 'strategy';
+      default:
+        return null;
+    }
+  }
+}
