@@ -346,3 +346,159 @@ async fn the_first_view_renders_under_dump_dom_while_the_stream_stays_open() {
         assert!(dom.contains(&format!(">{address}</h3>")), "{address} is not in the page as text");
     }
 }
+
+/// Waits until the text of `css` contains `wanted`.
+async fn wait_for_text(browser: &Client, css: &str, wanted: &str) -> String {
+    let started = Instant::now();
+    loop {
+        let found = match browser.find(Locator::Css(css)).await {
+            Ok(element) => element.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        if found.contains(wanted) {
+            return found;
+        }
+        assert!(started.elapsed() < PATIENCE, "{css} says {found:?}, not {wanted:?}, after {PATIENCE:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn choose(browser: &Client, css: &str, value: &str) {
+    wait_for_count(browser, &format!("{css} option[value='{value}']"), Some(1), PATIENCE).await;
+    browser.find(Locator::Css(css)).await.unwrap().select_by_value(value).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_other_action_works_from_the_page() {
+    let _one = BROWSER.lock().await;
+    let cluster = Cluster::start().await;
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+    open_map(&browser, &cluster).await;
+
+    // Pin, then remove the placement.
+    click(&browser, "#map button.shard[data-shard='3']").await;
+    wait_for_count(&browser, "#story #pin-target", Some(1), PATIENCE).await;
+    click(&browser, "#pin").await;
+    confirm(&browser).await;
+    wait_for_count(&browser, "#story #unpin", Some(1), PATIENCE).await;
+    click(&browser, "#unpin").await;
+    confirm(&browser).await;
+    wait_for_text(&browser, "#notice", "placement of 3 is removed").await;
+    wait_for_count(&browser, "#map button.shard.placement", Some(0), PATIENCE).await;
+    assert!(cluster.admin().placements("cart").await.unwrap().placements.is_empty());
+
+    // Rebalance two selected shards now.
+    click(&browser, "#select-mode").await;
+    click(&browser, "#map button.shard[data-shard='1']").await;
+    click(&browser, "#map button.shard[data-shard='2']").await;
+    wait_for_text(&browser, "#selected", "Selected: 1, 2").await;
+    click(&browser, "#immediate").await;
+    click(&browser, "#rebalance").await;
+    confirm(&browser).await;
+    wait_for_text(&browser, "#notice", "2 shard(s) accepted").await;
+    click(&browser, "#select-mode").await;
+
+    // Drain, then undrain.
+    let card = "#map article.region[data-address='region-a']";
+    click(&browser, &format!("{card} button[data-action='drain']")).await;
+    confirm(&browser).await;
+    wait_for_count(&browser, &format!("{card}.draining"), Some(1), PATIENCE).await;
+    click(&browser, &format!("{card} button[data-action='undrain']")).await;
+    confirm(&browser).await;
+    wait_for_count(&browser, &format!("{card}.draining"), Some(0), PATIENCE).await;
+    wait_for_count(&browser, &format!("{card} button[data-action='drain']"), Some(1), PATIENCE).await;
+
+    // Upload a component.
+    let component = tempfile::Builder::new().suffix(".wasm").tempfile().unwrap();
+    std::fs::write(component.path(), include_bytes!(concat!(env!("OUT_DIR"), "/misbehaving.wasm"))).unwrap();
+    let upload = browser.find(Locator::Css("#upload")).await.unwrap();
+    upload.send_keys(&component.path().display().to_string()).await.unwrap();
+    confirm(&browser).await;
+    let uploaded = wait_for_text(&browser, "#notice", "Uploaded").await;
+    let digest = uploaded.split(" as ").nth(1).unwrap().trim_end_matches('.').to_owned();
+    wait_for_count(&browser, &format!("#candidate option[value='{digest}']"), Some(1), PATIENCE).await;
+
+    // Dry-run then activate hash; shadow least-shard; stop the shadow; roll back.
+    choose(&browser, "#candidate", "hash").await;
+    click(&browser, "#dry-run").await;
+    wait_for_text(&browser, "#notice", "Dry run of hash@").await;
+    click(&browser, "#activate").await;
+    confirm(&browser).await;
+    wait_for_text(&browser, "#active-strategy", "Active: hash@").await;
+    wait_for_text(&browser, "#summary", "strategy hash@").await;
+    choose(&browser, "#candidate", "least-shard").await;
+    click(&browser, "#shadow").await;
+    confirm(&browser).await;
+    wait_for_text(&browser, "#shadow-state", "Shadow: least-shard@").await;
+    wait_for_text(&browser, "#shadow-state", "disagreement(s)").await;
+    screenshot(&browser, "strategy").await;
+    click(&browser, "#clear-shadow").await;
+    confirm(&browser).await;
+    wait_for_text(&browser, "#shadow-state", "No shadow.").await;
+    click(&browser, "#rollback").await;
+    confirm(&browser).await;
+    wait_for_text(&browser, "#active-strategy", "Active: least-shard@").await;
+    wait_for_text(&browser, "#active-strategy", "(rollback)").await;
+    let state = cluster.admin().strategy("cart").await.unwrap();
+    assert_eq!(state.active.name, "least-shard");
+
+    // A cancelled action does nothing.
+    click(&browser, "#map article.region[data-address='region-b'] button[data-action='drain']").await;
+    wait_for_count(&browser, "dialog#confirm[open]", Some(1), PATIENCE).await;
+    click(&browser, "#confirm-cancel").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let regions = cluster.admin().regions().await.unwrap();
+    assert!(regions.regions.iter().all(|r| !r.draining), "a cancelled drain drained: {regions:?}");
+    browser.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hundred_regions_and_ten_thousand_shards_stay_readable() {
+    const MANY_REGIONS: usize = 100;
+    const MANY_SHARDS: usize = 10_000;
+    let _one = BROWSER.lock().await;
+    let node = Node::start(&fast_args(&[])).await;
+    let journal = Journal::default();
+    let network = InMemoryTransport::default();
+    let mut regions = Vec::new();
+    for i in 0..MANY_REGIONS {
+        let address = format!("region-{i:03}");
+        let region = node.region("cart", &address, &journal, &network, |config| {
+            config.labels.insert("zone".into(), format!("zone-{}", i % 3));
+        });
+        regions.push(region);
+    }
+    for region in &regions {
+        registered(region).await;
+    }
+    for shard in 0..MANY_SHARDS {
+        let sender = &regions[shard % regions.len()];
+        sender.send(&shard.to_string(), Msg::new(sender.address(), 0)).expect("send to a shard");
+    }
+    let admin = node.admin();
+    wait_for("ten thousand shards homed", Duration::from_secs(300), async || {
+        let state = admin.type_state("cart").await.ok()?;
+        (state.regions.iter().map(|r| r.shards.len()).sum::<usize>() == MANY_SHARDS).then_some(())
+    })
+    .await;
+
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+    browser.goto(&format!("{}/ui/", node.base)).await.unwrap();
+    wait_for_count(&browser, "#map article.region", Some(MANY_REGIONS), PATIENCE).await;
+    // Aggregated: counts per region as SVG text, no button per shard.
+    wait_for_count(&browser, "#map .aggregate svg text", Some(MANY_REGIONS), PATIENCE).await;
+    assert_eq!(wait_for_count(&browser, "#map button.shard[data-shard]", Some(0), PATIENCE).await, 0);
+    wait_for_text(&browser, "#summary", "100 regions · 10000 shards").await;
+    let first = text(&browser, "#map article.region .aggregate svg text").await;
+    assert!(first.ends_with("strategy"), "{first}");
+    // A shard is still found by its id.
+    browser.find(Locator::Css("#find-shard")).await.unwrap().send_keys("4242").await.unwrap();
+    click(&browser, "#find button").await;
+    let home = node.admin().shard("cart", "4242").await.unwrap().home.unwrap();
+    wait_for_text(&browser, "#story dl", &home).await;
+    screenshot(&browser, "many").await;
+    browser.close().await.unwrap();
+    drop(regions);
+}

@@ -24,6 +24,7 @@ const page = {
   queued: null,
   drawing: false,
   refreshTimer: null,
+  storyTimer: null,
   closeStream: null,
   strategy: null,
   charts: null,
@@ -101,6 +102,10 @@ function onEvent(event) {
   remember(event);
   page.charts.onEvent(event);
   apply(event);
+  if (event.shardId && event.shardId === page.marks.chosen) {
+    clearTimeout(page.storyTimer);
+    page.storyTimer = setTimeout(() => story(event.shardId), REFRESH_AFTER_MS);
+  }
 }
 
 function showLogin(message) {

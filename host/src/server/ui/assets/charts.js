@@ -18,38 +18,43 @@ function chart(container, id, title) {
   svg.setAttribute('preserveAspectRatio', 'none');
   svg.setAttribute('role', 'img');
   svg.setAttribute('aria-label', title);
-  container.append(heading, svg);
-  return svg;
+  const legend = document.createElement('p');
+  legend.className = 'chart-legend';
+  container.append(heading, svg, legend);
+  return { svg, legend };
 }
 
-// Draws `series` ({label, points: [[t, v]]}) on `svg` over the window ending `now`.
-function draw(svg, series, now, unit = '') {
+function shown(value) {
+  return Number.isInteger(value) ? String(value) : value.toFixed(3);
+}
+
+// Draws `series` ({label, points: [[t, v]]}) over the window ending `now`;
+// the legend (DOM text) names each line with its latest value.
+function draw({ svg, legend }, series, now, unit = '') {
   const max = Math.max(1, ...series.flatMap((s) => s.points.map((p) => p[1])));
   const x = (t) => 300 - ((now - t) / WINDOW_MS) * 300;
-  const y = (v) => 76 - (v / max) * 66;
-  const children = [];
+  const y = (v) => 78 - (v / max) * 74;
+  const lines = [];
+  const entries = [];
   series.slice(0, MAX_LINES).forEach((s, index) => {
+    const colour = COLOURS[index % COLOURS.length];
     const line = document.createElementNS(SVG, 'polyline');
     line.setAttribute('points', s.points.map(([t, v]) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`).join(' '));
-    line.setAttribute('stroke', COLOURS[index % COLOURS.length]);
-    children.push(line);
+    line.setAttribute('stroke', colour);
+    line.setAttribute('vector-effect', 'non-scaling-stroke');
+    lines.push(line);
     const last = s.points[s.points.length - 1];
-    if (last) {
-      const label = document.createElementNS(SVG, 'text');
-      label.setAttribute('x', 2);
-      label.setAttribute('y', 9 + index * 9);
-      label.setAttribute('fill', COLOURS[index % COLOURS.length]);
-      label.textContent = `${s.label}: ${Number.isInteger(last[1]) ? last[1] : last[1].toFixed(3)}${unit}`;
-      children.push(label);
-    }
+    const entry = document.createElement('span');
+    entry.className = `series series-${index}`;
+    entry.textContent = `${s.label}: ${last ? shown(last[1]) : '—'}${unit}`;
+    entries.push(entry);
   });
-  const top = document.createElementNS(SVG, 'text');
-  top.setAttribute('x', 298);
-  top.setAttribute('y', 9);
-  top.setAttribute('text-anchor', 'end');
-  top.textContent = `max ${Number.isInteger(max) ? max : max.toFixed(3)}${unit}`;
-  children.push(top);
-  svg.replaceChildren(...children);
+  const top = document.createElement('span');
+  top.className = 'scale';
+  top.textContent = `top of chart ${shown(max)}${unit}`;
+  entries.push(top);
+  svg.replaceChildren(...lines);
+  legend.replaceChildren(...entries);
 }
 
 // The strategy call latency's sum and count for `type` in Prometheus text.

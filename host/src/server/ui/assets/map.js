@@ -20,10 +20,11 @@ function lease(status) {
   return 'lease held';
 }
 
+// Numbers in numeric order, other ids (and addresses) in text order.
 function compareShards(a, b) {
   const x = Number(a);
   const y = Number(b);
-  if (Number.isFinite(x) && Number.isFinite(y)) return x - y;
+  if (a !== '' && b !== '' && Number.isFinite(x) && Number.isFinite(y)) return x - y;
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
@@ -63,12 +64,13 @@ function aggregate(model, region) {
   return box;
 }
 
-// Draws `model` into `container`. `marks` holds the selected shards, the
+// Draws `model` into `container`, regions by address. `marks` holds the selected shards, the
 // shards a dry run would move and the shard whose story is open.
 export function drawMap(container, model, marks) {
   const fragment = document.createDocumentFragment();
   const perShard = model.shardCount() <= AGGREGATE_ABOVE;
-  for (const region of model.regions.values()) {
+  const regions = [...model.regions.values()].sort((a, b) => compareShards(a.address, b.address));
+  for (const region of regions) {
     const classes = ['region', `status-${region.status}`];
     if (region.draining) classes.push('draining');
     const card = element('article', { class: classes.join(' '), 'data-address': region.address });

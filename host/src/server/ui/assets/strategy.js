@@ -117,10 +117,10 @@ export class StrategyPanel {
         bar.setAttribute('x', 60);
         bar.setAttribute('y', y + 2);
         bar.setAttribute('height', rowHeight - 4);
-        bar.setAttribute('width', (count / max) * 200);
+        bar.setAttribute('width', (count / max) * 150);
         bar.setAttribute('fill', 'var(--dry-run)');
         const text = document.createElementNS(SVG, 'text');
-        text.setAttribute('x', 64 + (count / max) * 200);
+        text.setAttribute('x', 64 + (count / max) * 150);
         text.setAttribute('y', y + 10);
         text.textContent = `round ${index + 1}: ${count}`;
         svg.append(bar, text);
