@@ -198,12 +198,35 @@ async fn wait_for_count(browser: &Client, css: &str, count: Option<usize>, withi
     }
 }
 
-async fn text(browser: &Client, css: &str) -> String {
-    browser.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}")).text().await.unwrap()
+/// True for the error of an element the page redrew between finding and using it.
+fn stale(error: &fantoccini::error::CmdError) -> bool {
+    matches!(error, fantoccini::error::CmdError::Standard(e) if e.error == fantoccini::error::ErrorStatus::StaleElementReference)
 }
 
+/// The text of `css`; found again when the live map redrew it meanwhile.
+async fn text(browser: &Client, css: &str) -> String {
+    let started = Instant::now();
+    loop {
+        let element = browser.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}"));
+        match element.text().await {
+            Ok(text) => return text,
+            Err(error) if stale(&error) && started.elapsed() < PATIENCE => continue,
+            Err(error) => panic!("{css}: {error}"),
+        }
+    }
+}
+
+/// Clicks `css`; found again when the live map redrew it meanwhile.
 async fn click(browser: &Client, css: &str) {
-    browser.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}")).click().await.unwrap();
+    let started = Instant::now();
+    loop {
+        let element = browser.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}"));
+        match element.click().await {
+            Ok(()) => return,
+            Err(error) if stale(&error) && started.elapsed() < PATIENCE => continue,
+            Err(error) => panic!("{css}: {error}"),
+        }
+    }
 }
 
 /// Confirms the dialog an action opened.
@@ -238,13 +261,7 @@ async fn the_map_shows_every_region_and_shard_and_a_pin_moves_a_shard_within_ten
     click(&browser, "#map button.shard[data-shard='7']").await;
     wait_for_count(&browser, "#story #pin-target", Some(1), PATIENCE).await;
     assert!(text(&browser, "#story dl").await.contains(&home), "the story names its home");
-    browser
-        .find(Locator::Css("#pin-target"))
-        .await
-        .unwrap()
-        .select_by_value(&target)
-        .await
-        .expect("choose the target region");
+    choose(&browser, "#pin-target", &target).await;
     click(&browser, "#pin").await;
     confirm(&browser).await;
     let pinned = Instant::now();
@@ -254,6 +271,9 @@ async fn the_map_shows_every_region_and_shard_and_a_pin_moves_a_shard_within_ten
     assert_eq!(cluster.home_of("7").await.as_deref(), Some(target.as_str()));
     assert!(text(&browser, "#notice").await.contains("pinned"), "the page says what it did");
     wait_for_count(&browser, "#map button.shard.placement[data-shard='7']", Some(1), PATIENCE).await;
+    // The open story follows the shard to its new home.
+    wait_for_text(&browser, "#story dd", &target).await;
+    wait_for_text(&browser, "#story ol", "shard-homed").await;
     screenshot(&browser, "pinned").await;
     browser.close().await.unwrap();
     drop(cluster.regions);
@@ -287,8 +307,7 @@ async fn a_dry_run_draws_the_moves_it_would_make() {
     let driver = Driver::start().await;
     let browser = driver.browser().await;
     open_map(&browser, &cluster).await;
-    wait_for_count(&browser, "#candidate option[value='hash']", Some(1), PATIENCE).await;
-    browser.find(Locator::Css("#candidate")).await.unwrap().select_by_value("hash").await.unwrap();
+    choose(&browser, "#candidate", "hash").await;
     click(&browser, "#dry-run").await;
     wait_for_count(&browser, "#dry-run-result li.round", Some(3), PATIENCE).await;
     wait_for_count(&browser, "#dry-run-result svg rect", None, PATIENCE).await;
@@ -363,9 +382,18 @@ async fn wait_for_text(browser: &Client, css: &str, wanted: &str) -> String {
     }
 }
 
+/// Chooses `value` in the `select` at `css`; found again when redrawn meanwhile.
 async fn choose(browser: &Client, css: &str, value: &str) {
     wait_for_count(browser, &format!("{css} option[value='{value}']"), Some(1), PATIENCE).await;
-    browser.find(Locator::Css(css)).await.unwrap().select_by_value(value).await.unwrap();
+    let started = Instant::now();
+    loop {
+        let element = browser.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}"));
+        match element.select_by_value(value).await {
+            Ok(()) => return,
+            Err(error) if stale(&error) && started.elapsed() < PATIENCE => continue,
+            Err(error) => panic!("{css}: {error}"),
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

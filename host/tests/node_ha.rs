@@ -22,6 +22,7 @@ use etcd::Etcd;
 use node::{Journal, Msg, Node, region_config};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
+use shardalloc_client::api::EventKind;
 use shardalloc_client::region::{InMemoryTransport, Region, RegionHandle, Update};
 
 /// The leader lease the tests run with (the default).
@@ -324,6 +325,22 @@ async fn followers_forward_admin_calls_and_every_node_names_the_leader() {
     assert_eq!(body["placements"][0]["target"], "r1", "{body}");
     let (status, _) = node.request(Method::GET, "/readyz", None).await;
     assert_eq!(status, StatusCode::OK, "a follower that knows the leader is ready");
+
+    // The event stream through a follower is the leader's, ids in its term.
+    let term = answer["term"].as_u64().unwrap();
+    let mut events = node.admin().events(Some("cart"), Some(&format!("{term}-0"))).await.unwrap();
+    let placed = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let streamed = events.next().await.unwrap().expect("the stream goes on");
+            if streamed.event.kind == EventKind::PlacementSet {
+                return streamed;
+            }
+        }
+    })
+    .await
+    .expect("the placement's event through the follower");
+    assert!(placed.id.as_deref().unwrap().starts_with(&format!("{term}-")), "{placed:?}");
+    assert_eq!((placed.event.shard_id.as_deref(), placed.event.target.as_deref()), (Some("7"), Some("r1")));
 
     // A call that was forwarded once is never forwarded again.
     let answer = node

@@ -123,3 +123,46 @@ async fn an_unready_node_says_so_once_in_its_log_not_at_every_probe() {
     assert_eq!(lines("not ready"), 1, "{log}");
     assert_eq!(lines("ERROR"), 0, "{log}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shardalloc_events_tails_the_stream_in_a_terminal() {
+    use std::io::BufRead;
+    let node = Node::start(&["--type", "cart", "--admin-token", "t0ken"]).await;
+    for json in [true, false] {
+        let mut command = node::command();
+        command.args(["events", "--node", &node.base, "--type", "cart"]).env("SHARDALLOC_ADMIN_TOKEN", "t0ken");
+        if json {
+            command.arg("--json");
+        }
+        let mut child = command.stdout(std::process::Stdio::piped()).spawn().expect("start shardalloc events");
+        let stdout = child.stdout.take().unwrap();
+        let (sent, lines) = std::sync::mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = sent.send(line);
+            }
+        });
+        // Placements until the command shows one (it may connect after the first).
+        let admin = node.admin_with("t0ken");
+        let mut line = None;
+        for attempt in 0..300 {
+            admin.set_placement("cart", &format!("s{attempt}"), "r9").await.unwrap();
+            if let Ok(got) = lines.recv_timeout(Duration::from_millis(200)) {
+                line = Some(got);
+                break;
+            }
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        let line = line.expect("shardalloc events printed an event within a minute");
+        if json {
+            let event: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line}: {e}"));
+            assert_eq!(
+                (&event["kind"], &event["type"], &event["target"]),
+                (&json!("placement-set"), &json!("cart"), &json!("r9"))
+            );
+        } else {
+            assert!(line.contains(" cart placement-set shard s") && line.ends_with("-> r9"), "{line}");
+        }
+    }
+}

@@ -94,6 +94,8 @@ pub(crate) fn demo_ha(root: &Path) -> anyhow::Result<()> {
     let (regions, region_lines) = start_regions(&binary, &all, &[])?;
     let bin = binary.display();
     println!();
+    println!("Dashboard: {}/ui/  (any node serves it; the stream follows the leader)", urls[0]);
+    println!();
     println!("Three etcd members ({etcd}), three shardalloc nodes and three simulated regions are running.");
     for (i, url) in urls.iter().enumerate() {
         println!("  n{}: {url}  (pid {})", i + 1, pids[i]);

@@ -14,6 +14,8 @@
 //! - `ha-faults`: the long high-availability fault series against real
 //!   etcd (ten leader kills with the failover figures, a three-member etcd
 //!   losing members, a rolling restart);
+//! - `screenshots`: run the dashboard's browser tests and copy the
+//!   screenshots they take into `docs/images/` (what docs/dashboard.md shows);
 //! - `demo-strategies`: show the built-in strategies at work offline on a
 //!   generated cluster;
 //! - `component -p CRATE [--out FILE]`: build a workspace strategy crate
@@ -47,6 +49,7 @@ fn main() -> anyhow::Result<()> {
         Some("demo") if args.get(1).is_some_and(|a| a == "--ha") => demo_ha::demo_ha(&root),
         Some("demo") => demo(&root),
         Some("demo-strategies") => demo_strategies(&root),
+        Some("screenshots") => screenshots(&root),
         Some("ha-faults") => ha_faults(&root),
         Some("component") => component(&root, &args[1..]),
         Some("examples") => examples::run(&root, &args[1..], true),
@@ -54,7 +57,7 @@ fn main() -> anyhow::Result<()> {
         Some("bench") => bench::run(&root, &args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\n  setup       install the wasm32 toolchain (rustup target, else Debian rustc-web)\n  test        formatting, the code's shape, lints and every test (what CI runs)\n  shape       check the code's shape: server file sizes, import direction, no OpenAPI JSON\n  demo        build and start a node with three simulated regions (--ha: three etcd members, three nodes)\n  demo-strategies  show the built-in strategies offline on a generated cluster\n  ha-faults   the long HA fault series on real etcd (ten leader kills, etcd members lost, rolling restart)\n  component   -p CRATE [--out FILE]: build a strategy crate into a component\n  examples    [NAME…]: build every example strategy (examples/strategies/) by following its README, and check them\n  c-example   build the C example strategy (used by its README)\n  bench       [NAME…]: run every benchmark in one go and print one table of ratios"
+                "usage: cargo xtask <command>\n\n  setup       install the wasm32 toolchain (rustup target, else Debian rustc-web)\n  test        formatting, the code's shape, lints and every test (what CI runs)\n  shape       check the code's shape: server file sizes, import direction, no OpenAPI JSON\n  demo        build and start a node with three simulated regions (--ha: three etcd members, three nodes)\n  screenshots regenerate the dashboard's screenshots in docs/images/ (runs its browser tests)\n  demo-strategies  show the built-in strategies offline on a generated cluster\n  ha-faults   the long HA fault series on real etcd (ten leader kills, etcd members lost, rolling restart)\n  component   -p CRATE [--out FILE]: build a strategy crate into a component\n  examples    [NAME…]: build every example strategy (examples/strategies/) by following its README, and check them\n  c-example   build the C example strategy (used by its README)\n  bench       [NAME…]: run every benchmark in one go and print one table of ratios"
             );
             bail!("unknown or missing command");
         }
@@ -306,6 +309,8 @@ fn demo(root: &Path) -> anyhow::Result<()> {
     let (_regions, region_lines) = start_regions(&binary, &url, &["--zones", "2"])?;
     let bin = binary.display();
     println!();
+    println!("Dashboard: {url}/ui/  (open it in a browser: the cluster live, and every action)");
+    println!();
     println!("shardalloc is running at {url} with 3 simulated regions (sim-1, sim-2, sim-3)");
     println!("serving entity type 'cart'; traffic flows to shards 1 to 30. Data in {}.", data.display());
     println!();
@@ -316,6 +321,8 @@ fn demo(root: &Path) -> anyhow::Result<()> {
     println!("  curl -s {url}/v1/cluster/shards/cart/shards/7");
     println!("  # 3. move shards 1, 2 and 3 now; the strategy re-homes them");
     println!("  {bin} rebalance --node {url} cart 1 2 3 --immediate");
+    println!("  # 4. watch every decision as it is made");
+    println!("  {bin} events --node {url}");
     println!();
     println!("More: curl -s {url}/v1/cluster/shards/cart    curl -s {url}/metrics    docs/operations.md");
     println!("Press Ctrl-C to stop (the regions leave, the node flushes its state).");
@@ -325,6 +332,25 @@ fn demo(root: &Path) -> anyhow::Result<()> {
         println!("{line}");
     }
     let _ = node.0.wait();
+    Ok(())
+}
+
+/// The dashboard's screenshots the docs show: the browser tests' names.
+const SCREENSHOTS: [&str; 7] = ["map", "pinned", "drained", "dry-run", "strategy", "wrong-token", "many"];
+
+fn screenshots(root: &Path) -> anyhow::Result<()> {
+    setup()?;
+    ensure_programs()?;
+    run(root, &cargo(), &["test", "--locked", "-p", "shardalloc", "--test", "dashboard"])?;
+    let taken = target_dir(root).join("tmp/dashboard");
+    let docs = root.join("docs/images");
+    std::fs::create_dir_all(&docs)?;
+    for name in SCREENSHOTS {
+        let from = taken.join(format!("{name}.png"));
+        let to = docs.join(format!("dashboard-{name}.png"));
+        std::fs::copy(&from, &to).with_context(|| format!("copy {} to {}", from.display(), to.display()))?;
+        eprintln!("xtask: {}", to.display());
+    }
     Ok(())
 }
 
