@@ -12,6 +12,7 @@
 //! - `admin.rs`: the answers to [`request::AdminRequest`]s;
 //! - `commands.rs`: what the coordinators' commands do (persist, send,
 //!   reply, observe);
+//! - `load.rs`: [`Driver::load`], from the store to the first commit;
 //! - `thread.rs`: the thread that waits for inputs or the next tick;
 //! - this file: the turn — [`Driver::step`] handles a batch of inputs at a
 //!   time given as a value, ticks the coordinators when due, commits once,
@@ -22,7 +23,8 @@
 //!                               ├─ Send (not a reveal) ──▶ session outbox
 //!                               ├─ Persist ──▶ Turn (all types)
 //!                               └─ Reply / Observe
-//!                             commit Turn ──▶ Persisted{batch} per type
+//!                             commit Turn ──▶ the turn's decision events to the hub
+//!                               ├─ Persisted{batch} per type
 //!                               └─ released reveals ──▶ outboxes, replies
 //!                             release admin answers
 //! ```
@@ -36,6 +38,7 @@ mod commands;
 mod deletion;
 mod handle;
 pub mod lease;
+mod load;
 mod regions;
 pub mod request;
 pub mod sessions;
@@ -45,7 +48,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use self::catalog::{CatalogSettings, TypeCatalog};
+use self::catalog::TypeCatalog;
 pub use self::handle::{DriverHandle, INPUT_QUEUE, Input, Unavailable};
 use self::request::{Refusal, Reply};
 use self::sessions::Sessions;
@@ -53,7 +56,6 @@ pub use self::thread::start;
 use super::events::{DecisionEvent, EventHub, decision};
 use super::metrics::Metrics;
 use crate::coordinator::{Config, Event, Millis, RequestId};
-use crate::engine::Engine;
 use crate::engine::limits::Limits;
 use crate::engine::slot::AutoRollback;
 use crate::store::{Revision, Store, StoreError, Turn};
@@ -206,87 +208,6 @@ pub struct Driver {
 }
 
 impl Driver {
-    /// Loads every stored type, declares the configured ones that are not
-    /// stored, and commits, at time `now`.
-    pub fn load(
-        store: Arc<dyn Store>,
-        engine: Arc<Engine>,
-        settings: DriverSettings,
-        metrics: Arc<Metrics>,
-        now: Millis,
-    ) -> Result<Self, DriverError> {
-        settings.coordinator.validate()?;
-        settings.events.begin_term(settings.term);
-        let started = std::time::Instant::now();
-        let loaded = store.load()?;
-        let read = started.elapsed();
-        let catalog_settings = CatalogSettings {
-            coordinator: settings.coordinator.clone(),
-            limits: settings.limits,
-            auto_rollback: settings.auto_rollback,
-            default_strategy: settings.default_strategy.clone(),
-        };
-        let catalog = TypeCatalog::new(engine, store.clone(), metrics.clone(), catalog_settings, loaded.components);
-        let mut driver = Driver {
-            catalog,
-            sessions: Sessions::default(),
-            store,
-            metrics,
-            origin: settings.origin.clone(),
-            declared: settings.types.keys().cloned().collect(),
-            auto_create_types: settings.auto_create_types,
-            retiring: BTreeMap::new(),
-            readiness: None,
-            revision: loaded.revision,
-            lease: settings.lease.clone(),
-            turn: Turn::default(),
-            batches: BTreeMap::new(),
-            released: Vec::new(),
-            waiters: HashMap::new(),
-            drains: HashMap::new(),
-            next_request: 1,
-            decisions: Vec::new(),
-            events: settings.events.clone(),
-            term: settings.term,
-            now,
-            next_tick: now,
-            next_gauges: now,
-            last_stamp: 0,
-        };
-        for (name, loaded_type) in loaded.types {
-            let strategy = loaded_type.record.as_ref().map(|r| r.strategy.to_string()).unwrap_or_default();
-            let commands = driver.catalog.open(&name, loaded_type, now).map_err(|reason| DriverError::Strategy {
-                entity_type: name.clone(),
-                strategy,
-                reason,
-            })?;
-            driver.execute(&name, commands);
-        }
-        for (name, declaration) in settings.types {
-            if driver.catalog.contains(&name) {
-                continue;
-            }
-            let commands = driver
-                .catalog
-                .create(&name, &declaration.strategy, &declaration.config, now, &mut driver.turn)
-                .map_err(|reason| DriverError::Strategy {
-                    entity_type: name.clone(),
-                    strategy: declaration.strategy.to_string(),
-                    reason,
-                })?;
-            driver.execute(&name, commands);
-        }
-        driver.commit()?;
-        driver.collect_orphan_blobs();
-        tracing::info!(
-            types = driver.catalog.iter().count(),
-            read_ms = read.as_millis() as u64,
-            recovered_ms = (started.elapsed() - read).as_millis() as u64,
-            "the coordinators are loaded from the store"
-        );
-        Ok(driver)
-    }
-
     /// Handles `inputs` at time `now` (never earlier than a previous step's),
     /// in the order given (the thread puts region inputs before admin
     /// requests), ticks the coordinators when a tick is due, and commits the
@@ -370,22 +291,6 @@ impl Driver {
     fn stamp_time(&mut self) -> u64 {
         self.last_stamp = self.now.max(self.last_stamp + 1);
         self.last_stamp
-    }
-
-    /// Deletes blobs no component record refers to: left by a crash between
-    /// a blob's write and its record, or between a record's removal and the
-    /// blob's deletion. Only at start-up, before anything uploads.
-    fn collect_orphan_blobs(&self) {
-        let digests = match self.store.blob_digests() {
-            Ok(digests) => digests,
-            Err(error) => return tracing::warn!(%error, "cannot list the stored components"),
-        };
-        for digest in digests.iter().filter(|d| !self.catalog.components().contains_key(*d)) {
-            match self.store.delete_blob(digest) {
-                Ok(()) => tracing::info!(%digest, "deleted the bytes of a component no longer recorded"),
-                Err(error) => tracing::warn!(%digest, %error, "cannot delete a component's bytes"),
-            }
-        }
     }
 
     /// Remembers a decision event of this turn, published after its commit.
