@@ -182,3 +182,14 @@ async fn bad_stream_requests_are_named() {
     assert_eq!(assert_error("bad from", &answer, StatusCode::BAD_REQUEST), "invalid-query");
     assert!(answer.1["error"]["message"].as_str().unwrap().contains("`now` or `oldest`"), "{}", answer.1);
 }
+
+#[tokio::test]
+async fn a_quiet_stream_gets_a_comment_every_fifteen_seconds() {
+    let node = TestNode::start();
+    let mut stream = Reader::open(&node, "/v1/events?type=cart", &[]).await;
+    assert!(stream.until_live().await.is_empty());
+    let started = std::time::Instant::now();
+    assert_eq!(stream.frame().await, Frame::Comment("keep-alive".into()));
+    let waited = started.elapsed();
+    assert!(waited >= crate::server::events::KEEP_ALIVE - Duration::from_secs(1), "after {waited:?}");
+}
