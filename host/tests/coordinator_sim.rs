@@ -1,8 +1,15 @@
 //! A seeded simulation: regions on a lossy, delaying network (FIFO per
-//! link) with network splits, crashes, restarts, leaves, drains, placements,
-//! a strategy that faults now and then, and coordinator crashes between
-//! Persist and Persisted. Checked after every step: no shard runs on two
-//! live regions; homeless shards get a home in bounded time.
+//! link, but now and then a message duplicated or overtaking the ones
+//! before it) with network splits, crashes, restarts, leaves, drains,
+//! placements, regions whose clocks run up to 1% fast or slow, a strategy
+//! that faults or answers wrongly now and then, coordinator crashes between
+//! Persist and Persisted, and store commits that fail (the coordinator
+//! restarts from what the store holds). Checked after every step: no shard
+//! runs on two live regions; homeless shards get a home in bounded time;
+//! once the faults stop, every shard ever requested has a home.
+//!
+//! `cargo xtask soak-sim --seeds N` runs `simulation_seeds` over N seeds on
+//! every core, resumably (see xtask's `soak_sim.rs`).
 
 mod coordinator;
 
@@ -30,6 +37,11 @@ impl Flaky {
         }
         Ok(())
     }
+
+    /// Now and then a wrong answer instead of a fault: the guard must catch it.
+    fn wrong(&mut self) -> bool {
+        self.rng.chance(self.per_mille / 2)
+    }
 }
 
 impl AllocationStrategy for Flaky {
@@ -39,11 +51,19 @@ impl AllocationStrategy for Flaky {
 
     fn allocate(&mut self, view: &ClusterView, shard: &str, requester: Option<&str>) -> Result<String, StrategyError> {
         self.fault()?;
+        if self.wrong() {
+            // A region that does not exist, or one that cannot take shards.
+            let unfit = view.regions().iter().find(|r| !r.is_allocatable()).map(|r| r.address.to_string());
+            return Ok(unfit.unwrap_or_else(|| "nowhere".into()));
+        }
         self.inner.allocate(view, shard, requester)
     }
 
     fn rebalance(&mut self, view: &ClusterView) -> Result<Vec<String>, StrategyError> {
         self.fault()?;
+        if self.wrong() {
+            return Ok(vec!["a shard nobody has".into(), "a shard nobody has".into()]);
+        }
         self.inner.rebalance(view)
     }
 }
@@ -81,10 +101,23 @@ struct Region {
     sequence: u64,
     running: BTreeSet<String>,
     last_heartbeat: u64,
+    /// How fast its clock runs, in millionths off true time (±1%).
+    drift_ppm: i64,
+    /// Shards it asked for and has no answer for yet, with when it last
+    /// asked: it asks again every `HOME_RETRY_MS`, as the region client does.
+    asked: BTreeMap<String, u64>,
 }
 
+/// How long a region waits for a home answer before asking again.
+const HOME_RETRY_MS: u64 = 2_000;
+
 impl Region {
-    /// Numbers a heartbeat or registration sent at `now`; keeps the 20 latest.
+    /// Its own clock's reading at true time `now`.
+    fn local(&self, now: u64) -> u64 {
+        (now as i64 + now as i64 * self.drift_ppm / 1_000_000) as u64
+    }
+
+    /// Numbers a heartbeat or registration sent at `now` (its own clock); keeps the 20 latest.
     fn next_sequence(&mut self, now: u64) -> u64 {
         self.sequence += 1;
         self.outstanding.insert(self.sequence, now);
@@ -95,6 +128,7 @@ impl Region {
     }
 }
 
+#[derive(Clone)]
 enum Msg {
     ToRegion(String, ToRegion),
     ToCoordinator(String, Event),
@@ -113,6 +147,15 @@ struct Sim {
     regions: BTreeMap<String, Region>,
     homeless_since: BTreeMap<String, u64>,
     loss: u64,
+    /// Per mille of messages delivered twice, and of messages overtaking.
+    duplicate: u64,
+    reorder: u64,
+    /// Per mille of store commits that fail (the coordinator restarts).
+    failed_commits: u64,
+    /// Every shard a region asked for.
+    requested: BTreeSet<String>,
+    /// Messages sent, for the summary.
+    events: u64,
     shards: u64,
     /// Regions cut off from the coordinator, and until when.
     split: (BTreeSet<String>, u64),
@@ -122,7 +165,10 @@ impl Sim {
     fn new(seed: u64, loss: u64, regions: usize, shards: u64) -> Self {
         let config = Config::default();
         let c = Coordinator::new(config.clone(), flaky(seed)).unwrap();
-        let regions = (0..regions).map(|i| (format!("r{i}"), Region::default())).collect();
+        let mut drift = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let regions = (0..regions)
+            .map(|i| (format!("r{i}"), Region { drift_ppm: drift.below(20_001) as i64 - 10_000, ..Region::default() }))
+            .collect();
         Sim {
             rng: Rng(seed.max(1)),
             now: 0,
@@ -136,6 +182,11 @@ impl Sim {
             regions,
             homeless_since: BTreeMap::new(),
             loss,
+            duplicate: 3,
+            reorder: 3,
+            failed_commits: 1,
+            requested: BTreeSet::new(),
+            events: 0,
             shards,
             split: (BTreeSet::new(), 0),
         }
@@ -147,10 +198,24 @@ impl Sim {
         }
         let delay = 1 + self.rng.below(300);
         let key = (region.to_owned(), to_region);
-        let at = (self.now + delay).max(*self.link_last.get(&key).unwrap_or(&0));
-        self.link_last.insert(key, at);
+        let at = if self.rng.chance(self.reorder) {
+            // Overtakes what the link still carries.
+            self.now + delay
+        } else {
+            let at = (self.now + delay).max(*self.link_last.get(&key).unwrap_or(&0));
+            self.link_last.insert(key.clone(), at);
+            at
+        };
         self.seq += 1;
+        if self.rng.chance(self.duplicate) {
+            let last = *self.link_last.get(&key).unwrap_or(&0);
+            let again = (at + 1 + self.rng.below(300)).max(last);
+            self.link_last.insert(key, again);
+            self.net.push((again, self.seq, msg.clone()));
+            self.seq += 1;
+        }
         self.net.push((at, self.seq, msg));
+        self.events += 1;
     }
 
     fn run(&mut self, commands: Vec<Command>) {
@@ -172,13 +237,19 @@ impl Sim {
     }
 
     fn region_send(&mut self, address: &str, event: Event) {
+        if let Event::GetShardHome { shard, .. } = &event {
+            self.requested.insert(shard.clone());
+            if let Some(r) = self.regions.get_mut(address) {
+                r.asked.insert(shard.clone(), self.now);
+            }
+        }
         self.post(address, false, Msg::ToCoordinator(address.to_owned(), event));
     }
 
     fn register(&mut self, address: &str) {
         let now = self.now;
         let r = self.regions.get_mut(address).unwrap();
-        let sequence = r.next_sequence(now);
+        let sequence = r.next_sequence(r.local(now));
         let registration = Registration { address: address.into(), incarnation: r.incarnation, ..Default::default() };
         self.region_send(address, Event::Register { now, registration, sequence });
     }
@@ -205,8 +276,11 @@ impl Sim {
                 self.register(address);
                 return;
             }
-            ToRegion::ShardHome { shard, home } if home == address && now < r.lease_until => {
-                r.running.insert(shard);
+            ToRegion::ShardHome { shard, home } => {
+                r.asked.remove(&shard);
+                if home == address && r.local(now) < r.lease_until {
+                    r.running.insert(shard);
+                }
             }
             ToRegion::BeginHandOff { shard } => {
                 reply = Some(Event::BeginHandOffAck { now, region: address.into(), incarnation: r.incarnation, shard });
@@ -218,6 +292,7 @@ impl Sim {
             ToRegion::LeaveDone => {
                 r.alive = false;
                 r.running.clear();
+                r.asked.clear();
             }
             _ => {}
         }
@@ -230,6 +305,7 @@ impl Sim {
         let r = self.regions.get_mut(address).unwrap();
         r.alive = false;
         r.running.clear();
+        r.asked.clear();
         // Its sessions die with it.
         self.net.retain(|(_, _, m)| match m {
             Msg::ToRegion(to, _) => to != address,
@@ -302,12 +378,18 @@ impl Sim {
         let now = self.now;
         // Leases first: a region that cannot renew stops its shards.
         for r in self.regions.values_mut() {
-            if r.alive && now >= r.lease_until {
+            if r.alive && r.local(now) >= r.lease_until {
                 r.running.clear();
             }
         }
         // Durable persists, in order.
         while self.persists.front().is_some_and(|(at, _, _)| *at <= now) {
+            if self.rng.chance(self.failed_commits) {
+                // The store refuses the commit: the node stops, and the
+                // coordinator restarts from what the store holds.
+                self.crash_coordinator();
+                break;
+            }
             let (_, batch, changes) = self.persists.pop_front().unwrap();
             for change in &changes {
                 self.store.apply(change);
@@ -326,13 +408,28 @@ impl Sim {
                 Msg::ToCoordinator(_, event) => self.feed(event),
             }
         }
+        // Home requests without an answer are asked again.
+        let retries: Vec<(String, u64, String)> = self
+            .regions
+            .iter()
+            .filter(|(_, r)| r.alive)
+            .flat_map(|(a, r)| {
+                r.asked
+                    .iter()
+                    .filter(|(_, at)| now - **at >= HOME_RETRY_MS)
+                    .map(|(s, _)| (a.clone(), r.incarnation, s.clone()))
+            })
+            .collect();
+        for (address, incarnation, shard) in retries {
+            self.region_send(&address, Event::GetShardHome { now, requester: address.clone(), incarnation, shard });
+        }
         // Heartbeats.
         let names: Vec<String> = self.regions.keys().cloned().collect();
         for name in &names {
             let r = self.regions.get_mut(name).unwrap();
             if r.alive && now - r.last_heartbeat >= 1000 {
                 r.last_heartbeat = now;
-                let sequence = r.next_sequence(now);
+                let sequence = r.next_sequence(r.local(now));
                 let event = Event::Heartbeat {
                     now,
                     address: name.clone(),
@@ -401,7 +498,14 @@ impl Sim {
     }
 }
 
-fn run(seed: u64, regions: usize, shards: u64, churn_steps: usize, calm_steps: usize) {
+/// What one seed's run did.
+struct Stats {
+    steps: usize,
+    messages: u64,
+}
+
+/// One seed's run: its figures, or the invariant it broke.
+fn simulate(seed: u64, regions: usize, shards: u64, churn_steps: usize, calm_steps: usize) -> Result<Stats, String> {
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let mut sim = Sim::new(seed, 20, regions, shards);
         let names: Vec<String> = sim.regions.keys().cloned().collect();
@@ -423,6 +527,9 @@ fn run(seed: u64, regions: usize, shards: u64, churn_steps: usize, calm_steps: u
         }
         // Churn stops: every region comes back and stays; the network is clean.
         sim.loss = 0;
+        sim.duplicate = 0;
+        sim.reorder = 0;
+        sim.failed_commits = 0;
         sim.split = (BTreeSet::new(), 0);
         for name in &names {
             let op = OperatorRequest::Undrain { address: name.clone() };
@@ -435,9 +542,30 @@ fn run(seed: u64, regions: usize, shards: u64, churn_steps: usize, calm_steps: u
                 sim.register(name);
             }
         }
-        for _ in 0..calm_steps {
+        for _ in 0..calm_steps / 2 {
             sim.step(false);
         }
+        // Requests lost to the faults are asked again, as regions retry.
+        let requested: Vec<String> = sim.requested.iter().cloned().collect();
+        for (i, shard) in requested.iter().enumerate() {
+            if sim.c.home(shard).is_none() {
+                let requester = names[i % names.len()].clone();
+                let incarnation = sim.regions[&requester].incarnation;
+                let event = Event::GetShardHome {
+                    now: sim.now,
+                    requester: requester.clone(),
+                    incarnation,
+                    shard: shard.clone(),
+                };
+                sim.region_send(&requester, event);
+            }
+        }
+        for _ in 0..calm_steps - calm_steps / 2 {
+            sim.step(false);
+        }
+        // Liveness: once the faults stop, every shard ever requested has a home.
+        let homeless: Vec<&String> = sim.requested.iter().filter(|s| sim.c.home(s).is_none()).collect();
+        assert!(homeless.is_empty(), "requested shards without a home after the calm: {homeless:?}");
         // The run did something: shards have homes and run.
         let running: usize = sim.regions.values().map(|r| r.running.len()).sum();
         assert!(
@@ -467,10 +595,21 @@ fn run(seed: u64, regions: usize, shards: u64, churn_steps: usize, calm_steps: u
         let pinned = sim.store.placements.values().filter(|e| e.target.is_some()).count();
         let (min, max) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
         assert!(max - min <= 2 + pinned, "unbalanced after calm: {counts:?} with {pinned} placements");
+        Stats { steps: churn_steps + calm_steps, messages: sim.events }
     }));
-    if let Err(panic) = result {
-        eprintln!("simulation failed with seed {seed}");
-        std::panic::resume_unwind(panic);
+    result.map_err(|panic| {
+        panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "a panic without a message".into())
+    })
+}
+
+/// One seed's run; panics naming the seed when it breaks an invariant.
+fn run(seed: u64, regions: usize, shards: u64, churn_steps: usize, calm_steps: usize) {
+    if let Err(broken) = simulate(seed, regions, shards, churn_steps, calm_steps) {
+        panic!("simulation failed with seed {seed}: {broken}");
     }
 }
 
@@ -495,5 +634,30 @@ fn simulation_long() {
     }
     for seed in 100..104 {
         run(seed, 200, 2_000, 5_000, 5_000);
+    }
+}
+
+/// The seeds named by `SHARDALLOC_SIM_SEEDS` (`FROM..TO`), one line each on
+/// stdout: `seed N ok steps S messages M ms T`, or `seed N broken: WHY`.
+/// Run by `cargo xtask soak-sim`, which spreads the seeds over the cores,
+/// records each line and resumes where it stopped.
+#[test]
+#[ignore]
+fn simulation_seeds() {
+    let range = std::env::var("SHARDALLOC_SIM_SEEDS").expect("SHARDALLOC_SIM_SEEDS=FROM..TO");
+    let (from, to) = range.split_once("..").expect("FROM..TO");
+    let (from, to): (u64, u64) = (from.parse().expect("FROM"), to.parse().expect("TO"));
+    std::panic::set_hook(Box::new(|_| {}));
+    for seed in from..to {
+        let started = std::time::Instant::now();
+        match simulate(seed, 5, 30, 6_000, 3_000) {
+            Ok(stats) => println!(
+                "seed {seed} ok steps {} messages {} ms {}",
+                stats.steps,
+                stats.messages,
+                started.elapsed().as_millis()
+            ),
+            Err(broken) => println!("seed {seed} broken: {}", broken.replace('\n', " ")),
+        }
     }
 }

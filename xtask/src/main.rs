@@ -14,6 +14,14 @@
 //! - `ha-faults`: the long high-availability fault series against real
 //!   etcd (ten leader kills with the failover figures, a three-member etcd
 //!   losing members, a rolling restart);
+//! - `fuzz [--target NAME]… [--minutes N] [--jobs J]` (`fuzz.rs`): build
+//!   the fuzz targets (`fuzz/`) with libFuzzer on stable Rust, run them and
+//!   keep the inputs that add coverage and any crash;
+//! - `soak-sim --seeds N [--jobs J]` (`soak_sim.rs`): the coordinator's
+//!   seeded fault simulation over N seeds on every core, resumable;
+//! - `soak --minutes N`: the real node under churn for N minutes
+//!   (`host/tests/soak.rs`), with its memory, descriptors and counters in
+//!   `target/soak/soak.csv` and `soak.png`;
 //! - `screenshots`: run the dashboard's browser tests and copy the
 //!   screenshots they take into `docs/images/` (what docs/dashboard.md shows);
 //! - `demo-strategies`: show the built-in strategies at work offline on a
@@ -36,7 +44,9 @@ use shardalloc_guest_build::{Toolchain, build_components};
 mod bench;
 mod demo_ha;
 mod examples;
+mod fuzz;
 mod shape;
+mod soak_sim;
 mod tests;
 
 fn main() -> anyhow::Result<()> {
@@ -50,6 +60,9 @@ fn main() -> anyhow::Result<()> {
         Some("demo") => demo(&root),
         Some("demo-strategies") => demo_strategies(&root),
         Some("screenshots") => screenshots(&root),
+        Some("fuzz") => fuzz::fuzz(&root, &target_dir(&root), &args[1..]),
+        Some("soak-sim") => soak_sim::soak_sim(&root, &target_dir(&root), &args[1..]),
+        Some("soak") => soak(&root, &args[1..]),
         Some("ha-faults") => ha_faults(&root),
         Some("component") => component(&root, &args[1..]),
         Some("examples") => examples::run(&root, &args[1..], true),
@@ -57,7 +70,7 @@ fn main() -> anyhow::Result<()> {
         Some("bench") => bench::run(&root, &args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\n  setup       install the wasm32 toolchain (rustup target, else Debian rustc-web)\n  test        formatting, the code's shape, lints and every test (what CI runs)\n  shape       check the code's shape: server file sizes, import direction, no OpenAPI JSON\n  demo        build and start a node with three simulated regions (--ha: three etcd members, three nodes)\n  screenshots regenerate the dashboard's screenshots in docs/images/ (runs its browser tests)\n  demo-strategies  show the built-in strategies offline on a generated cluster\n  ha-faults   the long HA fault series on real etcd (ten leader kills, etcd members lost, rolling restart)\n  component   -p CRATE [--out FILE]: build a strategy crate into a component\n  examples    [NAME…]: build every example strategy (examples/strategies/) by following its README, and check them\n  c-example   build the C example strategy (used by its README)\n  bench       [NAME…]: run every benchmark in one go and print one table of ratios"
+                "usage: cargo xtask <command>\n\n  setup       install the wasm32 toolchain (rustup target, else Debian rustc-web)\n  test        formatting, the code's shape, lints and every test (what CI runs)\n  shape       check the code's shape: server file sizes, import direction, no OpenAPI JSON\n  demo        build and start a node with three simulated regions (--ha: three etcd members, three nodes)\n  fuzz        [--target NAME]… [--minutes N] [--jobs J]: run the fuzz targets (libFuzzer, stable Rust) and keep what they find\n  soak-sim    --seeds N [--jobs J]: the coordinator's fault simulation over N seeds, resumable\n  soak        --minutes N: the real node under churn for N minutes (soak.csv, soak.png in target/soak/)\n  screenshots regenerate the dashboard's screenshots in docs/images/ (runs its browser tests)\n  demo-strategies  show the built-in strategies offline on a generated cluster\n  ha-faults   the long HA fault series on real etcd (ten leader kills, etcd members lost, rolling restart)\n  component   -p CRATE [--out FILE]: build a strategy crate into a component\n  examples    [NAME…]: build every example strategy (examples/strategies/) by following its README, and check them\n  c-example   build the C example strategy (used by its README)\n  bench       [NAME…]: run every benchmark in one go and print one table of ratios"
             );
             bail!("unknown or missing command");
         }
@@ -119,16 +132,29 @@ const PROGRAMS: [(&str, &str, &str); 5] = [
     ("chromedriver", "--version", "chromium-driver"),
 ];
 
-/// Installs Debian's `packages` unless `program` already runs.
+/// True when dpkg knows `package` as installed (or there is no dpkg to ask).
+fn debian_installed(package: &str) -> bool {
+    match Command::new("dpkg-query").args(["-W", "-f=${Status}", package]).output() {
+        Ok(output) => String::from_utf8_lossy(&output.stdout).contains("install ok installed"),
+        Err(_) => true,
+    }
+}
+
+/// Installs Debian's `packages` unless `program` already runs and every
+/// package is installed (a compiler without its runtime library is not
+/// enough: the C example links against it).
 fn ensure_debian(packages: &[&str], program: &str) -> anyhow::Result<()> {
-    if Command::new(program).arg("--version").output().is_ok_and(|o| o.status.success()) {
+    let runs = Command::new(program).arg("--version").output().is_ok_and(|o| o.status.success());
+    let missing: Vec<&str> = packages.iter().copied().filter(|p| !debian_installed(p)).collect();
+    if runs && missing.is_empty() {
         return Ok(());
     }
+    let packages = if missing.is_empty() { packages.to_vec() } else { missing };
     eprintln!("xtask: installing Debian's {}", packages.join(", "));
     let _ = Command::new("apt-get").arg("update").status();
     let status = Command::new("apt-get")
         .args(["install", "-y", "--no-install-recommends"])
-        .args(packages)
+        .args(&packages)
         .env("DEBIAN_FRONTEND", "noninteractive")
         .status()?;
     if !status.success() {
@@ -332,6 +358,30 @@ fn demo(root: &Path) -> anyhow::Result<()> {
         println!("{line}");
     }
     let _ = node.0.wait();
+    Ok(())
+}
+
+fn soak(root: &Path, args: &[String]) -> anyhow::Result<()> {
+    let minutes = match args {
+        [flag, minutes] if flag == "--minutes" => minutes.clone(),
+        [] => "60".to_owned(),
+        _ => bail!("usage: cargo xtask soak [--minutes N] (default 60)"),
+    };
+    let _: f64 = minutes.parse().ok().filter(|m: &f64| *m > 0.0).context("--minutes must be a positive number")?;
+    setup()?;
+    ensure_programs()?;
+    let out = target_dir(root).join("soak");
+    let status = Command::new(cargo())
+        .args(["test", "--locked", "-p", "shardalloc", "--test", "soak", "--", "--ignored", "--nocapture"])
+        .env("SHARDALLOC_SOAK_MINUTES", &minutes)
+        .env("SHARDALLOC_SOAK_DIR", &out)
+        .current_dir(root)
+        .status()
+        .context("run the soak")?;
+    eprintln!("xtask: soak output in {}", out.display());
+    if !status.success() {
+        bail!("the soak failed ({status}); see {}", out.join("soak.csv").display());
+    }
     Ok(())
 }
 
