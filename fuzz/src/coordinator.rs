@@ -234,9 +234,38 @@ impl Harness {
 
 /// An event sequence, three bytes an event.
 pub fn coordinator(data: &[u8]) {
+    run(data);
+}
+
+/// Runs the sequence; how many shards have a home at the end.
+fn run(data: &[u8]) -> usize {
     let mut harness = Harness::new();
     for event in data.chunks_exact(3).take(2_000) {
         let event = harness.event(event[0], event[1], event[2]);
         harness.handle(event);
+    }
+    harness.coordinator.durable().homes.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pseudo_random_event_sequences_keep_the_invariants() {
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut homed = 0;
+        for _ in 0..100 {
+            let bytes: Vec<u8> = (0..3_000)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    (state >> 32) as u8
+                })
+                .collect();
+            homed += run(&bytes);
+        }
+        assert!(homed > 100, "the sequences homed only {homed} shards: the harness hardly reaches the coordinator");
     }
 }

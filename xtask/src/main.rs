@@ -195,23 +195,51 @@ fn ensure_programs() -> anyhow::Result<()> {
 
 fn test(root: &Path) -> anyhow::Result<()> {
     let started = Instant::now();
+    let mut steps: Vec<(&str, std::time::Duration)> = Vec::new();
+    let mut step = |name, since: Instant| steps.push((name, since.elapsed()));
+    let at = Instant::now();
     setup()?;
     ensure_programs()?;
+    step("setup", at);
     let cargo = cargo();
+    let at = Instant::now();
     run(root, &cargo, &["fmt", "--all", "--", "--check"])?;
     shape::check(root)?;
+    step("format and shape", at);
+    let at = Instant::now();
     run(root, &cargo, &["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"])?;
-    let (tally, passed) = tests::run(root, &cargo, &["--workspace", "--locked"])?;
-    let examples = examples::run(root, &[], false);
-    eprintln!("xtask: everything took {:.0?}", started.elapsed());
-    if let Err(error) = &examples {
-        eprintln!("xtask: the example strategies failed: {error:#}");
+    step("clippy", at);
+    let at = Instant::now();
+    let (mut tally, passed) = tests::run(root, &cargo, &["--workspace", "--locked"])?;
+    step("tests (build and run; fuzz corpora replayed)", at);
+    let at = Instant::now();
+    let examples = examples::checks(root, &[], false);
+    step("example strategies", at);
+    match &examples {
+        Ok(checks) => {
+            for (name, outcome) in checks {
+                match outcome {
+                    Ok(()) => tally.passed += 1,
+                    Err(error) => {
+                        tally.failed += 1;
+                        eprintln!("xtask: {name} failed: {error}");
+                    }
+                }
+            }
+        }
+        Err(error) => {
+            tally.failed += 1;
+            eprintln!("xtask: the example strategies could not start: {error:#}");
+        }
     }
+    for (name, took) in &steps {
+        eprintln!("xtask: step {name}: {:.0?}", took);
+    }
+    eprintln!("xtask: everything took {:.0?}", started.elapsed());
     println!("{}", tally.summary());
     if !passed || tally.failed > 0 {
         bail!("the tests failed ({})", tally.summary());
     }
-    examples?;
     Ok(())
 }
 

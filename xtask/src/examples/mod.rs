@@ -40,6 +40,20 @@ const SAME_ANSWERS: [&[&str]; 4] = [
 /// `shardalloc` binary first (`cargo xtask test` has just built it with
 /// the tests, whose feature set differs: building again would recompile).
 pub fn run(root: &Path, only: &[String], build: bool) -> anyhow::Result<()> {
+    let failed: Vec<String> = checks(root, only, build)?
+        .into_iter()
+        .filter_map(|(name, outcome)| outcome.err().map(|e| format!("{name}: {e}")))
+        .collect();
+    if !failed.is_empty() {
+        bail!("{}", failed.join("; "));
+    }
+    Ok(())
+}
+
+/// Every example followed as a check of its own (then one check that they
+/// all answer alike): its name and outcome, so `cargo xtask test` counts
+/// each in its summary. An error is returned only when nothing could start.
+pub fn checks(root: &Path, only: &[String], build: bool) -> anyhow::Result<Vec<(String, Result<(), String>)>> {
     let started = Instant::now();
     super::ensure_debian(&c::DEBIAN_PACKAGES, "clang")?;
     let bin_dir = super::target_dir(root).join("debug");
@@ -48,6 +62,7 @@ pub fn run(root: &Path, only: &[String], build: bool) -> anyhow::Result<()> {
     }
     let examples_dir = root.join("examples/strategies");
     let mut built = Vec::new();
+    let mut outcomes = Vec::new();
     for (name, component) in EXAMPLES {
         if !only.is_empty() && !only.iter().any(|o| o == name) {
             continue;
@@ -55,17 +70,23 @@ pub fn run(root: &Path, only: &[String], build: bool) -> anyhow::Result<()> {
         let dir = examples_dir.join(name);
         let step = Instant::now();
         eprintln!("xtask: example {name}: following {}", dir.join("README.md").display());
-        readme::follow(root, &dir, &bin_dir).with_context(|| format!("example {name}"))?;
         let component = dir.join(component);
-        if !component.is_file() {
-            bail!("example {name}: its README did not build {}", component.display());
+        let outcome = readme::follow(root, &dir, &bin_dir).map_err(|e| format!("{e:#}")).and_then(|()| {
+            if component.is_file() { Ok(()) } else { Err(format!("its README did not build {}", component.display())) }
+        });
+        match &outcome {
+            Ok(()) => {
+                eprintln!("xtask: example {name}: done in {:.0?}", step.elapsed());
+                built.push((name, component));
+            }
+            Err(error) => eprintln!("xtask: example {name}: FAILED: {error}"),
         }
-        eprintln!("xtask: example {name}: done in {:.0?}", step.elapsed());
-        built.push((name, component));
+        outcomes.push((format!("example {name}"), outcome));
     }
-    same_answers(&bin_dir, &examples_dir.join("snapshot.json"), &built)?;
+    let agree = same_answers(&bin_dir, &examples_dir.join("snapshot.json"), &built).map_err(|e| format!("{e:#}"));
+    outcomes.push(("the examples answer alike".to_owned(), agree));
     eprintln!("xtask: {} examples checked in {:.0?}", built.len(), started.elapsed());
-    Ok(())
+    Ok(outcomes)
 }
 
 /// Builds and checks the examples unless every component is already built
