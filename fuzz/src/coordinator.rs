@@ -92,7 +92,7 @@ impl Harness {
         let r = (who % REGIONS) as usize;
         match what % 13 {
             0 => {
-                if value % 4 == 0 {
+                if value.is_multiple_of(4) {
                     self.incarnations[r] += 1;
                 }
                 self.sequences[r] += 1;
@@ -138,10 +138,11 @@ impl Harness {
                 let stamp = self.next_stamp();
                 self.operator(OperatorRequest::RemovePlacements { shards: vec![shard(value)], stamp })
             }
-            10 => {
-                self.operator(OperatorRequest::RebalanceNow { shards: vec![shard(value)], immediate: value % 2 == 0 })
-            }
-            11 if value % 2 == 0 => self.operator(OperatorRequest::Drain { address: region(who) }),
+            10 => self.operator(OperatorRequest::RebalanceNow {
+                shards: vec![shard(value)],
+                immediate: value.is_multiple_of(2),
+            }),
+            11 if value.is_multiple_of(2) => self.operator(OperatorRequest::Drain { address: region(who) }),
             11 => self.operator(OperatorRequest::Undrain { address: region(who) }),
             // Acknowledge the oldest batch, if any (else time passes a little).
             _ => match self.pending.pop_front() {
@@ -184,12 +185,12 @@ impl Harness {
                     "{to} was told {shard} lives on {home} before the store held it (it holds {stored:?})"
                 );
             }
-            Command::Observe(Observation::Allocated { shard, region, reason, .. }) => {
-                if !matches!(reason, AllocationReason::Placement) {
-                    let record = self.coordinator.durable().regions.get(&region);
-                    let record = record.unwrap_or_else(|| panic!("{shard} homed on unregistered {region}"));
-                    assert!(!record.draining && !record.leaving, "{shard} homed on {region}, which cannot take it");
-                }
+            Command::Observe(Observation::Allocated { shard, region, reason, .. })
+                if !matches!(reason, AllocationReason::Placement) =>
+            {
+                let record = self.coordinator.durable().regions.get(&region);
+                let record = record.unwrap_or_else(|| panic!("{shard} homed on unregistered {region}"));
+                assert!(!record.draining && !record.leaving, "{shard} homed on {region}, which cannot take it");
             }
             Command::Observe(Observation::HandOff { shard, step: Step::Begin, .. }) => {
                 self.began.insert(shard, self.now);

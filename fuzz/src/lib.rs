@@ -29,8 +29,11 @@ pub mod configs;
 pub mod coordinator;
 pub mod frames;
 
+/// A target's body: bytes in, a panic only for a bug.
+pub type Target = fn(&[u8]);
+
 /// Every target: its name (the directory of its corpus) and its function.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("region_frames", frames::region_frames),
     ("node_frames", frames::node_frames),
     ("rest_bodies", bodies::rest_bodies),
@@ -40,6 +43,6 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
 ];
 
 /// The function of the target `name`.
-pub fn target(name: &str) -> Option<fn(&[u8])> {
+pub fn target(name: &str) -> Option<Target> {
     TARGETS.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
 }

@@ -57,6 +57,15 @@ struct Slot {
     region: Option<RegionHandle<Msg>>,
     /// Cut off at this time: shut down and emptied once its lease is surely gone.
     crashed: Option<Instant>,
+    /// The last region's leave or shutdown: the address is reused only once
+    /// it ended (a region's address is one process at a time).
+    ending: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Slot {
+    fn free(&self) -> bool {
+        self.region.is_none() && self.ending.as_ref().is_none_or(|e| e.is_finished())
+    }
 }
 
 #[derive(Default)]
@@ -107,7 +116,7 @@ async fn soak() {
     let mut slots = Vec::new();
     for i in 0..SLOTS {
         let proxy = Proxy::start(node.addr).await;
-        slots.push(Slot { address: format!("r{i}"), proxy, region: None, crashed: None });
+        slots.push(Slot { address: format!("r{i}"), proxy, region: None, crashed: None, ending: None });
     }
     let start_region = |slot: &mut Slot| {
         slot.proxy.heal();
@@ -169,7 +178,7 @@ async fn soak() {
             if slot.crashed.is_some_and(|at| at.elapsed() > Duration::from_secs(8))
                 && let Some(region) = slot.region.take()
             {
-                tokio::spawn(region.shutdown());
+                slot.ending = Some(tokio::spawn(region.shutdown()));
                 slot.crashed = None;
             }
         }
@@ -179,7 +188,7 @@ async fn soak() {
         let shard = (1 + rng.below(SHARDS)).to_string();
         match rng.below(10) {
             0 | 1 => {
-                if let Some(slot) = slots.iter_mut().find(|s| s.region.is_none()) {
+                if let Some(slot) = slots.iter_mut().find(|s| s.free()) {
                     start_region(slot);
                 }
             }
@@ -187,7 +196,9 @@ async fn soak() {
                 if slots[i].crashed.is_none()
                     && let Some(region) = slots[i].region.take()
                 {
-                    tokio::spawn(region.leave());
+                    slots[i].ending = Some(tokio::spawn(async move {
+                        let _ = region.leave().await;
+                    }));
                 }
             }
             3 => {

@@ -141,7 +141,7 @@ pub fn soak_sim(root: &Path, target_dir: &Path, args: &[String]) -> anyhow::Resu
         let elapsed = started.elapsed().as_secs_f64();
         let left = if finished > 0 { elapsed / finished as f64 * (total - finished) as f64 } else { 0.0 };
         let width = 30;
-        let filled = if total > 0 { finished * width / total } else { width };
+        let filled = finished.checked_mul(width).and_then(|n| n.checked_div(total)).unwrap_or(width);
         eprint!(
             "\rxtask: [{}{}] {finished}/{total} seeds, {} broken, {:.0} s left   ",
             "#".repeat(filled),
