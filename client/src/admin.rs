@@ -104,9 +104,9 @@ enum Body {
 /// A client of one node's admin API.
 #[derive(Debug, Clone)]
 pub struct AdminClient {
-    http: reqwest::Client,
+    pub(crate) http: reqwest::Client,
     base: Url,
-    token: Option<String>,
+    pub(crate) token: Option<String>,
 }
 
 impl AdminClient {
@@ -219,42 +219,6 @@ impl AdminClient {
             all.append(page);
         }
         Ok(all)
-    }
-
-    /// `GET /v1/events`: the decision event stream, of one type or all,
-    /// from the next event, or after `last_event_id` (`<term>-<seq>`).
-    pub async fn events(
-        &self,
-        entity_type: Option<&str>,
-        last_event_id: Option<&str>,
-    ) -> Result<crate::events::EventStream, AdminError> {
-        let mut url = self.url(&["v1", "events"]);
-        if let Some(entity_type) = entity_type {
-            url.query_pairs_mut().append_pair("type", entity_type);
-        }
-        let mut request = self.http.get(url.clone()).header(reqwest::header::ACCEPT, "text/event-stream");
-        if let Some(token) = &self.token {
-            request = request.header(AUTHORIZATION, format!("Bearer {token}"));
-        }
-        if let Some(id) = last_event_id {
-            request = request.header("last-event-id", id);
-        }
-        let http_error = |source: reqwest::Error| match certificate_problem(&source) {
-            Some(detail) => AdminError::UntrustedCertificate { url: url.to_string(), detail },
-            None => AdminError::Http { url: url.to_string(), source },
-        };
-        let response = request.send().await.map_err(http_error)?;
-        let status = response.status();
-        if !status.is_success() {
-            let bytes = response.bytes().await.map_err(http_error)?;
-            return Err(error_from(&url, status, &bytes));
-        }
-        Ok(crate::events::EventStream {
-            url: url.to_string(),
-            response,
-            parser: Default::default(),
-            ready: Default::default(),
-        })
     }
 
     /// `GET /v1/cluster/shards`: every entity type in brief (every page).
@@ -443,7 +407,7 @@ macro_rules! paged {
 paged!(Types => types, Regions => regions, Placements => placements, Strategies => strategies, StrategyState => history);
 
 /// The TLS library's words when `error` is a refused server certificate.
-fn certificate_problem(error: &(dyn std::error::Error + 'static)) -> Option<String> {
+pub(crate) fn certificate_problem(error: &(dyn std::error::Error + 'static)) -> Option<String> {
     if let Some(tls @ rustls::Error::InvalidCertificate(_)) = error.downcast_ref::<rustls::Error>() {
         return Some(tls.to_string());
     }
@@ -454,7 +418,7 @@ fn certificate_problem(error: &(dyn std::error::Error + 'static)) -> Option<Stri
     error.source().and_then(certificate_problem)
 }
 
-fn error_from(url: &Url, status: StatusCode, body: &[u8]) -> AdminError {
+pub(crate) fn error_from(url: &Url, status: StatusCode, body: &[u8]) -> AdminError {
     match serde_json::from_slice::<ErrorBody>(body) {
         Ok(ErrorBody { error }) => AdminError::Api { status, code: error.code, message: error.message },
         Err(_) => {

@@ -3,7 +3,9 @@
 //! and [`SseParser`], the Server-Sent Events framing it reads with (lines
 //! of `id:` and `data:`, an event at each blank line, comments ignored).
 
-use crate::admin::AdminError;
+use reqwest::header::AUTHORIZATION;
+
+use crate::admin::{AdminClient, AdminError, certificate_problem, error_from};
 use crate::api::DecisionEvent;
 
 /// Most bytes one event may take before the stream is refused as broken.
@@ -66,6 +68,39 @@ impl SseParser {
             return Err(format!("the stream sent an event of more than {MAX_EVENT_BYTES} bytes"));
         }
         Ok(events)
+    }
+}
+
+impl AdminClient {
+    /// `GET /v1/events`: the decision event stream, of one type or all,
+    /// from the next event, or after `last_event_id` (`<term>-<seq>`).
+    pub async fn events(
+        &self,
+        entity_type: Option<&str>,
+        last_event_id: Option<&str>,
+    ) -> Result<EventStream, AdminError> {
+        let mut url = self.url(&["v1", "events"]);
+        if let Some(entity_type) = entity_type {
+            url.query_pairs_mut().append_pair("type", entity_type);
+        }
+        let mut request = self.http.get(url.clone()).header(reqwest::header::ACCEPT, "text/event-stream");
+        if let Some(token) = &self.token {
+            request = request.header(AUTHORIZATION, format!("Bearer {token}"));
+        }
+        if let Some(id) = last_event_id {
+            request = request.header("last-event-id", id);
+        }
+        let http_error = |source: reqwest::Error| match certificate_problem(&source) {
+            Some(detail) => AdminError::UntrustedCertificate { url: url.to_string(), detail },
+            None => AdminError::Http { url: url.to_string(), source },
+        };
+        let response = request.send().await.map_err(http_error)?;
+        let status = response.status();
+        if !status.is_success() {
+            let bytes = response.bytes().await.map_err(http_error)?;
+            return Err(error_from(&url, status, &bytes));
+        }
+        Ok(EventStream { url: url.to_string(), response, parser: Default::default(), ready: Default::default() })
     }
 }
 
