@@ -474,3 +474,22 @@ fn the_sdk_carries_the_same_contract() {
         "guest-sdk/wit/strategy.wit must be a copy of wit/strategy.wit: copy it again"
     );
 }
+
+#[test]
+fn a_component_loaded_twice_is_shared_while_held() {
+    // Swapping between two strategies many times must not keep a copy of
+    // their code (and an open artifact file) per activation: the soak found
+    // 43 open artifacts after eight minutes of swaps.
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::new(EngineConfig { cache_dir: Some(dir.path().to_owned()), max_instances: 0 }).unwrap();
+    let bytes = builtin::component_bytes("hash").unwrap();
+    let first = engine.compile(bytes).unwrap();
+    let again = engine.compile(bytes).unwrap();
+    assert!(Arc::ptr_eq(&first, &again), "the same bytes loaded twice");
+    let other = engine.compile(builtin::component_bytes("least-shard").unwrap()).unwrap();
+    assert!(!Arc::ptr_eq(&first, &other));
+    drop((first, again));
+    let reloaded = engine.compile(bytes).unwrap();
+    let mut strategy = engine.instantiate(&reloaded, "", generous()).unwrap();
+    assert!(strategy.allocate(&view(), "9", None).is_ok(), "a component loaded again after all were dropped works");
+}

@@ -242,8 +242,8 @@ async fn soak() {
             let rss = proc_status(pid, "VmRSS:") as f64;
             let fds = open_fds(pid) as f64;
             let metrics = node.http().get(node.url("/metrics")).send().await.unwrap().text().await.unwrap();
-            let fallbacks = metric_sum(&metrics, "shardalloc_fallbacks_total", "");
-            let deadlines = metric_sum(&metrics, "shardalloc_fallbacks_total", "deadline");
+            let fallbacks = metric_sum(&metrics, "shardalloc_fallbacks_total", "") + 0.0;
+            let deadlines = metric_sum(&metrics, "shardalloc_fallbacks_total", "deadline") + 0.0;
             let state = admin.type_state("cart").await.unwrap();
             let homes: usize = state.regions.iter().map(|r| r.shards.len()).sum();
             let (asked, answered, unanswered) = (

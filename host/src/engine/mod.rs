@@ -46,10 +46,11 @@ pub mod slot;
 pub mod source;
 pub mod wasi;
 
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 
 use wasmtime::component::{Component, HasSelf, Linker};
@@ -141,6 +142,11 @@ pub struct Engine {
     linker: Linker<HostState>,
     cache: Option<ArtifactCache>,
     engine_hash: String,
+    /// The components this engine has loaded and something still holds, by
+    /// digest: compiling the same bytes again shares them, so swapping
+    /// between two strategies a hundred times keeps two copies of their
+    /// code mapped, not a hundred (and as many open artifact files).
+    loaded: Mutex<HashMap<String, Weak<Compiled>>>,
     _ticker: Ticker,
 }
 
@@ -171,7 +177,7 @@ impl Engine {
         wasmtime.precompile_compatibility_hash().hash(&mut hasher);
         let engine_hash = format!("{:016x}", hasher.finish());
         let ticker = Ticker::start(wasmtime.clone());
-        Ok(Arc::new(Engine { wasmtime, linker, cache, engine_hash, _ticker: ticker }))
+        Ok(Arc::new(Engine { wasmtime, linker, cache, engine_hash, loaded: Mutex::default(), _ticker: ticker }))
     }
 
     /// An engine for a short-lived tool: no pooling, no cache.
@@ -191,10 +197,22 @@ impl Engine {
     }
 
     /// Compiles (or loads from the cache) and checks a component, and asks
-    /// it to describe itself.
+    /// it to describe itself. A component this engine holds already is
+    /// shared, not loaded again.
     pub fn compile(&self, bytes: &[u8]) -> Result<Arc<Compiled>, LoadError> {
         sniff(bytes, MAX_COMPONENT_SIZE)?;
         let digest = digest(bytes);
+        if let Some(held) = self.loaded.lock().expect("loaded lock").get(&digest).and_then(Weak::upgrade) {
+            return Ok(held);
+        }
+        let compiled = self.compile_new(bytes, digest)?;
+        let mut loaded = self.loaded.lock().expect("loaded lock");
+        loaded.retain(|_, held| held.strong_count() > 0);
+        loaded.insert(compiled.digest.clone(), Arc::downgrade(&compiled));
+        Ok(compiled)
+    }
+
+    fn compile_new(&self, bytes: &[u8], digest: String) -> Result<Arc<Compiled>, LoadError> {
         let (component, cache) = match &self.cache {
             Some(cache) => cache.load_or_compile(&self.wasmtime, &self.engine_hash, &digest, bytes).map_err(|e| {
                 if e.downcast_ref::<std::io::Error>().is_some() {
