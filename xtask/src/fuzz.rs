@@ -10,8 +10,9 @@
 //! code but not build scripts and proc macros, in its own target
 //! directory (`target/fuzz/`), so the ordinary build is left alone.
 //!
-//! For each target: `fuzz/corpus/NAME/` is read (and gets, at the end, only
-//! the new inputs that add coverage, through libFuzzer's `-merge=1`); what
+//! For each target: `fuzz/corpus/NAME/` is read (and is replaced, at the
+//! end, by the smallest set of old and new inputs covering every feature,
+//! through libFuzzer's `-set_cover_merge=1`); what
 //! the run finds meanwhile goes to `target/fuzz/corpus/NAME/`; a crash is
 //! written to `fuzz/regressions/NAME/` — kept in the repository, replayed
 //! by `fuzz/tests/replay.rs` in `cargo xtask test` once the bug is fixed.
@@ -208,12 +209,19 @@ fn start(
     Ok(Running { name: name.to_owned(), child, started: Instant::now(), log })
 }
 
-/// Adds the inputs the run found that add coverage to the kept corpus.
+/// Replaces the kept corpus with the smallest set of inputs, from it and
+/// from what the run found, that covers every feature either covers
+/// (libFuzzer's `-set_cover_merge=1`), so the repository keeps few files.
 fn merge(root: &Path, binaries: &Path, fuzz_dir: &Path, name: &str) -> anyhow::Result<()> {
+    let kept_dir = root.join("fuzz/corpus").join(name);
+    let merged = fuzz_dir.join("merged").join(name);
+    let _ = std::fs::remove_dir_all(&merged);
+    std::fs::create_dir_all(&merged)?;
     let status = Command::new(binaries.join(name))
-        .arg("-merge=1")
+        .arg("-set_cover_merge=1")
         .arg(format!("-rss_limit_mb={RSS_LIMIT_MB}"))
-        .arg(root.join("fuzz/corpus").join(name))
+        .arg(&merged)
+        .arg(&kept_dir)
         .arg(fuzz_dir.join("corpus").join(name))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -221,7 +229,14 @@ fn merge(root: &Path, binaries: &Path, fuzz_dir: &Path, name: &str) -> anyhow::R
     if !status.success() {
         bail!("merging the corpus of {name} failed ({status})");
     }
-    let kept = std::fs::read_dir(root.join("fuzz/corpus").join(name))?.count();
+    for entry in std::fs::read_dir(&kept_dir)? {
+        std::fs::remove_file(entry?.path())?;
+    }
+    for entry in std::fs::read_dir(&merged)? {
+        let entry = entry?;
+        std::fs::copy(entry.path(), kept_dir.join(entry.file_name()))?;
+    }
+    let kept = std::fs::read_dir(&kept_dir)?.count();
     eprintln!("xtask: {name}: {kept} input(s) kept in fuzz/corpus/{name}/");
     Ok(())
 }
