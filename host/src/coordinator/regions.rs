@@ -215,6 +215,17 @@ impl Coordinator {
             self.topology_changed();
             self.observe(Observation::RegionUnreachable { address });
         }
+        // Every region past the removal timeout is out of the view before
+        // any of them is removed: a shard of the first removed must not be
+        // re-homed on the next (the coordinator fuzz target found it).
+        for address in &remove {
+            if let Some(live) = self.live.get_mut(address) {
+                live.unreachable = true;
+            }
+        }
+        if !remove.is_empty() {
+            self.topology_changed();
+        }
         for address in remove {
             self.remove_region(&address, "heartbeat timeout");
         }
