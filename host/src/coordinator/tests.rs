@@ -568,3 +568,21 @@ fn the_live_placement_count_follows_writes_and_tombstones() {
     assert_eq!(c.live_placement_count(), 2);
     assert_eq!(c.durable().placements.len(), 3, "the tombstone is kept");
 }
+
+#[test]
+fn regions_silent_past_the_removal_timeout_never_take_each_others_shards() {
+    // a holds s and t; b registered later; both go silent and are removed in
+    // the same tick: s and t must not be re-homed on b on their way out.
+    let mut c = two_regions();
+    let removal = Config::default().removal_ms();
+    let out = c.handle(Event::Tick { now: 3 + removal + 1 });
+    let homed_on: Vec<&str> = out
+        .iter()
+        .filter_map(|command| match command {
+            Command::Observe(Observation::Allocated { region, .. }) => Some(region.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(homed_on, Vec::<&str>::new(), "shards were homed on a region being removed: {out:?}");
+    assert!(c.durable().regions.is_empty() && c.durable().homes.is_empty());
+}
