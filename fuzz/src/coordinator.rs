@@ -11,7 +11,9 @@
 //!   the fallback) homes goes to a registered region that is neither
 //!   draining nor leaving;
 //! - **hand-offs bounded**: a hand-off is of a homed shard from its home,
-//!   and none outlives its acknowledgement and stop deadlines.
+//!   and after a tick none is past the deadline of the step it is in (the
+//!   acknowledgement timeout from its begin, the hand-off timeout from its
+//!   stop: each counted from when the coordinator took the step).
 //!
 //! Three bytes make one event: what, whom, and a value.
 
@@ -40,8 +42,8 @@ struct Harness {
     now: Millis,
     request: u64,
     stamp: u64,
-    /// When each hand-off in flight began.
-    began: BTreeMap<String, Millis>,
+    /// The deadline of each hand-off's current step.
+    deadlines: BTreeMap<String, Millis>,
 }
 
 fn region(i: u8) -> String {
@@ -68,7 +70,7 @@ impl Harness {
             now: 1_000,
             request: 1,
             stamp: 1,
-            began: BTreeMap::new(),
+            deadlines: BTreeMap::new(),
         }
     }
 
@@ -192,8 +194,12 @@ impl Harness {
                 let record = record.unwrap_or_else(|| panic!("{shard} homed on unregistered {region}"));
                 assert!(!record.draining && !record.leaving, "{shard} homed on {region}, which cannot take it");
             }
-            Command::Observe(Observation::HandOff { shard, step: Step::Begin, .. }) => {
-                self.began.insert(shard, self.now);
+            Command::Observe(Observation::HandOff { shard, step, .. }) => {
+                let timeout = match step {
+                    Step::Begin => self.config.handoff_ack_timeout_ms,
+                    Step::Stop => self.config.handoff_timeout_ms,
+                };
+                self.deadlines.insert(shard, self.now + timeout);
             }
             _ => {}
         }
@@ -223,11 +229,14 @@ impl Harness {
             assert_eq!(home, Some(from.as_str()), "{shard} is handed off from {from}, its home is {home:?}");
         }
         let moving: Vec<String> = self.coordinator.moving().cloned().collect();
-        self.began.retain(|shard, _| moving.contains(shard));
+        self.deadlines.retain(|shard, _| moving.contains(shard));
         if ticked {
-            let longest = self.config.handoff_ack_timeout_ms + self.config.handoff_timeout_ms;
-            for (shard, began) in &self.began {
-                assert!(self.now.saturating_sub(*began) <= longest, "{shard}'s hand-off outlived its deadlines");
+            for (shard, deadline) in &self.deadlines {
+                assert!(
+                    self.now <= *deadline,
+                    "{shard}'s hand-off is past its step's deadline {deadline} at {}",
+                    self.now
+                );
             }
         }
     }
