@@ -27,6 +27,14 @@ enum Outcome {
     Broken(String),
 }
 
+/// A seed's line from the simulation's output (the first one follows
+/// libtest's `test simulation_seeds ... ` on the same line): the line as
+/// recorded, the seed and its outcome.
+fn recorded(line: &str) -> Option<(&str, u64, Outcome)> {
+    let line = &line[line.find("seed ")?..];
+    parse(line).map(|(seed, outcome)| (line, seed, outcome))
+}
+
 fn parse(line: &str) -> Option<(u64, Outcome)> {
     let rest = line.strip_prefix("seed ")?;
     let (seed, rest) = rest.split_once(' ')?;
@@ -126,7 +134,7 @@ pub fn soak_sim(root: &Path, target_dir: &Path, args: &[String]) -> anyhow::Resu
             }
             let output = child.wait_with_output()?;
             for line in String::from_utf8_lossy(&output.stdout).lines() {
-                if let Some((seed, outcome)) = parse(line) {
+                if let Some((line, seed, outcome)) = recorded(line) {
                     writeln!(file, "{line}")?;
                     if let Outcome::Broken(why) = &outcome {
                         eprintln!("\nxtask: seed {seed} BROKE AN INVARIANT: {why}");
@@ -187,4 +195,21 @@ fn summary(done: &BTreeMap<u64, Outcome>, seeds: u64) -> anyhow::Result<()> {
         bail!("{} seed(s) not run", seeds - counted as u64);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_seed_line_is_recorded_even_after_libtest_s_prefix() {
+        let (line, seed, outcome) =
+            recorded("test simulation_seeds ... seed 26 ok steps 9000 messages 24817 ms 79").unwrap();
+        assert_eq!((line, seed), ("seed 26 ok steps 9000 messages 24817 ms 79", 26));
+        assert!(matches!(outcome, Outcome::Ok { steps: 9000, messages: 24817, ms: 79 }));
+        let (_, seed, outcome) = recorded("seed 3 broken: two regions run shard 7").unwrap();
+        assert!(seed == 3 && matches!(outcome, Outcome::Broken(why) if why == "two regions run shard 7"));
+        assert!(recorded("running 1 test").is_none());
+        assert!(recorded("test simulation_seeds ... ok").is_none());
+    }
 }
