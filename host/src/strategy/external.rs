@@ -145,7 +145,13 @@ impl ExternalAllocation {
             shards.sort();
         }
         let placement_moves = shards.len();
-        let decision = self.strategy.rebalance(view);
+        // A shard pinned to its home cannot move: it comes last in its
+        // region's list, so a strategy that picks the oldest shards first
+        // (least-shard) picks shards that can move instead of picking the
+        // same pinned ones, dropped below, at every tick.
+        let pinned_last =
+            view.with_last(|region, shard| self.placements.get(shard).is_some_and(|t| regions[region].address == *t));
+        let decision = self.strategy.rebalance(pinned_last.as_ref().unwrap_or(view));
         let mut chosen: HashSet<String> = shards.iter().cloned().collect();
         for shard in decision.value {
             let pinned_home = self
@@ -226,10 +232,26 @@ mod tests {
         external.set_placement("1", "a");
         let v = view(Scenario::parse("a=1,2,3,4,5,6 b=7 c="));
         let rebalance = external.rebalance(&v);
-        // 3 is misplaced; least-shard's own pick (oldest of a, limit 1) is 1, pinned at home: dropped.
-        assert_eq!(rebalance.shards, ["3"]);
+        // 3 is misplaced; least-shard's own pick (the oldest of a that can
+        // move, limit 1) is 2 — 1 is pinned at home — then 3 again.
+        assert_eq!(rebalance.shards, ["3", "2"]);
         assert_eq!(rebalance.placement_moves, 1);
         assert_eq!(rebalance.fallback, None);
+    }
+
+    #[test]
+    fn the_strategy_picks_past_shards_pinned_at_their_home() {
+        let mut external = least_shard();
+        external.set_placement("1", "a");
+        external.set_placement("2", "a");
+        let v = view(Scenario::parse("a=1,2,3,4,5,6 b=7 c="));
+        // 1 and 2 come last in a's list, so least-shard's pick (the oldest,
+        // limit 1) is 3; were they first, it would pick 1, dropped at every
+        // tick, and 3…6 would never move.
+        assert_eq!(external.rebalance(&v).shards, ["3"]);
+        external.remove_placement("1");
+        external.remove_placement("2");
+        assert_eq!(external.rebalance(&v).shards, ["1"]);
     }
 
     #[test]

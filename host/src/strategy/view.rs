@@ -149,6 +149,28 @@ impl ClusterView {
         &self.view
     }
 
+    /// The same view with the shards `last` names (by region index and
+    /// shard) after the others in their region's list, each part in its
+    /// own order; `None` when `last` names none.
+    pub fn with_last(&self, last: impl Fn(usize, &str) -> bool) -> Option<ClusterView> {
+        debug_assert!(self.has_homes, "an allocation-only view has no shard lists");
+        if !self.homes.iter().enumerate().any(|(region, shards)| shards.iter().any(|shard| last(region, shard))) {
+            return None;
+        }
+        let homes = self
+            .homes
+            .iter()
+            .enumerate()
+            .map(|(region, shards)| {
+                let (mut first, rest): (Vec<String>, Vec<String>) =
+                    shards.iter().cloned().partition(|shard| !last(region, shard));
+                first.extend(rest);
+                first
+            })
+            .collect();
+        Some(ClusterView { view: self.view.clone(), homes, in_progress: self.in_progress.clone(), has_homes: true })
+    }
+
     /// The strategy-facing allocation table (handles in contract order).
     pub fn allocations(&self) -> Allocations {
         debug_assert!(self.has_homes, "an allocation-only view has no shard lists");
