@@ -19,30 +19,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use etcd::Etcd;
-use node::{Journal, Msg, Node, region_config};
+use node::{Journal, LEADER_LEASE_S, Msg, Node, region_config};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use shardalloc_client::api::EventKind;
 use shardalloc_client::region::{InMemoryTransport, Region, RegionHandle, Update};
-
-/// The leader lease the tests run with (the default).
-const LEADER_LEASE_S: u64 = 3;
-
-/// Region timings: heartbeats every 200 ms, a 10 s lease (the default),
-/// unreachable after 6 s, removed 6 s later, so a failover of a few
-/// seconds never costs a region its shards.
-const TIMINGS: &[&str] = &[
-    "--heartbeat-interval-ms",
-    "200",
-    "--lease-ms",
-    "10000",
-    "--unreachable-after-ms",
-    "6000",
-    "--remove-after-ms",
-    "6000",
-    "--rebalance-interval-ms",
-    "1000",
-];
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
@@ -71,23 +52,8 @@ impl Cluster {
 
     async fn node(etcd: &str, i: usize, port: u16) -> Node {
         let listen = format!("127.0.0.1:{port}");
-        let advertise = format!("http://{listen}");
-        let name = format!("n{i}");
-        let lease = LEADER_LEASE_S.to_string();
-        let mut args = vec![
-            "--etcd",
-            etcd,
-            "--advertise",
-            &advertise,
-            "--node-name",
-            &name,
-            "--leader-lease-s",
-            &lease,
-            "--type",
-            "cart",
-        ];
-        args.extend_from_slice(TIMINGS);
-        Node::start_on(&listen, &args).await
+        let args = node::ha_args(etcd, &format!("http://{listen}"), &format!("n{i}"));
+        Node::start_on(&listen, &args.iter().map(String::as_str).collect::<Vec<_>>()).await
     }
 
     /// Restarts node `i` (after it was killed) on its port.

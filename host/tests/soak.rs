@@ -1,21 +1,36 @@
-//! The soak of the real node, run by `cargo xtask soak --minutes N` (this
-//! test is ignored otherwise): the `shardalloc` binary, a probe region that
-//! never churns, and up to eight more regions, each behind a TCP proxy the
-//! soak can cut. Every second, one churn action — a region joins, leaves,
-//! crashes (its connection cut: it keeps its shards until its lease runs
-//! out), a region is drained or undrained, a placement set or removed,
-//! shards rebalanced, the strategy swapped or rolled back — while traffic
-//! flows to 400 shards and the probe region asks where shards live.
+//! The soak of the real node, run by `cargo xtask soak --minutes N [--etcd]`
+//! (this test is ignored otherwise): the `shardalloc` binary, a probe
+//! region that never churns, and up to eight more regions. Every second,
+//! one churn action — a region joins, leaves, crashes, a region is drained
+//! or undrained, a placement set or removed, shards rebalanced, the
+//! strategy swapped or rolled back — while traffic flows to 400 shards and
+//! the probe region asks where shards live.
+//!
+//! On one node (its redb store), each region sits behind a TCP proxy and a
+//! crash cuts it: the region keeps its shards until its lease runs out.
+//! With `SHARDALLOC_SOAK_ETCD=1`, three nodes run on a real etcd and every
+//! `SHARDALLOC_SOAK_KILL_EVERY_S` seconds (default 60) the leader is
+//! SIGKILLed and started again 5 s later; regions follow redirects to the
+//! leader (past any proxy), so a crash there is a region stopping without
+//! leaving.
 //!
 //! Checked all along: no shard ever runs on two regions (the journal every
 //! region's application writes to), and every home the probe asks for is
-//! answered (within 30 s). Every 5 s a sample: the node's resident memory,
-//! its open file descriptors, regions, homes, the strategy fallbacks and
-//! deadline faults — written to `soak.csv` and drawn in `soak.png` under
-//! `SHARDALLOC_SOAK_DIR` (default `target/tmp/soak/`). At the end, memory
-//! must not have grown more than 10% after the first fifth of the run (at
-//! most its first 5 minutes).
+//! answered (within 30 s). At the end: every acknowledged placement call
+//! holds in the store ([`ledger`]). Every 5 s a sample: resident memory and
+//! open file descriptors (summed over the running nodes), regions, homes,
+//! the strategy fallbacks and deadline faults of the leader, leader kills —
+//! written to `soak.csv` and drawn in `soak.png` under `SHARDALLOC_SOAK_DIR`
+//! (default `target/tmp/soak/`). On one node, memory must not have grown
+//! more than 10% after the first fifth of the run (at most its first 5
+//! minutes); on etcd, memory is reported, not judged (a node's memory steps
+//! when it becomes leader, and a killed node starts from nothing).
 
+mod etcd;
+#[path = "soak/fleet.rs"]
+mod fleet;
+#[path = "soak/ledger.rs"]
+mod ledger;
 mod node;
 #[path = "soak/plot.rs"]
 mod plot;
@@ -27,9 +42,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use shardalloc_client::api::ActivateRequest;
-use shardalloc_client::region::{InMemoryTransport, RegionHandle};
+use shardalloc_client::region::{InMemoryTransport, Region, RegionHandle};
 
-use node::{Journal, Msg, Node, Proxy, fast_args, region_config, registered};
+use fleet::Fleet;
+use ledger::Ledger;
+use node::{Journal, Msg, Proxy, region_config, registered};
 
 /// Region slots besides the probe region.
 const SLOTS: usize = 8;
@@ -53,7 +70,9 @@ impl Rng {
 
 struct Slot {
     address: String,
-    proxy: Proxy,
+    /// The cuttable way to the node (one node only: on etcd, regions
+    /// follow redirects to the leader's own URL).
+    proxy: Option<Proxy>,
     region: Option<RegionHandle<Msg>>,
     /// Cut off at this time: shut down and emptied once its lease is surely gone.
     crashed: Option<Instant>,
@@ -66,6 +85,18 @@ impl Slot {
     fn free(&self) -> bool {
         self.region.is_none() && self.ending.as_ref().is_none_or(|e| e.is_finished())
     }
+}
+
+/// One sample of the nodes, every 5 s: resident memory (KiB) and open
+/// descriptors summed over the running nodes, homes, the leader's
+/// fallbacks, leader kills so far.
+struct Sample {
+    seconds: f64,
+    rss: f64,
+    fds: f64,
+    homes: f64,
+    fallbacks: f64,
+    kills: f64,
 }
 
 #[derive(Default)]
@@ -94,35 +125,51 @@ fn metric_sum(text: &str, name: &str, filter: &str) -> f64 {
         .sum()
 }
 
+fn env_number(name: &str, default: f64) -> f64 {
+    std::env::var(name).ok().and_then(|m| m.parse().ok()).unwrap_or(default)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore]
 async fn soak() {
-    let minutes: f64 = std::env::var("SHARDALLOC_SOAK_MINUTES").ok().and_then(|m| m.parse().ok()).unwrap_or(1.0);
+    let minutes = env_number("SHARDALLOC_SOAK_MINUTES", 1.0);
+    let on_etcd = std::env::var("SHARDALLOC_SOAK_ETCD").is_ok_and(|v| v == "1");
+    let kill_every = Duration::from_secs_f64(env_number("SHARDALLOC_SOAK_KILL_EVERY_S", 60.0).max(10.0));
     let out = std::env::var_os("SHARDALLOC_SOAK_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("soak"));
     std::fs::create_dir_all(&out).unwrap();
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
     let mut rng = Rng(seed);
-    eprintln!("soak: {minutes} min, seed {seed}, output in {}", out.display());
+    let backend = if on_etcd {
+        format!("three nodes on etcd, the leader killed every {kill_every:?}")
+    } else {
+        "one node".into()
+    };
+    eprintln!("soak: {minutes} min, {backend}, seed {seed}, output in {}", out.display());
 
-    let node = Node::start(&fast_args(&[])).await;
-    let pid = node.pid();
-    let admin = node.admin();
+    let mut fleet = if on_etcd { Fleet::on_etcd().await } else { Fleet::one().await };
     let journal = Journal::default();
     let network = InMemoryTransport::default();
-    let probe = node.region("cart", "probe", &journal, &network, |_| {});
+    let probe = Region::start(region_config(&fleet.urls(), "cart", "probe"), journal.app("probe"), network.clone())
+        .expect("start the probe region");
     registered(&probe).await;
     let mut slots = Vec::new();
     for i in 0..SLOTS {
-        let proxy = Proxy::start(node.addr).await;
+        let proxy = if on_etcd { None } else { Some(Proxy::start(fleet.nodes[0].addr).await) };
         slots.push(Slot { address: format!("r{i}"), proxy, region: None, crashed: None, ending: None });
     }
+    let urls = fleet.urls();
     let start_region = |slot: &mut Slot| {
-        slot.proxy.heal();
-        let config = region_config(&slot.proxy.base(), "cart", &slot.address);
-        let region = shardalloc_client::region::Region::start(config, journal.app(&slot.address), network.clone())
-            .expect("start a region");
+        let base = match &slot.proxy {
+            Some(proxy) => {
+                proxy.heal();
+                proxy.base()
+            }
+            None => urls.clone(),
+        };
+        let config = region_config(&base, "cart", &slot.address);
+        let region = Region::start(config, journal.app(&slot.address), network.clone()).expect("start a region");
         slot.region = Some(region);
         slot.crashed = None;
     };
@@ -131,13 +178,17 @@ async fn soak() {
     }
 
     let probes = Arc::new(Probes::default());
+    let mut ledger = Ledger::default();
     let started = Instant::now();
     let deadline = started + Duration::from_secs_f64(minutes * 60.0);
-    let mut csv =
-        String::from("seconds,rss_kib,fds,regions,homes,fallbacks,deadline_faults,asked,answered,unanswered,actions\n");
-    let mut samples: Vec<(f64, f64, f64, f64, f64)> = Vec::new();
+    let mut csv = String::from(
+        "seconds,rss_kib,fds,regions,homes,fallbacks,deadline_faults,asked,answered,unanswered,actions,leader,kills\n",
+    );
+    let mut samples: Vec<Sample> = Vec::new();
     let mut actions: u64 = 0;
     let mut next_sample = started;
+    let mut next_kill = started + kill_every;
+    let (mut regions, mut homes) = (0usize, 0usize);
     let mut hash_active = false;
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
     while Instant::now() < deadline {
@@ -182,8 +233,17 @@ async fn soak() {
                 slot.crashed = None;
             }
         }
-        // One churn action.
+        // The leader's death, and its return.
+        fleet.restart_due().await;
+        if on_etcd && Instant::now() >= next_kill {
+            next_kill += kill_every;
+            if let Some(killed) = fleet.kill_leader().await {
+                eprintln!("soak: killed the leader n{killed} (kill {})", fleet.kills);
+            }
+        }
+        // One churn action, through any running node.
         actions += 1;
+        let admin = fleet.admin(rng.below(u64::MAX));
         let i = rng.below(SLOTS as u64) as usize;
         let shard = (1 + rng.below(SHARDS)).to_string();
         match rng.below(10) {
@@ -202,9 +262,15 @@ async fn soak() {
                 }
             }
             3 => {
-                if slots[i].region.is_some() && slots[i].crashed.is_none() {
-                    slots[i].proxy.cut();
-                    slots[i].crashed = Some(Instant::now());
+                let slot = &mut slots[i];
+                if slot.crashed.is_none() && slot.region.is_some() {
+                    match &slot.proxy {
+                        Some(proxy) => {
+                            proxy.cut();
+                            slot.crashed = Some(Instant::now());
+                        }
+                        None => slot.ending = slot.region.take().map(|region| tokio::spawn(region.shutdown())),
+                    }
                 }
             }
             4 => {
@@ -212,10 +278,13 @@ async fn soak() {
                 let _ = if rng.below(2) == 0 { admin.drain(&address).await } else { admin.undrain(&address).await };
             }
             5 => {
-                let _ = admin.set_placement("cart", &shard, &slots[i].address).await;
+                let target = slots[i].address.clone();
+                let acknowledged = admin.set_placement("cart", &shard, &target).await.is_ok();
+                ledger.set(&shard, &target, acknowledged);
             }
             6 => {
-                let _ = admin.remove_placement("cart", &shard).await;
+                let acknowledged = admin.remove_placement("cart", &shard).await.is_ok();
+                ledger.remove(&shard, acknowledged);
             }
             7 => {
                 let other = (1 + rng.below(SHARDS)).to_string();
@@ -239,37 +308,51 @@ async fn soak() {
         if Instant::now() >= next_sample {
             next_sample += Duration::from_secs(5);
             let seconds = started.elapsed().as_secs_f64();
-            let rss = proc_status(pid, "VmRSS:") as f64;
-            let fds = open_fds(pid) as f64;
-            let metrics = node.http().get(node.url("/metrics")).send().await.unwrap().text().await.unwrap();
-            let fallbacks = metric_sum(&metrics, "shardalloc_fallbacks_total", "") + 0.0;
-            let deadlines = metric_sum(&metrics, "shardalloc_fallbacks_total", "deadline") + 0.0;
-            let state = admin.type_state("cart").await.unwrap();
-            let homes: usize = state.regions.iter().map(|r| r.shards.len()).sum();
+            let running = fleet.nodes.iter().filter(|n| n.running());
+            let rss: f64 = running.clone().map(|n| proc_status(n.pid(), "VmRSS:") as f64).sum();
+            let fds: f64 = running.map(|n| open_fds(n.pid()) as f64).sum();
+            let leader = fleet.leader().await;
+            let metrics = match leader {
+                Some(i) => fleet.metrics(i).await.unwrap_or_default(),
+                None => String::new(),
+            };
+            let fallbacks = metric_sum(&metrics, "shardalloc_fallbacks_total", "");
+            let deadlines = metric_sum(&metrics, "shardalloc_fallbacks_total", "deadline");
+            // Through a node that may be a follower whose leader just died:
+            // the last figures stand until the next answer.
+            if let Ok(state) = fleet.admin(rng.below(u64::MAX)).type_state("cart").await {
+                regions = state.regions.len();
+                homes = state.regions.iter().map(|r| r.shards.len()).sum();
+            }
             let (asked, answered, unanswered) = (
                 probes.asked.load(Ordering::Relaxed),
                 probes.answered.load(Ordering::Relaxed),
                 probes.unanswered.load(Ordering::Relaxed),
             );
+            let leader_column = leader.map_or(String::from("none"), |i| format!("n{i}"));
             writeln!(
                 csv,
-                "{seconds:.0},{rss},{fds},{},{homes},{fallbacks},{deadlines},{asked},{answered},{unanswered},{actions}",
-                state.regions.len()
+                "{seconds:.0},{rss},{fds},{regions},{homes},{fallbacks},{deadlines},{asked},{answered},{unanswered},{actions},{leader_column},{}",
+                fleet.kills
             )
             .unwrap();
             std::fs::write(out.join("soak.csv"), &csv).unwrap();
-            samples.push((seconds, rss, fds, homes as f64, fallbacks));
+            samples.push(Sample { seconds, rss, fds, homes: homes as f64, fallbacks, kills: fleet.kills as f64 });
             eprintln!(
-                "soak: {:>5.0}/{:.0} s  rss {:.1} MiB  fds {fds}  regions {}  homes {homes}  probes {answered}/{asked} answered, {unanswered} not  actions {actions}",
+                "soak: {:>5.0}/{:.0} s  rss {:.1} MiB  fds {fds}  regions {regions}  homes {homes}  probes {answered}/{asked} answered, {unanswered} not  actions {actions}  leader {leader_column}  kills {}",
                 seconds,
                 minutes * 60.0,
                 rss / 1024.0,
-                state.regions.len()
+                fleet.kills
             );
             assert_eq!(unanswered, 0, "home requests went unanswered");
         }
     }
-    // Let the last probes finish.
+    // Every node up again; let the last probes finish.
+    if on_etcd {
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        fleet.restart_due().await;
+    }
     tokio::time::sleep(ANSWER_WITHIN).await;
     assert!(journal.overlaps().is_empty(), "a shard ran on two regions at once: {:?}", journal.overlaps());
     let (asked, answered, unanswered) = (
@@ -277,36 +360,53 @@ async fn soak() {
         probes.answered.load(Ordering::Relaxed),
         probes.unanswered.load(Ordering::Relaxed),
     );
-    let series = |pick: fn(&(f64, f64, f64, f64, f64)) -> f64| samples.iter().map(|s| (s.0, pick(s))).collect();
-    plot::plot(
-        &out.join("soak.png"),
-        &[
-            ("rss", series(|s| s.1)),
-            ("fds", series(|s| s.2)),
-            ("homes", series(|s| s.3)),
-            ("fallbacks", series(|s| s.4)),
-        ],
-    )
-    .unwrap();
+    // Every acknowledged placement call holds.
+    let admin = fleet.admin(0);
+    let stored = node::wait_for("the placements to be readable", Duration::from_secs(60), async || {
+        admin.placements("cart").await.ok()
+    })
+    .await;
+    let stored = stored.placements.into_iter().map(|p| (p.shard_id.to_string(), p.target)).collect();
+    let (known, lost) = ledger.check(&stored);
+
+    let series = |pick: fn(&Sample) -> f64| samples.iter().map(|s| (s.seconds, pick(s))).collect();
+    let mut panels = vec![
+        ("rss", series(|s| s.rss)),
+        ("fds", series(|s| s.fds)),
+        ("homes", series(|s| s.homes)),
+        ("fallbacks", series(|s| s.fallbacks)),
+    ];
+    if on_etcd {
+        panels.push(("leader kills", series(|s| s.kills)));
+    }
+    plot::plot(&out.join("soak.png"), &panels).unwrap();
     // Memory after the warm-up (a fifth of the run, at most 5 minutes) against the end.
     let warm = (minutes * 60.0 / 5.0).min(300.0);
-    let baseline = samples.iter().find(|s| s.0 >= warm).map_or(0.0, |s| s.1);
-    let last = samples.last().map_or(0.0, |s| s.1);
-    let peak = samples.iter().filter(|s| s.0 >= warm).map(|s| s.1).fold(0.0, f64::max);
+    let baseline = samples.iter().find(|s| s.seconds >= warm).map_or(0.0, |s| s.rss);
+    let last = samples.last().map_or(0.0, |s| s.rss);
+    let peak = samples.iter().filter(|s| s.seconds >= warm).map(|s| s.rss).fold(0.0, f64::max);
     let growth = if baseline > 0.0 { (last - baseline) / baseline } else { 0.0 };
     let summary = format!(
-        "soak: {minutes} min, {actions} churn actions; home requests: {asked} asked, {answered} answered, {unanswered} unanswered, slowest {} ms; \
-         rss after warm-up {:.1} MiB, at the end {:.1} MiB ({:+.1}%), peak {:.1} MiB; fds at the end {}; no shard on two regions",
+        "soak: {minutes} min, {backend}: {actions} churn actions, {} leader kills; home requests: {asked} asked, {answered} answered, \
+         {unanswered} unanswered, slowest {} ms; {known} acknowledged placements checked, {} lost; \
+         rss{} after warm-up {:.1} MiB, at the end {:.1} MiB ({:+.1}%{}), peak {:.1} MiB; fds at the end {}; no shard on two regions",
+        fleet.kills,
         probes.slowest_ms.load(Ordering::Relaxed),
+        lost.len(),
+        if on_etcd { " (the running nodes' sum)" } else { "" },
         baseline / 1024.0,
         last / 1024.0,
         growth * 100.0,
+        if on_etcd { ", not judged: nodes restart and change roles" } else { "" },
         peak / 1024.0,
-        samples.last().map_or(0.0, |s| s.2),
+        samples.last().map_or(0.0, |s| s.fds),
     );
     std::fs::write(out.join("summary.txt"), format!("{summary}\n")).unwrap();
     eprintln!("{summary}");
+    assert!(lost.is_empty(), "acknowledged placement calls did not hold: {lost:?}");
     assert_eq!(unanswered, 0, "home requests went unanswered");
     assert_eq!(asked, answered, "home requests still unanswered at the end");
-    assert!(growth < MAX_GROWTH, "memory grew {:.1}% after the warm-up", growth * 100.0);
+    if !on_etcd {
+        assert!(growth < MAX_GROWTH, "memory grew {:.1}% after the warm-up", growth * 100.0);
+    }
 }

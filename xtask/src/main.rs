@@ -19,9 +19,11 @@
 //!   keep the inputs that add coverage and any crash;
 //! - `soak-sim --seeds N [--jobs J]` (`soak_sim.rs`): the coordinator's
 //!   seeded fault simulation over N seeds on every core, resumable;
-//! - `soak --minutes N`: the real node under churn for N minutes
-//!   (`host/tests/soak.rs`), with its memory, descriptors and counters in
-//!   `target/soak/soak.csv` and `soak.png`;
+//! - `soak --minutes N [--etcd [--kill-every S]]`: the real node under
+//!   churn for N minutes (`host/tests/soak.rs`), with its memory,
+//!   descriptors and counters in `target/soak/soak.csv` and `soak.png`;
+//!   `--etcd`: three nodes on a real etcd, the leader killed every S
+//!   seconds (`target/soak-etcd/`);
 //! - `screenshots`: run the dashboard's browser tests and copy the
 //!   screenshots they take into `docs/images/` (what docs/dashboard.md shows);
 //! - `demo-strategies`: show the built-in strategies at work offline on a
@@ -70,7 +72,7 @@ fn main() -> anyhow::Result<()> {
         Some("bench") => bench::run(&root, &args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\n  setup       install the wasm32 toolchain (rustup target, else Debian rustc-web)\n  test        formatting, the code's shape, lints and every test (what CI runs)\n  shape       check the code's shape: server file sizes, import direction, no OpenAPI JSON\n  demo        build and start a node with three simulated regions (--ha: three etcd members, three nodes)\n  fuzz        [--target NAME]… [--minutes N] [--jobs J]: run the fuzz targets (libFuzzer, stable Rust) and keep what they find\n  soak-sim    --seeds N [--jobs J]: the coordinator's fault simulation over N seeds, resumable\n  soak        --minutes N: the real node under churn for N minutes (soak.csv, soak.png in target/soak/)\n  screenshots regenerate the dashboard's screenshots in docs/images/ (runs its browser tests)\n  demo-strategies  show the built-in strategies offline on a generated cluster\n  ha-faults   the long HA fault series on real etcd (ten leader kills, etcd members lost, rolling restart)\n  component   -p CRATE [--out FILE]: build a strategy crate into a component\n  examples    [NAME…]: build every example strategy (examples/strategies/) by following its README, and check them\n  c-example   build the C example strategy (used by its README)\n  bench       [NAME…]: run every benchmark in one go and print one table of ratios"
+                "usage: cargo xtask <command>\n\n  setup       install the wasm32 toolchain (rustup target, else Debian rustc-web)\n  test        formatting, the code's shape, lints and every test (what CI runs)\n  shape       check the code's shape: server file sizes, import direction, no OpenAPI JSON\n  demo        build and start a node with three simulated regions (--ha: three etcd members, three nodes)\n  fuzz        [--target NAME]… [--minutes N] [--jobs J]: run the fuzz targets (libFuzzer, stable Rust) and keep what they find\n  soak-sim    --seeds N [--jobs J]: the coordinator's fault simulation over N seeds, resumable\n  soak        --minutes N [--etcd [--kill-every S]]: the real node under churn for N minutes (soak.csv, soak.png in target/soak/); --etcd: three nodes on etcd, the leader killed every S seconds\n  screenshots regenerate the dashboard's screenshots in docs/images/ (runs its browser tests)\n  demo-strategies  show the built-in strategies offline on a generated cluster\n  ha-faults   the long HA fault series on real etcd (ten leader kills, etcd members lost, rolling restart)\n  component   -p CRATE [--out FILE]: build a strategy crate into a component\n  examples    [NAME…]: build every example strategy (examples/strategies/) by following its README, and check them\n  c-example   build the C example strategy (used by its README)\n  bench       [NAME…]: run every benchmark in one go and print one table of ratios"
             );
             bail!("unknown or missing command");
         }
@@ -390,18 +392,29 @@ fn demo(root: &Path) -> anyhow::Result<()> {
 }
 
 fn soak(root: &Path, args: &[String]) -> anyhow::Result<()> {
-    let minutes = match args {
-        [flag, minutes] if flag == "--minutes" => minutes.clone(),
-        [] => "60".to_owned(),
-        _ => bail!("usage: cargo xtask soak [--minutes N] (default 60)"),
-    };
+    const USAGE: &str =
+        "usage: cargo xtask soak [--minutes N] [--etcd [--kill-every S]] (default 60 minutes, a kill every 60 s)";
+    let (mut minutes, mut etcd, mut kill_every) = ("60".to_owned(), false, "60".to_owned());
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--etcd" => etcd = true,
+            "--minutes" => minutes = it.next().context(USAGE)?.clone(),
+            "--kill-every" => kill_every = it.next().context(USAGE)?.clone(),
+            other => bail!("unknown argument {other:?}; {USAGE}"),
+        }
+    }
     let _: f64 = minutes.parse().ok().filter(|m: &f64| *m > 0.0).context("--minutes must be a positive number")?;
+    let _: f64 =
+        kill_every.parse().ok().filter(|s: &f64| *s >= 10.0).context("--kill-every must be at least 10 (seconds)")?;
     setup()?;
     ensure_programs()?;
-    let out = target_dir(root).join("soak");
+    let out = target_dir(root).join(if etcd { "soak-etcd" } else { "soak" });
     let status = Command::new(cargo())
         .args(["test", "--locked", "-p", "shardalloc", "--test", "soak", "--", "--ignored", "--nocapture"])
         .env("SHARDALLOC_SOAK_MINUTES", &minutes)
+        .env("SHARDALLOC_SOAK_ETCD", if etcd { "1" } else { "0" })
+        .env("SHARDALLOC_SOAK_KILL_EVERY_S", &kill_every)
         .env("SHARDALLOC_SOAK_DIR", &out)
         .current_dir(root)
         .status()

@@ -384,6 +384,35 @@ pub fn fast_args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
     args
 }
 
+/// The leader lease the nodes on etcd run with (the default), in seconds.
+pub const LEADER_LEASE_S: u64 = 3;
+
+/// Region timings of nodes on etcd: heartbeats every 200 ms, a 10 s lease
+/// (the default), unreachable after 6 s, removed 6 s later, so a failover
+/// of a few seconds never costs a region its shards.
+pub const HA_TIMINGS: &[&str] = &[
+    "--heartbeat-interval-ms",
+    "200",
+    "--lease-ms",
+    "10000",
+    "--unreachable-after-ms",
+    "6000",
+    "--remove-after-ms",
+    "6000",
+    "--rebalance-interval-ms",
+    "1000",
+];
+
+/// `serve` arguments of node `name` in a cluster on `etcd`, advertising
+/// `advertise`: [`LEADER_LEASE_S`], [`HA_TIMINGS`] and `--type cart`.
+pub fn ha_args(etcd: &str, advertise: &str, name: &str) -> Vec<String> {
+    let lease = LEADER_LEASE_S.to_string();
+    let mut args = vec!["--etcd", etcd, "--advertise", advertise, "--node-name", name, "--leader-lease-s", &lease];
+    args.extend_from_slice(&["--type", "cart"]);
+    args.extend_from_slice(HA_TIMINGS);
+    args.into_iter().map(str::to_owned).collect()
+}
+
 /// A region config with short reconnect and retry delays.
 pub fn region_config(base: &str, entity_type: &str, address: &str) -> RegionConfig {
     let mut config = RegionConfig::new(base, entity_type, address);
