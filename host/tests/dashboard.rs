@@ -10,10 +10,13 @@
 
 mod node;
 
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use fantoccini::elements::Element;
+use fantoccini::error::CmdError;
 use fantoccini::{Client, ClientBuilder, Locator};
 use shardalloc_client::region::{InMemoryTransport, RegionHandle};
 
@@ -48,7 +51,9 @@ fn program(name: &str) -> String {
     name.to_owned()
 }
 
-/// A chromedriver child on a free port; killed when dropped.
+/// A chromedriver child on a free port, in its own process group with the
+/// Chromium it starts; the whole group is killed when dropped, so a test
+/// that panics before closing its browser leaves no Chromium behind.
 struct Driver {
     child: Child,
     port: u16,
@@ -59,6 +64,7 @@ impl Driver {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let child = Command::new(program("chromedriver"))
             .arg(format!("--port={port}"))
+            .process_group(0)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -90,6 +96,8 @@ impl Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -199,34 +207,32 @@ async fn wait_for_count(browser: &Client, css: &str, count: Option<usize>, withi
 }
 
 /// True for the error of an element the page redrew between finding and using it.
-fn stale(error: &fantoccini::error::CmdError) -> bool {
-    matches!(error, fantoccini::error::CmdError::Standard(e) if e.error == fantoccini::error::ErrorStatus::StaleElementReference)
+fn stale(error: &CmdError) -> bool {
+    matches!(error, CmdError::Standard(e) if e.error == fantoccini::error::ErrorStatus::StaleElementReference)
 }
 
-/// The text of `css`; found again when the live map redrew it meanwhile.
+/// `act` on the element at `css`; found again when the live map redrew
+/// it between finding and acting.
+async fn on_element<T>(browser: &Client, css: &str, act: impl AsyncFn(Element) -> Result<T, CmdError>) -> T {
+    let started = Instant::now();
+    loop {
+        let element = browser.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}"));
+        match act(element).await {
+            Ok(value) => return value,
+            Err(error) if stale(&error) && started.elapsed() < PATIENCE => continue,
+            Err(error) => panic!("{css}: {error}"),
+        }
+    }
+}
+
+/// The text of `css`.
 async fn text(browser: &Client, css: &str) -> String {
-    let started = Instant::now();
-    loop {
-        let element = browser.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}"));
-        match element.text().await {
-            Ok(text) => return text,
-            Err(error) if stale(&error) && started.elapsed() < PATIENCE => continue,
-            Err(error) => panic!("{css}: {error}"),
-        }
-    }
+    on_element(browser, css, async |element| element.text().await).await
 }
 
-/// Clicks `css`; found again when the live map redrew it meanwhile.
+/// Clicks `css`.
 async fn click(browser: &Client, css: &str) {
-    let started = Instant::now();
-    loop {
-        let element = browser.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}"));
-        match element.click().await {
-            Ok(()) => return,
-            Err(error) if stale(&error) && started.elapsed() < PATIENCE => continue,
-            Err(error) => panic!("{css}: {error}"),
-        }
-    }
+    on_element(browser, css, async |element| element.click().await).await
 }
 
 /// Confirms the dialog an action opened.
@@ -382,18 +388,10 @@ async fn wait_for_text(browser: &Client, css: &str, wanted: &str) -> String {
     }
 }
 
-/// Chooses `value` in the `select` at `css`; found again when redrawn meanwhile.
+/// Chooses `value` in the `select` at `css`.
 async fn choose(browser: &Client, css: &str, value: &str) {
     wait_for_count(browser, &format!("{css} option[value='{value}']"), Some(1), PATIENCE).await;
-    let started = Instant::now();
-    loop {
-        let element = browser.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}"));
-        match element.select_by_value(value).await {
-            Ok(()) => return,
-            Err(error) if stale(&error) && started.elapsed() < PATIENCE => continue,
-            Err(error) => panic!("{css}: {error}"),
-        }
-    }
+    on_element(browser, css, async |element| element.select_by_value(value).await).await
 }
 
 #[tokio::test(flavor = "multi_thread")]
