@@ -25,10 +25,6 @@ use serde_json::Value;
 use shardalloc_client::api::EventKind;
 use shardalloc_client::region::{InMemoryTransport, Region, RegionHandle, Update};
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 /// Three nodes on one etcd prefix.
 struct Cluster {
     nodes: Vec<Node>,
@@ -39,7 +35,7 @@ struct Cluster {
 
 impl Cluster {
     async fn start(etcd: &str) -> Cluster {
-        let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let ports: Vec<u16> = (0..3).map(|_| node::free_port()).collect();
         let mut nodes = Vec::new();
         for (i, port) in ports.iter().enumerate() {
             nodes.push(Self::node(etcd, i, *port).await);

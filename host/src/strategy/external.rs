@@ -149,15 +149,13 @@ impl ExternalAllocation {
         // region's list, so a strategy that picks the oldest shards first
         // (least-shard) picks shards that can move instead of picking the
         // same pinned ones, dropped below, at every tick.
-        let pinned_last =
-            view.with_last(|region, shard| self.placements.get(shard).is_some_and(|t| regions[region].address == *t));
+        let pinned_at =
+            |region: usize, shard: &str| self.placements.get(shard).is_some_and(|t| regions[region].address == *t);
+        let pinned_last = if self.placements.is_empty() { None } else { view.with_last(pinned_at) };
         let decision = self.strategy.rebalance(pinned_last.as_ref().unwrap_or(view));
         let mut chosen: HashSet<String> = shards.iter().cloned().collect();
         for shard in decision.value {
-            let pinned_home = self
-                .placements
-                .get(&shard)
-                .is_some_and(|target| homes.get(shard.as_str()).is_some_and(|&h| regions[h].address == *target));
+            let pinned_home = homes.get(shard.as_str()).is_some_and(|&home| pinned_at(home, &shard));
             if !pinned_home && chosen.insert(shard.clone()) {
                 shards.push(shard);
             }

@@ -384,6 +384,12 @@ pub fn fast_args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
     args
 }
 
+/// A port free on 127.0.0.1 now (for a node that must know its URL
+/// before it starts).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
 /// The leader lease the nodes on etcd run with (the default), in seconds.
 pub const LEADER_LEASE_S: u64 = 3;
 

@@ -25,10 +25,6 @@ pub struct Fleet {
     _etcd: Option<Etcd>,
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 impl Fleet {
     /// One node on its own store, with the tests' short timings.
     pub async fn one() -> Fleet {
@@ -41,7 +37,7 @@ impl Fleet {
         let etcd = Etcd::start();
         let mut nodes = Vec::new();
         for i in 0..NODES {
-            let listen = format!("127.0.0.1:{}", free_port());
+            let listen = format!("127.0.0.1:{}", node::free_port());
             let args = node::ha_args(&etcd.url, &format!("http://{listen}"), &format!("n{i}"));
             nodes.push(Node::start_on(&listen, &args.iter().map(String::as_str).collect::<Vec<_>>()).await);
         }
