@@ -6,12 +6,12 @@
 mod etcd;
 
 use etcd::Etcd;
-use etcd_client::Client;
 use shardalloc::coordinator::{Change, PlacementEntry, Stamp};
 use shardalloc::store::etcd::Fence;
 use shardalloc::store::etcd::keys::{Keys, PART_BYTES};
 use shardalloc::store::{EtcdConfig, EtcdStore, Store, StoreError, Turn, TypeRecord, conformance};
 use shardalloc::strategy::StrategySource;
+use shardalloc_etcd::{Client, ConnectOptions, ops, pb};
 
 fn config(etcd: &Etcd, prefix: &str) -> EtcdConfig {
     EtcdConfig { prefix: prefix.to_owned(), ..EtcdConfig::new(vec![etcd.url.clone()]) }
@@ -22,10 +22,42 @@ fn open(etcd: &Etcd, prefix: &str) -> EtcdStore {
 }
 
 /// A plain client for looking at and tampering with keys.
-fn raw(etcd: &Etcd) -> (tokio::runtime::Runtime, Client) {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let client = runtime.block_on(Client::connect([etcd.url.clone()], None)).unwrap();
-    (runtime, client)
+struct Raw {
+    runtime: tokio::runtime::Runtime,
+    client: Client,
+}
+
+impl Raw {
+    fn new(etcd: &Etcd) -> Raw {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let client = runtime.block_on(Client::connect(&[etcd.url.clone()], ConnectOptions::default())).unwrap();
+        Raw { runtime, client }
+    }
+
+    /// Puts `value` under `key`; the etcd revision it made.
+    fn put(&self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> i64 {
+        let txn = ops::txn(Vec::new(), vec![ops::put(key, value)], Vec::new());
+        let answer = self.runtime.block_on(self.client.txn(txn)).unwrap();
+        ops::revision_of(answer.header.as_ref())
+    }
+
+    fn delete(&self, key: impl Into<Vec<u8>>) {
+        let request = pb::DeleteRangeRequest { key: key.into(), ..Default::default() };
+        self.runtime.block_on(self.client.delete_range(request)).unwrap();
+    }
+
+    /// Whether `key` exists.
+    fn exists(&self, key: &str) -> bool {
+        let request = pb::RangeRequest { count_only: true, ..ops::range(key) };
+        self.runtime.block_on(self.client.range(request)).unwrap().count == 1
+    }
+
+    /// How many keys start with `prefix`.
+    fn count(&self, prefix: &str) -> i64 {
+        let request =
+            pb::RangeRequest { range_end: ops::prefix_end(prefix.as_bytes()), count_only: true, ..ops::range(prefix) };
+        self.runtime.block_on(self.client.range(request)).unwrap().count
+    }
 }
 
 fn declare(name: &str) -> Turn {
@@ -52,26 +84,24 @@ fn etcd_passes_the_conformance_suite_with_checkpoints_on_the_way() {
     let etcd = Etcd::start();
     let config = EtcdConfig { checkpoint_every: 150, ..config(&etcd, "/conformance/") };
     conformance::suite(&|| Ok(Box::new(EtcdStore::open(&config)?)));
-    let (runtime, mut client) = raw(&etcd);
-    let checkpoint = runtime.block_on(client.get("/conformance/checkpoint", None)).unwrap();
-    assert_eq!(checkpoint.kvs().len(), 1, "the suite's 2,000+ commits made no checkpoint");
+    let raw = Raw::new(&etcd);
+    assert!(raw.exists("/conformance/checkpoint"), "the suite's 2,000+ commits made no checkpoint");
 }
 
 #[test]
 fn a_deposed_leaders_write_is_refused_and_writes_nothing() {
     let etcd = Etcd::start();
-    let (runtime, mut client) = raw(&etcd);
+    let raw = Raw::new(&etcd);
     let store = open(&etcd, "/fenced/");
     store.load().unwrap();
     let key = store.keys().leader();
-    let won = runtime.block_on(client.put(key.clone(), "node-a", None)).unwrap();
-    let create_revision = won.header().unwrap().revision();
+    let create_revision = raw.put(key.clone(), "node-a");
     store.set_fence(Some(Fence { key: key.clone(), create_revision }));
     let revision = store.commit(0, &declare("before")).unwrap();
 
     // Another node takes over: the key is deleted and created anew.
-    runtime.block_on(client.delete(key.clone(), None)).unwrap();
-    runtime.block_on(client.put(key.clone(), "node-b", None)).unwrap();
+    raw.delete(key.clone());
+    raw.put(key.clone(), "node-b");
     let error = store.commit(revision, &declare("after")).unwrap_err();
     assert!(matches!(&error, StoreError::Deposed { key: k } if *k == key), "{error}");
     assert!(error.to_string().contains("no longer the leader"), "{error}");
@@ -99,10 +129,10 @@ fn a_turn_over_one_request_is_written_in_parts_and_left_overs_are_ignored() {
     assert_eq!(before.types["cart"].durable.placements.len(), 20_000);
 
     // Parts of a commit that never moved the revision (its writer died).
-    let (runtime, mut client) = raw(&etcd);
+    let raw = Raw::new(&etcd);
     let keys = Keys::new("/big/");
     for part in 0..3 {
-        runtime.block_on(client.put(keys.log_part(revision + 1, part), vec![9u8; 40], None)).unwrap();
+        raw.put(keys.log_part(revision + 1, part), vec![9u8; 40]);
     }
     let again = open(&etcd, "/big/");
     assert_eq!(again.load().unwrap(), before, "left-over parts changed the load");
@@ -123,11 +153,8 @@ fn a_checkpoint_replaces_the_log_and_a_damaged_one_is_named() {
         revision = store.commit(revision, &declare(&format!("t{i}"))).unwrap();
     }
     store.checkpoint_now().unwrap();
-    let (runtime, mut client) = raw(&etcd);
-    let log = runtime
-        .block_on(client.get("/ckpt/log/", Some(etcd_client::GetOptions::new().with_prefix().with_count_only())))
-        .unwrap();
-    assert_eq!(log.count(), 0, "the checkpoint left the log it covers");
+    let raw = Raw::new(&etcd);
+    assert_eq!(raw.count("/ckpt/log/"), 0, "the checkpoint left the log it covers");
     revision = store.commit(revision, &declare("after-checkpoint")).unwrap();
     let loaded = open(&etcd, "/ckpt/").load().unwrap();
     assert_eq!(loaded, store.load().unwrap());
@@ -135,7 +162,7 @@ fn a_checkpoint_replaces_the_log_and_a_damaged_one_is_named() {
     assert!(loaded.types.contains_key("after-checkpoint") && loaded.types.contains_key("t9"));
 
     let chunk = Keys::new("/ckpt/").checkpoint_chunk(revision - 1, 0);
-    runtime.block_on(client.put(chunk, b"{not the state".to_vec(), None)).unwrap();
+    raw.put(chunk, b"{not the state".to_vec());
     let error = open(&etcd, "/ckpt/").load().unwrap_err();
     assert!(matches!(error, StoreError::Corrupt { .. }), "{error}");
     assert!(error.to_string().contains("/ckpt/checkpoint"), "{error}");
@@ -149,13 +176,13 @@ fn a_damaged_blob_and_a_newer_schema_are_refused() {
     let digest = shardalloc::strategy::source::digest_of(&bytes);
     store.put_blob(&digest, &bytes).unwrap();
     assert_eq!(store.blob(&digest).unwrap().unwrap(), bytes);
-    let (runtime, mut client) = raw(&etcd);
+    let raw = Raw::new(&etcd);
     let chunk = Keys::new("/blobs/").blob_chunk(&digest, 1);
-    runtime.block_on(client.put(chunk, vec![8u8; 10], None)).unwrap();
+    raw.put(chunk, vec![8u8; 10]);
     let error = store.blob(&digest).unwrap_err();
     assert!(error.to_string().contains("do not match its digest"), "{error}");
 
-    runtime.block_on(client.put("/newer/schema", "99", None)).unwrap();
+    raw.put("/newer/schema", "99");
     let error = EtcdStore::open(&config(&etcd, "/newer/")).err().unwrap();
     assert!(matches!(error, StoreError::NewerSchema { found: 99, .. }), "{error}");
 }

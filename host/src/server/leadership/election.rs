@@ -27,7 +27,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp, TxnOpResponse};
+use shardalloc_etcd::{Client, ops};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -83,7 +83,7 @@ struct Won {
     ttl: Duration,
 }
 
-fn etcd_error(error: etcd_client::Error) -> String {
+fn etcd_error(error: shardalloc_etcd::Error) -> String {
     error.to_string()
 }
 
@@ -134,46 +134,43 @@ impl Election {
 
     /// Reads the leader key; when there is none, tries to create it.
     async fn campaign(&self) -> Result<Option<Won>, String> {
-        let mut client = self.client();
+        let client = self.client();
         let key = self.key();
-        let found = client.get(key.clone(), None).await.map_err(etcd_error)?;
-        if let Some(kv) = found.kvs().first() {
-            self.follow(kv.value(), kv.create_revision());
+        let found = client.range(ops::range(key.clone())).await.map_err(etcd_error)?;
+        if let Some(kv) = found.kvs.first() {
+            self.follow(&kv.value, kv.create_revision);
             return Ok(None);
         }
         let ttl = self.lease_ttl.as_secs().max(1) as i64;
         let granted_at = Instant::now();
-        let grant = client.lease_grant(ttl, None).await.map_err(etcd_error)?;
-        let lease = grant.id();
-        if grant.ttl() > ttl {
+        let grant = client.lease_grant(ttl).await.map_err(etcd_error)?;
+        let lease = grant.id;
+        if grant.ttl > ttl {
             tracing::warn!(
                 asked = ttl,
-                granted = grant.ttl(),
+                granted = grant.ttl,
                 "etcd granted a longer leader lease than --leader-lease-s: its minimum is 1.5 × its election \
                  timeout; a dead leader is replaced within the granted lease"
             );
         }
         let me = serde_json::to_vec(&self.me).expect("an identity serializes");
-        let txn = Txn::new()
-            .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(key.clone(), me, Some(PutOptions::new().with_lease(lease)))])
-            .or_else([TxnOp::get(key.clone(), None)]);
+        let txn = ops::txn(
+            vec![ops::created_at(key.clone(), 0)],
+            vec![ops::put_with_lease(key.clone(), me, lease)],
+            vec![ops::get(key.clone())],
+        );
         let response = client.txn(txn).await.map_err(etcd_error)?;
-        if !response.succeeded() {
+        if !response.succeeded {
             let _ = client.lease_revoke(lease).await;
-            for answer in response.op_responses() {
-                if let TxnOpResponse::Get(get) = answer
-                    && let Some(kv) = get.kvs().first()
-                {
-                    self.follow(kv.value(), kv.create_revision());
-                }
+            if let Some(kv) = ops::txn_reads(&response).flatten().next() {
+                self.follow(&kv.value, kv.create_revision);
             }
             return Ok(None);
         }
-        let term = response.header().map(|h| h.revision()).unwrap_or(0);
+        let term = ops::revision_of(response.header.as_ref());
         // etcd's expiry is never earlier than the grant's send time plus
         // the TTL it granted (which is never shorter than the one asked).
-        let granted = Duration::from_secs(grant.ttl().max(1) as u64);
+        let granted = Duration::from_secs(grant.ttl.max(1) as u64);
         if granted_at.elapsed() >= granted {
             // Won with a lease that may already be gone: give it up.
             tracing::warn!(term, "won the election too late for its lease; campaigning again");
@@ -182,7 +179,7 @@ impl Election {
         }
         let clock = LeaseClock::new();
         clock.extend_to(granted_at + granted);
-        self.metrics.leader_lease_seconds.set(grant.ttl());
+        self.metrics.leader_lease_seconds.set(grant.ttl);
         Ok(Some(Won { lease, term, clock, ttl: granted }))
     }
 
@@ -253,9 +250,8 @@ impl Election {
     }
 
     async fn still_ours(&self, term: i64) -> bool {
-        let mut client = self.client();
-        match client.get(self.key(), None).await {
-            Ok(found) => found.kvs().first().is_some_and(|kv| kv.create_revision() == term),
+        match self.client().range(ops::range(self.key())).await {
+            Ok(found) => found.kvs.first().is_some_and(|kv| kv.create_revision == term),
             // etcd unreachable: the lease clock decides.
             Err(_) => true,
         }
@@ -287,11 +283,9 @@ impl Election {
 
     /// Gives the key up, if it is still this term's, so others win at once.
     async fn resign(&self, lease: i64, term: i64) {
-        let mut client = self.client();
+        let client = self.client();
         let key = self.key();
-        let txn = Txn::new()
-            .when([Compare::create_revision(key.clone(), CompareOp::Equal, term)])
-            .and_then([TxnOp::delete(key, None)]);
+        let txn = ops::txn(vec![ops::created_at(key.clone(), term)], vec![ops::delete(key)], Vec::new());
         let _ = tokio::time::timeout(Duration::from_secs(2), client.txn(txn)).await;
         let _ = tokio::time::timeout(Duration::from_secs(2), client.lease_revoke(lease)).await;
     }
@@ -301,26 +295,26 @@ impl Election {
 /// A stream that fails or ends (an etcd member died under it) is opened
 /// again while the clock still holds; `lost` is cancelled when etcd answers
 /// TTL 0 (the lease is gone) or the clock runs out first.
-async fn keep_alive(mut client: Client, lease: i64, ttl: Duration, clock: LeaseClock, lost: CancellationToken) {
+async fn keep_alive(client: Client, lease: i64, ttl: Duration, clock: LeaseClock, lost: CancellationToken) {
     let reason = loop {
         let trouble = match client.lease_keep_alive(lease).await {
             Err(error) => format!("cannot open the keep-alive stream: {error}"),
             Ok((mut keeper, mut stream)) => loop {
-                let sent = Instant::now();
-                if let Err(error) = keeper.keep_alive().await {
-                    break format!("renewal failed: {error}");
-                }
+                let sent = match keeper.keep_alive().await {
+                    Ok(sent) => sent,
+                    Err(error) => break format!("renewal failed: {error}"),
+                };
                 match tokio::time::timeout(ttl, stream.message()).await {
                     Err(_) => break "no renewal answer within the TTL".to_owned(),
                     Ok(Err(error)) => break format!("renewal failed: {error}"),
                     Ok(Ok(None)) => break "the keep-alive stream ended".to_owned(),
-                    Ok(Ok(Some(answer))) if answer.ttl() <= 0 => {
+                    Ok(Ok(Some(answer))) if answer.ttl <= 0 => {
                         tracing::warn!(lease, "etcd answered TTL 0: the leader lease expired");
                         clock.expire();
                         lost.cancel();
                         return;
                     }
-                    Ok(Ok(Some(answer))) => clock.extend_to(sent + Duration::from_secs(answer.ttl() as u64).min(ttl)),
+                    Ok(Ok(Some(answer))) => clock.extend_to(sent + Duration::from_secs(answer.ttl as u64).min(ttl)),
                 }
                 tokio::time::sleep(ttl / 3).await;
             },

@@ -2,7 +2,7 @@
 //! description last, so a blob without its description is never read;
 //! verified against their digest when read.
 
-use etcd_client::{DeleteOptions, TxnOp};
+use shardalloc_etcd::ops;
 
 use super::keys::{BlobRecord, CHUNK_BYTES, chunks, sha256};
 use super::{Inner, corrupt};
@@ -14,12 +14,12 @@ const LIST_PAGE: i64 = 1_000;
 pub(super) fn put(inner: &Inner, digest: &str, bytes: &[u8]) -> Result<(), StoreError> {
     let chunks = chunks(bytes, CHUNK_BYTES);
     for (index, chunk) in chunks.iter().enumerate() {
-        let put = TxnOp::put(inner.keys.blob_chunk(digest, index as u32), chunk.to_vec(), None);
-        inner.txn(etcd_client::Txn::new().and_then([put]))?;
+        let put = ops::put(inner.keys.blob_chunk(digest, index as u32), chunk.to_vec());
+        inner.txn(ops::txn(Vec::new(), vec![put], Vec::new()))?;
     }
     let record = BlobRecord { size: bytes.len() as u64, chunks: chunks.len() as u32 };
     let record = serde_json::to_vec(&record).map_err(|e| corrupt(digest, e))?;
-    inner.txn(etcd_client::Txn::new().and_then([TxnOp::put(inner.keys.blob_meta(digest), record, None)]))?;
+    inner.txn(ops::txn(Vec::new(), vec![ops::put(inner.keys.blob_meta(digest), record)], Vec::new()))?;
     Ok(())
 }
 
@@ -42,7 +42,7 @@ pub(super) fn get(inner: &Inner, digest: &str) -> Result<Option<Vec<u8>>, StoreE
 
 pub(super) fn delete(inner: &Inner, digest: &str) -> Result<(), StoreError> {
     let key = inner.keys.blob(digest);
-    inner.call(move |mut client| async move { client.delete(key, Some(DeleteOptions::new().with_prefix())).await })?;
+    inner.call(move |client| async move { client.delete_range(ops::delete_prefix(key)).await })?;
     Ok(())
 }
 
@@ -52,7 +52,7 @@ pub(super) fn digests(inner: &Inner) -> Result<Vec<String>, StoreError> {
     let kvs = inner.range(start, &end, 0, LIST_PAGE, true)?;
     let mut digests = Vec::new();
     for kv in &kvs {
-        let key = kv.key_str().map_err(|e| corrupt("a blob key", e))?;
+        let key = std::str::from_utf8(&kv.key).map_err(|e| corrupt("a blob key", e))?;
         if let Some(digest) = inner.keys.digest_of_meta(key) {
             digests.push(digest.to_owned());
         }

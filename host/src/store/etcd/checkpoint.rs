@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use etcd_client::{CompactionOptions, Compare, CompareOp, DeleteOptions, Txn, TxnOp};
+use shardalloc_etcd::{ops, pb};
 
 use super::keys::{CHUNK_BYTES, CheckpointRecord, chunks, sha256};
 use super::{Inner, corrupt};
@@ -51,10 +51,10 @@ fn write_at(inner: &Inner, first: bool) -> Result<(), StoreError> {
     let chunks = chunks(&bytes, CHUNK_BYTES);
     // One fence for every write: a checkpoint begun under one leadership
     // never finishes under the next.
-    let fence: Vec<Compare> = inner.fence_compare().into_iter().collect();
+    let fence: Vec<pb::Compare> = inner.fence_compare().into_iter().collect();
     for (index, chunk) in chunks.iter().enumerate() {
-        let put = TxnOp::put(inner.keys.checkpoint_chunk(revision, index as u32), chunk.to_vec(), None);
-        if !inner.txn(Txn::new().when(fence.clone()).and_then([put]))?.succeeded() {
+        let put = ops::put(inner.keys.checkpoint_chunk(revision, index as u32), chunk.to_vec());
+        if !inner.txn(ops::txn(fence.clone(), vec![put], Vec::new()))?.succeeded {
             return Err(StoreError::Deposed { key: inner.keys.leader() });
         }
     }
@@ -62,33 +62,30 @@ fn write_at(inner: &Inner, first: bool) -> Result<(), StoreError> {
     let record = serde_json::to_vec(&record).map_err(|e| corrupt("the checkpoint record", e))?;
     let keys = &inner.keys;
     let mut compares = fence;
-    let mut ops = Vec::new();
+    let mut writes = Vec::new();
     if first {
-        compares.push(Compare::version(keys.revision(), CompareOp::Equal, 0));
-        ops.push(TxnOp::put(keys.revision(), revision.to_string(), None));
+        compares.push(ops::version_is(keys.revision(), 0));
+        writes.push(ops::put(keys.revision(), revision.to_string()));
     }
-    ops.extend([
-        TxnOp::put(keys.checkpoint(), record, None),
-        TxnOp::delete(keys.log_start(), Some(DeleteOptions::new().with_range(keys.log_from(revision + 1)))),
-        TxnOp::delete(
-            keys.checkpoint_data_start(),
-            Some(DeleteOptions::new().with_range(keys.checkpoint_data_from(revision))),
-        ),
+    writes.extend([
+        ops::put(keys.checkpoint(), record),
+        ops::delete_range(keys.log_start(), keys.log_from(revision + 1)),
+        ops::delete_range(keys.checkpoint_data_start(), keys.checkpoint_data_from(revision)),
     ]);
-    let response = inner.txn(Txn::new().when(compares).and_then(ops))?;
-    if !response.succeeded() && first {
+    let response = inner.txn(ops::txn(compares, writes, Vec::new()))?;
+    if !response.succeeded && first {
         return Err(StoreError::Backend {
             backend: super::BACKEND,
             source: format!("something was committed under {} while the copy ran", keys.prefix()).into(),
         });
     }
-    if !response.succeeded() {
+    if !response.succeeded {
         return Err(StoreError::Deposed { key: inner.keys.leader() });
     }
     inner.since_checkpoint.fetch_sub(before.min(inner.since_checkpoint.load(Ordering::Relaxed)), Ordering::Relaxed);
-    let at = response.header().map(|h| h.revision()).unwrap_or(0);
+    let at = ops::revision_of(response.header.as_ref());
     if at > 0 {
-        inner.call(move |mut client| async move { client.compact(at, Some(CompactionOptions::new())).await })?;
+        inner.call(move |client| async move { client.compact(at).await })?;
     }
     tracing::debug!(revision, chunks = chunks.len(), bytes = bytes.len(), "etcd checkpoint written");
     Ok(())

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use etcd_client::{Compare, CompareOp, Txn, TxnOp, TxnOpResponse};
+use shardalloc_etcd::{ops, pb};
 
 use super::keys::{self, CheckpointRecord, LOG_PAGE, LogPart};
 use super::{Inner, corrupt, stored_number};
@@ -36,11 +36,11 @@ pub(super) fn commit(inner: &Inner, based_on: Revision, turn: &Turn) -> Result<R
     // finishes under the next.
     let fence = inner.fence_compare();
     for (index, part) in parts.iter().enumerate() {
-        let mut ops = vec![TxnOp::put(inner.keys.log_part(revision, index as u32), part.encode(), None)];
+        let mut writes = vec![ops::put(inner.keys.log_part(revision, index as u32), part.encode())];
         if index == last {
-            ops.push(TxnOp::put(inner.keys.revision(), revision.to_string(), None));
+            writes.push(ops::put(inner.keys.revision(), revision.to_string()));
         }
-        let txn = Txn::new().when(guards(inner, based_on, fence.clone())).and_then(ops);
+        let txn = ops::txn(guards(inner, based_on, fence.clone()), writes, Vec::new());
         let key = inner.keys.log_part(revision, index as u32);
         if !send_once_applied(inner, txn, &key, part.nonce)? {
             return Err(refusal(inner, based_on));
@@ -53,12 +53,12 @@ pub(super) fn commit(inner: &Inner, based_on: Revision, turn: &Turn) -> Result<R
 /// lost after etcd applied it makes the next attempt's comparison fail:
 /// the part found under `key` with this commit's `nonce` tells that apart
 /// from a refusal. True when the part is written.
-fn send_once_applied(inner: &Inner, txn: Txn, key: &str, nonce: u64) -> Result<bool, StoreError> {
+fn send_once_applied(inner: &Inner, txn: pb::TxnRequest, key: &str, nonce: u64) -> Result<bool, StoreError> {
     let mut attempt = 1;
     let started = std::time::Instant::now();
     loop {
         match inner.txn(txn.clone()) {
-            Ok(response) if response.succeeded() => return Ok(true),
+            Ok(response) if response.succeeded => return Ok(true),
             Ok(_) if attempt == 1 => return Ok(false),
             Ok(_) => {
                 let found = inner.get_one(key.to_owned(), 0)?;
@@ -78,13 +78,10 @@ fn send_once_applied(inner: &Inner, txn: Txn, key: &str, nonce: u64) -> Result<b
 
 /// What every write of a commit based on `based_on` compares: the
 /// revision, and the leader's `fence` when elected.
-fn guards(inner: &Inner, based_on: Revision, fence: Option<Compare>) -> Vec<Compare> {
+fn guards(inner: &Inner, based_on: Revision, fence: Option<pb::Compare>) -> Vec<pb::Compare> {
     let key = inner.keys.revision();
-    let mut compares = vec![if based_on == 0 {
-        Compare::version(key, CompareOp::Equal, 0)
-    } else {
-        Compare::value(key, CompareOp::Equal, based_on.to_string())
-    }];
+    let mut compares =
+        vec![if based_on == 0 { ops::version_is(key, 0) } else { ops::value_is(key, based_on.to_string()) }];
     compares.extend(fence);
     compares
 }
@@ -93,8 +90,8 @@ fn guards(inner: &Inner, based_on: Revision, fence: Option<Compare>) -> Vec<Comp
 fn refusal(inner: &Inner, based_on: Revision) -> StoreError {
     if let Some(fence) = inner.fence() {
         let key = fence.key.clone();
-        match inner.get(key.clone(), None) {
-            Ok(kvs) if kvs.first().map(|kv| kv.create_revision()) == Some(fence.create_revision) => {}
+        match inner.get(ops::range(key.clone())) {
+            Ok(kvs) if kvs.first().map(|kv| kv.create_revision) == Some(fence.create_revision) => {}
             Ok(_) => return StoreError::Deposed { key },
             Err(error) => return error,
         }
@@ -140,19 +137,15 @@ fn compacted(error: &(dyn std::error::Error + 'static)) -> bool {
 
 fn load_once(inner: &Inner) -> Result<Loaded, StoreError> {
     let keys = &inner.keys;
-    let txn = Txn::new().and_then([TxnOp::get(keys.revision(), None), TxnOp::get(keys.checkpoint(), None)]);
+    let txn = ops::txn(Vec::new(), vec![ops::get(keys.revision()), ops::get(keys.checkpoint())], Vec::new());
     let response = inner.txn(txn)?;
-    let at = response.header().map(|h| h.revision()).unwrap_or(0);
-    let answers = response.op_responses();
-    let revision = stored_number(&answers[..1], &keys.revision())?.unwrap_or(0);
-    let checkpoint = match answers.get(1) {
-        Some(TxnOpResponse::Get(get)) => match get.kvs().first() {
-            Some(kv) => Some(
-                serde_json::from_slice::<CheckpointRecord>(kv.value()).map_err(|e| corrupt(keys.checkpoint(), e))?,
-            ),
-            None => None,
-        },
-        _ => None,
+    let at = ops::revision_of(response.header.as_ref());
+    let revision = stored_number(&response, &keys.revision())?.unwrap_or(0);
+    let checkpoint = match ops::txn_reads(&response).flatten().find(|kv| kv.key == keys.checkpoint().as_bytes()) {
+        Some(kv) => {
+            Some(serde_json::from_slice::<CheckpointRecord>(&kv.value).map_err(|e| corrupt(keys.checkpoint(), e))?)
+        }
+        None => None,
     };
     let memory = MemoryStore::new();
     let from = match &checkpoint {
@@ -169,9 +162,9 @@ fn load_once(inner: &Inner) -> Result<Loaded, StoreError> {
     let mut parts: BTreeMap<Revision, Vec<(u32, LogPart)>> = BTreeMap::new();
     let found = inner.range(keys.log_from(from + 1), &keys.log_from(revision + 1), at, LOG_PAGE, false)?;
     for kv in found {
-        let key = kv.key_str().map_err(|e| corrupt("a log key", e))?.to_owned();
+        let key = String::from_utf8(kv.key).map_err(|e| corrupt("a log key", e))?;
         let (r, index) = keys.parse_log_part(&key).ok_or_else(|| corrupt(&key, "not a log part's key"))?;
-        let part = LogPart::decode(kv.value()).ok_or_else(|| corrupt(&key, "too short for a log part"))?;
+        let part = LogPart::decode(&kv.value).ok_or_else(|| corrupt(&key, "too short for a log part"))?;
         parts.entry(r).or_default().push((index, part));
     }
     for r in from + 1..=revision {

@@ -48,7 +48,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, KeyValue, Txn, TxnOp, TxnOpResponse};
+use shardalloc_etcd::{Client, ConnectOptions, KeyValue, TlsOptions, ops, pb};
 
 use self::bridge::Bridge;
 use self::keys::Keys;
@@ -150,25 +150,25 @@ impl EtcdStore {
             });
         }
         let bridge = Bridge::new().map_err(backend)?;
-        let mut options = ConnectOptions::new()
-            .with_timeout(REQUEST_TIMEOUT)
-            .with_connect_timeout(REQUEST_TIMEOUT)
-            .with_keep_alive(Duration::from_secs(2), REQUEST_TIMEOUT);
-        if let Some((user, password)) = &config.user {
-            options = options.with_user(user.clone(), password.clone());
-        }
+        let mut options = ConnectOptions {
+            timeout: REQUEST_TIMEOUT,
+            connect_timeout: REQUEST_TIMEOUT,
+            keep_alive: Some((Duration::from_secs(2), REQUEST_TIMEOUT)),
+            user: config.user.clone(),
+            tls: None,
+        };
         if config.ca_cert.is_some() || config.client_cert.is_some() {
-            let mut tls = etcd_client::TlsOptions::new();
+            let mut tls = TlsOptions::default();
             if let Some(ca) = &config.ca_cert {
-                tls = tls.ca_certificate(etcd_client::Certificate::from_pem(read_file(ca)?));
+                tls.ca_pem = Some(read_file(ca)?);
             }
             if let Some((cert, key)) = &config.client_cert {
-                tls = tls.identity(etcd_client::Identity::from_pem(read_file(cert)?, read_file(key)?));
+                tls.identity = Some((read_file(cert)?, read_file(key)?));
             }
-            options = options.with_tls(tls);
+            options.tls = Some(tls);
         }
         let endpoints = config.endpoints.clone();
-        let client = bridge.run(async move { Client::connect(endpoints, Some(options)).await }).map_err(backend)?;
+        let client = bridge.run(async move { Client::connect(&endpoints, options).await }).map_err(backend)?;
         let keys = Keys::new(&config.prefix);
         let inner = Inner {
             bridge,
@@ -240,30 +240,30 @@ impl Inner {
     }
 
     /// The fence's comparison, when elected.
-    fn fence_compare(&self) -> Option<Compare> {
-        self.fence().map(|f| Compare::create_revision(f.key, CompareOp::Equal, f.create_revision))
+    fn fence_compare(&self) -> Option<pb::Compare> {
+        self.fence().map(|f| ops::created_at(f.key, f.create_revision))
     }
 
     /// Runs one request `request(client)` on the client's runtime.
     fn call<T, F>(&self, request: impl FnOnce(Client) -> F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: std::future::Future<Output = Result<T, etcd_client::Error>> + Send + 'static,
+        F: std::future::Future<Output = Result<T, shardalloc_etcd::Error>> + Send + 'static,
     {
         self.bridge.run(request(self.client.clone())).map_err(backend)
     }
 
-    fn txn(&self, txn: Txn) -> Result<etcd_client::TxnResponse, StoreError> {
-        self.call(move |mut client| async move { client.txn(txn).await })
+    fn txn(&self, txn: pb::TxnRequest) -> Result<pb::TxnResponse, StoreError> {
+        self.call(move |client| async move { client.txn(txn).await })
     }
 
-    fn get(&self, key: String, options: Option<GetOptions>) -> Result<Vec<KeyValue>, StoreError> {
-        self.call(move |mut client| async move { client.get(key, options).await.map(|mut r| r.take_kvs()) })
+    fn get(&self, request: pb::RangeRequest) -> Result<Vec<KeyValue>, StoreError> {
+        self.call(move |client| async move { client.range(request).await.map(|r| r.kvs) })
     }
 
     fn get_one(&self, key: String, revision: i64) -> Result<Option<Vec<u8>>, StoreError> {
-        let options = GetOptions::new().with_revision(revision);
-        Ok(self.get(key, Some(options))?.into_iter().next().map(|kv| kv.into_key_value().1))
+        let request = pb::RangeRequest { revision, ..ops::range(key) };
+        Ok(self.get(request)?.into_iter().next().map(|kv| kv.value))
     }
 
     /// Every key-value in `[start, end)` at `revision` (0: now), `page` at a time.
@@ -278,15 +278,17 @@ impl Inner {
         let mut found = Vec::new();
         let mut from = start.into_bytes();
         loop {
-            let mut options = GetOptions::new().with_range(end).with_revision(revision).with_limit(page);
-            if keys_only {
-                options = options.with_keys_only();
-            }
-            let key = String::from_utf8(from.clone()).map_err(|e| corrupt("a key", e))?;
-            let kvs = self.get(key, Some(options))?;
+            let request = pb::RangeRequest {
+                range_end: end.as_bytes().to_vec(),
+                revision,
+                limit: page,
+                keys_only,
+                ..ops::range(from.clone())
+            };
+            let kvs = self.get(request)?;
             let full = kvs.len() as i64 == page;
             if let Some(last) = kvs.last() {
-                from = last.key().to_vec();
+                from = last.key.clone();
                 from.push(0);
             }
             found.extend(kvs);
@@ -298,15 +300,16 @@ impl Inner {
 
     fn init_schema(&self) -> Result<(), StoreError> {
         let key = self.keys.schema();
-        let txn = Txn::new()
-            .when([Compare::version(key.clone(), CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(key.clone(), SCHEMA_VERSION.to_string(), None)])
-            .or_else([TxnOp::get(key.clone(), None)]);
+        let txn = ops::txn(
+            vec![ops::version_is(key.clone(), 0)],
+            vec![ops::put(key.clone(), SCHEMA_VERSION.to_string())],
+            vec![ops::get(key.clone())],
+        );
         let response = self.txn(txn)?;
-        if response.succeeded() {
+        if response.succeeded {
             return Ok(());
         }
-        let found = stored_number(&response.op_responses(), &key)?.unwrap_or(SCHEMA_VERSION);
+        let found = stored_number(&response, &key)?.unwrap_or(SCHEMA_VERSION);
         if found > SCHEMA_VERSION {
             return Err(StoreError::NewerSchema { found, supported: SCHEMA_VERSION });
         }
@@ -314,13 +317,11 @@ impl Inner {
     }
 }
 
-/// The number stored under `key` in a transaction's get answers.
-fn stored_number(responses: &[TxnOpResponse], key: &str) -> Result<Option<u64>, StoreError> {
-    for response in responses {
-        if let TxnOpResponse::Get(get) = response
-            && let Some(kv) = get.kvs().first()
-        {
-            let text = std::str::from_utf8(kv.value()).map_err(|e| corrupt(key, e))?;
+/// The number stored under `key` in a transaction's reads.
+fn stored_number(answer: &pb::TxnResponse, key: &str) -> Result<Option<u64>, StoreError> {
+    for kvs in ops::txn_reads(answer) {
+        if let Some(kv) = kvs.iter().find(|kv| kv.key == key.as_bytes()) {
+            let text = std::str::from_utf8(&kv.value).map_err(|e| corrupt(key, e))?;
             return text.parse().map(Some).map_err(|e| corrupt(key, e));
         }
     }
