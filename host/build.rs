@@ -26,7 +26,7 @@ fn main() {
     }
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let guest_target = target_root(&out_dir).unwrap_or_else(|| out_dir.clone()).join("guest");
-    let toolchain = Toolchain::detect(false).unwrap_or_else(|e| panic!("{e}"));
+    let toolchain = Toolchain::detect().unwrap_or_else(|e| panic!("{e}"));
     let packages: Vec<&str> = BUILTINS.iter().chain(FIXTURES).map(|(_, p)| *p).collect();
     let built = build_components(&toolchain, &workspace, &packages, &guest_target).unwrap_or_else(|e| panic!("{e}"));
     let mut listing = String::from(

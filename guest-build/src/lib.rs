@@ -26,9 +26,6 @@ pub const GUEST_PROFILE: &str = "guest";
 /// How long `rustup target add` may take before the Debian fallback is tried.
 pub const RUSTUP_TIME_LIMIT: Duration = Duration::from_secs(180);
 
-/// Debian packages of the fallback toolchain.
-pub const DEBIAN_PACKAGES: &[&str] = &["rustc-web", "cargo-web", "rust-web-src", "rust-web-llvm", "lld-22"];
-
 /// A failure to build components, with what to do about it.
 #[derive(Debug)]
 pub struct BuildError(pub String);
@@ -60,9 +57,10 @@ pub enum Toolchain {
 
 impl Toolchain {
     /// Finds a toolchain that can build for wasm32, adding the rustup target
-    /// when it is missing. With `install_debian`, installs the Debian fallback
-    /// packages when neither works (xtask does; a build script does not).
-    pub fn detect(install_debian: bool) -> Result<Self, BuildError> {
+    /// when it is missing. Installs nothing else: `cargo xtask setup`
+    /// installs Debian's fallback packages (listed in docs/development.md)
+    /// when this fails, and calls it again.
+    pub fn detect() -> Result<Self, BuildError> {
         let cargo = std::env::var_os("CARGO").map(PathBuf::from).unwrap_or_else(|| "cargo".into());
         if rustup_has_target() {
             return Ok(Toolchain::Rustup { cargo });
@@ -73,20 +71,10 @@ impl Toolchain {
         if debian_web_ready() {
             return Ok(Toolchain::DebianWeb);
         }
-        if install_debian {
-            let status = Command::new("apt-get")
-                .args(["install", "-y", "--no-install-recommends"])
-                .args(DEBIAN_PACKAGES)
-                .status();
-            if matches!(status, Ok(s) if s.success()) && debian_web_ready() {
-                return Ok(Toolchain::DebianWeb);
-            }
-        }
         Err(err(format!(
             "no toolchain can build {WASM_TARGET}: `rustup target add {WASM_TARGET}` failed and Debian's \
              rustc-web is not installed; run `cargo xtask setup` (or `rustup target add {WASM_TARGET}`, or \
-             `apt-get install {}`)",
-            DEBIAN_PACKAGES.join(" ")
+             install the `wasm-fallback` packages of docs/development.md)"
         )))
     }
 

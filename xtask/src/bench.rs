@@ -42,6 +42,7 @@ pub fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
     let selected: Vec<&str> = BENCHES.iter().copied().filter(|b| only.is_empty() || only.contains(b)).collect();
     if selected.contains(&"examples") {
         // The examples bench calls the four example components.
+        crate::packages::ensure("bench")?;
         crate::examples::ensure_built(root)?;
     }
     let started = SystemTime::now();

@@ -9,10 +9,6 @@ use std::process::Command;
 use anyhow::{Context, bail};
 use wit_bindgen_core::wit_parser::Resolve;
 
-/// Debian packages the C build needs: the compiler, the wasm linker, the
-/// libc and the compiler runtime for wasm32.
-pub const DEBIAN_PACKAGES: [&str; 4] = ["clang", "lld", "wasi-libc", "libclang-rt-14-dev-wasm32"];
-
 /// The C sources of the strategy; `component.c` is the glue, the rest is
 /// plain C that the native tests use too.
 const STRATEGY_SOURCES: [&str; 2] = ["component.c", "latency.c"];

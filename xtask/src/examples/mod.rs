@@ -55,7 +55,7 @@ pub fn run(root: &Path, only: &[String], build: bool) -> anyhow::Result<()> {
 /// each in its summary. An error is returned only when nothing could start.
 pub fn checks(root: &Path, only: &[String], build: bool) -> anyhow::Result<Vec<(String, Result<(), String>)>> {
     let started = Instant::now();
-    super::ensure_debian(&c::DEBIAN_PACKAGES, "clang")?;
+    super::packages::ensure("examples")?;
     let bin_dir = super::target_dir(root).join("debug");
     if build || !bin_dir.join("shardalloc").is_file() {
         super::run(root, &super::cargo(), &["build", "--locked", "-p", "shardalloc"])?;
@@ -101,7 +101,7 @@ pub fn ensure_built(root: &Path) -> anyhow::Result<()> {
 
 /// `cargo xtask c-example`: the C example's build, for its README.
 pub fn c_example(root: &Path) -> anyhow::Result<()> {
-    super::ensure_debian(&c::DEBIAN_PACKAGES, "clang")?;
+    super::packages::ensure("c-example")?;
     let dir = root.join("examples/strategies/c");
     let out = dir.join("build");
     let component = c::build(root, &dir, &out)?;
