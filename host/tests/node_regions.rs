@@ -1,6 +1,8 @@
 //! Regions against the real node: an operator's placement reaches every
 //! region and moves a running shard through a full hand-off, while messages
-//! from both regions keep flowing, each sender's in order.
+//! from both regions keep flowing, each sender's in order; a drain; a
+//! region's own `drain_and_leave` (its shards handed off while traffic
+//! flows, and its bound); the region simulator's stop on SIGTERM.
 
 mod node;
 
@@ -9,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use shardalloc_client::region::{InMemoryTransport, RegionHandle, Update};
+use shardalloc_client::region::{InMemoryTransport, RegionError, RegionHandle, Update};
 
 use node::{Entry, Journal, Msg, Node, fast_args, next_update, registered, wait_for};
 
@@ -225,6 +227,118 @@ async fn draining_a_region_moves_its_shards_away() {
     assert!(regions.regions.iter().any(|r| r.address == "a" && !r.draining), "{regions:?}");
     assert!(journal.overlaps().is_empty(), "{:?}", journal.overlaps());
     a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// Homes shards `d0` … `d7` by asking both regions; answers those that run on `a`.
+async fn home_shards(journal: &Journal, a: &RegionHandle<Msg>, b: &RegionHandle<Msg>) -> Vec<String> {
+    for i in 0..8 {
+        let shard = format!("d{i}");
+        for region in [a, b] {
+            tokio::time::timeout(Duration::from_secs(30), region.home_of(&shard)).await.unwrap().unwrap();
+        }
+    }
+    // The application's starts are recorded by the shard workers: wait
+    // until they match what the region runs.
+    wait_for("a's shards to run on a", Duration::from_secs(30), async || {
+        let on_a = journal.running_on(a.address());
+        (!on_a.is_empty() && on_a == a.running_shards()).then_some(on_a)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn drain_and_leave_hands_every_shard_off_while_traffic_flows_then_leaves() {
+    let node = Node::start(&fast_args(&[])).await;
+    let journal = Journal::default();
+    let network = InMemoryTransport::new();
+    let a = node.region("cart", "a", &journal, &network, |c| c.drain_and_leave_timeout = Duration::from_secs(30));
+    let b = node.region("cart", "b", &journal, &network, |_| {});
+    registered(&a).await;
+    registered(&b).await;
+    let on_a = home_shards(&journal, &a, &b).await;
+    let busy: &'static str = Box::leak(on_a[0].clone().into_boxed_str());
+    let stop = Arc::new(AtomicBool::new(false));
+    let sender = pump(b.clone(), busy, stop.clone());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let began = Instant::now();
+    tokio::time::timeout(Duration::from_secs(60), a.clone().drain_and_leave())
+        .await
+        .expect("drain_and_leave returns")
+        .expect("a drains and leaves within its bound");
+    let took = began.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let sent = sender.await.unwrap();
+    eprintln!("drain_and_leave of {} shards took {took:?}", on_a.len());
+
+    // Every shard that ran on a stopped there and now runs on b.
+    for shard in &on_a {
+        assert!(
+            journal.saw(&Entry::Stopped { region: "a".into(), shard: shard.clone() }),
+            "{shard} never stopped on a"
+        );
+        assert_eq!(tokio::time::timeout(Duration::from_secs(30), b.home_of(shard)).await.unwrap().unwrap(), "b");
+    }
+    assert!(journal.running_on("a").is_empty(), "{:?}", journal.running_on("a"));
+    // The node let a go: it is no longer a region of the cluster.
+    let admin = node.admin();
+    let regions = admin.regions().await.unwrap();
+    assert!(!regions.regions.iter().any(|r| r.address == "a"), "a is still registered: {regions:?}");
+    // Nothing b sent to the busy shard was lost, and it arrived in order.
+    let delivered = wait_for("every message to the busy shard delivered", Duration::from_secs(30), async || {
+        let delivered = journal.deliveries(busy);
+        (delivered.len() as u64 == sent).then_some(delivered)
+    })
+    .await;
+    let numbers: Vec<u64> = delivered.iter().map(|(_, m)| m.n).collect();
+    assert!(numbers.windows(2).all(|w| w[0] < w[1]), "out of order: {numbers:?}");
+    assert!(delivered.iter().any(|(r, _)| r == "a") && delivered.last().unwrap().0 == "b", "not moved: {delivered:?}");
+    assert!(journal.overlaps().is_empty(), "{:?}", journal.overlaps());
+    // The handle's region is gone.
+    assert_eq!(a.home_of("late").await, Err(RegionError::Left));
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn drain_and_leave_past_its_bound_stops_its_shards_and_names_them() {
+    let node = Node::start(&fast_args(&[])).await;
+    let journal = Journal::default();
+    let network = InMemoryTransport::new();
+    let bound = Duration::from_secs(1);
+    let a = node.region("cart", "a", &journal, &network, |c| {
+        c.drain_and_leave_timeout = bound;
+        c.stop_deadline = Duration::from_secs(10);
+    });
+    let b = node.region("cart", "b", &journal, &network, |_| {});
+    registered(&a).await;
+    registered(&b).await;
+    let on_a = home_shards(&journal, &a, &b).await;
+    // Stopping a shard now takes 3 s: no hand-off finishes within the bound.
+    let stop_delay = Duration::from_secs(3);
+    journal.set_stop_delay(stop_delay);
+
+    let began = Instant::now();
+    let outcome = tokio::time::timeout(Duration::from_secs(60), a.drain_and_leave()).await.expect("it returns");
+    let took = began.elapsed();
+    eprintln!("drain_and_leave gave up after {took:?}: {outcome:?}");
+    let Err(RegionError::DrainAndLeaveTimedOut { bound: reported, shards, leave_asked }) = &outcome else {
+        panic!("expected DrainAndLeaveTimedOut, got {outcome:?}");
+    };
+    assert_eq!(*reported, bound);
+    assert_eq!(shards, &on_a, "the error names every shard that still ran");
+    assert!(*leave_asked, "the leave was asked at half the bound");
+    let text = outcome.unwrap_err().to_string();
+    assert!(text.contains(&on_a[0]) && text.contains("the node had not confirmed its leave"), "{text}");
+    // Not before the bound; then within the bound and one stop.
+    assert!(took >= bound, "{took:?}");
+    assert!(took <= bound + stop_delay + Duration::from_secs(10), "{took:?}");
+    // Its shards stopped; a restart at this address is not left draining.
+    assert!(journal.running_on("a").is_empty(), "{:?}", journal.running_on("a"));
+    let admin = node.admin();
+    let regions = admin.regions().await.unwrap();
+    assert!(!regions.regions.iter().any(|r| r.address == "a" && r.draining), "a stayed draining: {regions:?}");
+    assert!(journal.overlaps().is_empty(), "{:?}", journal.overlaps());
     b.shutdown().await;
 }
 

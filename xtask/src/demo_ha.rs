@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-use super::{Child, cargo, ensure_programs, run, setup, start_regions, target_dir, wait_for_line};
+use super::{Child, cargo, packages, run, setup, start_regions, target_dir, wait_for_line};
 
 /// etcd members: client port, peer port.
 const MEMBERS: [(u16, u16); 3] = [(12379, 12380), (22379, 22380), (32379, 32380)];
@@ -30,7 +30,7 @@ fn healthy(port: u16) -> bool {
 
 pub(crate) fn demo_ha(root: &Path) -> anyhow::Result<()> {
     setup()?;
-    ensure_programs()?;
+    packages::ensure("demo --ha")?;
     run(root, &cargo(), &["build", "--locked", "-p", "shardalloc"])?;
     let binary = target_dir(root).join("debug/shardalloc");
     let dir = target_dir(root).join("demo/ha");
@@ -43,19 +43,20 @@ pub(crate) fn demo_ha(root: &Path) -> anyhow::Result<()> {
         let log = std::fs::File::create(dir.join(format!("etcd-e{i}.log")))?;
         let client_url = format!("http://127.0.0.1:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
-        children.push(Child(
-            Command::new("etcd")
-                .args(["--name", &format!("e{i}"), "--data-dir"])
-                .arg(dir.join(format!("etcd-e{i}")))
-                .args(["--listen-client-urls", &client_url, "--advertise-client-urls", &client_url])
-                .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
-                .args(["--initial-cluster", &cluster.join(","), "--initial-cluster-state", "new"])
-                .args(["--heartbeat-interval", "250", "--election-timeout", "2500"])
-                .stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .context("start etcd")?,
-        ));
+        children.push(
+            Child::spawn(
+                Command::new("etcd")
+                    .args(["--name", &format!("e{i}"), "--data-dir"])
+                    .arg(dir.join(format!("etcd-e{i}")))
+                    .args(["--listen-client-urls", &client_url, "--advertise-client-urls", &client_url])
+                    .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
+                    .args(["--initial-cluster", &cluster.join(","), "--initial-cluster-state", "new"])
+                    .args(["--heartbeat-interval", "250", "--election-timeout", "2500"])
+                    .stdout(Stdio::null())
+                    .stderr(log),
+            )
+            .context("start etcd")?,
+        );
     }
     let started = Instant::now();
     while !MEMBERS.iter().all(|(client, _)| healthy(*client)) {
@@ -70,7 +71,7 @@ pub(crate) fn demo_ha(root: &Path) -> anyhow::Result<()> {
     let mut node_lines = Vec::new();
     for (i, port) in NODES.iter().enumerate() {
         let listen = format!("127.0.0.1:{port}");
-        let mut node = Child(
+        let mut node = Child::spawn(
             Command::new(&binary)
                 .args(["serve", "--listen", &listen, "--advertise", &format!("http://{listen}")])
                 .args(["--node-name", &format!("n{}", i + 1), "--etcd", &etcd, "--type", "cart"])
@@ -78,14 +79,13 @@ pub(crate) fn demo_ha(root: &Path) -> anyhow::Result<()> {
                 .arg("--data")
                 .arg(dir.join(format!("data-n{}", i + 1)))
                 .env_remove("SHARDALLOC_ADMIN_TOKEN")
-                .stdout(Stdio::piped())
-                .spawn()
-                .context("start a node")?,
-        );
-        let mut lines = std::io::BufReader::new(node.0.stdout.take().expect("piped")).lines();
+                .stdout(Stdio::piped()),
+        )
+        .context("start a node")?;
+        let mut lines = std::io::BufReader::new(node.take_stdout().expect("piped")).lines();
         wait_for_line(&mut lines, "a node", |line| line.starts_with("shardalloc listening on ").then(String::new))
             .with_context(|| format!("is {listen} already in use?"))?;
-        pids.push(node.0.id());
+        pids.push(node.id());
         node_lines.push(lines);
         children.push(node);
     }

@@ -37,8 +37,23 @@
 //! dropped by `BeginHandOff`) and flushed in order when a `ShardHome`
 //! answer arrives, so one sender's messages to one shard keep their order
 //! across hand-offs.
+//!
+//! ## Drain and leave
+//!
+//! [`RegionCore::drain_and_leave`] is a departure within a bound (for a
+//! Kubernetes preStop hook): `Drain{draining: true}` first, so the node
+//! hands the shards off (`drain_batch` at a time) to regions that can take
+//! them while this one still serves what it has; `Leave` once no shard runs
+//! here, or at half the bound when shards still run (the drain stalled:
+//! no other region can take them, e.g. every region is stopping; a leaving
+//! region is let go even then); done at `LeaveDone`. When the bound passes
+//! first, the core gives up: it stops every shard still running, undrains
+//! the region if it asked to leave (so a restart at the same address is
+//! not left draining), and reports what was left
+//! ([`RegionError::DrainAndLeaveTimedOut`]).
 
 use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
 
 use tracing::warn;
 
@@ -208,6 +223,19 @@ impl<M> ShardEntry<M> {
     }
 }
 
+/// A [`RegionCore::drain_and_leave`] under way (see the module documentation).
+#[derive(Debug, Clone, PartialEq)]
+struct Departure {
+    /// The bound asked for.
+    bound_ms: Millis,
+    /// Send `Leave` from then on even if shards still run here.
+    leave_at: Millis,
+    /// Give up from then on.
+    give_up_at: Millis,
+    /// How it ended, once it has.
+    outcome: Option<Result<(), RegionError>>,
+}
+
 /// The session's registration state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Link {
@@ -235,11 +263,15 @@ pub struct RegionCore<M> {
     shards: BTreeMap<String, ShardEntry<M>>,
     buffered: usize,
     leaving: bool,
+    /// `Leave` was sent (on some session).
+    leave_sent: bool,
     left: bool,
     /// Shutting down or left: nothing starts any more.
     closing: bool,
     /// A drain request to send once registered.
     drain_request: Option<bool>,
+    /// A drain-and-leave under way or ended.
+    departure: Option<Departure>,
 }
 
 impl<M> RegionCore<M> {
@@ -258,9 +290,11 @@ impl<M> RegionCore<M> {
             shards: BTreeMap::new(),
             buffered: 0,
             leaving: false,
+            leave_sent: false,
             left: false,
             closing: false,
             drain_request: None,
+            departure: None,
         }
     }
 
@@ -549,6 +583,7 @@ impl<M> RegionCore<M> {
                 out.push(Action::Reconnect { reason: "the node is shutting down".to_owned() });
             }
         }
+        self.advance_departure(now, &mut out);
         out
     }
 
@@ -597,6 +632,7 @@ impl<M> RegionCore<M> {
         }
         self.ask_missing(now, out);
         if self.leaving {
+            self.leave_sent = true;
             out.push(Action::Send(RegionMessage::Leave));
         }
     }
@@ -722,6 +758,7 @@ impl<M> RegionCore<M> {
         let mut out = Vec::new();
         self.check_lease(now, &mut out);
         self.finish_stop(shard, now, &mut out);
+        self.advance_departure(now, &mut out);
         out
     }
 
@@ -814,6 +851,7 @@ impl<M> RegionCore<M> {
                 self.ask(&shard, now, &mut out);
             }
         }
+        self.advance_departure(now, &mut out);
         out
     }
 
@@ -826,11 +864,83 @@ impl<M> RegionCore<M> {
         if self.left || self.leaving {
             return out;
         }
+        self.start_leaving(&mut out);
+        out
+    }
+
+    fn start_leaving(&mut self, out: &mut Vec<Action<M>>) {
         self.leaving = true;
         if self.link == Link::Registered {
+            self.leave_sent = true;
             out.push(Action::Send(RegionMessage::Leave));
         }
+    }
+
+    /// The region drains, then leaves, within `bound_ms` (see the module
+    /// documentation). Ignored when the region already leaves, has left or
+    /// departs. Its end is [`RegionCore::departure`].
+    pub fn drain_and_leave(&mut self, bound_ms: Millis, now: Millis) -> Vec<Action<M>> {
+        let mut out = Vec::new();
+        self.check_lease(now, &mut out);
+        if self.left || self.leaving || self.departure.is_some() {
+            return out;
+        }
+        self.departure = Some(Departure {
+            bound_ms,
+            leave_at: now.saturating_add(bound_ms / 2),
+            give_up_at: now.saturating_add(bound_ms),
+            outcome: None,
+        });
+        out.extend(self.request_drain(true, now));
+        self.advance_departure(now, &mut out);
         out
+    }
+
+    /// How a [`RegionCore::drain_and_leave`] ended: `None` while it runs (or
+    /// when none was asked for), `Ok` once the node let the region go, the
+    /// error once the bound passed first (the shards still running were
+    /// told to stop: wait for [`RegionCore::is_idle`]).
+    pub fn departure(&self) -> Option<&Result<(), RegionError>> {
+        self.departure.as_ref().and_then(|d| d.outcome.as_ref())
+    }
+
+    /// Moves a drain-and-leave on: done once left; `Leave` once nothing
+    /// runs here (or at half the bound); gives up at the bound.
+    fn advance_departure(&mut self, now: Millis, out: &mut Vec<Action<M>>) {
+        let Some(departure) = &self.departure else { return };
+        if departure.outcome.is_some() {
+            return;
+        }
+        let (bound_ms, leave_at, give_up_at) = (departure.bound_ms, departure.leave_at, departure.give_up_at);
+        let outcome = if self.left {
+            Ok(())
+        } else if now >= give_up_at {
+            let shards = self.running();
+            let leave_asked = self.leave_sent;
+            warn!(
+                region = %self.address(),
+                bound_ms,
+                running = shards.len(),
+                leave_asked,
+                "the region did not drain and leave within its bound: stopping what still runs"
+            );
+            if leave_asked && self.link == Link::Registered {
+                // Leaving, it gets no new shards; undrained, a restart at
+                // this address is not left draining.
+                out.push(Action::Send(RegionMessage::Drain { draining: false }));
+            }
+            self.closing = true;
+            self.stop_all(now, out);
+            Err(RegionError::DrainAndLeaveTimedOut { bound: Duration::from_millis(bound_ms), shards, leave_asked })
+        } else {
+            if !self.leaving && (self.is_idle() || now >= leave_at) {
+                self.start_leaving(out);
+            }
+            return;
+        };
+        if let Some(departure) = &mut self.departure {
+            departure.outcome = Some(outcome);
+        }
     }
 
     /// The region shuts down without leaving: every running shard stops

@@ -38,6 +38,8 @@ enum Ev {
     RequestHome(&'static str),
     Leave,
     Shutdown,
+    /// `drain_and_leave` with this bound, in ms.
+    DrainAndLeave(Millis),
 }
 
 use Ev::*;
@@ -63,6 +65,7 @@ fn run(core: &mut RegionCore<Msg>, steps: Vec<(Millis, Ev, Vec<A>)>) {
             },
             Leave => core.leave(now),
             Shutdown => core.shutdown(now),
+            DrainAndLeave(bound) => core.drain_and_leave(bound, now),
         };
         assert_eq!(got, expected, "step {index} at {now} ms");
     }
@@ -618,6 +621,136 @@ fn a_drain_request_is_sent_once_now_or_after_registering() {
         ],
     );
     assert_eq!(core.request_drain(false, 6), vec![Action::Send(RegionMessage::Drain { draining: false })]);
+}
+
+fn drain(draining: bool) -> A {
+    Action::Send(RegionMessage::Drain { draining })
+}
+
+fn hand_off(shard: &str) -> Ev {
+    Node(NodeMessage::HandOff { shard: shard.into() })
+}
+
+fn shard_stopped(shard: &str) -> A {
+    Action::Send(RegionMessage::ShardStopped { shard: shard.into() })
+}
+
+#[test]
+fn drain_and_leave_drains_hands_off_then_leaves_once_no_shard_runs_here() {
+    let mut core = registered_core();
+    run(
+        &mut core,
+        vec![
+            (10, home("s1", "a"), started("s1")),
+            (11, home("s2", "a"), started("s2")),
+            (20, DrainAndLeave(300), vec![drain(true)]),
+            // Asked twice: nothing more.
+            (21, DrainAndLeave(300), vec![]),
+            (30, hand_off("s1"), vec![stop("s1")]),
+            (40, StopFinished("s1"), vec![shard_stopped("s1"), stopped("s1")]),
+            // s2 still runs: no leave yet.
+            (50, Tick, vec![]),
+            (60, hand_off("s2"), vec![stop("s2")]),
+            // The last shard stopped: leave at once.
+            (70, StopFinished("s2"), vec![shard_stopped("s2"), stopped("s2"), Action::Send(RegionMessage::Leave)]),
+            (80, Tick, vec![]),
+        ],
+    );
+    assert_eq!(core.departure(), None, "not done before the node lets the region go");
+    run(&mut core, vec![(90, Node(NodeMessage::LeaveDone), vec![publish(Update::Left)])]);
+    assert_eq!(core.departure(), Some(&Ok(())));
+    assert!(core.has_left() && core.is_idle());
+    // Nothing happens past the bound once done.
+    run(&mut core, vec![(390, Tick, vec![])]);
+    assert_eq!(core.departure(), Some(&Ok(())));
+}
+
+#[test]
+fn drain_and_leave_asked_before_registering_drains_and_leaves_after() {
+    let mut core = RegionCore::new(config());
+    run(
+        &mut core,
+        vec![
+            (0, DrainAndLeave(900), vec![]),
+            (1, Connected, vec![register(1)]),
+            // Nothing runs here: the drain and the leave go out together.
+            (
+                5,
+                registered(1),
+                vec![publish(Update::Registered { incarnation: 7 }), drain(true), Action::Send(RegionMessage::Leave)],
+            ),
+            // The node removes the region before LeaveDone is on disk.
+            (10, Node(NodeMessage::NotRegistered), vec![publish(Update::Left)]),
+        ],
+    );
+    assert_eq!(core.departure(), Some(&Ok(())));
+}
+
+#[test]
+fn a_stalled_drain_leaves_at_half_the_bound() {
+    let mut core = registered_core();
+    run(
+        &mut core,
+        vec![
+            (10, home("s1", "a"), started("s1")),
+            (20, DrainAndLeave(380), vec![drain(true)]),
+            // No other region takes s1: nothing moves.
+            (209, Tick, vec![]),
+            (210, Tick, vec![Action::Send(RegionMessage::Leave)]),
+            // The node lets the region go (no region can take s1).
+            (220, Node(NodeMessage::LeaveDone), vec![stop("s1"), publish(Update::Left)]),
+        ],
+    );
+    assert_eq!(core.departure(), Some(&Ok(())));
+    assert!(!core.is_idle(), "s1 is still stopping");
+    run(&mut core, vec![(230, StopFinished("s1"), vec![stopped("s1")])]);
+    assert!(core.is_idle());
+}
+
+#[test]
+fn past_its_bound_drain_and_leave_stops_what_runs_undrains_and_names_what_was_left() {
+    let mut core = registered_core();
+    run(
+        &mut core,
+        vec![
+            (10, home("s1", "a"), started("s1")),
+            (11, home("s2", "a"), started("s2")),
+            (20, DrainAndLeave(380), vec![drain(true)]),
+            (210, Tick, vec![Action::Send(RegionMessage::Leave)]),
+            (399, Tick, vec![]),
+            // No LeaveDone by the bound: give up.
+            (400, Tick, vec![drain(false), stop("s1"), stop("s2")]),
+            // Nothing starts any more.
+            (410, home("s3", "a"), vec![]),
+        ],
+    );
+    let Some(Err(error)) = core.departure() else { panic!("no outcome: {:?}", core.departure()) };
+    assert_eq!(
+        *error,
+        RegionError::DrainAndLeaveTimedOut {
+            bound: std::time::Duration::from_millis(380),
+            shards: vec!["s1".into(), "s2".into()],
+            leave_asked: true,
+        }
+    );
+    let text = error.to_string();
+    assert!(text.contains("within 380ms") && text.contains("2 shards (s1, s2)"), "{text}");
+    assert!(text.contains("the node had not confirmed its leave"), "{text}");
+    run(
+        &mut core,
+        vec![(420, StopFinished("s1"), vec![stopped("s1")]), (430, StopFinished("s2"), vec![stopped("s2")])],
+    );
+    assert!(core.is_idle() && !core.has_left());
+}
+
+#[test]
+fn a_drain_and_leave_that_never_reaches_the_node_says_so() {
+    let mut core = RegionCore::new(config());
+    run(&mut core, vec![(0, DrainAndLeave(100), vec![]), (50, Tick, vec![]), (100, Tick, vec![])]);
+    let Some(Err(error)) = core.departure() else { panic!("no outcome: {:?}", core.departure()) };
+    let text = error.to_string();
+    assert!(text.contains("it ran no shard any more, but it had not reached the node to ask to leave"), "{text}");
+    assert!(matches!(error, RegionError::DrainAndLeaveTimedOut { leave_asked: false, .. }));
 }
 
 /// Three regions' cores, a scripted coordinator and an in-order network:

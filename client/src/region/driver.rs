@@ -9,7 +9,7 @@
 //!
 //! ```text
 //!  loop select {
-//!    control (leave, shutdown)      → core.leave / core.shutdown
+//!    control (leave, drain and leave, shutdown) → core.leave / core.drain_and_leave / core.shutdown
 //!    inbox (other regions)          → core.inbound
 //!    worker reports (stop done)     → core.stop_finished
 //!    session events                 → (drain the inbox first) core.connected / on_message / disconnected
@@ -46,6 +46,7 @@ const UPDATES_CAPACITY: usize = 1024;
 /// What a handle asks of the driver task.
 pub(crate) enum Control {
     Leave(oneshot::Sender<Result<(), RegionError>>),
+    DrainAndLeave(oneshot::Sender<Result<(), RegionError>>),
     Shutdown(oneshot::Sender<Result<(), RegionError>>),
 }
 
@@ -296,7 +297,12 @@ enum Link {
 
 /// How the region is ending.
 enum Ending {
-    Leave { deadline: Instant, timed_out: bool },
+    Leave {
+        deadline: Instant,
+        timed_out: bool,
+    },
+    /// The core keeps the bound and the outcome ([`RegionCore::departure`]).
+    DrainAndLeave,
     Shutdown,
 }
 
@@ -304,6 +310,7 @@ struct Driver<M> {
     shared: Arc<Shared<M>>,
     params: Arc<SessionParams>,
     leave_timeout: Duration,
+    drain_and_leave_timeout: Duration,
     control: mpsc::UnboundedReceiver<Control>,
     control_open: bool,
     inbox: mpsc::Receiver<Inbound<M>>,
@@ -375,6 +382,7 @@ pub(crate) fn start<A: Application>(
             handshake_timeout: config.connect_timeout,
         }),
         leave_timeout: config.leave_timeout,
+        drain_and_leave_timeout: config.drain_and_leave_timeout,
         control: control_receiver,
         control_open: true,
         inbox: inbox_receiver,
@@ -442,6 +450,15 @@ impl<M: Send + 'static> Driver<M> {
                     self.ending =
                         Some(Ending::Leave { deadline: Instant::now() + self.leave_timeout, timed_out: false });
                     self.with_core(|core, now| core.leave(now));
+                }
+            }
+            Some(Control::DrainAndLeave(done)) => {
+                self.done.push(done);
+                if self.ending.is_none() {
+                    let bound = self.drain_and_leave_timeout;
+                    info!(region = %self.shared.address, ?bound, "draining, then leaving the cluster");
+                    self.ending = Some(Ending::DrainAndLeave);
+                    self.with_core(|core, now| core.drain_and_leave(millis(bound), now));
                 }
             }
             Some(Control::Shutdown(done)) => {
@@ -552,6 +569,7 @@ impl<M: Send + 'static> Driver<M> {
             None => false,
             Some(Ending::Shutdown) => inner.core.is_idle(),
             Some(Ending::Leave { timed_out, .. }) => (*timed_out || inner.core.has_left()) && inner.core.is_idle(),
+            Some(Ending::DrainAndLeave) => inner.core.departure().is_some() && inner.core.is_idle(),
         }
     }
 
@@ -561,6 +579,10 @@ impl<M: Send + 'static> Driver<M> {
                 (RegionError::Left, Err(RegionError::LeaveTimedOut(self.leave_timeout)))
             }
             Some(Ending::Leave { .. }) => (RegionError::Left, Ok(())),
+            Some(Ending::DrainAndLeave) => {
+                let outcome = self.shared.lock().core.departure().cloned().unwrap_or(Ok(()));
+                (RegionError::Left, outcome)
+            }
             _ => (RegionError::ShutDown, Ok(())),
         };
         {

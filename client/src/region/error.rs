@@ -46,6 +46,38 @@ pub enum RegionError {
     /// shards and closed anyway.
     #[error("the node did not confirm the leave within {0:?}; the region stopped its shards and closed anyway")]
     LeaveTimedOut(Duration),
+    /// [`RegionHandle::drain_and_leave`](super::RegionHandle::drain_and_leave)
+    /// ran out of its bound: the shards named still ran here (they were
+    /// stopped then), or none did but the node had not let the region go.
+    #[error("the region did not drain and leave within {bound:?}: {}", left_behind(.shards, .leave_asked))]
+    DrainAndLeaveTimedOut {
+        /// The bound.
+        bound: Duration,
+        /// The shards still running here when the bound passed.
+        shards: Vec<String>,
+        /// Whether the region had asked the node to let it go (`Leave`);
+        /// false when the node could not be reached for it.
+        leave_asked: bool,
+    },
+}
+
+/// What a drain-and-leave left behind, in words.
+fn left_behind(shards: &[String], leave_asked: &bool) -> String {
+    const SHOWN: usize = 10;
+    let waiting = if *leave_asked {
+        "the node had not confirmed its leave"
+    } else {
+        "it had not reached the node to ask to leave"
+    };
+    if shards.is_empty() {
+        return format!("it ran no shard any more, but {waiting}");
+    }
+    let mut names = shards.iter().take(SHOWN).map(String::as_str).collect::<Vec<_>>().join(", ");
+    if shards.len() > SHOWN {
+        names.push_str(&format!(" and {} more", shards.len() - SHOWN));
+    }
+    let count = if shards.len() == 1 { "1 shard".to_owned() } else { format!("{} shards", shards.len()) };
+    format!("it still ran {count} ({names}), stopped there and then, and {waiting}")
 }
 
 /// Why [`RegionHandle::send`](super::RegionHandle::send) did not take a message.
@@ -87,5 +119,27 @@ pub(crate) fn check_shard(shard: &str) -> Result<(), String> {
             Err(format!("a shard id of {n} bytes is longer than {} bytes", crate::api::MAX_SHARD_ID_BYTES))
         }
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timed_out_drain_and_leave_names_at_most_ten_shards_and_counts_the_rest() {
+        let shards: Vec<String> = (1..=12).map(|i| format!("s{i}")).collect();
+        let error = RegionError::DrainAndLeaveTimedOut { bound: Duration::from_secs(20), shards, leave_asked: true };
+        assert_eq!(
+            error.to_string(),
+            "the region did not drain and leave within 20s: it still ran 12 shards (s1, s2, s3, s4, s5, s6, s7, s8, \
+             s9, s10 and 2 more), stopped there and then, and the node had not confirmed its leave"
+        );
+        let one = RegionError::DrainAndLeaveTimedOut {
+            bound: Duration::from_secs(1),
+            shards: vec!["42".into()],
+            leave_asked: false,
+        };
+        assert!(one.to_string().contains("it still ran 1 shard (42)"), "{one}");
     }
 }

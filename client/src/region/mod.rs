@@ -128,6 +128,9 @@ pub enum Update {
     Left,
 }
 
+/// The default bound of [`RegionHandle::drain_and_leave`]: 20 s.
+pub const DEFAULT_DRAIN_AND_LEAVE_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// How a region connects and behaves. [`RegionConfig::new`] fills in the defaults.
 #[derive(Clone)]
 pub struct RegionConfig {
@@ -165,6 +168,11 @@ pub struct RegionConfig {
     pub stop_deadline: Duration,
     /// How long [`RegionHandle::leave`] waits for the node's `LeaveDone`. Default 60 s.
     pub leave_timeout: Duration,
+    /// The bound of [`RegionHandle::drain_and_leave`]. Default
+    /// [`DEFAULT_DRAIN_AND_LEAVE_TIMEOUT`] (20 s): with the default
+    /// [`RegionConfig::stop_deadline`] (10 s) for the shards still running
+    /// at the bound, it fits Kubernetes' default grace period of 30 s.
+    pub drain_and_leave_timeout: Duration,
     /// First reconnect delay (doubling, with jitter). Default 100 ms.
     pub reconnect_min: Duration,
     /// Longest reconnect delay. Default 1 s (a failover is found fast).
@@ -199,6 +207,7 @@ impl fmt::Debug for RegionConfig {
             .field("inbox_capacity", &self.inbox_capacity)
             .field("stop_deadline", &self.stop_deadline)
             .field("leave_timeout", &self.leave_timeout)
+            .field("drain_and_leave_timeout", &self.drain_and_leave_timeout)
             .field("reconnect_min", &self.reconnect_min)
             .field("reconnect_max", &self.reconnect_max)
             .field("home_retry", &self.home_retry)
@@ -229,6 +238,7 @@ impl RegionConfig {
             inbox_capacity: 10_000,
             stop_deadline: Duration::from_secs(10),
             leave_timeout: Duration::from_secs(60),
+            drain_and_leave_timeout: DEFAULT_DRAIN_AND_LEAVE_TIMEOUT,
             reconnect_min: Duration::from_millis(100),
             reconnect_max: Duration::from_secs(1),
             home_retry: Duration::from_secs(2),
@@ -488,6 +498,32 @@ impl<M: Send + 'static> RegionHandle<M> {
     pub async fn leave(self) -> Result<(), RegionError> {
         let (done, result) = oneshot::channel();
         if self.control.send(Control::Leave(done)).is_err() {
+            return Err(self.shared.lock().ended.clone().unwrap_or(RegionError::ShutDown));
+        }
+        result.await.unwrap_or_else(|_| Err(self.shared.lock().ended.clone().unwrap_or(RegionError::ShutDown)))
+    }
+
+    /// Drains this region, then leaves, within
+    /// [`RegionConfig::drain_and_leave_timeout`]: what a process does before
+    /// it is stopped (a Kubernetes preStop hook, SIGTERM).
+    ///
+    /// It asks the node to drain the region (no new shards; its shards are
+    /// handed off, `drain_batch` at a time, through the usual hand-off,
+    /// which this region takes part in as always: it keeps serving and
+    /// routing meanwhile), waits until no shard runs here, then leaves
+    /// (`Leave`, `LeaveDone`). When shards still run at half the bound (no
+    /// other region can take them), it leaves anyway: the node hands them
+    /// off or, when no region can take them, lets the region go and they
+    /// wait for the next one. Returns `Ok` once the node let the region go.
+    ///
+    /// When the bound passes first, every shard still running is stopped
+    /// (each within [`RegionConfig::stop_deadline`]) and it returns
+    /// [`RegionError::DrainAndLeaveTimedOut`] naming the shards that still
+    /// ran and whether the node had been asked to let the region go. So it
+    /// returns within the bound plus, in that case, the stop deadline.
+    pub async fn drain_and_leave(self) -> Result<(), RegionError> {
+        let (done, result) = oneshot::channel();
+        if self.control.send(Control::DrainAndLeave(done)).is_err() {
             return Err(self.shared.lock().ended.clone().unwrap_or(RegionError::ShutDown));
         }
         result.await.unwrap_or_else(|_| Err(self.shared.lock().ended.clone().unwrap_or(RegionError::ShutDown)))

@@ -1,12 +1,12 @@
 //! `shardalloc regions`: a simulator that connects N regions (`sim-1` …
-//! `sim-N`) to a node with the region client, routes traffic for shards
+//! `sim-N`, or `PREFIX-1` … with `--address-prefix`) to a node with the region client, routes traffic for shards
 //! "1" … "M" between them through the in-memory transport, prints
-//! `ready N` once all are registered, and leaves gracefully when
-//! interrupted (SIGINT or SIGTERM): each region asks the node to hand its
-//! shards off and waits `--leave-timeout-ms` (1.5 s by default) for the
-//! confirmation before stopping them anyway, so the simulator exits within
-//! about two seconds even when its node is gone. A second signal stops at
-//! once.
+//! `ready N` once all are registered, and drains and leaves when
+//! interrupted (SIGINT or SIGTERM): each region runs the region client's
+//! `drain_and_leave` (the node hands its shards off, then lets it go)
+//! within `--leave-timeout-ms` (1.5 s by default), stopping what still
+//! runs when that passes, so the simulator exits within about two seconds
+//! even when its node is gone. A second signal stops at once.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -29,6 +29,10 @@ pub struct RegionsArgs {
     /// How many regions.
     #[arg(long)]
     count: usize,
+    /// The regions' addresses are PREFIX-1 … PREFIX-N (e.g. a pod's name,
+    /// so that regions of several simulators do not collide).
+    #[arg(long, env = "SHARDALLOC_ADDRESS_PREFIX", default_value = "sim")]
+    address_prefix: String,
     /// Traffic goes to shards "1" … "M".
     #[arg(long, default_value_t = 100)]
     shards: u64,
@@ -54,8 +58,8 @@ pub struct RegionsArgs {
     /// Milliseconds between messages each region sends (0: no traffic).
     #[arg(long, default_value_t = 200)]
     interval_ms: u64,
-    /// When interrupted, milliseconds each region waits for the node to
-    /// confirm its leave before stopping its shards anyway.
+    /// When interrupted, milliseconds each region may take to drain and
+    /// leave before stopping its shards anyway.
     #[arg(long, default_value_t = 1_500)]
     leave_timeout_ms: u64,
 }
@@ -121,7 +125,7 @@ pub fn run(args: RegionsArgs) -> anyhow::Result<()> {
         let delivered = Arc::new(AtomicU64::new(0));
         let mut regions: Vec<RegionHandle<u64>> = Vec::new();
         for i in 1..=args.count {
-            let mut config = RegionConfig::new(&args.node, &args.entity_type, format!("sim-{i}"));
+            let mut config = RegionConfig::new(&args.node, &args.entity_type, format!("{}-{i}", args.address_prefix));
             config.token = args.region_token.clone();
             config.ca_cert = args.ca_cert.clone();
             config.labels = labels.iter().cloned().collect();
@@ -130,6 +134,7 @@ pub fn run(args: RegionsArgs) -> anyhow::Result<()> {
             }
             config.stop_deadline = config.stop_deadline.max(Duration::from_millis(args.stop_delay_ms * 2));
             config.leave_timeout = Duration::from_millis(args.leave_timeout_ms);
+            config.drain_and_leave_timeout = config.leave_timeout;
             let app = SimApp {
                 stop_delay: Duration::from_millis(args.stop_delay_ms),
                 metrics: metrics.clone(),
@@ -183,7 +188,7 @@ pub fn run(args: RegionsArgs) -> anyhow::Result<()> {
         println!("leaving: {sent} messages sent, {} delivered, {refused} refused", delivered.load(Ordering::Relaxed));
         let leaves = futures_util::future::join_all(regions.into_iter().map(|region| async move {
             let address = region.address().to_owned();
-            region.leave().await.map_err(|error| (address, error))
+            region.drain_and_leave().await.map_err(|error| (address, error))
         }));
         let results = tokio::select! {
             results = leaves => results,

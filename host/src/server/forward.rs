@@ -12,6 +12,12 @@
 //!   believe the other leads cannot bounce a request between them.
 //! - Nothing is retried once sent: a write whose answer was lost is the
 //!   caller's to check.
+//! - When this node shuts down (SIGTERM), calls in flight complete: the
+//!   leader answers them and the answer is passed on whole, while the
+//!   connections close after it. A forwarded event stream (`text/event-stream`,
+//!   which would never end by itself) ends cleanly at once, as the
+//!   leader's own streams do when it stops: the client resumes on another
+//!   node with `Last-Event-ID`.
 //! - No leader known: `503 {"error":{"code":"no-leader",…}}`.
 
 use std::sync::OnceLock;
@@ -22,6 +28,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderName, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
 
 use super::AppState;
 use super::api_error::ApiError;
@@ -112,9 +119,19 @@ pub async fn forward(State(state): State<AppState>, request: Request, next: Next
                     response = response.header(name, value.clone());
                 }
             }
+            let stream = answer
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .is_some_and(|value| value.as_bytes().starts_with(b"text/event-stream"));
+            let body = if stream {
+                let shutdown = state.shutdown.clone();
+                Body::from_stream(answer.bytes_stream().take_until(async move { shutdown.cancelled().await }))
+            } else {
+                Body::from_stream(answer.bytes_stream())
+            };
             response
                 .header(HOP, me.name.as_str())
-                .body(Body::from_stream(answer.bytes_stream()))
+                .body(body)
                 .unwrap_or_else(|_| no_leader("the leader's answer could not be passed on"))
         }
         Err(error) => {
