@@ -2,6 +2,7 @@
 
 pub mod admin;
 pub mod artifacts;
+pub mod drain;
 pub mod events;
 pub mod regions;
 pub mod serve;
@@ -36,6 +37,9 @@ pub enum Command {
     /// Upload, activate, roll back and list strategies on a running node.
     #[command(subcommand)]
     Strategies(admin::StrategiesCommand),
+    /// Drain a region on a running node: it gets no new shard and its shards
+    /// are handed off; --wait waits until it holds none.
+    Drain(drain::DrainArgs),
     /// Tail the node's decision event stream: every shard homed, hand-off,
     /// placement, strategy change and region change, as it happens.
     Events(events::EventsArgs),
@@ -55,6 +59,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Placements(command) => admin::placements(command),
         Command::Rebalance(args) => admin::rebalance(args),
         Command::Strategies(command) => admin::strategies(command),
+        Command::Drain(args) => drain::run(args),
         Command::Regions(args) => regions::run(args),
         Command::Events(args) => events::run(args),
         Command::Store(command) => store::run(command),

@@ -1,6 +1,6 @@
 //! Bearer tokens: the admin token guards every path under `/v1` (except the
-//! region WebSocket, which has its own region token); `/healthz`, `/readyz`
-//! and `/metrics` need none. Compared in constant time.
+//! region WebSocket, which has its own region token); `/healthz`, `/livez`,
+//! `/readyz` and `/metrics` need none. Compared in constant time.
 
 use axum::extract::{Request, State};
 use axum::http::HeaderMap;

@@ -25,6 +25,7 @@ use super::sessions;
 pub fn api() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(health::healthz))
+        .routes(routes!(health::livez))
         .routes(routes!(health::readyz))
         .routes(routes!(health::metrics))
         .routes(routes!(sessions::connect))

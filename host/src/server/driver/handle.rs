@@ -10,6 +10,7 @@ use shardalloc_client::protocol::{NodeMessage, RegionMessage};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use super::progress::Progress;
 use super::request::{AdminRequest, Reply};
 use super::sessions::SessionId;
 
@@ -64,6 +65,8 @@ struct Channels {
     tx: mpsc::Sender<Input>,
     admin: mpsc::Sender<AdminRequest>,
     stopped: CancellationToken,
+    /// The driver thread's heartbeat (`None` for a detached handle).
+    progress: Option<Arc<Progress>>,
 }
 
 /// The handle REST handlers and sessions use. Cheap to clone; clones share
@@ -77,9 +80,15 @@ pub struct DriverHandle {
 
 impl DriverHandle {
     /// A handle over the session inputs `tx` and the admin requests `admin`,
-    /// whose driver cancels `stopped` when it ends.
-    pub(super) fn new(tx: mpsc::Sender<Input>, admin: mpsc::Sender<AdminRequest>, stopped: CancellationToken) -> Self {
-        DriverHandle { current: Arc::new(ArcSwap::from_pointee(Channels { tx, admin, stopped })) }
+    /// whose driver cancels `stopped` when it ends and stamps `progress` at
+    /// every turn of its loop (`None`: no driver thread).
+    pub(super) fn new(
+        tx: mpsc::Sender<Input>,
+        admin: mpsc::Sender<AdminRequest>,
+        stopped: CancellationToken,
+        progress: Option<Arc<Progress>>,
+    ) -> Self {
+        DriverHandle { current: Arc::new(ArcSwap::from_pointee(Channels { tx, admin, stopped, progress })) }
     }
 
     /// A handle that reaches no driver: every call answers
@@ -89,7 +98,7 @@ impl DriverHandle {
         let (admin, _) = mpsc::channel(1);
         let stopped = CancellationToken::new();
         stopped.cancel();
-        Self::new(tx, admin, stopped)
+        Self::new(tx, admin, stopped, None)
     }
 
     /// From now on this handle and its clones reach `other`'s driver.
@@ -141,5 +150,11 @@ impl DriverHandle {
     /// True once the driver this handle reaches has ended.
     pub fn is_stopped(&self) -> bool {
         self.current.load().stopped.is_cancelled()
+    }
+
+    /// The heartbeat of the driver thread this handle reaches now; `None`
+    /// when it reaches none ([`detached`](DriverHandle::detached)).
+    pub fn progress(&self) -> Option<Arc<Progress>> {
+        self.current.load().progress.clone()
     }
 }

@@ -1,4 +1,6 @@
-//! `/healthz`, `/readyz` and `/metrics`: no token needed.
+//! `/healthz`, `/livez`, `/readyz` and `/metrics`: no token needed.
+
+use std::time::{Duration, Instant};
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -6,7 +8,10 @@ use axum::response::{IntoResponse, Response};
 
 use crate::server::AppState;
 use crate::server::api_error::ApiError;
+use crate::server::driver::DriverHandle;
+use crate::server::driver::progress::STALL_BOUND;
 use crate::server::driver::request::AdminRequest;
+use crate::server::leadership::Leadership;
 
 /// Liveness
 ///
@@ -18,6 +23,41 @@ use crate::server::driver::request::AdminRequest;
 )]
 pub async fn healthz() -> &'static str {
     "ok\n"
+}
+
+/// Liveness of the coordinator
+///
+/// 200 while this node's coordinator driver thread makes progress: it
+/// finishes a turn at least every 100 ms when idle, and `/livez` fails once
+/// it has finished none for 30 s (stuck or dead). On a node in an etcd
+/// cluster that does not lead (no driver here), 200 while its election
+/// loop runs. Use it as the liveness probe. Needs no token.
+#[utoipa::path(
+    get, path = "/livez", operation_id = "livez", tag = "health", security(()),
+    responses(
+        (status = 200, description = "The driver thread finished a turn within the last 30 s (or, on a node that does not lead, the election runs). Body `live` and a newline.", body = String, content_type = "text/plain"),
+        (status = 503, description = "The driver thread has finished no turn for over 30 s (`stalled`), or it has stopped on a node alone (`driver-stopped`), or this node's election has ended (`election-stopped`).", body = shardalloc_client::api::ErrorBody),
+    ),
+)]
+pub async fn livez(State(state): State<AppState>) -> Result<&'static str, ApiError> {
+    liveness(&state.driver, &state.leadership, Instant::now(), STALL_BOUND).map(|()| "live\n")
+}
+
+/// What `/livez` answers at `now`: the driver's heartbeat checked against
+/// `bound` while a driver runs here; else, with etcd, whether the election
+/// runs; a node alone without a running driver is not live.
+pub fn liveness(driver: &DriverHandle, leadership: &Leadership, now: Instant, bound: Duration) -> Result<(), ApiError> {
+    let unavailable = |code, message: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, code, message);
+    if let Some(progress) = driver.progress()
+        && !driver.is_stopped()
+    {
+        return progress.check(now, bound).map_err(|stalled| unavailable("stalled", stalled.to_string()));
+    }
+    match (leadership.is_elected(), leadership.election_runs()) {
+        (true, true) => Ok(()),
+        (true, false) => Err(unavailable("election-stopped", "this node's leader election has ended".into())),
+        (false, _) => Err(unavailable("driver-stopped", "the coordinator driver has stopped".into())),
+    }
 }
 
 /// Readiness
@@ -34,7 +74,13 @@ pub async fn readyz(State(state): State<AppState>) -> Result<&'static str, ApiEr
     if !state.leadership.leading() {
         return match state.leadership.role().leader_other_than(&state.leadership.me().name) {
             Some(_) => Ok("ready\n"),
-            None => Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "no-leader", "no leader is known right now")),
+            None => {
+                let why = match &state.leadership.role().trouble {
+                    Some(trouble) => format!("no leader is known right now: {trouble}"),
+                    None => "no leader is known right now".to_owned(),
+                };
+                Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "no-leader", why))
+            }
         };
     }
     match state.driver.ask(|reply| AdminRequest::Readiness { reply }).await? {

@@ -5,7 +5,7 @@
 //! (`#[utoipa::path]`), so the document served at `/v1/openapi.json` is
 //! generated from the same code that routes.
 //!
-//! - `health.rs`: `/healthz`, `/readyz`, `/metrics` (no token);
+//! - `health.rs`: `/healthz`, `/livez`, `/readyz`, `/metrics` (no token);
 //! - `types.rs`: entity types, their state and snapshot, the signal, where a shard is;
 //! - `placements.rs`: placements and manual rebalance (external allocation);
 //! - `regions.rs`: regions and drain;

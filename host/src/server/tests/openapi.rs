@@ -54,7 +54,7 @@ async fn every_documented_operation_is_routed() {
     let node = TestNode::start();
     let operations = documented();
     assert!(operations.len() >= 25, "only {} operations documented", operations.len());
-    for path in ["/healthz", "/readyz", "/metrics", "/v1/regions/connect", "/v1/openapi.json"] {
+    for path in ["/healthz", "/livez", "/readyz", "/metrics", "/v1/regions/connect", "/v1/openapi.json"] {
         assert!(operations.iter().any(|(p, _)| p == path), "{path} is not documented");
     }
     for (path, method) in &operations {
