@@ -34,6 +34,14 @@ impl Driver {
             default_strategy: settings.default_strategy.clone(),
         };
         let catalog = TypeCatalog::new(engine, store.clone(), metrics.clone(), catalog_settings, loaded.components);
+        // Placement writes are ordered after every one the store holds.
+        let last_stamp = loaded
+            .types
+            .values()
+            .flat_map(|t| t.durable.placements.values())
+            .map(|entry| entry.stamp.timestamp)
+            .max()
+            .unwrap_or(0);
         let mut driver = Driver {
             catalog,
             sessions: Sessions::default(),
@@ -58,7 +66,7 @@ impl Driver {
             now,
             next_tick: now,
             next_gauges: now,
-            last_stamp: 0,
+            last_stamp,
         };
         for (name, loaded_type) in loaded.types {
             let strategy = loaded_type.record.as_ref().map(|r| r.strategy.to_string()).unwrap_or_default();

@@ -14,6 +14,7 @@
 //!   reply, observe);
 //! - `load.rs`: [`Driver::load`], from the store to the first commit;
 //! - `thread.rs`: the thread that waits for inputs or the next tick;
+//! - `progress.rs`: its heartbeat, which `/livez` checks;
 //! - this file: the turn — [`Driver::step`] handles a batch of inputs at a
 //!   time given as a value, ticks the coordinators when due, commits once,
 //!   feeds `Persisted` back and releases what waited for the commit.
@@ -34,11 +35,13 @@
 
 mod admin;
 pub mod catalog;
+pub mod clock;
 mod commands;
 mod deletion;
 mod handle;
 pub mod lease;
 mod load;
+pub mod progress;
 mod regions;
 pub mod request;
 pub mod sessions;
@@ -46,7 +49,7 @@ mod thread;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use self::catalog::TypeCatalog;
 pub use self::handle::{DriverHandle, INPUT_QUEUE, Input, Unavailable};
@@ -72,11 +75,6 @@ pub const MAX_ADMIN_PER_TURN: usize = 32;
 pub const TICK_MS: Millis = 100;
 /// How often the gauges are recomputed, in milliseconds.
 pub const GAUGES_MS: Millis = 1_000;
-
-/// The wall clock in milliseconds since the Unix epoch.
-pub fn wall_clock_ms() -> Millis {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
 
 /// A type declared at start-up: its strategy and that strategy's configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -112,6 +110,8 @@ pub struct DriverSettings {
     pub term: u64,
     /// Where the decision events go once their turn is committed.
     pub events: Arc<EventHub>,
+    /// The clocks the driver's thread reads (`clock.rs`).
+    pub clocks: Arc<dyn clock::Clocks>,
 }
 
 impl Default for DriverSettings {
@@ -127,6 +127,7 @@ impl Default for DriverSettings {
             lease: None,
             term: 1,
             events: Arc::default(),
+            clocks: Arc::new(clock::SystemClocks::new()),
         }
     }
 }
@@ -288,8 +289,12 @@ impl Driver {
     /// A timestamp for a placement write made by this node: the turn's time,
     /// but strictly greater than the previous one, so two writes in one
     /// millisecond (a set then a remove) are ordered as they were made.
+    /// The next placement write's order: one past every stamp the store
+    /// holds (read at load) and every one written since. Commit order, never
+    /// a clock: a write made under a clock an hour ahead does not outrank
+    /// the writes after it.
     fn stamp_time(&mut self) -> u64 {
-        self.last_stamp = self.now.max(self.last_stamp + 1);
+        self.last_stamp += 1;
         self.last_stamp
     }
 

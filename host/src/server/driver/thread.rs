@@ -1,16 +1,19 @@
 //! The driver's thread: it waits for inputs or the next tick and calls
-//! [`Driver::step`] with the wall clock, until a shutdown or a store failure.
+//! [`Driver::step`] with the monotonic clock (`clock.rs`), until a shutdown
+//! or a store failure.
 
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::clock::Clocks;
 use super::handle::ADMIN_QUEUE;
+use super::progress::Progress;
 use super::request::AdminRequest;
 use super::{
     Driver, DriverError, DriverHandle, DriverSettings, Flow, INPUT_QUEUE, Input, MAX_ADMIN_PER_TURN,
-    MAX_INPUTS_PER_TURN, wall_clock_ms,
+    MAX_INPUTS_PER_TURN,
 };
 use crate::engine::Engine;
 use crate::server::metrics::Metrics;
@@ -21,17 +24,22 @@ impl Driver {
     /// region input waiting (up to [`MAX_INPUTS_PER_TURN`]) first, then at
     /// most [`MAX_ADMIN_PER_TURN`] admin requests, so operators never delay
     /// heartbeats and home answers by more than a bounded amount of work.
+    /// Stamps `progress` at every turn of the loop, idle tick wake-ups
+    /// included, for `/livez`.
     fn run(
         mut self,
         mut rx: mpsc::Receiver<Input>,
         mut admin: mpsc::Receiver<AdminRequest>,
+        progress: &Progress,
+        clocks: &dyn Clocks,
     ) -> Result<(), DriverError> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
             .expect("a current-thread runtime for the driver's waits");
         loop {
-            let wait = self.until_tick(wall_clock_ms());
+            progress.stamp();
+            let wait = self.until_tick(clocks.monotonic());
             let mut inputs = Vec::new();
             let first = runtime.block_on(async {
                 tokio::select! {
@@ -60,7 +68,7 @@ impl Driver {
                 }
                 taken += 1;
             }
-            if self.step(inputs, wall_clock_ms())? == Flow::Stop {
+            if self.step(inputs, clocks.monotonic())? == Flow::Stop {
                 return self.shut_down();
             }
         }
@@ -76,17 +84,19 @@ pub fn start(
     settings: DriverSettings,
     metrics: Arc<Metrics>,
 ) -> Result<(DriverHandle, std::thread::JoinHandle<Result<(), DriverError>>), DriverError> {
-    let driver = Driver::load(store, engine, settings, metrics, wall_clock_ms())?;
+    let clocks = settings.clocks.clone();
+    let driver = Driver::load(store, engine, settings, metrics, clocks.monotonic())?;
     let (tx, rx) = mpsc::channel(INPUT_QUEUE);
     let (admin_tx, admin) = mpsc::channel(ADMIN_QUEUE);
     let stopped = CancellationToken::new();
-    let handle = DriverHandle::new(tx, admin_tx, stopped.clone());
+    let progress = Arc::new(Progress::new());
+    let handle = DriverHandle::new(tx, admin_tx, stopped.clone(), Some(progress.clone()));
     let thread = std::thread::Builder::new()
         .name("shardalloc-driver".into())
         .spawn(move || {
             // Cancelled however the thread ends, a panic included.
             let _stopped = stopped.drop_guard();
-            let result = driver.run(rx, admin);
+            let result = driver.run(rx, admin, &progress, &*clocks);
             if let Err(error) = &result {
                 tracing::error!(%error, "the coordinator driver stopped");
             }

@@ -6,12 +6,15 @@
 //!
 //! - `rest.rs`: every REST endpoint's success and error shapes;
 //! - `openapi.rs`: the router and the OpenAPI document, in both directions;
-//! - `driver.rs`: [`super::driver::Driver::step`] with time as a value.
+//! - `driver.rs`: [`super::driver::Driver::step`] with time as a value;
+//! - `health.rs`: `/livez` over the driver thread's heartbeat.
 
+mod clock;
 mod conn;
 mod driver;
 mod events;
 mod guard;
+mod health;
 mod openapi;
 mod paging;
 mod rest;
