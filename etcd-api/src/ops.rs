@@ -38,6 +38,11 @@ pub fn created_at(key: impl Into<Vec<u8>>, revision: i64) -> pb::Compare {
     compare(key, compare::CompareTarget::Create, compare::TargetUnion::CreateRevision(revision))
 }
 
+/// `key` was last modified at `revision`.
+pub fn modified_at(key: impl Into<Vec<u8>>, revision: i64) -> pb::Compare {
+    compare(key, compare::CompareTarget::Mod, compare::TargetUnion::ModRevision(revision))
+}
+
 /// `key`'s value is `value`.
 pub fn value_is(key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> pb::Compare {
     compare(key, compare::CompareTarget::Value, compare::TargetUnion::Value(value.into()))

@@ -30,7 +30,8 @@ struct Raw {
 impl Raw {
     fn new(etcd: &Etcd) -> Raw {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let client = runtime.block_on(Client::connect(&[etcd.url.clone()], ConnectOptions::default())).unwrap();
+        let client =
+            runtime.block_on(Client::connect(std::slice::from_ref(&etcd.url), ConnectOptions::default())).unwrap();
         Raw { runtime, client }
     }
 
@@ -232,4 +233,33 @@ fn store_copy_moves_an_embedded_store_into_an_empty_prefix_only() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "a second copy into the same prefix succeeded");
     assert!(stderr.contains("already holds a store"), "{stderr}");
+}
+
+#[test]
+fn a_revision_key_set_back_is_refused_not_served() {
+    let etcd = Etcd::start();
+    let store = open(&etcd, "/back/");
+    store.load().unwrap();
+    let mut revision = 0;
+    for i in 0..5 {
+        revision = store.commit(revision, &declare(&format!("t{i}"))).unwrap();
+    }
+    // The revision key is set back by 3 (tampering, or a restore of the key alone).
+    let raw = Raw::new(&etcd);
+    raw.put(Keys::new("/back/").revision(), (revision - 3).to_string());
+    // A node that never saw the newer state finds the newer entries in the log…
+    let error = open(&etcd, "/back/").load().unwrap_err();
+    assert!(
+        matches!(error, StoreError::WentBack { found, seen, .. } if found == revision - 3 && seen == revision),
+        "{error}"
+    );
+    assert!(error.to_string().contains("set back"), "{error}");
+    // …and the node that committed them refuses to go back too.
+    let error = store.load().unwrap_err();
+    assert!(matches!(error, StoreError::WentBack { .. }), "{error}");
+    // Nothing was overwritten: the key restored, the whole state loads.
+    raw.put(Keys::new("/back/").revision(), revision.to_string());
+    let loaded = open(&etcd, "/back/").load().unwrap();
+    assert_eq!(loaded.revision, revision);
+    assert!(loaded.types.contains_key("t4"));
 }

@@ -40,6 +40,7 @@ pub mod openapi;
 pub mod rest;
 mod router;
 pub mod sessions;
+pub mod throttle;
 pub mod tls;
 pub mod ui;
 mod wire;

@@ -124,7 +124,7 @@ impl Node {
                 let etcd = Arc::new(EtcdStore::open(config)?);
                 warm_builtins(engine.clone());
                 let driver = DriverHandle::detached();
-                let (role, receiver) = watch::channel(Role { term: 0, leader: None, leading: false });
+                let (role, receiver) = watch::channel(Role { term: 0, leader: None, leading: false, trouble: None });
                 let start: StartDriver = {
                     let (store, engine, metrics) = (etcd.clone() as Arc<dyn Store>, engine.clone(), metrics.clone());
                     let settings = settings.driver.clone();

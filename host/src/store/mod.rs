@@ -203,6 +203,23 @@ pub enum StoreError {
         /// What is wrong.
         problem: String,
     },
+    /// The store's revision is lower than one already seen: it was set
+    /// back (a partial restore, tampering). Serving it would hide
+    /// acknowledged writes and the next commit would overwrite newer ones.
+    #[error(
+        "the store {what} is at revision {found}, but revision {seen} was already {how}: it was set back (a partial \
+         restore or tampering); refusing to serve an older state. Restore the whole store from one backup"
+    )]
+    WentBack {
+        /// Which store.
+        what: String,
+        /// The revision it says now.
+        found: Revision,
+        /// The higher one seen.
+        seen: Revision,
+        /// Where that was seen ("seen by this node", "written to its log").
+        how: &'static str,
+    },
     /// A record could not be decoded.
     #[error("corrupt record in {what}: {detail}")]
     Corrupt {

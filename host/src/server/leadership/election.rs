@@ -31,10 +31,13 @@ use shardalloc_etcd::{Client, ops};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::backoff::start_backoff;
+use super::renewal::keep_alive;
 use super::{NodeIdentity, Role};
 use crate::server::driver::lease::LeaseClock;
 use crate::server::driver::{DriverError, DriverHandle, Input};
 use crate::server::metrics::{LeadershipChange, Metrics};
+use crate::server::throttle::Throttle;
 use crate::store::EtcdStore;
 use crate::store::etcd::Fence;
 
@@ -44,6 +47,24 @@ pub const POLL: Duration = Duration::from_millis(100);
 
 /// How often a leader checks that the key is still its own.
 pub const LEADER_POLL: Duration = Duration::from_millis(250);
+
+/// How a leadership ended.
+enum Led {
+    /// The node shuts down.
+    Shutdown,
+    /// The lease, the key or the driver was lost: campaign again.
+    Lost,
+    /// The driver could not start: campaign again after a pause.
+    CannotStart(String),
+}
+
+/// The election's repeated warnings, each rate-limited.
+#[derive(Default)]
+struct Warnings {
+    unreachable: Throttle,
+    stale_key: Throttle,
+    cannot_start: Throttle,
+}
 
 /// Starts a driver under a lease: loads the store and returns the
 /// driver's handle and thread (blocking; run on a blocking thread). The
@@ -107,38 +128,98 @@ impl Election {
     }
 
     /// Campaigns, leads, steps down and campaigns again until shutdown.
+    /// What keeps this node from leading or knowing a leader is published
+    /// with the role (`/readyz` says it); repeated warnings are throttled.
     pub async fn run(self) {
+        let mut warnings = Warnings::default();
+        let mut failures = 0;
         loop {
             if self.shutdown.is_cancelled() {
                 return;
             }
-            match self.campaign().await {
-                Ok(Some(won)) => {
-                    if self.lead(won).await {
-                        return;
+            let pause = match self.campaign(&mut warnings).await {
+                Ok(Some(won)) => match self.lead(won).await {
+                    Led::Shutdown => return,
+                    Led::Lost => {
+                        failures = 0;
+                        POLL
                     }
+                    Led::CannotStart(reason) => {
+                        failures += 1;
+                        let pause = start_backoff(failures);
+                        if let Some(left_out) = warnings.cannot_start.allow(Instant::now()) {
+                            tracing::error!(
+                                %reason, failures, ?pause, left_out,
+                                "this node won the election but cannot start its driver; campaigning again after a pause"
+                            );
+                        }
+                        let trouble = format!(
+                            "this node won the election but cannot start ({failures} time(s) in a row): {reason}; \
+                             it campaigns again in {} s",
+                            pause.as_secs_f64()
+                        );
+                        self.publish_trouble(trouble);
+                        pause
+                    }
+                },
+                Ok(None) => {
+                    warnings.unreachable.reset();
+                    POLL
                 }
-                Ok(None) => {}
                 Err(error) => {
-                    tracing::warn!(%error, "cannot reach etcd for the election; the leader is unknown");
-                    let term = self.role.borrow().term;
-                    self.publish(Role { term, leader: None, leading: false });
+                    if let Some(left_out) = warnings.unreachable.allow(Instant::now()) {
+                        tracing::warn!(%error, left_out, "cannot reach etcd for the election; the leader is unknown");
+                    }
+                    self.publish_trouble(format!("cannot reach etcd: {error}"));
+                    POLL
                 }
-            }
+            };
             tokio::select! {
-                _ = tokio::time::sleep(POLL) => {}
+                _ = tokio::time::sleep(pause) => {}
                 _ = self.shutdown.cancelled() => return,
             }
         }
     }
 
+    /// No leader is known, for the reason given.
+    fn publish_trouble(&self, trouble: String) {
+        let term = self.role.borrow().term;
+        self.publish(Role { term, leader: None, leading: false, trouble: Some(trouble) });
+    }
+
+    /// True when `lease` (a key's) is alive: a key without a lease, or whose
+    /// lease has expired, names no leader.
+    async fn lease_alive(&self, client: &Client, lease: i64) -> Result<bool, String> {
+        if lease == 0 {
+            return Ok(false);
+        }
+        Ok(client.lease_time_to_live(lease).await.map_err(etcd_error)?.ttl > 0)
+    }
+
     /// Reads the leader key; when there is none, tries to create it.
-    async fn campaign(&self) -> Result<Option<Won>, String> {
+    async fn campaign(&self, warnings: &mut Warnings) -> Result<Option<Won>, String> {
         let client = self.client();
         let key = self.key();
         let found = client.range(ops::range(key.clone())).await.map_err(etcd_error)?;
         if let Some(kv) = found.kvs.first() {
-            self.follow(&kv.value, kv.create_revision);
+            if self.lease_alive(&client, kv.lease).await? {
+                warnings.stale_key.reset();
+                self.follow(&kv.value, kv.create_revision);
+                return Ok(None);
+            }
+            // Written without a lease, or restored from a backup: no node
+            // holds it, so none would ever replace it. Removed, unless it
+            // changed meanwhile; the next campaign elects a leader.
+            if let Some(left_out) = warnings.stale_key.allow(Instant::now()) {
+                tracing::warn!(
+                    %key, lease = kv.lease, left_out,
+                    "the leader key has no live lease (written without one, or restored from a backup): it names no \
+                     leader; removing it"
+                );
+            }
+            let remove = ops::txn(vec![ops::modified_at(key.clone(), kv.mod_revision)], vec![ops::delete(key)], vec![]);
+            client.txn(remove).await.map_err(etcd_error)?;
+            self.publish_trouble("the leader key had no live lease and was removed; electing a leader".into());
             return Ok(None);
         }
         let ttl = self.lease_ttl.as_secs().max(1) as i64;
@@ -185,17 +266,18 @@ impl Election {
 
     fn follow(&self, value: &[u8], term: i64) {
         match serde_json::from_slice::<NodeIdentity>(value) {
-            Ok(leader) => self.publish(Role { term: term as u64, leader: Some(leader), leading: false }),
+            Ok(leader) => self.publish(Role { term: term as u64, leader: Some(leader), leading: false, trouble: None }),
             Err(error) => {
                 tracing::warn!(%error, "the leader key holds no node identity");
-                self.publish(Role { term: term as u64, leader: None, leading: false });
+                let trouble = Some(format!("the leader key holds no node identity: {error}"));
+                self.publish(Role { term: term as u64, leader: None, leading: false, trouble });
             }
         }
     }
 
-    /// Leads until the lease or the driver is lost (returns false: campaign
-    /// again) or the node shuts down (returns true).
-    async fn lead(&self, won: Won) -> bool {
+    /// Leads until the lease or the driver is lost, the driver cannot
+    /// start, or the node shuts down.
+    async fn lead(&self, won: Won) -> Led {
         let Won { lease, term, clock, ttl } = won;
         tracing::info!(term, name = %self.me.name, "this node leads");
         self.metrics.leadership_changed(LeadershipChange::Won);
@@ -208,18 +290,16 @@ impl Election {
         let (handle, thread) = match started {
             Ok(Ok(started)) => started,
             Ok(Err(error)) => {
-                tracing::error!(%error, "this node won the election but cannot start its driver; stepping down");
                 self.step_down(lease, term, &clock, keeper, None).await;
-                return false;
+                return Led::CannotStart(error.to_string());
             }
             Err(error) => {
-                tracing::error!(%error, "the driver's start panicked; stepping down");
                 self.step_down(lease, term, &clock, keeper, None).await;
-                return false;
+                return Led::CannotStart(format!("the driver's start panicked: {error}"));
             }
         };
         self.driver.replace(&handle);
-        self.publish(Role { term: term as u64, leader: Some(self.me.clone()), leading: true });
+        self.publish(Role { term: term as u64, leader: Some(self.me.clone()), leading: true, trouble: None });
         let reason = loop {
             tokio::select! {
                 _ = lost.cancelled() => break "the leader lease was lost",
@@ -235,7 +315,7 @@ impl Election {
                     self.resign(lease, term).await;
                     keeper.abort();
                     self.driver.replace(&DriverHandle::detached());
-                    return true;
+                    return Led::Shutdown;
                 }
                 _ = tokio::time::sleep(LEADER_POLL) => {
                     if !self.still_ours(term).await {
@@ -246,7 +326,7 @@ impl Election {
         };
         tracing::warn!(term, reason, "this node stops leading");
         self.step_down(lease, term, &clock, keeper, Some((handle, thread))).await;
-        false
+        Led::Lost
     }
 
     async fn still_ours(&self, term: i64) -> bool {
@@ -269,7 +349,7 @@ impl Election {
         keeper.abort();
         self.driver.replace(&DriverHandle::detached());
         self.metrics.leadership_changed(LeadershipChange::Lost);
-        self.publish(Role { term: term as u64, leader: None, leading: false });
+        self.publish(Role { term: term as u64, leader: None, leading: false, trouble: None });
         if let Some((handle, thread)) = driver {
             // The expired clock makes its next turn fail before it releases
             // anything; a driver stuck in a commit ends when etcd answers or
@@ -289,43 +369,4 @@ impl Election {
         let _ = tokio::time::timeout(Duration::from_secs(2), client.txn(txn)).await;
         let _ = tokio::time::timeout(Duration::from_secs(2), client.lease_revoke(lease)).await;
     }
-}
-
-/// Renews `lease` every third of its TTL, moving `clock` on each answer.
-/// A stream that fails or ends (an etcd member died under it) is opened
-/// again while the clock still holds; `lost` is cancelled when etcd answers
-/// TTL 0 (the lease is gone) or the clock runs out first.
-async fn keep_alive(client: Client, lease: i64, ttl: Duration, clock: LeaseClock, lost: CancellationToken) {
-    let reason = loop {
-        let trouble = match client.lease_keep_alive(lease).await {
-            Err(error) => format!("cannot open the keep-alive stream: {error}"),
-            Ok((mut keeper, mut stream)) => loop {
-                let sent = match keeper.keep_alive().await {
-                    Ok(sent) => sent,
-                    Err(error) => break format!("renewal failed: {error}"),
-                };
-                match tokio::time::timeout(ttl, stream.message()).await {
-                    Err(_) => break "no renewal answer within the TTL".to_owned(),
-                    Ok(Err(error)) => break format!("renewal failed: {error}"),
-                    Ok(Ok(None)) => break "the keep-alive stream ended".to_owned(),
-                    Ok(Ok(Some(answer))) if answer.ttl <= 0 => {
-                        tracing::warn!(lease, "etcd answered TTL 0: the leader lease expired");
-                        clock.expire();
-                        lost.cancel();
-                        return;
-                    }
-                    Ok(Ok(Some(answer))) => clock.extend_to(sent + Duration::from_secs(answer.ttl as u64).min(ttl)),
-                }
-                tokio::time::sleep(ttl / 3).await;
-            },
-        };
-        if !clock.valid() {
-            break trouble;
-        }
-        tracing::info!(lease, %trouble, "renewing the leader lease on a new stream");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    tracing::warn!(lease, %reason, "the leader lease is lost");
-    clock.expire();
-    lost.cancel();
 }

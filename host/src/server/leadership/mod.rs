@@ -6,7 +6,9 @@
 //! [`Leadership`] is what the rest of the server reads: this node's
 //! identity and the [`Role`] it knows of now.
 
+mod backoff;
 pub mod election;
+mod renewal;
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
@@ -31,6 +33,10 @@ pub struct Role {
     pub leader: Option<NodeIdentity>,
     /// This node is the leader and its driver is running.
     pub leading: bool,
+    /// What keeps this node from leading or knowing a leader, when
+    /// something does (etcd unreachable, a store that cannot load): the
+    /// message `/readyz` gives.
+    pub trouble: Option<String>,
 }
 
 impl Role {
@@ -46,21 +52,35 @@ impl Role {
 pub struct Leadership {
     me: NodeIdentity,
     role: watch::Receiver<Role>,
+    elected: bool,
 }
 
 impl Leadership {
     /// A node alone: it leads, in term 1, forever.
     pub fn alone(me: NodeIdentity) -> Self {
-        let role = Role { term: 1, leader: Some(me.clone()), leading: true };
+        let role = Role { term: 1, leader: Some(me.clone()), leading: true, trouble: None };
         let (sender, receiver) = watch::channel(role);
         // The sender is dropped: the role never changes.
         drop(sender);
-        Leadership { me, role: receiver }
+        Leadership { me, role: receiver, elected: false }
     }
 
     /// A node in an election; `role` is the election's sender's receiver.
     pub fn elected(me: NodeIdentity, role: watch::Receiver<Role>) -> Self {
-        Leadership { me, role }
+        Leadership { me, role, elected: true }
+    }
+
+    /// True for a node in an election (with etcd), false for a node alone.
+    pub fn is_elected(&self) -> bool {
+        self.elected
+    }
+
+    /// True while the election publishing this node's role runs: its
+    /// sender lives as long as the election loop (the loop owns it and
+    /// drops it when it ends, panics included). Always false for a node
+    /// alone, whose role never changes.
+    pub fn election_runs(&self) -> bool {
+        self.elected && self.role.has_changed().is_ok()
     }
 
     /// This node.
@@ -88,5 +108,27 @@ impl Leadership {
             Ok(Ok(role)) => role.clone(),
             _ => self.role(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn me() -> NodeIdentity {
+        NodeIdentity { name: "n1".into(), url: "http://127.0.0.1:1".into() }
+    }
+
+    #[test]
+    fn the_election_runs_while_its_sender_lives() {
+        let (sender, receiver) = watch::channel(Role { term: 0, leader: None, leading: false, trouble: None });
+        let leadership = Leadership::elected(me(), receiver);
+        assert!(leadership.is_elected() && leadership.election_runs());
+        sender.send_replace(Role { term: 2, leader: Some(me()), leading: true, trouble: None });
+        assert!(leadership.election_runs(), "a change is not an end");
+        drop(sender);
+        assert!(!leadership.election_runs());
+        let alone = Leadership::alone(me());
+        assert!(!alone.is_elected() && !alone.election_runs());
     }
 }

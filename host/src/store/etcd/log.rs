@@ -46,7 +46,9 @@ pub(super) fn commit(inner: &Inner, based_on: Revision, turn: &Turn) -> Result<R
             return Err(refusal(inner, based_on));
         }
     }
-    inner.cache.commit(based_on, turn)
+    let committed = inner.cache.commit(based_on, turn)?;
+    saw(inner, committed);
+    Ok(committed)
 }
 
 /// Sends a part's transaction, again when etcd did not answer. An answer
@@ -167,6 +169,7 @@ fn load_once(inner: &Inner) -> Result<Loaded, StoreError> {
         let part = LogPart::decode(&kv.value).ok_or_else(|| corrupt(&key, "too short for a log part"))?;
         parts.entry(r).or_default().push((index, part));
     }
+    went_back(inner, revision, at)?;
     for r in from + 1..=revision {
         let found = parts.remove(&r).unwrap_or_default();
         let what = keys.log_from(r);
@@ -175,6 +178,39 @@ fn load_once(inner: &Inner) -> Result<Loaded, StoreError> {
         memory.commit(r - 1, &turn)?;
     }
     let loaded = memory.load()?;
+    saw(inner, loaded.revision);
     inner.cache.replace(loaded.clone());
     Ok(loaded)
+}
+
+/// Refuses a revision lower than one already seen: by this process (a
+/// load or a commit), or by the log itself (a complete entry after the
+/// revision; a commit's last part moves the revision in the same
+/// transaction, so only a revision key set back leaves one).
+fn went_back(inner: &Inner, revision: Revision, at: i64) -> Result<(), StoreError> {
+    let seen = inner.seen.load(Ordering::Acquire);
+    let what = inner.describe.clone();
+    if revision < seen {
+        return Err(StoreError::WentBack { what, found: revision, seen, how: "seen by this node" });
+    }
+    let keys = &inner.keys;
+    let mut after: BTreeMap<Revision, Vec<(u32, LogPart)>> = BTreeMap::new();
+    for kv in inner.range(keys.log_from(revision + 1), &keys.log_end(), at, LOG_PAGE, false)? {
+        let key = String::from_utf8(kv.key).map_err(|e| corrupt("a log key", e))?;
+        let Some((r, index)) = keys.parse_log_part(&key) else { continue };
+        if let Some(part) = LogPart::decode(&kv.value) {
+            after.entry(r).or_default().push((index, part));
+        }
+    }
+    match after.iter().rev().find(|(_, parts)| keys::join(parts).is_some()) {
+        Some((newest, _)) => {
+            Err(StoreError::WentBack { what, found: revision, seen: *newest, how: "written to its log" })
+        }
+        None => Ok(()),
+    }
+}
+
+/// Remembers `revision` as seen (the highest one counts).
+pub(super) fn saw(inner: &Inner, revision: Revision) {
+    inner.seen.fetch_max(revision, Ordering::AcqRel);
 }

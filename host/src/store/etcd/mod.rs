@@ -120,6 +120,9 @@ struct Inner {
     checkpoint_every: u64,
     since_checkpoint: AtomicU64,
     checkpointing: AtomicBool,
+    /// The highest revision this process loaded or committed: a load
+    /// below it is refused (`log::went_back`).
+    seen: AtomicU64,
 }
 
 /// The backend's name in errors.
@@ -180,6 +183,7 @@ impl EtcdStore {
             checkpoint_every: config.checkpoint_every.max(1),
             since_checkpoint: AtomicU64::new(0),
             checkpointing: AtomicBool::new(false),
+            seen: AtomicU64::new(0),
         };
         let store = EtcdStore { inner: Arc::new(inner) };
         store.inner.init_schema()?;
