@@ -2,7 +2,9 @@
 //!
 //! - `setup`: install what builds need (the wasm32 target, or Debian's
 //!   rustc-web fallback);
-//! - `test`: setup, then formatting, lints, the code's shape (`shape.rs`),
+//! - `test`: setup (the packages of docs/development.md, `packages.rs`),
+//!   then formatting, the code's shape (`shape.rs`), the build with protoc
+//!   hidden (`sysfree.rs`), lints,
 //!   every test and the example strategies (`examples/`) — what CI runs —
 //!   ending with one summary line
 //!   `N passed, N failed[, N skipped]` counted over every test binary
@@ -11,8 +13,11 @@
 //! - `demo`: build and start a node with three simulated regions, and print
 //!   its URL and commands to try; `demo --ha` (`demo_ha.rs`): three etcd
 //!   members, three nodes and three regions, and how to kill the leader;
+//!   both stop everything they started, newest first, when xtask gets
+//!   SIGTERM or SIGINT (`children.rs`);
 //! - `ha-faults`: the long high-availability fault series against real
-//!   etcd (ten leader kills with the failover figures, a three-member etcd
+//!   etcd (ten leader kills with the failover figures, twenty SIGTERMs of
+//!   the leader with the graceful failover figures, a three-member etcd
 //!   losing members, a rolling restart);
 //! - `fuzz [--target NAME]… [--minutes N] [--jobs J]` (`fuzz.rs`): build
 //!   the fuzz targets (`fuzz/`) with libFuzzer on stable Rust, run them and
@@ -34,21 +39,34 @@
 //!   following its README, and check that they conform and agree;
 //!   `c-example`: the C example's build, which its README runs;
 //! - `bench [NAME…]` (`bench.rs`): every benchmark in one run and one table
-//!   of ratios (`target/bench-report.md`).
+//!   of ratios (`target/bench-report.md`);
+//! - `etcd-api`: regenerate `etcd-api/src/generated/` from
+//!   `etcd-api/proto/` (a generator outside the workspace, no system protoc);
+//! - `sysfree` (`sysfree.rs`): only the guard `test` runs: the node builds
+//!   with protoc and protobuf's include files hidden;
+//! - `image [--no-test]` (`image.rs`): build the node's OCI image
+//!   `shardalloc:latest` from the `Containerfile` with podman (making its
+//!   Debian and Rust base images locally when missing), then run it
+//!   read-only as uid 10001 and check its probes.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
+use children::Child;
 use shardalloc_guest_build::{Toolchain, build_components};
 
 mod bench;
+mod children;
 mod demo_ha;
 mod examples;
 mod fuzz;
+mod image;
+mod packages;
 mod shape;
 mod soak_sim;
+mod sysfree;
 mod tests;
 
 fn main() -> anyhow::Result<()> {
@@ -70,9 +88,12 @@ fn main() -> anyhow::Result<()> {
         Some("examples") => examples::run(&root, &args[1..], true),
         Some("c-example") => examples::c_example(&root),
         Some("bench") => bench::run(&root, &args[1..]),
+        Some("image") => image::image(&root, &args[1..]),
+        Some("etcd-api") => etcd_api(&root),
+        Some("sysfree") => sysfree::check(&root, &target_dir(&root)),
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\n  setup       install the wasm32 toolchain (rustup target, else Debian rustc-web)\n  test        formatting, the code's shape, lints and every test (what CI runs)\n  shape       check the code's shape: server file sizes, import direction, no OpenAPI JSON\n  demo        build and start a node with three simulated regions (--ha: three etcd members, three nodes)\n  fuzz        [--target NAME]… [--minutes N] [--jobs J]: run the fuzz targets (libFuzzer, stable Rust) and keep what they find\n  soak-sim    --seeds N [--jobs J]: the coordinator's fault simulation over N seeds, resumable\n  soak        --minutes N [--etcd [--kill-every S]]: the real node under churn for N minutes (soak.csv, soak.png in target/soak/); --etcd: three nodes on etcd, the leader killed every S seconds\n  screenshots regenerate the dashboard's screenshots in docs/images/ (runs its browser tests)\n  demo-strategies  show the built-in strategies offline on a generated cluster\n  ha-faults   the long HA fault series on real etcd (ten leader kills, etcd members lost, rolling restart)\n  component   -p CRATE [--out FILE]: build a strategy crate into a component\n  examples    [NAME…]: build every example strategy (examples/strategies/) by following its README, and check them\n  c-example   build the C example strategy (used by its README)\n  bench       [NAME…]: run every benchmark in one go and print one table of ratios"
+                "usage: cargo xtask <command>\n\n  setup       install the wasm32 toolchain (rustup target, else Debian rustc-web)\n  test        formatting, the code's shape, lints and every test (what CI runs)\n  shape       check the code's shape: server file sizes, import direction, no OpenAPI JSON\n  demo        build and start a node with three simulated regions (--ha: three etcd members, three nodes)\n  fuzz        [--target NAME]… [--minutes N] [--jobs J]: run the fuzz targets (libFuzzer, stable Rust) and keep what they find\n  soak-sim    --seeds N [--jobs J]: the coordinator's fault simulation over N seeds, resumable\n  soak        --minutes N [--etcd [--kill-every S]]: the real node under churn for N minutes (soak.csv, soak.png in target/soak/); --etcd: three nodes on etcd, the leader killed every S seconds\n  screenshots regenerate the dashboard's screenshots in docs/images/ (runs its browser tests)\n  demo-strategies  show the built-in strategies offline on a generated cluster\n  ha-faults   the long HA fault series on real etcd (ten leader kills, twenty leader SIGTERMs, etcd members lost, rolling restart)\n  component   -p CRATE [--out FILE]: build a strategy crate into a component\n  examples    [NAME…]: build every example strategy (examples/strategies/) by following its README, and check them\n  c-example   build the C example strategy (used by its README)\n  bench       [NAME…]: run every benchmark in one go and print one table of ratios\n  image       [--no-test]: build the OCI image shardalloc:latest (Containerfile, podman) and check its probes\n  etcd-api    regenerate the etcd client's protocol code from etcd-api/proto/ (no system protoc)\n  sysfree     only the guard: the node builds with protoc and protobuf's include files hidden"
             );
             bail!("unknown or missing command");
         }
@@ -84,12 +105,12 @@ fn workspace_root() -> PathBuf {
 }
 
 fn setup() -> anyhow::Result<Toolchain> {
-    match Toolchain::detect(false) {
+    match Toolchain::detect() {
         Ok(toolchain) => Ok(toolchain),
         Err(_) => {
             eprintln!("xtask: no wasm32 toolchain via rustup; installing Debian's rustc-web fallback");
-            let _ = Command::new("apt-get").arg("update").status();
-            Ok(Toolchain::detect(true)?)
+            packages::ensure("wasm-fallback")?;
+            Ok(Toolchain::detect()?)
         }
     }
 }
@@ -121,50 +142,6 @@ fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
 }
 
-/// What the build and the tests run besides cargo, each with the Debian
-/// package that has it: protoc (the etcd client's build compiles etcd's
-/// protocol), openssl (the TLS test makes its certificate) and etcd (the
-/// etcd store's and the HA tests start real servers), chromium and its
-/// WebDriver (the dashboard's browser tests drive headless Chromium).
-const PROGRAMS: [(&str, &str, &str); 5] = [
-    ("protoc", "--version", "protobuf-compiler"),
-    ("openssl", "version", "openssl"),
-    ("etcd", "--version", "etcd-server"),
-    ("chromium", "--version", "chromium"),
-    ("chromedriver", "--version", "chromium-driver"),
-];
-
-/// True when dpkg knows `package` as installed (or there is no dpkg to ask).
-fn debian_installed(package: &str) -> bool {
-    match Command::new("dpkg-query").args(["-W", "-f=${Status}", package]).output() {
-        Ok(output) => String::from_utf8_lossy(&output.stdout).contains("install ok installed"),
-        Err(_) => true,
-    }
-}
-
-/// Installs Debian's `packages` unless `program` already runs and every
-/// package is installed (a compiler without its runtime library is not
-/// enough: the C example links against it).
-fn ensure_debian(packages: &[&str], program: &str) -> anyhow::Result<()> {
-    let runs = Command::new(program).arg("--version").output().is_ok_and(|o| o.status.success());
-    let missing: Vec<&str> = packages.iter().copied().filter(|p| !debian_installed(p)).collect();
-    if runs && missing.is_empty() {
-        return Ok(());
-    }
-    let packages = if missing.is_empty() { packages.to_vec() } else { missing };
-    eprintln!("xtask: installing Debian's {}", packages.join(", "));
-    let _ = Command::new("apt-get").arg("update").status();
-    let status = Command::new("apt-get")
-        .args(["install", "-y", "--no-install-recommends"])
-        .args(&packages)
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .status()?;
-    if !status.success() {
-        bail!("could not install {}: apt-get install {}", program, packages.join(" "));
-    }
-    Ok(())
-}
-
 /// Runs a prepared command, failing with its name when it fails.
 fn checked(command: &mut Command) -> anyhow::Result<()> {
     let status = command.status().with_context(|| format!("could not run {:?}", command.get_program()))?;
@@ -174,25 +151,13 @@ fn checked(command: &mut Command) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Installs Debian's packages for whatever of [`PROGRAMS`] is missing.
-fn ensure_programs() -> anyhow::Result<()> {
-    let present = |program: &str, arg: &str| Command::new(program).arg(arg).output().is_ok_and(|o| o.status.success());
-    let missing: Vec<&str> =
-        PROGRAMS.iter().filter(|(program, arg, _)| !present(program, arg)).map(|(_, _, package)| *package).collect();
-    if missing.is_empty() {
-        return Ok(());
-    }
-    eprintln!("xtask: installing Debian's {}", missing.join(", "));
-    let _ = Command::new("apt-get").arg("update").status();
-    let _ = Command::new("apt-get")
-        .args(["install", "-y", "--no-install-recommends"])
-        .args(&missing)
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .status();
-    if let Some((program, _, package)) = PROGRAMS.iter().find(|(program, arg, _)| !present(program, arg)) {
-        bail!("`{program}` is missing and could not be installed: apt-get install {package}");
-    }
-    Ok(())
+/// `cargo xtask etcd-api`: regenerates the etcd client's protocol code
+/// (`etcd-api/src/generated/`) from `etcd-api/proto/` with the generator
+/// outside the workspace (a protobuf compiler in Rust: no system protoc).
+fn etcd_api(root: &Path) -> anyhow::Result<()> {
+    let manifest = root.join("etcd-api/generate/Cargo.toml");
+    let manifest = manifest.to_str().context("a UTF-8 path")?;
+    run(root, &cargo(), &["run", "--locked", "--manifest-path", manifest])
 }
 
 fn test(root: &Path) -> anyhow::Result<()> {
@@ -201,13 +166,17 @@ fn test(root: &Path) -> anyhow::Result<()> {
     let mut step = |name, since: Instant| steps.push((name, since.elapsed()));
     let at = Instant::now();
     setup()?;
-    ensure_programs()?;
+    packages::ensure("test")?;
+    kubectl_present()?;
     step("setup", at);
     let cargo = cargo();
     let at = Instant::now();
     run(root, &cargo, &["fmt", "--all", "--", "--check"])?;
     shape::check(root)?;
     step("format and shape", at);
+    let at = Instant::now();
+    sysfree::check(root, &target_dir(root))?;
+    step("the build with protoc hidden", at);
     let at = Instant::now();
     run(root, &cargo, &["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"])?;
     step("clippy", at);
@@ -245,11 +214,25 @@ fn test(root: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// host/tests/kubernetes.rs renders deploy/kubernetes with `kubectl
+/// kustomize`: fail early, saying how to get kubectl, when it is missing.
+fn kubectl_present() -> anyhow::Result<()> {
+    match Command::new("kubectl").args(["version", "--client"]).output() {
+        Ok(output) if output.status.success() => Ok(()),
+        _ => bail!(
+            "kubectl is missing: the Kubernetes manifests' test (host/tests/kubernetes.rs) renders them with \
+             `kubectl kustomize`. It comes with this project's machine image and is not a Debian package here: \
+             install kubectl 1.27 or later from the Kubernetes project's release binaries (its documentation, \
+             \"Install Tools\") onto PATH, then run `cargo xtask test` again"
+        ),
+    }
+}
+
 /// The HA tests marked `#[ignore]` (too long for every run), one at a
 /// time, with their output (the failover figures) shown.
 fn ha_faults(root: &Path) -> anyhow::Result<()> {
     setup()?;
-    ensure_programs()?;
+    packages::ensure("ha-faults")?;
     let args = [
         "test",
         "--locked",
@@ -315,49 +298,36 @@ fn start_regions(
     extra: &[&str],
 ) -> anyhow::Result<(Child, impl Iterator<Item = std::io::Result<String>> + Send + 'static)> {
     use std::io::BufRead;
-    let mut regions = Child(
+    let mut regions = Child::spawn(
         Command::new(binary)
             .args(["regions", "--node", nodes, "--type", "cart", "--count", "3", "--shards", "30"])
             .args(extra)
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .context("start the simulated regions")?,
-    );
-    let mut lines = std::io::BufReader::new(regions.0.stdout.take().expect("piped")).lines();
+            .stdout(std::process::Stdio::piped()),
+    )
+    .context("start the simulated regions")?;
+    let mut lines = std::io::BufReader::new(regions.take_stdout().expect("piped")).lines();
     wait_for_line(&mut lines, "the region simulator", |line| line.starts_with("ready").then(String::new))?;
     Ok((regions, lines))
-}
-
-/// Stops a child with SIGTERM (graceful), when dropped.
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = Command::new("kill").args(["-TERM", &self.0.id().to_string()]).status();
-        let _ = self.0.wait();
-    }
 }
 
 fn demo(root: &Path) -> anyhow::Result<()> {
     use std::io::BufRead;
     use std::process::Stdio;
     setup()?;
-    ensure_programs()?;
     run(root, &cargo(), &["build", "--locked", "-p", "shardalloc"])?;
     let binary = target_dir(root).join("debug/shardalloc");
     let data = target_dir(root).join("demo/data");
     let listen = std::env::var("SHARDALLOC_LISTEN").unwrap_or_else(|_| "127.0.0.1:7878".into());
-    let mut node = Child(
+    let mut node = Child::spawn(
         Command::new(&binary)
             .args(["serve", "--listen", &listen, "--type", "cart", "--rebalance-interval-ms", "2000"])
             .arg("--data")
             .arg(&data)
             .env_remove("SHARDALLOC_ADMIN_TOKEN")
-            .stdout(Stdio::piped())
-            .spawn()
-            .context("start the node")?,
-    );
-    let mut node_lines = std::io::BufReader::new(node.0.stdout.take().expect("piped")).lines();
+            .stdout(Stdio::piped()),
+    )
+    .context("start the node")?;
+    let mut node_lines = std::io::BufReader::new(node.take_stdout().expect("piped")).lines();
     let url = wait_for_line(&mut node_lines, "the node", |line| {
         line.strip_prefix("shardalloc listening on ").and_then(|rest| rest.split_whitespace().next()).map(str::to_owned)
     })
@@ -381,13 +351,13 @@ fn demo(root: &Path) -> anyhow::Result<()> {
     println!("  {bin} events --node {url}");
     println!();
     println!("More: curl -s {url}/v1/cluster/shards/cart    curl -s {url}/metrics    docs/operations.md");
-    println!("Press Ctrl-C to stop (the regions leave, the node flushes its state).");
+    println!("Press Ctrl-C to stop (the regions drain and leave, then the node flushes its state).");
     // Keep draining the children's output so they never block on a full pipe.
     std::thread::spawn(move || region_lines.for_each(drop));
     for line in node_lines.map_while(Result::ok) {
         println!("{line}");
     }
-    let _ = node.0.wait();
+    node.wait();
     Ok(())
 }
 
@@ -408,7 +378,9 @@ fn soak(root: &Path, args: &[String]) -> anyhow::Result<()> {
     let _: f64 =
         kill_every.parse().ok().filter(|s: &f64| *s >= 10.0).context("--kill-every must be at least 10 (seconds)")?;
     setup()?;
-    ensure_programs()?;
+    if etcd {
+        packages::ensure("soak --etcd")?;
+    }
     let out = target_dir(root).join(if etcd { "soak-etcd" } else { "soak" });
     let status = Command::new(cargo())
         .args(["test", "--locked", "-p", "shardalloc", "--test", "soak", "--", "--ignored", "--nocapture"])
@@ -431,7 +403,7 @@ const SCREENSHOTS: [&str; 7] = ["map", "pinned", "drained", "dry-run", "strategy
 
 fn screenshots(root: &Path) -> anyhow::Result<()> {
     setup()?;
-    ensure_programs()?;
+    packages::ensure("screenshots")?;
     run(root, &cargo(), &["test", "--locked", "-p", "shardalloc", "--test", "dashboard"])?;
     let taken = target_dir(root).join("tmp/dashboard");
     let docs = root.join("docs/images");
@@ -447,7 +419,6 @@ fn screenshots(root: &Path) -> anyhow::Result<()> {
 
 fn demo_strategies(root: &Path) -> anyhow::Result<()> {
     setup()?;
-    ensure_programs()?;
     run(root, &cargo(), &["build", "--locked", "-p", "shardalloc"])?;
     let binary = target_dir(root).join("debug/shardalloc");
     let dir = target_dir(root).join("demo");
