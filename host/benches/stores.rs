@@ -79,6 +79,9 @@ fn posts(c: &mut Criterion, name: &str, store: StoreConfig, data: &std::path::Pa
                 name: "bench".into(),
                 url: format!("http://{address}"),
             },
+            secret: Some(
+                shardalloc::server::leadership::claim::ClusterSecret::new(b"the benchmark's cluster secret").unwrap(),
+            ),
             ..ClusterSettings::default()
         };
         let node = Node::start(settings).unwrap();

@@ -212,6 +212,7 @@ impl Material {
             "shardalloc-tokens" => BTreeMap::from([
                 ("admin-token".into(), b"test-admin-token-0123456789abcdef\n".to_vec()),
                 ("region-token".into(), b"test-region-token-0123456789abcdef\n".to_vec()),
+                ("cluster-secret".into(), b"test-cluster-secret-0123456789abcdef\n".to_vec()),
             ]),
             "shardalloc-tls" => BTreeMap::from([
                 ("tls.crt".into(), read("tls.crt")),

@@ -67,6 +67,10 @@ pub(crate) fn demo_ha(root: &Path) -> anyhow::Result<()> {
     }
     let etcd: Vec<String> = MEMBERS.iter().map(|(client, _)| format!("http://127.0.0.1:{client}")).collect();
     let etcd = etcd.join(",");
+    // The secret the nodes sign their leader claims with (the same file for
+    // all three; a real cluster keeps it in a secret store).
+    let secret = dir.join("cluster-secret");
+    std::fs::write(&secret, format!("demo-{:032x}\n", std::process::id() as u128 * 0x9e37_79b9_7f4a_7c15))?;
     let mut pids = Vec::new();
     let mut node_lines = Vec::new();
     for (i, port) in NODES.iter().enumerate() {
@@ -75,6 +79,8 @@ pub(crate) fn demo_ha(root: &Path) -> anyhow::Result<()> {
             Command::new(&binary)
                 .args(["serve", "--listen", &listen, "--advertise", &format!("http://{listen}")])
                 .args(["--node-name", &format!("n{}", i + 1), "--etcd", &etcd, "--type", "cart"])
+                .arg("--cluster-secret-file")
+                .arg(&secret)
                 .args(["--rebalance-interval-ms", "2000", "--heartbeat-interval-ms", "300"])
                 .arg("--data")
                 .arg(dir.join(format!("data-n{}", i + 1)))

@@ -19,6 +19,12 @@
 //!   leader's own streams do when it stops: the client resumes on another
 //!   node with `Last-Event-ID`.
 //! - No leader known: `503 {"error":{"code":"no-leader",…}}`.
+//! - A leader that does not answer (paused, overloaded, unreachable):
+//!   `503 leader-unavailable` with `Retry-After`, once its answer's head has
+//!   not come within `--forward-timeout-ms` (5 s by default;
+//!   [`UPLOAD_ANSWER_TIMEOUT`] for a component upload, whose answer waits
+//!   for its compile). A forwarded event stream silent for
+//!   [`STREAM_IDLE_TIMEOUT`] (the leader sends a comment every 15 s) ends.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -38,6 +44,17 @@ pub const HOP: &str = "x-shardalloc-forwarded-by";
 
 /// How long connecting to the leader may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long the head of a forwarded upload's answer may take (a component
+/// upload is answered once the leader has compiled it).
+pub const UPLOAD_ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How long a forwarded event stream may stay silent before it is ended:
+/// twice the leader's keep-alive interval.
+pub const STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The `Retry-After` of a `leader-unavailable` answer, in seconds.
+const RETRY_AFTER_S: &str = "1";
 
 /// Request headers passed on to the leader.
 const PASSED: [HeaderName; 5] = [
@@ -60,6 +77,30 @@ fn forwarded(path: &str) -> bool {
 
 fn no_leader(message: impl Into<String>) -> Response {
     ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "no-leader", message).into_response()
+}
+
+fn leader_unavailable(message: impl Into<String>) -> Response {
+    let mut response = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "leader-unavailable", message).into_response();
+    response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static(RETRY_AFTER_S));
+    response
+}
+
+/// A component upload (its body is WebAssembly).
+fn is_upload(headers: &header::HeaderMap) -> bool {
+    headers.get(header::CONTENT_TYPE).is_some_and(|value| value.as_bytes().starts_with(b"application/wasm"))
+}
+
+/// `stream`, ended when it stays silent for `idle`.
+fn ending_when_silent<S, T>(stream: S, idle: Duration) -> impl futures_util::Stream<Item = T>
+where
+    S: futures_util::Stream<Item = T> + Unpin,
+{
+    futures_util::stream::unfold(stream, move |mut stream| async move {
+        match tokio::time::timeout(idle, stream.next()).await {
+            Ok(Some(item)) => Some((item, stream)),
+            Ok(None) | Err(_) => None,
+        }
+    })
 }
 
 fn client() -> Result<&'static reqwest::Client, String> {
@@ -102,6 +143,11 @@ pub async fn forward(State(state): State<AppState>, request: Request, next: Next
         Err(error) => return no_leader(format!("cannot build the client that forwards to the leader: {error}")),
     };
     let (parts, body) = request.into_parts();
+    let bound = if is_upload(&parts.headers) {
+        UPLOAD_ANSWER_TIMEOUT.max(state.connections.forward_timeout)
+    } else {
+        state.connections.forward_timeout
+    };
     let mut outgoing = client
         .request(parts.method.clone(), &target)
         .header(HOP, me.name.as_str())
@@ -111,7 +157,20 @@ pub async fn forward(State(state): State<AppState>, request: Request, next: Next
             outgoing = outgoing.header(name.clone(), value.clone());
         }
     }
-    match outgoing.send().await {
+    let answer = match tokio::time::timeout(bound, outgoing.send()).await {
+        Ok(answer) => answer,
+        Err(_) => {
+            tracing::warn!(leader = %leader.name, url = %leader.url, ?bound, "the leader did not answer a forwarded call");
+            return leader_unavailable(format!(
+                "the leader {} ({}) did not answer within {} s; the call was not retried (it may or may not have \
+                 been applied); retry",
+                leader.name,
+                leader.url,
+                bound.as_secs_f64()
+            ));
+        }
+    };
+    match answer {
         Ok(answer) => {
             let mut response = Response::builder().status(answer.status());
             for name in RETURNED {
@@ -125,7 +184,8 @@ pub async fn forward(State(state): State<AppState>, request: Request, next: Next
                 .is_some_and(|value| value.as_bytes().starts_with(b"text/event-stream"));
             let body = if stream {
                 let shutdown = state.shutdown.clone();
-                Body::from_stream(answer.bytes_stream().take_until(async move { shutdown.cancelled().await }))
+                let stream = ending_when_silent(answer.bytes_stream(), STREAM_IDLE_TIMEOUT);
+                Body::from_stream(stream.take_until(async move { shutdown.cancelled().await }))
             } else {
                 Body::from_stream(answer.bytes_stream())
             };
@@ -136,7 +196,7 @@ pub async fn forward(State(state): State<AppState>, request: Request, next: Next
         }
         Err(error) => {
             tracing::warn!(leader = %leader.name, url = %leader.url, %error, "cannot forward a call to the leader");
-            no_leader(format!(
+            leader_unavailable(format!(
                 "the leader {} ({}) did not answer: {error}; the call was not retried",
                 leader.name, leader.url
             ))

@@ -413,10 +413,23 @@ pub const HA_TIMINGS: &[&str] = &[
 /// `advertise`: [`LEADER_LEASE_S`], [`HA_TIMINGS`] and `--type cart`.
 pub fn ha_args(etcd: &str, advertise: &str, name: &str) -> Vec<String> {
     let lease = LEADER_LEASE_S.to_string();
+    let secret = cluster_secret_file().to_str().expect("a UTF-8 path").to_owned();
     let mut args = vec!["--etcd", etcd, "--advertise", advertise, "--node-name", name, "--leader-lease-s", &lease];
+    args.extend_from_slice(&["--cluster-secret-file", &secret]);
     args.extend_from_slice(&["--type", "cart"]);
     args.extend_from_slice(HA_TIMINGS);
     args.into_iter().map(str::to_owned).collect()
+}
+
+/// The cluster secret every node of this test process shares, in a file
+/// made once.
+pub fn cluster_secret_file() -> &'static std::path::Path {
+    static FILE: std::sync::OnceLock<tempfile::TempPath> = std::sync::OnceLock::new();
+    FILE.get_or_init(|| {
+        let mut file = tempfile::NamedTempFile::new().expect("a temporary file");
+        std::io::Write::write_all(&mut file, b"the test cluster's secret, 32 bytes\n").expect("write the secret");
+        file.into_temp_path()
+    })
 }
 
 /// A region config with short reconnect and retry delays.

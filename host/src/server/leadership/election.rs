@@ -33,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::backoff::start_backoff;
 use super::renewal::keep_alive;
+use super::claim::{self, ClusterSecret};
 use super::{NodeIdentity, Role};
 use crate::server::driver::lease::LeaseClock;
 use crate::server::driver::{DriverError, DriverHandle, Input};
@@ -63,6 +64,7 @@ enum Led {
 struct Warnings {
     unreachable: Throttle,
     stale_key: Throttle,
+    unverified: Throttle,
     cannot_start: Throttle,
 }
 
@@ -81,6 +83,8 @@ pub struct Election {
     pub store: Arc<EtcdStore>,
     /// This node.
     pub me: NodeIdentity,
+    /// The secret that signs this node's leader claims and checks others'.
+    pub secret: ClusterSecret,
     /// The leader lease's TTL, whole seconds.
     pub lease_ttl: Duration,
     /// Where the role is published.
@@ -204,7 +208,7 @@ impl Election {
         if let Some(kv) = found.kvs.first() {
             if self.lease_alive(&client, kv.lease).await? {
                 warnings.stale_key.reset();
-                self.follow(&kv.value, kv.create_revision);
+                self.follow(&kv.value, kv.create_revision, kv.lease, warnings);
                 return Ok(None);
             }
             // Written without a lease, or restored from a backup: no node
@@ -234,7 +238,7 @@ impl Election {
                  timeout; a dead leader is replaced within the granted lease"
             );
         }
-        let me = serde_json::to_vec(&self.me).expect("an identity serializes");
+        let me = claim::claim(&self.me, lease, &self.secret);
         let txn = ops::txn(
             vec![ops::created_at(key.clone(), 0)],
             vec![ops::put_with_lease(key.clone(), me, lease)],
@@ -244,7 +248,7 @@ impl Election {
         if !response.succeeded {
             let _ = client.lease_revoke(lease).await;
             if let Some(kv) = ops::txn_reads(&response).flatten().next() {
-                self.follow(&kv.value, kv.create_revision);
+                self.follow(&kv.value, kv.create_revision, kv.lease, warnings);
             }
             return Ok(None);
         }
@@ -264,13 +268,20 @@ impl Election {
         Ok(Some(Won { lease, term, clock, ttl: granted }))
     }
 
-    fn follow(&self, value: &[u8], term: i64) {
-        match serde_json::from_slice::<NodeIdentity>(value) {
-            Ok(leader) => self.publish(Role { term: term as u64, leader: Some(leader), leading: false, trouble: None }),
-            Err(error) => {
-                tracing::warn!(%error, "the leader key holds no node identity");
-                let trouble = Some(format!("the leader key holds no node identity: {error}"));
-                self.publish(Role { term: term as u64, leader: None, leading: false, trouble });
+    /// Follows the leader the key's `value` (under `lease`) names, once its
+    /// claim verifies; a claim that does not names no leader (this node
+    /// forwards nothing, and no token, to it).
+    fn follow(&self, value: &[u8], term: i64, lease: i64, warnings: &mut Warnings) {
+        match claim::verify(value, lease, &self.secret) {
+            Ok(leader) => {
+                warnings.unverified.reset();
+                self.publish(Role { term: term as u64, leader: Some(leader), leading: false, trouble: None })
+            }
+            Err(trouble) => {
+                if let Some(left_out) = warnings.unverified.allow(Instant::now()) {
+                    tracing::warn!(%trouble, left_out, "the leader key names no leader of this cluster");
+                }
+                self.publish(Role { term: term as u64, leader: None, leading: false, trouble: Some(trouble) });
             }
         }
     }

@@ -7,6 +7,7 @@
 //! identity and the [`Role`] it knows of now.
 
 mod backoff;
+pub mod claim;
 pub mod election;
 mod renewal;
 
