@@ -42,6 +42,7 @@ pub fn settings(data: &Path, mut driver: DriverSettings) -> NodeSettings {
         max_instances: 64,
         connections: Default::default(),
         cluster: Default::default(),
+        uploads: Default::default(),
     }
 }
 

@@ -2,12 +2,14 @@
 
 pub mod admin;
 pub mod artifacts;
+pub mod compile;
 pub mod drain;
 pub mod events;
 pub mod regions;
 pub mod serve;
 pub mod store;
 pub mod strategy;
+pub mod uploads;
 
 use clap::{Parser, Subcommand};
 
@@ -48,6 +50,9 @@ pub enum Command {
     /// Check a stopped node's store.
     #[command(subcommand)]
     Store(store::StoreCommand),
+    /// The node's compiler process (internal: bytes on stdin, artifact on stdout).
+    #[command(name = "internal-compile", hide = true)]
+    InternalCompile,
 }
 
 /// Runs a parsed command.
@@ -63,6 +68,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Regions(args) => regions::run(args),
         Command::Events(args) => events::run(args),
         Command::Store(command) => store::run(command),
+        Command::InternalCompile => compile::run(),
     }
 }
 

@@ -104,6 +104,19 @@ impl ArtifactCache {
             }
         }
         let artifact = engine.precompile_component(bytes)?;
+        Ok((self.store(engine, engine_hash, digest, &artifact)?, CacheOutcome::Compiled))
+    }
+
+    /// Stores the artifact of `digest` (compiled here, or by the node's
+    /// compiler process from the same binary) and loads it.
+    pub fn store(
+        &self,
+        engine: &wasmtime::Engine,
+        engine_hash: &str,
+        digest: &str,
+        artifact: &[u8],
+    ) -> wasmtime::Result<Component> {
+        let path = self.path(digest, engine_hash);
         // Unique per writer (process and call), so concurrent compiles of the
         // same component never share a partial file; the rename is atomic.
         static WRITES: AtomicU64 = AtomicU64::new(0);
@@ -112,7 +125,7 @@ impl ArtifactCache {
         {
             use std::io::Write;
             let mut file = std::fs::File::create(&partial)?;
-            file.write_all(&artifact)?;
+            file.write_all(artifact)?;
             // Durable before it becomes visible: a torn artifact after a
             // power loss would be mapped and executed unchecked.
             file.sync_all()?;
@@ -122,9 +135,14 @@ impl ArtifactCache {
         if let Ok(dir) = std::fs::File::open(&self.dir) {
             let _ = dir.sync_all();
         }
-        // SAFETY: as above; written just now by this engine.
-        let component = unsafe { Component::deserialize_file(engine, &path)? };
-        Ok((component, CacheOutcome::Compiled))
+        // SAFETY: as above; written just now by this engine, or by the
+        // node's own binary in a compiler process (`server/compile.rs`) for
+        // an engine with the same compatibility hash, which wasmtime checks.
+        let component = unsafe { Component::deserialize_file(engine, &path) };
+        if component.is_err() {
+            let _ = std::fs::remove_file(&path);
+        }
+        component
     }
 }
 

@@ -37,11 +37,13 @@
 //! them on its own OS thread, never on tokio's workers.
 
 pub mod bindings;
+pub mod budget;
 pub mod cache;
 pub mod host;
 pub mod instance;
 pub mod limits;
 pub mod load;
+pub mod precompiled;
 pub mod slot;
 pub mod source;
 pub mod wasi;
@@ -202,14 +204,24 @@ impl Engine {
     pub fn compile(&self, bytes: &[u8]) -> Result<Arc<Compiled>, LoadError> {
         sniff(bytes, MAX_COMPONENT_SIZE)?;
         let digest = digest(bytes);
-        if let Some(held) = self.loaded.lock().expect("loaded lock").get(&digest).and_then(Weak::upgrade) {
+        if let Some(held) = self.held(&digest) {
             return Ok(held);
         }
         let compiled = self.compile_new(bytes, digest)?;
+        Ok(self.share(compiled))
+    }
+
+    /// The compiled component of `digest`, when something still holds it.
+    fn held(&self, digest: &str) -> Option<Arc<Compiled>> {
+        self.loaded.lock().expect("loaded lock").get(digest).and_then(Weak::upgrade)
+    }
+
+    /// Remembers a component just loaded, so loading its bytes again shares it.
+    fn share(&self, compiled: Arc<Compiled>) -> Arc<Compiled> {
         let mut loaded = self.loaded.lock().expect("loaded lock");
         loaded.retain(|_, held| held.strong_count() > 0);
         loaded.insert(compiled.digest.clone(), Arc::downgrade(&compiled));
-        Ok(compiled)
+        compiled
     }
 
     fn compile_new(&self, bytes: &[u8], digest: String) -> Result<Arc<Compiled>, LoadError> {
@@ -226,6 +238,18 @@ impl Engine {
                 CacheOutcome::Compiled,
             ),
         };
+        self.finish(component, cache, digest, bytes.len())
+    }
+
+    /// Checks a component's world and imports, pre-instantiates it and
+    /// asks it to describe itself.
+    fn finish(
+        &self,
+        component: Component,
+        cache: CacheOutcome,
+        digest: String,
+        size: usize,
+    ) -> Result<Arc<Compiled>, LoadError> {
         check_world(&self.wasmtime, &component)?;
         wasi::check_imports(&self.wasmtime, &component).map_err(LoadError::UnsupportedImports)?;
         let linker = wasi::link_for(&self.linker, &self.wasmtime, &component)
@@ -233,7 +257,7 @@ impl Engine {
         let pre = linker.instantiate_pre(&component).map_err(|e| LoadError::WrongWorld(format!("{e:#}")))?;
         let pre = StrategyWorldPre::new(pre).map_err(|e| LoadError::WrongWorld(format!("{e:#}")))?;
         let info = describe(&self.wasmtime, &pre)?;
-        Ok(Arc::new(Compiled { digest, size: bytes.len(), info, cache, pre }))
+        Ok(Arc::new(Compiled { digest, size, info, cache, pre }))
     }
 
     /// A configured, sandboxed instance of a compiled strategy.

@@ -106,7 +106,13 @@ fn blobs_and_components(store: &dyn Store, revision: Revision) -> Revision {
     assert_eq!(store.blob(digest).expect("blobs: get").as_deref(), Some(&bytes[..]), "blobs: read back");
     assert_eq!(store.blob_digests().expect("blobs: list"), [digest], "blobs: listed");
     assert_eq!(store.blob("sha256:absent").expect("blobs: get absent"), None, "blobs: an absent blob");
-    let record = ComponentRecord { digest: digest.into(), name: "x".into(), version: "1".into(), size: 3 << 20 };
+    let record = ComponentRecord {
+        digest: digest.into(),
+        name: "x".into(),
+        version: "1".into(),
+        size: 3 << 20,
+        uploaded_at_ms: 1,
+    };
     let added = Turn { components: vec![record.clone()], ..Turn::default() };
     let revision = store.commit(revision, &added).expect("components: record");
     assert_eq!(store.load().expect("components: load").components[digest], record, "components: the record");

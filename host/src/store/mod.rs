@@ -103,6 +103,11 @@ pub struct ComponentRecord {
     pub version: String,
     /// Its size in bytes.
     pub size: u64,
+    /// When it was uploaded, in milliseconds since the Unix epoch (0 for
+    /// records stored before this was kept: the node counts them from its
+    /// start). Unused components older than the retention are collected.
+    #[serde(default)]
+    pub uploaded_at_ms: u64,
 }
 
 /// What one driver turn writes, atomically.

@@ -57,6 +57,14 @@ impl Driver {
                 let answer = self.catalog.remove_component(&digest, &mut self.turn);
                 self.answer(reply, answer);
             }
+            AdminRequest::StoredComponents { digest, reply } => {
+                let answer = self.stored_components(&digest);
+                self.answer(reply, answer);
+            }
+            AdminRequest::CollectComponents { now_ms, retention_ms, in_flight, reply } => {
+                let answer = self.collect_components(now_ms, retention_ms, &*in_flight);
+                self.answer(reply, answer);
+            }
             AdminRequest::StrategyState { name, page, reply } => {
                 let answer = self.strategy_state(&name, &page);
                 self.answer(reply, answer);

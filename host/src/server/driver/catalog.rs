@@ -208,6 +208,7 @@ impl TypeCatalog {
                     name: compiled.info.name.clone(),
                     version: compiled.info.version.clone(),
                     size: bytes.len() as u64,
+                    uploaded_at_ms: crate::server::driver::clock::wall_clock_ms(),
                 };
                 self.add_component(record, turn);
                 (StrategySource::Digest(compiled.digest.clone()), compiled)

@@ -103,6 +103,17 @@ pub struct Candidate {
     pub config: String,
 }
 
+/// The uploaded components the driver records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredComponents {
+    /// How many.
+    pub count: usize,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Whether the digest asked about is one of them.
+    pub has_digest: bool,
+}
+
 /// A question or command for the driver. See the module documentation.
 pub enum AdminRequest {
     /// Is every type ready (enough regions)? `Err` names those that are not.
@@ -190,6 +201,29 @@ pub enum AdminRequest {
         digest: String,
         /// The answer.
         reply: Reply<Result<(), Refusal>>,
+    },
+    /// How many uploaded components are recorded and their bytes, and
+    /// whether `digest` is one of them (for the quota).
+    StoredComponents {
+        /// The component about to be stored.
+        digest: String,
+        /// The answer.
+        reply: Reply<StoredComponents>,
+    },
+    /// Forget the uploaded components no type uses (active, in the history
+    /// a rollback can return to, shadowing) and nothing in this process
+    /// holds (`in_flight`: a dry run or an activation under way) that were
+    /// uploaded more than `retention_ms` before `now_ms` (wall clock). The
+    /// caller deletes their blobs after the answer, which lists them.
+    CollectComponents {
+        /// The wall clock now, in milliseconds since the Unix epoch.
+        now_ms: u64,
+        /// How old an unused component must be to be collected.
+        retention_ms: u64,
+        /// Whether something in the process holds a digest's compiled component.
+        in_flight: Box<dyn Fn(&str) -> bool + Send>,
+        /// The digests forgotten.
+        reply: Reply<Vec<String>>,
     },
     /// A type's active strategy, a page of its history (after an entry's
     /// number) and its shadow.

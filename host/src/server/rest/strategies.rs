@@ -27,7 +27,6 @@ use crate::server::openapi::{
     BadRequest, Conflict, DryRunBusy, Internal, NotFound, TooLarge, Unauthorized, Unavailable, UnknownType,
     Unprocessable,
 };
-use crate::store::ComponentRecord;
 use crate::strategy::StrategySource;
 use crate::strategy::dry_run::{DryRunError, dry_run};
 
@@ -44,16 +43,22 @@ async fn candidate(
     let source =
         StrategySource::parse_api(strategy).map_err(|e| ApiError::not_found("unknown-strategy", e.to_string()))?;
     let (engine, store) = (state.engine.clone(), state.store.clone());
-    let compiled = blocking(move || {
-        let uploaded = |digest: &str| store.blob(digest).map_err(|e| e.to_string());
-        engine.compile_source(&source, Some(&uploaded))
-    })
-    .await?
-    .map_err(|error| match error {
-        SourceLoadError::Unknown(e) => ApiError::not_found("unknown-strategy", e.to_string()),
-        SourceLoadError::Load { error, .. } => ApiError::unprocessable("invalid-component", error.to_string()),
-        other => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "store", other.to_string()),
-    })?;
+    let compiled = if let StrategySource::Digest(digest) = &source {
+        // Uploaded bytes compile within the upload budget (their artifact
+        // may have left the cache).
+        let digest = digest.clone();
+        let bytes = blocking(move || store.blob(&digest))
+            .await?
+            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "store", e.to_string()))?
+            .ok_or_else(|| ApiError::not_found("unknown-strategy", source.unknown_error().to_string()))?;
+        state.uploads.compiler.compile(&engine, bytes.into()).await?
+    } else {
+        blocking(move || engine.compile_source(&source, None)).await?.map_err(|error| match error {
+            SourceLoadError::Unknown(e) => ApiError::not_found("unknown-strategy", e.to_string()),
+            SourceLoadError::Load { error, .. } => ApiError::unprocessable("invalid-component", error.to_string()),
+            other => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "store", other.to_string()),
+        })?
+    };
     let config = config.as_ref().map(|c| c.to_string()).unwrap_or_default();
     Ok(Candidate { compiled, config })
 }
@@ -63,7 +68,11 @@ async fn candidate(
 /// The raw bytes of a WebAssembly component exporting
 /// `shardalloc:strategy/allocator@0.1.0`, at most 32 MiB. 400 `invalid-body`
 /// for an empty body; 422 `invalid-component` when it does not compile or
-/// exports another contract.
+/// exports another contract, `over-compile-budget` when it has more
+/// functions, locals or code than the compile budget allows (nothing is
+/// compiled), `compile-timeout` when its compile runs past the time limit
+/// (it is killed); 507 `component-quota` when the node stores as many
+/// components, or bytes of them, as its quota allows.
 #[utoipa::path(
     post, path = "/v1/strategies", operation_id = "uploadStrategy", tag = "strategies",
     request_body(content = Vec<u8>, content_type = "application/wasm", description = "The component's bytes."),
@@ -75,6 +84,7 @@ async fn candidate(
         (status = 422, response = Unprocessable),
         (status = 500, response = Internal),
         (status = 503, response = Unavailable),
+        (status = 507, description = "The node's quota of stored components is full (`component-quota`).", body = ErrorBody),
     ),
 )]
 pub async fn upload(
@@ -84,39 +94,7 @@ pub async fn upload(
     if body.is_empty() {
         return Err(ApiError::bad_request("invalid-body", "the body is empty; send the component's bytes"));
     }
-    let engine = state.engine.clone();
-    let size = body.len();
-    tracing::info!(bytes = size, "compiling an uploaded component");
-    let started = std::time::Instant::now();
-    let (compiled, body) = blocking(move || (engine.compile(&body), body)).await?;
-    tracing::info!(
-        bytes = size,
-        seconds = started.elapsed().as_secs_f64(),
-        ok = compiled.is_ok(),
-        "uploaded component compiled"
-    );
-    let compiled = compiled.map_err(|e| ApiError::unprocessable("invalid-component", e.to_string()))?;
-    let record = ComponentRecord {
-        digest: compiled.digest.clone(),
-        name: compiled.info.name.clone(),
-        version: compiled.info.version.clone(),
-        size: body.len() as u64,
-    };
-    // The bytes first, then the record: a crash between leaves bytes that
-    // the next start collects, never a record without bytes.
-    let _writes = state.component_writes.lock().await;
-    let (store, digest) = (state.store.clone(), record.digest.clone());
-    blocking(move || store.put_blob(&digest, &body))
-        .await?
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "store", e.to_string()))?;
-    let stored = StoredStrategy {
-        digest: record.digest.clone(),
-        name: record.name.clone(),
-        version: record.version.clone(),
-        size: record.size,
-        active_in: Vec::new(),
-    };
-    state.driver.ask(|reply| AdminRequest::AddComponent { record, reply }).await?;
+    let stored = crate::server::uploads::upload(&state, body).await?;
     Ok((StatusCode::CREATED, Json(stored)))
 }
 
