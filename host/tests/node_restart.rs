@@ -154,7 +154,8 @@ fn pump(region: RegionHandle<Msg>, shards: Vec<String>, stop: Arc<AtomicBool>) -
 
 #[tokio::test(flavor = "multi_thread")]
 async fn regions_fence_while_the_node_is_down_and_shards_never_run_twice() {
-    let mut node = Node::start(&fast_args(&[])).await;
+    // B reaches the node through a proxy: its Host names the proxy's port.
+    let mut node = Node::start(&fast_args(&["--allowed-host", "127.0.0.1"])).await;
     let journal = Journal::default();
     let network = Net::default();
     // B reaches the node through a proxy the test can cut.

@@ -52,8 +52,8 @@ fn serve(dir: &Path, key: &str) -> Command {
     command
 }
 
-async fn exchange(stream: &mut (impl AsyncReadExt + AsyncWriteExt + Unpin)) -> String {
-    let request = "GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+async fn exchange(stream: &mut (impl AsyncReadExt + AsyncWriteExt + Unpin), host: SocketAddr) -> String {
+    let request = format!("GET /healthz HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
     if stream.write_all(request.as_bytes()).await.is_err() {
         return String::new();
     }
@@ -92,11 +92,11 @@ async fn tls_serves_https_and_refuses_plain_http_and_bad_files() {
     let tcp = TcpStream::connect(address).await.unwrap();
     let server = ServerName::IpAddress(std::net::Ipv4Addr::LOCALHOST.into());
     let mut tls = TlsConnector::from(Arc::new(config)).connect(server, tcp).await.expect("a TLS handshake");
-    let answer = exchange(&mut tls).await;
+    let answer = exchange(&mut tls, address).await;
     assert!(answer.starts_with("HTTP/1.1 200 OK") && answer.ends_with("ok\n"), "{answer}");
 
     let mut plain = TcpStream::connect(address).await.unwrap();
-    let answer = exchange(&mut plain).await;
+    let answer = exchange(&mut plain, address).await;
     assert!(!answer.contains("200 OK"), "plain HTTP must not be served on a TLS port: {answer}");
 
     // A key file that holds no key: the node says which file and exits.
@@ -177,4 +177,56 @@ async fn the_cli_and_the_region_client_speak_tls_to_a_self_signed_node() {
     let ready = tokio::time::timeout(Duration::from_secs(60), ready).await.expect("ready within 60 s").unwrap();
     assert_eq!(ready.as_deref(), Some("ready 2"));
     drop(regions);
+}
+
+/// The commands of docs/operations.md's TLS recipe, as written there.
+fn documented_recipe() -> String {
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/operations.md")).unwrap();
+    let (_, after) = docs.split_once("<!-- the TLS recipe").expect("docs/operations.md has the TLS recipe");
+    let block = after.split_once("```sh\n").expect("a sh block after the marker").1;
+    block.split_once("```").expect("the block ends").0.to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_documented_recipe_makes_a_certificate_the_node_and_its_clients_accept() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = documented_recipe();
+    let made = Command::new("sh").args(["-e", "-c", &recipe]).current_dir(dir.path()).output().unwrap();
+    assert!(made.status.success(), "the documented recipe failed: {}", String::from_utf8_lossy(&made.stderr));
+    let (_node, url) = serve_tls(dir.path(), &["--admin-token", "T", "--type", "cart"]).await;
+    let ca = dir.path().join("ca.pem");
+    let ls =
+        cli(&["placements", "ls", "--node", &url, "--admin-token", "T", "--ca-cert", ca.to_str().unwrap(), "cart"]);
+    assert!(ls.status.success(), "a client with the recipe's CA: {}", String::from_utf8_lossy(&ls.stderr));
+}
+
+#[test]
+fn a_ca_certificate_as_the_nodes_own_is_refused_with_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    // What `openssl req -x509` makes by default: a CA certificate.
+    let status = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"])
+        .args(["-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1"])
+        .arg("-keyout")
+        .arg(dir.path().join("key.pem"))
+        .arg("-out")
+        .arg(dir.path().join("cert.pem"))
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut child = serve(dir.path(), "key.pem").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let node = Running(child);
+    let first = BufReader::new(stdout).lines().next();
+    assert!(first.is_none(), "a CA certificate was served: {first:?}");
+    drop(node);
+    let mut stderr_text = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut stderr_text).unwrap();
+    let stderr = stderr_text;
+    assert!(
+        stderr.contains("is a CA certificate") && stderr.contains("leaf certificate signed by a CA"),
+        "the error does not say what to do: {stderr}"
+    );
 }

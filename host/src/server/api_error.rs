@@ -10,6 +10,9 @@ use super::driver::Unavailable;
 use super::driver::request::Refusal;
 use crate::coordinator::PlacementError;
 
+/// The `Retry-After` of every 429 (busy: dry runs, event streams), in seconds.
+pub const RETRY_AFTER_BUSY_S: &str = "5";
+
 /// A REST error: the status, a stable code and a message naming the problem.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
@@ -100,6 +103,10 @@ impl IntoResponse for ApiError {
         }
         let body = ErrorBody { error: ErrorDetail { code: self.code.to_owned(), message: self.message } };
         let mut response = (self.status, Json(body)).into_response();
+        // A refusal for being busy says when to come back.
+        if self.status == StatusCode::TOO_MANY_REQUESTS {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_BUSY_S));
+        }
         // The rest of a body too large or too slow is not read: end the connection.
         if matches!(self.status, StatusCode::PAYLOAD_TOO_LARGE | StatusCode::REQUEST_TIMEOUT) {
             response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));

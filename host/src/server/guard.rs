@@ -2,6 +2,11 @@
 //! page cannot write to a node (a tokenless loopback node included, DNS
 //! rebinding included):
 //!
+//! - on a node without an admin token, every request whose `Host` names
+//!   anything but the node's own addresses ([`OwnOrigins::allows_host`])
+//!   gets `421 unknown-host`: a page whose name was rebound to the node's
+//!   address sends its own name, so it can read nothing (placements, the
+//!   event stream). Requests without `Host` (HTTP/1.0) pass;
 //! - a write (`POST`, `PUT`, `PATCH`, `DELETE`) or a WebSocket upgrade whose
 //!   `Origin` header is present but is not one of the node's own origins
 //!   ([`OwnOrigins`]; `null` never is) gets `403 cross-origin`; requests
@@ -10,7 +15,8 @@
 //!   `application/wasm` for a strategy upload; else `415`. Body-less writes
 //!   (drain, rollback, DELETEs) need no content type.
 //!
-//! No CORS header is ever sent.
+//! No CORS header is ever sent, and every answer carries
+//! `X-Content-Type-Options: nosniff` ([`no_sniff`]).
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -66,6 +72,30 @@ impl OwnOrigins {
             || self.hosts.contains(&host)
             || self.authorities.contains(&authority(&host, port))
     }
+
+    /// True when `value` (a `Host` header's value, `host[:port]`) names the
+    /// node: one of its own authorities (without a port: 80 or 443), or a
+    /// host allowed with any port.
+    pub fn allows_host(&self, value: &str) -> bool {
+        if value.contains('@') {
+            return false;
+        }
+        let Ok(given) = value.parse::<axum::http::uri::Authority>() else { return false };
+        let host = given.host().to_ascii_lowercase();
+        if self.hosts.contains(host.trim_start_matches('[').trim_end_matches(']')) {
+            return true;
+        }
+        match given.port_u16() {
+            Some(port) => self.authorities.contains(&authority(&host, port)),
+            None => [80, 443].into_iter().any(|port| self.authorities.contains(&authority(&host, port))),
+        }
+    }
+
+    /// False for [`OwnOrigins::default`], which knows no address of the node
+    /// (library use and tests): `Host` is not checked then.
+    pub fn knows_addresses(&self) -> bool {
+        !self.authorities.is_empty()
+    }
 }
 
 fn authority(host: &str, port: u16) -> String {
@@ -117,8 +147,41 @@ pub async fn check_head(request: Request, next: Next) -> Response {
     next.run(request).await
 }
 
+/// Middleware, outermost: `X-Content-Type-Options: nosniff` on every
+/// answer, so a browser never reads one as another type than it says.
+pub async fn no_sniff(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    response.headers_mut().insert(header::X_CONTENT_TYPE_OPTIONS, header::HeaderValue::from_static("nosniff"));
+    response
+}
+
+/// The refusal of a request whose `Host` is not the node's, on a node
+/// without an admin token; `None` when it may go on.
+fn foreign_host(state: &AppState, request: &Request) -> Option<ApiError> {
+    let origins = &state.security.origins;
+    if state.security.admin_token.is_some() || !origins.knows_addresses() {
+        return None;
+    }
+    let host = match request.headers().get(header::HOST) {
+        Some(value) => value.to_str().unwrap_or("(not text)"),
+        None => request.uri().authority()?.as_str(),
+    };
+    if origins.allows_host(host) {
+        return None;
+    }
+    let message = format!(
+        "the Host {host:?} is not this node's (its address, localhost, --advertise, --allowed-host): a node \
+         without an admin token answers only requests addressed to it, so a web page cannot reach it by a \
+         rebound name"
+    );
+    Some(ApiError::new(StatusCode::MISDIRECTED_REQUEST, "unknown-host", message))
+}
+
 /// Middleware: the rules in the module documentation.
 pub async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if let Some(refused) = foreign_host(&state, &request) {
+        return refused.into_response();
+    }
     let (method, headers) = (request.method(), request.headers());
     if is_write(method) || is_upgrade(headers) {
         for origin in headers.get_all(header::ORIGIN) {
@@ -178,5 +241,36 @@ mod tests {
         }
         let wide = OwnOrigins::new("10.0.0.5:7878".parse().unwrap(), None, &[]);
         assert!(wide.allows("http://10.0.0.5:7878") && !wide.allows("http://localhost:7878"));
+    }
+
+    #[test]
+    fn own_hosts_are_the_listen_address_loopback_names_the_advertised_one_and_allowed_hosts() {
+        let advertise: Uri = "https://shardalloc.example.com".parse().unwrap();
+        let own = OwnOrigins::new("127.0.0.1:7878".parse().unwrap(), Some(&advertise), &["Ops.Example".into()]);
+        for allowed in [
+            "127.0.0.1:7878",
+            "localhost:7878",
+            "LOCALHOST:7878",
+            "[::1]:7878",
+            "shardalloc.example.com",
+            "shardalloc.example.com:443",
+            "ops.example:9000",
+            "ops.example",
+        ] {
+            assert!(own.allows_host(allowed), "{allowed}");
+        }
+        for refused in [
+            "evil.example:7878",
+            "evil.example",
+            "localhost",
+            "127.0.0.1:7879",
+            "localhost.evil.example:7878",
+            "user@localhost:7878",
+            "",
+            "shardalloc.example.com:7878",
+        ] {
+            assert!(!own.allows_host(refused), "{refused}");
+        }
+        assert!(!OwnOrigins::default().knows_addresses() && own.knows_addresses());
     }
 }

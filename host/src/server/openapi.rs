@@ -31,7 +31,7 @@ use utoipa::{Modify, OpenApi, ToResponse};
     security(("bearerAuth" = [])),
     modifiers(&SecuritySchemes),
     components(responses(
-        BadRequest, Unauthorized, UnknownType, NotFound, Conflict, TooLarge, Unprocessable, DryRunBusy, Unavailable,
+        BadRequest, Unauthorized, UnknownType, NotFound, Conflict, TooLarge, Unprocessable, DryRunBusy, TooManyStreams, Unavailable,
         Internal
     )),
 )]
@@ -100,6 +100,11 @@ pub struct Unprocessable(pub ErrorBody);
 /// all run at once; retry when one has finished.
 #[derive(ToResponse)]
 pub struct DryRunBusy(pub ErrorBody);
+
+/// The node already serves as many event streams as it allows
+/// (`too-many-streams`, `--max-event-streams`); retry after `Retry-After`.
+#[derive(ToResponse)]
+pub struct TooManyStreams(pub ErrorBody);
 
 /// The node is shutting down or overloaded (`unavailable`); retry.
 #[derive(ToResponse)]

@@ -95,6 +95,7 @@ pub fn router(state: AppState) -> Router {
         .layer(from_fn_with_state(state.clone(), auth::require_admin))
         .layer(from_fn_with_state(state.clone(), super::guard::guard))
         .layer(axum::middleware::from_fn(super::guard::check_head))
+        .layer(axum::middleware::from_fn(super::guard::no_sniff))
         // Failures are logged by `ApiError` with what went wrong (a 503 of
         // `/readyz` at debug); the trace layer's own line would be an ERROR
         // per probe.

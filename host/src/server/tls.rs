@@ -1,6 +1,10 @@
 //! Optional TLS on the node's one port (rustls with the ring provider):
 //! `--tls-cert` and `--tls-key`, PEM files. Handshakes run concurrently, each
 //! with a deadline, so a slow or silent client cannot hold up the others.
+//! A CA certificate given as the node's own is refused at start with what
+//! to do: TLS clients (rustls's, the node's own clients') refuse it as a
+//! server's certificate (`CaUsedAsEndEntity`), so the node would start and
+//! no client could talk to it.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -40,6 +44,17 @@ pub enum TlsError {
         /// Why.
         reason: String,
     },
+    /// The node's certificate is a CA's.
+    #[error(
+        "the TLS certificate {path} is a CA certificate (basicConstraints CA:TRUE, as `openssl req -x509` \
+         makes by default); TLS clients refuse a CA certificate as a server's own (CaUsedAsEndEntity). Give \
+         the node a leaf certificate signed by a CA (basicConstraints CA:FALSE) and give the clients that \
+         CA with --ca-cert; docs/operations.md, \"TLS\", has the openssl commands"
+    )]
+    CaAsServer {
+        /// The file.
+        path: String,
+    },
     /// The pair does not make a configuration.
     #[error("the TLS certificate and key do not work together: {0}")]
     Config(String),
@@ -55,6 +70,9 @@ pub fn acceptor(certificate: &Path, key: &Path) -> Result<TlsAcceptor, TlsError>
     if chain.is_empty() {
         return Err(certificate_error("no PEM certificate in the file".into()));
     }
+    if is_ca(&chain[0]) {
+        return Err(TlsError::CaAsServer { path: certificate.display().to_string() });
+    }
     let key = PrivateKeyDer::from_pem_file(key)
         .map_err(|e| TlsError::Key { path: key.display().to_string(), reason: e.to_string() })?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -66,6 +84,24 @@ pub fn acceptor(certificate: &Path, key: &Path) -> Result<TlsAcceptor, TlsError>
         .map_err(|e| TlsError::Config(e.to_string()))?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// True when the DER certificate `der` says it is a CA's: its
+/// basicConstraints extension (OID 2.5.29.19) holds `cA TRUE`. DER encodes
+/// `cA` only when true, right at the start of the extension's SEQUENCE.
+fn is_ca(der: &[u8]) -> bool {
+    const BASIC_CONSTRAINTS: [u8; 5] = [0x06, 0x03, 0x55, 0x1d, 0x13];
+    const TRUE: [u8; 3] = [0x01, 0x01, 0xff];
+    let found = der.windows(BASIC_CONSTRAINTS.len()).enumerate().filter(|(_, w)| *w == BASIC_CONSTRAINTS);
+    found.into_iter().any(|(at, _)| {
+        let mut rest = &der[at + BASIC_CONSTRAINTS.len()..];
+        // The optional `critical` flag.
+        if rest.starts_with(&[0x01, 0x01]) {
+            rest = rest.get(3..).unwrap_or_default();
+        }
+        // extnValue: an OCTET STRING holding SEQUENCE { cA BOOLEAN, ... }.
+        rest.len() >= 7 && rest[0] == 0x04 && rest[2] == 0x30 && rest[4..7] == TRUE
+    })
 }
 
 /// A listener handing out TLS streams, for `axum::serve`.

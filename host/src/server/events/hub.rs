@@ -11,11 +11,23 @@
 //! A new leadership ([`EventHub::begin_term`]) starts numbering again and
 //! ends the streams of the old term ([`EventHub::end_term`] when a driver
 //! stops), so their clients reconnect to whoever leads now.
+//!
+//! The hub also bounds the streams themselves: at most as many as the
+//! caller of [`EventHub::subscribe`] allows are open at once (the node's
+//! `--max-event-streams`), and a stream whose client takes nothing while
+//! a whole backlog's worth of events is published (it has lost events by
+//! then anyway) is dropped: its `close` token is cancelled, which closes
+//! its connection (`conn.rs`) even though nothing polls the stream, and
+//! the stream ends if polled. Its client reconnects with `Last-Event-ID`
+//! and is told what it missed. The unread output a stream can leave in the
+//! node meanwhile is bounded by the connection's write queue (`conn.rs`).
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use super::DecisionEvent;
 
@@ -50,6 +62,34 @@ pub enum Delivery {
     Missed(u64),
 }
 
+/// What a stream and the hub share: how far the stream has read, and how
+/// to close it.
+struct Shared {
+    /// The seq of the next event the stream takes.
+    next: AtomicU64,
+    /// Cancelled to drop the stream (and close its connection).
+    close: CancellationToken,
+}
+
+/// The hub's view of one open stream, checked at each publish.
+struct Reader {
+    shared: Weak<Shared>,
+    /// The stream's cursor at the previous publish.
+    seen: u64,
+    /// Whether events were waiting for it at the previous publish.
+    waiting: bool,
+    /// Events published since it last took one while events waited for it.
+    stalled: u64,
+}
+
+/// Refused: the node already serves as many event streams as it allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("this node already serves {max} event streams, the most it allows (--max-event-streams); retry later")]
+pub struct TooManyStreams {
+    /// The cap.
+    pub max: usize,
+}
+
 struct Backlog {
     /// The leadership's term; 0 before the first.
     term: u64,
@@ -59,6 +99,8 @@ struct Backlog {
     first: u64,
     events: VecDeque<Arc<DecisionEvent>>,
     capacity: usize,
+    /// The open streams (of every term), for the cap and the stall check.
+    readers: Vec<Reader>,
 }
 
 impl Backlog {
@@ -91,7 +133,14 @@ impl std::fmt::Debug for EventHub {
 impl EventHub {
     /// A hub keeping the last `capacity` events (at least one).
     pub fn new(capacity: usize) -> Self {
-        let backlog = Backlog { term: 0, open: false, first: 1, events: VecDeque::new(), capacity: capacity.max(1) };
+        let backlog = Backlog {
+            term: 0,
+            open: false,
+            first: 1,
+            events: VecDeque::new(),
+            capacity: capacity.max(1),
+            readers: Vec::new(),
+        };
         EventHub { backlog: Mutex::new(backlog), published: watch::channel(0).0 }
     }
 
@@ -135,13 +184,16 @@ impl EventHub {
     }
 
     /// Numbers `events` in order and keeps them, dropping the oldest past
-    /// the capacity. Called after the turn that made them is committed.
+    /// the capacity, and drops the streams that took nothing while a
+    /// backlog's worth was published. Called after the turn that made them
+    /// is committed.
     pub fn publish(&self, events: Vec<DecisionEvent>) {
         if events.is_empty() {
             return;
         }
         {
             let mut backlog = self.lock();
+            let count = events.len() as u64;
             for mut event in events {
                 event.seq = backlog.next_seq();
                 backlog.events.push_back(Arc::new(event));
@@ -149,22 +201,54 @@ impl EventHub {
             let excess = backlog.events.len().saturating_sub(backlog.capacity);
             backlog.events.drain(..excess);
             backlog.first += excess as u64;
+            let (head, bound) = (backlog.next_seq(), backlog.capacity as u64);
+            backlog.readers.retain_mut(|reader| {
+                let Some(shared) = reader.shared.upgrade() else { return false };
+                let next = shared.next.load(Ordering::Relaxed);
+                if next != reader.seen {
+                    reader.seen = next;
+                    reader.stalled = 0;
+                } else if reader.waiting {
+                    reader.stalled += count;
+                }
+                reader.waiting = next < head;
+                if reader.stalled >= bound {
+                    tracing::info!(unread = head - next, "dropped an event stream whose client reads nothing");
+                    shared.close.cancel();
+                    return false;
+                }
+                true
+            });
         }
         self.wake();
     }
 
-    /// A stream of this term's events from `start`.
-    pub fn subscribe(self: &Arc<Self>, start: Start) -> Subscription {
+    /// A stream of this term's events from `start`, unless `max_streams`
+    /// are open already. Cancelling `close` ends it; the hub cancels it to
+    /// drop a stream that reads nothing.
+    pub fn subscribe(
+        self: &Arc<Self>,
+        start: Start,
+        max_streams: usize,
+        close: CancellationToken,
+    ) -> Result<Subscription, TooManyStreams> {
         let mut published = self.published.subscribe();
         published.mark_unchanged();
-        let backlog = self.lock();
+        let mut backlog = self.lock();
+        backlog.readers.retain(|reader| reader.shared.strong_count() > 0);
+        if backlog.readers.len() >= max_streams {
+            return Err(TooManyStreams { max: max_streams });
+        }
         let (next, missed) = match start {
             Start::Now => (backlog.next_seq(), None),
             Start::Oldest => (backlog.first, None),
             Start::After { term, seq } if term == backlog.term => (seq.saturating_add(1).min(backlog.next_seq()), None),
             Start::After { .. } => (backlog.first, Some(0)),
         };
-        Subscription { hub: self.clone(), published, term: backlog.term, next, missed }
+        let shared = Arc::new(Shared { next: AtomicU64::new(next), close });
+        let waiting = next < backlog.next_seq();
+        backlog.readers.push(Reader { shared: Arc::downgrade(&shared), seen: next, waiting, stalled: 0 });
+        Ok(Subscription { hub: self.clone(), published, term: backlog.term, next, missed, shared })
     }
 }
 
@@ -176,6 +260,7 @@ pub struct Subscription {
     next: u64,
     /// A loss to tell before the next event.
     missed: Option<u64>,
+    shared: Arc<Shared>,
 }
 
 impl Subscription {
@@ -190,15 +275,21 @@ impl Subscription {
         self.missed.is_none() && self.next >= backlog.next_seq()
     }
 
-    /// What comes next, waiting for it; `None` once the term is over.
+    /// What comes next, waiting for it; `None` once the term is over or
+    /// the stream was dropped.
     pub async fn next(&mut self) -> Option<Delivery> {
         loop {
+            if self.shared.close.is_cancelled() {
+                return None;
+            }
             self.published.borrow_and_update();
             if let Some(delivery) = self.try_next() {
+                self.shared.next.store(self.next, Ordering::Relaxed);
                 return delivery;
             }
-            if self.published.changed().await.is_err() {
-                return None;
+            tokio::select! {
+                changed = self.published.changed() => if changed.is_err() { return None },
+                _ = self.shared.close.cancelled() => return None,
             }
         }
     }
@@ -229,73 +320,5 @@ impl Subscription {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::*;
-    use crate::server::events::EventKind;
-
-    fn homed(shard: &str) -> DecisionEvent {
-        DecisionEvent { shard_id: Some(shard.into()), ..DecisionEvent::new(EventKind::ShardHomed, "cart", 1) }
-    }
-
-    fn shard(delivery: Option<Delivery>) -> String {
-        match delivery {
-            Some(Delivery::Event(event)) => format!("{}:{}", event.seq, event.shard_id.as_deref().unwrap()),
-            other => format!("{other:?}"),
-        }
-    }
-
-    async fn next(subscription: &mut Subscription) -> Option<Delivery> {
-        tokio::time::timeout(Duration::from_secs(30), subscription.next()).await.expect("a delivery in time")
-    }
-
-    #[tokio::test]
-    async fn events_are_numbered_in_order_and_streams_start_where_asked() {
-        let hub = Arc::new(EventHub::new(10));
-        hub.begin_term(3);
-        hub.publish(vec![homed("a"), homed("b")]);
-        let mut now = hub.subscribe(Start::Now);
-        let mut oldest = hub.subscribe(Start::Oldest);
-        let mut resumed = hub.subscribe(Start::After { term: 3, seq: 1 });
-        assert!(now.caught_up() && !oldest.caught_up() && !resumed.caught_up());
-        hub.publish(vec![homed("c")]);
-        assert_eq!(shard(next(&mut now).await), "3:c");
-        assert_eq!(shard(next(&mut oldest).await), "1:a");
-        assert_eq!(shard(next(&mut oldest).await), "2:b");
-        assert_eq!(shard(next(&mut oldest).await), "3:c");
-        assert_eq!(shard(next(&mut resumed).await), "2:b");
-        assert_eq!(now.term(), 3);
-    }
-
-    #[tokio::test]
-    async fn a_stream_that_falls_behind_the_backlog_is_told_what_it_missed() {
-        let hub = Arc::new(EventHub::new(4));
-        hub.begin_term(1);
-        let mut slow = hub.subscribe(Start::Now);
-        hub.publish((0..10).map(|i| homed(&i.to_string())).collect());
-        assert_eq!(next(&mut slow).await, Some(Delivery::Missed(6)));
-        assert_eq!(shard(next(&mut slow).await), "7:6");
-        let mut old = hub.subscribe(Start::After { term: 1, seq: 2 });
-        assert_eq!(next(&mut old).await, Some(Delivery::Missed(4)), "events 3 to 6 are gone");
-    }
-
-    #[tokio::test]
-    async fn another_terms_resume_is_a_loss_of_unknown_size_and_a_new_term_ends_streams() {
-        let hub = Arc::new(EventHub::new(4));
-        hub.begin_term(7);
-        hub.publish(vec![homed("a")]);
-        let mut stale = hub.subscribe(Start::After { term: 5, seq: 99 });
-        assert_eq!(next(&mut stale).await, Some(Delivery::Missed(0)));
-        assert_eq!(shard(next(&mut stale).await), "1:a");
-        let mut live = hub.subscribe(Start::Now);
-        hub.end_term(6);
-        hub.publish(vec![homed("b")]);
-        assert_eq!(shard(next(&mut live).await), "2:b", "ending another term changes nothing");
-        hub.end_term(7);
-        assert_eq!(next(&mut live).await, None);
-        let mut before = hub.subscribe(Start::Now);
-        hub.begin_term(8);
-        assert_eq!(next(&mut before).await, None, "a new term ends the old term's streams");
-    }
-}
+#[path = "hub_tests.rs"]
+mod tests;

@@ -9,12 +9,16 @@
 //! is news, which a page that draws its first view from REST applies on
 //! top of that view. The stream ends when the node shuts down or stops
 //! leading, so the client reconnects (with `Last-Event-ID`) to the leader.
+//!
+//! At most `--max-event-streams` streams are open at once (429
+//! `too-many-streams` with `Retry-After` past it), and a stream whose
+//! client reads nothing is dropped with its connection (`hub.rs`).
 
 use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::{Extension, Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
@@ -23,8 +27,9 @@ use shardalloc_client::api::{DecisionEvent, EventKind};
 use super::hub::{Delivery, Start};
 use crate::server::AppState;
 use crate::server::api_error::ApiError;
+use crate::server::conn::Closer;
 use crate::server::driver::request::AdminRequest;
-use crate::server::openapi::{BadRequest, Unauthorized, Unavailable, UnknownType};
+use crate::server::openapi::{BadRequest, TooManyStreams, Unauthorized, Unavailable, UnknownType};
 
 /// How often a comment line is sent on a quiet stream.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -102,6 +107,8 @@ fn frame(term: u64, delivery: Delivery) -> Event {
 /// than the stream is sent `missed` rather than slowing the node. On a
 /// follower the leader's stream is passed through; the stream ends when
 /// its node stops leading or shuts down: reconnect with `Last-Event-ID`.
+/// A node serves a bounded number of streams at once (429 past it), and
+/// drops a stream whose client reads nothing while 10,000 events pass.
 #[utoipa::path(
     get, path = "/v1/events", operation_id = "events", tag = "events", params(EventsQuery),
     responses(
@@ -110,12 +117,14 @@ fn frame(term: u64, delivery: Delivery) -> Event {
         (status = 400, response = BadRequest),
         (status = 401, response = Unauthorized),
         (status = 404, response = UnknownType),
+        (status = 429, response = TooManyStreams),
         (status = 503, response = Unavailable),
     ),
 )]
 pub async fn events(
     State(state): State<AppState>,
     headers: HeaderMap,
+    closer: Option<Extension<Closer>>,
     query: Result<Query<EventsQuery>, QueryRejection>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let Query(query) = query.map_err(|rejection| ApiError::bad_request("invalid-query", rejection.body_text()))?;
@@ -124,7 +133,13 @@ pub async fn events(
         let name = name.clone();
         state.driver.ask(|reply| AdminRequest::TypeLive { name, reply }).await??;
     }
-    let subscription = state.events.subscribe(start);
+    // Without a connection of `conn.rs` (in-process tests) a dropped
+    // stream only ends.
+    let close = closer.map(|Extension(closer)| closer.token()).unwrap_or_default();
+    let subscription =
+        state.events.subscribe(start, state.connections.max_event_streams, close).map_err(|refused| {
+            ApiError::new(axum::http::StatusCode::TOO_MANY_REQUESTS, "too-many-streams", refused.to_string())
+        })?;
     let shutdown = state.shutdown.clone();
     let only = query.entity_type;
     let stream = futures_util::stream::unfold((subscription, false), move |(mut subscription, live)| {

@@ -145,6 +145,34 @@ async fn a_client_resumes_after_the_last_event_it_saw() {
 }
 
 #[tokio::test]
+async fn a_resume_from_before_a_restart_is_told_it_missed_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = TestNode::on_disk(dir.path());
+    let mut region = node.region("cart", "a").await;
+    region.home("s1").await;
+    let mut everything = Reader::open(&node, "/v1/events?from=oldest", &[]).await;
+    everything.until_live().await;
+    let mut live = Reader::open(&node, "/v1/events", &[]).await;
+    live.until_live().await;
+    region.home("s2").await;
+    let (before, _) = live.event().await;
+    let before = before.expect("an event has an id");
+    drop((region, everything, live));
+    node.stop().await;
+
+    // The same store, a new start: new events, numbered from 1 again.
+    let node = TestNode::on_disk(dir.path());
+    let mut region = node.region("cart", "b").await;
+    region.home("s3").await;
+    let mut resumed = Reader::open(&node, "/v1/events", &[("last-event-id", &before)]).await;
+    let (id, first) = resumed.event().await;
+    assert_eq!((id, &first["kind"]), (None, &"missed".into()), "a resume from {before} got {first}");
+    let (id, _) = resumed.event().await;
+    let id = id.expect("an event has an id");
+    assert_ne!(id.split('-').next(), before.split('-').next(), "the new start's term is the old one's: {id}");
+}
+
+#[tokio::test]
 async fn a_slow_client_is_told_what_it_missed_and_never_slows_the_node() {
     let node = TestNode::start();
     let mut slow = Reader::open(&node, "/v1/events", &[]).await;
@@ -192,4 +220,20 @@ async fn a_quiet_stream_gets_a_comment_every_fifteen_seconds() {
     assert_eq!(stream.frame().await, Frame::Comment("keep-alive".into()));
     let waited = started.elapsed();
     assert!(waited >= crate::server::events::KEEP_ALIVE - Duration::from_secs(1), "after {waited:?}");
+}
+
+#[tokio::test]
+async fn streams_past_the_cap_get_429_with_retry_after_until_one_ends() {
+    let limits = crate::server::conn::ConnectionLimits { max_event_streams: 2, ..Default::default() };
+    let node = TestNode::with_connections(super::settings_with(&["cart"]), Default::default(), limits);
+    let first = Reader::open(&node, "/v1/events", &[]).await;
+    let _second = Reader::open(&node, "/v1/events?from=oldest", &[]).await;
+    let refused = node.open("/v1/events", &[]).await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.headers()["retry-after"], "5");
+    let body = axum::body::to_bytes(refused.into_body(), usize::MAX).await.unwrap();
+    let answer = (StatusCode::TOO_MANY_REQUESTS, serde_json::from_slice(&body).expect("a JSON body"));
+    assert_eq!(assert_error("past the cap", &answer, StatusCode::TOO_MANY_REQUESTS), "too-many-streams");
+    drop(first);
+    Reader::open(&node, "/v1/events", &[]).await;
 }

@@ -1,6 +1,7 @@
 //! No cross-site writes: an `Origin` that is not the node's own is refused
-//! on writes and WebSocket upgrades, bodies must say what they are, and no
-//! CORS header is ever sent.
+//! on writes and WebSocket upgrades, bodies must say what they are, no
+//! CORS header is ever sent, every answer says `nosniff`, and a node
+//! without an admin token answers only requests addressed to it (`Host`).
 
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
@@ -105,4 +106,62 @@ async fn no_cors_header_is_ever_sent() {
         let cors: Vec<_> = response.headers().keys().filter(|k| k.as_str().starts_with("access-control-")).collect();
         assert!(cors.is_empty(), "CORS headers were sent: {cors:?}");
     }
+}
+
+#[tokio::test]
+async fn every_answer_says_nosniff() {
+    use tower::ServiceExt;
+    let node = node();
+    let long = format!("/v1/cluster/shards?x={}", "a".repeat(9_000));
+    let requests = [
+        Request::get("/healthz").body(Body::empty()).unwrap(),
+        Request::get("/metrics").body(Body::empty()).unwrap(),
+        Request::get("/ui/").body(Body::empty()).unwrap(),
+        Request::get("/ui/app.js").body(Body::empty()).unwrap(),
+        Request::get("/no/such/thing").body(Body::empty()).unwrap(),
+        Request::get(long.as_str()).body(Body::empty()).unwrap(),
+        Request::get(PLACEMENTS).body(Body::empty()).unwrap(),
+        post(Some("text/plain"), None),
+        Request::get("/v1/events").body(Body::empty()).unwrap(),
+    ];
+    for request in requests {
+        let target = request.uri().path().to_owned();
+        let response = node.router.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        assert_eq!(
+            response.headers().get("x-content-type-options").map(|v| v.as_bytes()),
+            Some(&b"nosniff"[..]),
+            "{target} ({status}) has no nosniff"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_node_without_a_token_answers_only_requests_addressed_to_it() {
+    let node = node();
+    let get = |path: &str, host: Option<&str>| {
+        let mut request = Request::get(path);
+        if let Some(host) = host {
+            request = request.header("host", host);
+        }
+        request.body(Body::empty()).unwrap()
+    };
+    for path in [PLACEMENTS, "/v1/events", "/ui/", "/healthz"] {
+        for host in ["evil.example:7878", "evil.example", "localhost", "127.0.0.1:9999"] {
+            let answer = node.send(get(path, Some(host))).await;
+            assert_eq!(assert_error(host, &answer, StatusCode::MISDIRECTED_REQUEST), "unknown-host");
+            assert!(answer.1["error"]["message"].as_str().unwrap().contains(host), "{}", answer.1);
+        }
+    }
+    for host in [Some("127.0.0.1:7878"), Some("localhost:7878"), Some("[::1]:7878"), None] {
+        assert_eq!(node.send(get(PLACEMENTS, host)).await.0, StatusCode::OK, "{host:?}");
+    }
+    // With an admin token, the token guards the node: any Host may ask.
+    let origins = OwnOrigins::new("127.0.0.1:7878".parse().unwrap(), None, &[]);
+    let guarded = TestNode::with(
+        settings_with(&["cart"]),
+        Security { admin_token: Some("T".into()), origins, ..Security::default() },
+    );
+    let request = Request::get(PLACEMENTS).header("host", "evil.example").header("authorization", "Bearer T");
+    assert_eq!(guarded.send(request.body(Body::empty()).unwrap()).await.0, StatusCode::OK);
 }
