@@ -251,3 +251,92 @@ async fn the_region_token_is_required_for_region_sessions() {
     bad.shutdown().await;
     good.shutdown().await;
 }
+
+/// A welcomed session that registered `address`; its socket once
+/// `Registered` came back.
+async fn registered_raw(node: &Node, address: &str) -> Socket {
+    let mut socket = welcomed(node).await;
+    let register = Register { address: address.into(), incarnation: 1, sequence: 1, ..Register::default() };
+    send(&mut socket, binary(&RegionMessage::Register(register))).await;
+    loop {
+        let frame = tokio::time::timeout(Duration::from_secs(30), socket.next()).await.expect("Registered");
+        if let Some(Ok(Message::Binary(bytes))) = frame
+            && matches!(decode::<NodeMessage>(&bytes).unwrap(), NodeMessage::Registered { .. })
+        {
+            return socket;
+        }
+    }
+}
+
+/// Sends a heartbeat and waits for its ack, skipping other messages; the
+/// round trip.
+async fn heartbeat(socket: &mut Socket, sequence: u64) -> Duration {
+    let started = std::time::Instant::now();
+    send(socket, binary(&RegionMessage::Heartbeat { sequence, metrics: Default::default() })).await;
+    loop {
+        let frame = tokio::time::timeout(Duration::from_secs(60), socket.next()).await.expect("a heartbeat ack");
+        match frame {
+            Some(Ok(Message::Binary(bytes))) => {
+                if let NodeMessage::HeartbeatAck { sequence: acked, .. } = decode::<NodeMessage>(&bytes).unwrap()
+                    && acked == sequence
+                {
+                    return started.elapsed();
+                }
+            }
+            Some(Ok(Message::Close(frame))) => panic!("the node closed the session: {frame:?}"),
+            other => assert!(matches!(other, Some(Ok(_))), "the session ended: {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_burst_of_home_lookups_delays_no_other_region_and_its_sender_is_slowed_not_dropped() {
+    // The busy region sends no heartbeat while its burst is held back, and
+    // the quiet one stops after its part: neither may time out meanwhile,
+    // nor may a rebalance hand shards off to a region that does not answer.
+    let timings =
+        ["--unreachable-after-ms", "120000", "--remove-after-ms", "120000", "--rebalance-interval-ms", "600000"];
+    let node = Node::start(&[&["--type", "cart"][..], &timings[..]].concat()).await;
+    let mut quiet = registered_raw(&node, "quiet").await;
+    let busy = registered_raw(&node, "busy").await;
+    // The busy region asks 60,000 homes as fast as it can and reads nothing
+    // meanwhile (the attack: 120k delayed every other heartbeat by 17.3 s).
+    let (mut sink, mut stream) = busy.split();
+    const BURST: u64 = 120_000;
+    let burst = tokio::spawn(async move {
+        for i in 0..BURST {
+            let frame = binary(&RegionMessage::GetShardHome { shard: format!("burst-{i}") });
+            if sink.feed(frame).await.is_err() {
+                return sink;
+            }
+        }
+        let _ = sink.flush().await;
+        sink
+    });
+    let mut slowest = Duration::ZERO;
+    for sequence in 2..=30 {
+        slowest = slowest.max(heartbeat(&mut quiet, sequence).await);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    eprintln!("the slowest heartbeat during a burst of {BURST} lookups: {slowest:?}");
+    // A debug build on a shared machine: well under a second is expected.
+    assert!(slowest < Duration::from_secs(3), "a quiet region's heartbeat took {slowest:?} during the burst");
+    // The busy region was slowed down, never dropped: it gets every answer
+    // once it reads, and stays registered.
+    let mut answered = 0;
+    let mut others = std::collections::BTreeMap::new();
+    while answered < BURST {
+        let frame = tokio::time::timeout(Duration::from_secs(120), stream.next())
+            .await
+            .unwrap_or_else(|_| panic!("{answered} of {BURST} answers, then silence; also {others:?}"));
+        match frame {
+            Some(Ok(Message::Binary(bytes))) => match decode::<NodeMessage>(&bytes).unwrap() {
+                NodeMessage::ShardHome { .. } => answered += 1,
+                other => *others.entry(format!("{other:?}").chars().take(20).collect::<String>()).or_insert(0) += 1,
+            },
+            other => panic!("the busy region's session ended after {answered} answers: {other:?}"),
+        }
+    }
+    let mut busy = burst.await.unwrap().reunite(stream).unwrap();
+    heartbeat(&mut busy, 2).await;
+}

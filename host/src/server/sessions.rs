@@ -3,10 +3,17 @@
 //! `shardalloc_client::protocol` and `docs/protocol.md`).
 //!
 //! The reader decodes frames and queues them for the driver; the writer
-//! drains the session's outbox. A peer that sends garbage, a text frame, an
+//! drains the session's outbox. Home lookups, which one region may send by
+//! the thousand, are read only while the session has fewer than
+//! `REQUESTS_IN_FLIGHT` queued for the driver and its outbox has room for
+//! their answers: a region that sends faster than it reads is slowed down
+//! (TCP back-pressure), never dropped, and delays no other region. When the
+//! driver closes a session its WebSocket is closed too, so the region
+//! reconnects and registers again. A peer that sends garbage, a text frame, an
 //! oversized frame, or a message before its handshake or registration is
 //! disconnected with a logged reason; nothing it sends can panic the node.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -17,11 +24,11 @@ use futures_util::{SinkExt, StreamExt};
 use shardalloc_client::protocol::{
     FRAMES_PER_FLUSH, Hello, MAX_FRAME_BYTES, NodeMessage, PROTOCOL_VERSION, RegionMessage, decode, encode,
 };
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 
 use super::AppState;
 use super::api_error::ApiError;
-use super::driver::{Input, SESSION_OUTBOX};
+use super::driver::{Input, REQUESTS_IN_FLIGHT, SESSION_OUTBOX};
 
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 
@@ -164,7 +171,10 @@ async fn session(state: AppState, mut socket: WebSocket) {
         return;
     }
     let (outbox, mut inbox) = mpsc::channel(SESSION_OUTBOX);
-    let refusals = outbox.clone();
+    // Weak: when the driver drops its sender (it closed the session), the
+    // channel closes, the writer ends and the WebSocket is closed.
+    let refusals = outbox.downgrade();
+    let requests = Arc::new(Semaphore::new(REQUESTS_IN_FLIGHT));
     // The session belongs to the driver it opens with: when that one ends
     // (a leader stepping down), the session ends with it.
     let driver = state.driver.pinned();
@@ -174,7 +184,7 @@ async fn session(state: AppState, mut socket: WebSocket) {
     }
     tracing::debug!(session = id, r#type = %hello.entity_type, "region session opened");
     let (mut sink, mut stream) = socket.split();
-    let writer = tokio::spawn(async move {
+    let mut writer = tokio::spawn(async move {
         // Every message already waiting is written before one flush: a
         // pipelining region gets its answers in a few system calls, not one
         // per answer.
@@ -210,16 +220,23 @@ async fn session(state: AppState, mut socket: WebSocket) {
     // A peer breaking the protocol is told why (a Refused frame), then cut off.
     let violation = |reason: String| {
         tracing::warn!(session = id, %reason, "region session closed: protocol violation");
-        let _ = refusals.try_send(NodeMessage::Refused { reason: reason.clone() });
+        if let Some(outbox) = refusals.upgrade() {
+            let _ = outbox.try_send(NodeMessage::Refused { reason: reason.clone() });
+        }
         reason
     };
     let register_by = tokio::time::Instant::now() + deadline;
     let mut registered = false;
+    let mut writer_ended = false;
     let reason = loop {
         let next = tokio::select! {
             next = stream.next() => next,
             _ = state.shutdown.cancelled() => break "the node is shutting down".to_owned(),
             _ = driver.stopped() => break "the node stopped leading".to_owned(),
+            _ = &mut writer => {
+                writer_ended = true;
+                break "the node closed the session".to_owned();
+            }
             _ = tokio::time::sleep_until(register_by), if !registered => {
                 break violation(format!("no Register within {deadline:?} of the Welcome"));
             }
@@ -237,16 +254,34 @@ async fn session(state: AppState, mut socket: WebSocket) {
             Err(error) => break violation(format!("a malformed frame: {error}")),
         };
         registered |= matches!(message, RegionMessage::Register(_));
-        if driver.send(Input::Region { session: id, message }).await.is_err() {
+        let input = if matches!(message, RegionMessage::GetShardHome { .. }) {
+            // Back-pressure: a permit (at most REQUESTS_IN_FLIGHT of this
+            // session queued for the driver), and room in the outbox for
+            // the answers to as many, before the next request is read.
+            let room = async {
+                let permit = requests.clone().acquire_owned().await.ok()?;
+                let outbox = refusals.upgrade()?;
+                drop(outbox.reserve_many(REQUESTS_IN_FLIGHT).await.ok()?);
+                Some(permit)
+            };
+            let permit = tokio::select! {
+                permit = room => permit,
+                _ = state.shutdown.cancelled() => break "the node is shutting down".to_owned(),
+                _ = driver.stopped() => break "the node stopped leading".to_owned(),
+            };
+            let Some(permit) = permit else { break "the node closed the session".to_owned() };
+            Input::Request { session: id, message, permit }
+        } else {
+            Input::Region { session: id, message }
+        };
+        if driver.send(input).await.is_err() {
             break "the node is shutting down".to_owned();
         }
-        if writer.is_finished() {
-            break "the node closed the session".to_owned();
-        }
     };
-    drop(refusals);
     tracing::info!(session = id, r#type = %hello.entity_type, %reason, "region session ended");
     let _ = driver.send(Input::SessionClosed { session: id }).await;
     // The writer ends when the driver drops the outbox; do not wait forever.
-    let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
+    if !writer_ended {
+        let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
+    }
 }

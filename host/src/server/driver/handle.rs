@@ -17,6 +17,10 @@ use super::sessions::SessionId;
 /// Most region-session inputs queued for the driver; beyond it sessions wait.
 pub const INPUT_QUEUE: usize = 65_536;
 
+/// Most requests (`Input::Request`) one region session may have queued for
+/// the driver at once; its reader waits for the driver beyond it.
+pub const REQUESTS_IN_FLIGHT: usize = 256;
+
 /// Most admin requests queued for the driver; beyond it REST answers 503.
 pub const ADMIN_QUEUE: usize = 1_024;
 
@@ -37,6 +41,19 @@ pub enum Input {
         session: SessionId,
         /// The message.
         message: RegionMessage,
+    },
+    /// A region's request that asks for an answer and that one region may
+    /// send by the thousand (`GetShardHome`): handled after the turn's
+    /// other region messages (heartbeats first), and holding one of its
+    /// session's [`REQUESTS_IN_FLIGHT`] permits until the driver has
+    /// handled it, so no session fills the driver's queue.
+    Request {
+        /// From which session.
+        session: SessionId,
+        /// The message.
+        message: RegionMessage,
+        /// Released when the driver has handled it.
+        permit: tokio::sync::OwnedSemaphorePermit,
     },
     /// A region session ended.
     SessionClosed {

@@ -50,8 +50,8 @@ impl ClusterSecret {
 
     /// The secret in `path`.
     pub fn from_file(path: &Path) -> Result<Self, String> {
-        let bytes =
-            std::fs::read(path).map_err(|error| format!("cannot read the cluster secret {}: {error}", path.display()))?;
+        let bytes = std::fs::read(path)
+            .map_err(|error| format!("cannot read the cluster secret {}: {error}", path.display()))?;
         Self::new(&bytes).map_err(|error| format!("{}: {error}", path.display()))
     }
 
@@ -88,7 +88,10 @@ pub fn verify(value: &[u8], lease: i64, secret: &ClusterSecret) -> Result<NodeId
         serde_json::from_slice(value).map_err(|error| format!("the leader key holds no leader claim: {error}"))?;
     let identity = NodeIdentity { name: claim.name, url: claim.url };
     let proof = unhex(&claim.proof).ok_or_else(|| {
-        format!("the leader key naming {} ({}) carries no proof: it was not written by a node of this cluster", identity.name, identity.url)
+        format!(
+            "the leader key naming {} ({}) carries no proof: it was not written by a node of this cluster",
+            identity.name, identity.url
+        )
     })?;
     secret.mac(&identity, lease).verify_slice(&proof).map_err(|_| {
         format!(
@@ -105,7 +108,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn unhex(text: &str) -> Option<Vec<u8>> {
-    if text.is_empty() || text.len() % 2 != 0 {
+    if text.is_empty() || !text.len().is_multiple_of(2) {
         return None;
     }
     (0..text.len()).step_by(2).map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect()

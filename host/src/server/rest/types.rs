@@ -62,11 +62,13 @@ pub(crate) async fn read_type(state: &AppState, name: String) -> Result<(TypeLiv
     responses(
         (status = 200, description = "Regions with their shards, hand-offs in flight, placements and the active strategy.", body = TypeState),
         (status = 401, response = Unauthorized),
+        (status = 429, description = "Too many reads of a whole type at once (`reads-busy`): retry after `Retry-After`.", body = shardalloc_client::api::ErrorBody),
         (status = 404, response = UnknownType),
         (status = 503, response = Unavailable),
     ),
 )]
 pub async fn get(State(state): State<AppState>, Params(name): Params<String>) -> Result<Json<TypeState>, ApiError> {
+    let _read = state.reads.start(&name)?;
     let (live, stored) = read_type(&state, name.clone()).await?;
     let durable = stored.durable;
     let mut records: Vec<&RegionRecord> = durable.regions.values().collect();
@@ -112,11 +114,13 @@ pub(crate) async fn snapshot_of(state: &AppState, name: String) -> Result<Snapsh
     responses(
         (status = 200, description = "The snapshot `shardalloc strategy eval --snapshot FILE` reads (snake_case field names; see docs/strategies.md).", body = Snapshot),
         (status = 401, response = Unauthorized),
+        (status = 429, description = "Too many reads of a whole type at once (`reads-busy`): retry after `Retry-After`.", body = shardalloc_client::api::ErrorBody),
         (status = 404, response = UnknownType),
         (status = 503, response = Unavailable),
     ),
 )]
 pub async fn snapshot(State(state): State<AppState>, Params(name): Params<String>) -> Result<Json<Snapshot>, ApiError> {
+    let _read = state.reads.start(&name)?;
     Ok(Json(snapshot_of(&state, name).await?))
 }
 

@@ -173,3 +173,19 @@ fn classic(openmetrics: &str) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reads_of_a_whole_type_past_the_limit_get_429_with_retry_after() {
+    let node = TestNode::start();
+    let held: Vec<_> = (0..crate::server::reads::MAX_EXPENSIVE_READS)
+        .map(|_| node.node().state.reads.start("cart").expect("a permit"))
+        .collect();
+    for path in ["/v1/cluster/shards/cart", "/v1/cluster/shards/cart/snapshot"] {
+        let response = node.open(path, &[]).await;
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS, "{path}");
+        assert!(response.headers().contains_key("retry-after"), "{path}: no Retry-After");
+    }
+    drop(held);
+    let (status, _) = node.request(Method::GET, "/v1/cluster/shards/cart/snapshot", None).await;
+    assert_eq!(status, StatusCode::OK);
+}
