@@ -143,13 +143,8 @@ async fn a_leader_claim_not_signed_with_the_cluster_secret_gets_no_call_and_no_t
     .await;
     assert!(why.contains("attacker"), "{why}");
     // An admin call with the operator's token is not forwarded there.
-    let answer = node
-        .http()
-        .get(node.url("/v1/cluster/shards/cart"))
-        .bearer_auth("the operator's token")
-        .send()
-        .await
-        .unwrap();
+    let answer =
+        node.http().get(node.url("/v1/cluster/shards/cart")).bearer_auth("the operator's token").send().await.unwrap();
     let (status, body) = node::read(answer).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
     assert_eq!(body["error"]["code"], "no-leader", "{body}");

@@ -29,11 +29,13 @@ fn certificates(dir: &Path) {
     let ca = ["req", "-x509", KEY[0], KEY[1], KEY[2], KEY[3], KEY[4], KEY[5], "1", "-subj", "/CN=test etcd CA"];
     openssl(dir, &[&ca[..], &["-keyout", "ca.key", "-out", "ca.crt"]].concat());
     for (name, usage, san) in [("server", "serverAuth", "IP:127.0.0.1"), ("client", "clientAuth", "DNS:client")] {
-        let (key, csr, crt, ext) = (format!("{name}.key"), format!("{name}.csr"), format!("{name}.crt"), format!("{name}.ext"));
+        let (key, csr, crt, ext) =
+            (format!("{name}.key"), format!("{name}.csr"), format!("{name}.crt"), format!("{name}.ext"));
         let subject = format!("/CN={name}");
         let request = ["req", "-new", KEY[0], KEY[1], KEY[2], KEY[3], KEY[4], "-subj", &subject];
         openssl(dir, &[&request[..], &["-keyout", &key, "-out", &csr]].concat());
-        let extensions = format!("basicConstraints=critical,CA:FALSE\nextendedKeyUsage={usage}\nsubjectAltName={san}\n");
+        let extensions =
+            format!("basicConstraints=critical,CA:FALSE\nextendedKeyUsage={usage}\nsubjectAltName={san}\n");
         std::fs::write(dir.join(&ext), extensions).unwrap();
         let sign = ["x509", "-req", "-in", &csr, "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-days", "1"];
         openssl(dir, &[&sign[..], &["-extfile", &ext, "-out", &crt]].concat());
@@ -87,7 +89,11 @@ fn turn() -> Turn {
         shard: "42".into(),
         entry: PlacementEntry { target: Some("a".into()), stamp: Stamp::new(1, "test"), written_at: 1 },
     };
-    Turn { types: [("cart".to_owned(), record)].into(), changes: [("cart".to_owned(), vec![placement])].into(), ..Turn::default() }
+    Turn {
+        types: [("cart".to_owned(), record)].into(),
+        changes: [("cart".to_owned(), vec![placement])].into(),
+        ..Turn::default()
+    }
 }
 
 /// Opens the store with `config`, again while etcd is still starting.

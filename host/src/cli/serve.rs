@@ -17,6 +17,7 @@ use shardalloc::server::conn::ConnectionLimits;
 use shardalloc::server::driver::{DriverSettings, TypeDeclaration};
 use shardalloc::server::guard::OwnOrigins;
 use shardalloc::server::leadership::NodeIdentity;
+use shardalloc::server::leadership::claim::ClusterSecret;
 use shardalloc::server::{ClusterSettings, DEFAULT_LEADER_LEASE, Node, NodeSettings, Security, tls};
 use shardalloc::store::{EtcdConfig, StoreConfig};
 use shardalloc::strategy::StrategySource;
@@ -107,6 +108,15 @@ pub struct ServeArgs {
     /// Most connections that have not yet made an authorised request.
     #[arg(long, env = "SHARDALLOC_MAX_UNAUTHENTICATED_CONNECTIONS")]
     max_unauthenticated_connections: Option<usize>,
+    /// Milliseconds a follower waits for the leader's answer to a call it
+    /// forwards before answering 503 leader-unavailable (default 5000; an
+    /// upload waits for its compile).
+    #[arg(long, env = "SHARDALLOC_FORWARD_TIMEOUT_MS")]
+    forward_timeout_ms: Option<u64>,
+    /// Most event streams (GET /v1/events) served at once; more get 429
+    /// (default 256).
+    #[arg(long, env = "SHARDALLOC_MAX_EVENT_STREAMS")]
+    max_event_streams: Option<usize>,
     /// Let a region's registration create an entity type the node does not
     /// have (off: types are declared with --type or [types.NAME]).
     #[arg(long, env = "SHARDALLOC_AUTO_CREATE_TYPES")]
@@ -119,6 +129,12 @@ pub struct ServeArgs {
     /// replaced within about this long. Separate from the regions' lease.
     #[arg(long, env = "SHARDALLOC_LEADER_LEASE_S")]
     leader_lease_s: Option<u64>,
+    /// File holding the secret every node of the cluster shares (at least
+    /// 16 bytes, e.g. `openssl rand -hex 32`): nodes sign their leader
+    /// claims with it and follow, forward to and redirect to no leader whose
+    /// claim does not verify. Needed with --etcd.
+    #[arg(long, env = "SHARDALLOC_CLUSTER_SECRET_FILE", value_name = "PATH")]
+    cluster_secret_file: Option<PathBuf>,
     /// Keep the state in etcd, shared with other nodes (one leads):
     /// comma-separated client URLs. Without it, the embedded store in `--data`.
     #[arg(long, env = "SHARDALLOC_ETCD", value_name = "URL[,URL…]", value_delimiter = ',')]
@@ -142,6 +158,8 @@ pub struct ServeArgs {
     /// PEM private key of `--etcd-cert`.
     #[arg(long, env = "SHARDALLOC_ETCD_KEY", requires = "etcd_cert")]
     etcd_key: Option<PathBuf>,
+    #[command(flatten)]
+    uploads: super::uploads::UploadArgs,
 }
 
 /// The TOML file.
@@ -160,6 +178,7 @@ struct FileConfig {
     allowed_hosts: Vec<String>,
     node_name: Option<String>,
     leader_lease_s: Option<u64>,
+    cluster_secret_file: Option<PathBuf>,
     #[serde(default)]
     etcd: Vec<String>,
     etcd_prefix: Option<String>,
@@ -176,6 +195,8 @@ struct FileConfig {
     connections: ConnectionsFile,
     #[serde(default)]
     types: BTreeMap<String, TypeFile>,
+    #[serde(default)]
+    uploads: super::uploads::UploadsFile,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -214,6 +235,8 @@ struct ConnectionsFile {
     session_handshake_timeout_ms: Option<u64>,
     max_connections: Option<usize>,
     max_unauthenticated_connections: Option<usize>,
+    forward_timeout_ms: Option<u64>,
+    max_event_streams: Option<usize>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -363,6 +386,8 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
         [ms(args.session_handshake_timeout_ms), ms(f.session_handshake_timeout_ms)],
     );
     set(&mut connections.max_connections, [args.max_connections, f.max_connections]);
+    set(&mut connections.forward_timeout, [ms(args.forward_timeout_ms), ms(f.forward_timeout_ms)]);
+    set(&mut connections.max_event_streams, [args.max_event_streams, f.max_event_streams]);
     set(
         &mut connections.max_unauthenticated,
         [args.max_unauthenticated_connections, f.max_unauthenticated_connections],
@@ -371,10 +396,11 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
         || connections.request_body_timeout.is_zero()
         || connections.idle_timeout.is_zero()
         || connections.session_handshake_timeout.is_zero()
+        || connections.forward_timeout.is_zero()
     {
         bail!("connection timeouts must be greater than zero");
     }
-    if connections.max_connections == 0 || connections.max_unauthenticated == 0 {
+    if connections.max_connections == 0 || connections.max_unauthenticated == 0 || connections.max_event_streams == 0 {
         bail!("connection limits must be at least 1");
     }
     let driver = DriverSettings { coordinator, limits, types, auto_create_types, ..DriverSettings::default() };
@@ -388,6 +414,12 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
         key: args.etcd_key,
     };
     let store = etcd_store(flags_etcd, file_etcd)?.unwrap_or_else(|| StoreConfig::Embedded { dir: data_dir.clone() });
+    let secret = match args.cluster_secret_file.as_ref().or(file.cluster_secret_file.as_ref()) {
+        Some(path) => {
+            Some(ClusterSecret::from_file(path).map_err(|error| anyhow::anyhow!("--cluster-secret-file: {error}"))?)
+        }
+        None => None,
+    };
     let leader_lease_s = args.leader_lease_s.or(file.leader_lease_s).unwrap_or(DEFAULT_LEADER_LEASE.as_secs());
     if !(1..=60).contains(&leader_lease_s) {
         bail!("--leader-lease-s {leader_lease_s}: expected 1 to 60 seconds");
@@ -403,6 +435,7 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
         cluster: ClusterSettings {
             identity: NodeIdentity { name: node_name.unwrap_or_default(), url: String::new() },
             leader_lease: Duration::from_secs(leader_lease_s),
+            secret,
         },
         cache_dir: Some(data_dir.join("cache")),
         store,
@@ -410,6 +443,7 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
         security: Security { admin_token, region_token, ..Security::default() },
         max_instances: shardalloc::engine::limits::DEFAULT_MAX_INSTANCES,
         connections,
+        uploads: super::uploads::settings(args.uploads, file.uploads)?,
     };
     let advertise = match args.advertise.or(file.advertise) {
         None => None,

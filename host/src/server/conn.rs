@@ -13,6 +13,12 @@
 //!   ([`Trust`]): when it is reached, the oldest such connection is closed
 //!   to make room, so a flood of half-open connections cannot keep a health
 //!   check or an operator out;
+//! - a write queue of at most 16 pieces of a response (hyper's vectored
+//!   writes: body chunks are queued, not copied, and the body is not read
+//!   further while the queue is full), so a client that does not read an
+//!   event stream leaves little unread output in the node, and a
+//!   [`Closer`] in each request's extensions, with which the event stream
+//!   closes a connection whose client reads nothing (`events/hub.rs`);
 //!
 //! WebSocket upgrades leave hyper, and these timeouts, behind: region
 //! sessions are long-lived and have their own deadlines (`sessions.rs`).
@@ -38,6 +44,8 @@ use tower::ServiceExt;
 pub const MAX_BUF_SIZE: usize = 2 << 20;
 /// Most headers in a request head.
 pub const MAX_HEADERS: usize = 1_024;
+/// The default of [`ConnectionLimits::max_event_streams`].
+pub const DEFAULT_MAX_EVENT_STREAMS: usize = 256;
 /// How long connections get to finish after a shutdown began.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
@@ -56,6 +64,13 @@ pub struct ConnectionLimits {
     pub max_connections: usize,
     /// Most connections that have not yet made an authorised request.
     pub max_unauthenticated: usize,
+    /// How long a follower waits for the head of the leader's answer to a
+    /// call it forwards before answering `503 leader-unavailable`
+    /// (`forward.rs`; an upload waits for its compile instead).
+    pub forward_timeout: Duration,
+    /// Most event streams (`GET /v1/events`) served at once; more get
+    /// `429 too-many-streams` (`events/hub.rs`).
+    pub max_event_streams: usize,
 }
 
 impl Default for ConnectionLimits {
@@ -67,6 +82,8 @@ impl Default for ConnectionLimits {
             session_handshake_timeout: Duration::from_secs(10),
             max_connections: 4_096,
             max_unauthenticated: 512,
+            forward_timeout: Duration::from_secs(5),
+            max_event_streams: DEFAULT_MAX_EVENT_STREAMS,
         }
     }
 }
@@ -93,6 +110,17 @@ impl Trust {
 
     fn pending(&self) -> bool {
         !self.0.granted.load(Ordering::Relaxed) && !self.0.ended.load(Ordering::Relaxed)
+    }
+}
+
+/// Closes the connection a request came on: in every request's extensions.
+#[derive(Clone, Debug, Default)]
+pub struct Closer(CancellationToken);
+
+impl Closer {
+    /// The token that closes the connection when cancelled.
+    pub fn token(&self) -> CancellationToken {
+        self.0.clone()
     }
 }
 
@@ -151,6 +179,22 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Tracked<T> {
             self.touch();
         }
         polled
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        data: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_write_vectored(cx, data);
+        if matches!(polled, std::task::Poll::Ready(Ok(n)) if n > 0) {
+            self.touch();
+        }
+        polled
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
     }
 
     fn poll_flush(
@@ -266,8 +310,11 @@ async fn connection<I>(
     let requests = in_flight.clone();
     let evicted = trust.0.evict.clone();
     let _ended = Ended(trust.clone());
+    let closer = Closer::default();
+    let closed = closer.token();
     let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
         request.extensions_mut().insert(trust.clone());
+        request.extensions_mut().insert(closer.clone());
         let flight = InFlight::start(&requests);
         let router = router.clone();
         async move {
@@ -282,6 +329,7 @@ async fn connection<I>(
         .header_read_timeout(limits.header_read_timeout)
         .max_buf_size(MAX_BUF_SIZE)
         .max_headers(MAX_HEADERS)
+        .writev(true)
         .keep_alive(true);
     let conn = builder.serve_connection(io, service).with_upgrades();
     tokio::pin!(conn);
@@ -309,6 +357,10 @@ async fn connection<I>(
                     drop_at = tokio::time::Instant::now() + limits.idle_timeout;
                     conn.as_mut().graceful_shutdown();
                 }
+            }
+            _ = closed.cancelled() => {
+                tracing::debug!("closed a connection whose client reads nothing of its event stream");
+                return;
             }
             _ = evicted.cancelled() => {
                 tracing::debug!("closed an unauthenticated connection to make room for a newer one");

@@ -23,10 +23,13 @@
 //! - `metrics.rs`: Prometheus metrics with typed labels; `auth.rs`: bearer
 //!   tokens; `guard.rs`: no cross-site writes (Origin, content types); `api_error.rs`: the one error type; `body.rs`: extractors;
 //!   `tls.rs`: optional TLS on the port.
+//! - `uploads.rs`: the quota and collection of uploaded components;
+//!   `compile.rs`: their compile budget (measured first, bounded, killable).
 
 pub mod api_error;
 pub mod auth;
 pub mod body;
+pub mod compile;
 pub mod conn;
 pub mod driver;
 pub mod dry_runs;
@@ -37,12 +40,14 @@ pub mod leadership;
 pub mod metrics;
 mod node;
 pub mod openapi;
+pub mod reads;
 pub mod rest;
 mod router;
 pub mod sessions;
 pub mod throttle;
 pub mod tls;
 pub mod ui;
+pub mod uploads;
 mod wire;
 
 use std::sync::Arc;
@@ -92,12 +97,16 @@ pub struct AppState {
     pub connections: conn::ConnectionLimits,
     /// The dry runs under way.
     pub dry_runs: Arc<dry_runs::DryRuns>,
+    /// The reads of a whole type under way (`reads.rs`).
+    pub reads: Arc<reads::ExpensiveReads>,
     /// Cancelled when the node shuts down.
     pub shutdown: CancellationToken,
     /// Who leads, and who this node is.
     pub leadership: leadership::Leadership,
     /// The decision events this node's driver published (while it leads).
     pub events: Arc<events::EventHub>,
+    /// The bounds of uploaded components: quota, collection, compile budget.
+    pub uploads: Arc<uploads::Uploads>,
 }
 
 #[cfg(test)]

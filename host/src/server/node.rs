@@ -16,6 +16,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::driver::{self, DriverError, DriverHandle, DriverSettings, Input};
+use super::leadership::claim::ClusterSecret;
 use super::leadership::election::{Election, StartDriver};
 use super::leadership::{Leadership, NodeIdentity, Role};
 use super::metrics::Metrics;
@@ -40,6 +41,8 @@ pub struct NodeSettings {
     pub connections: super::conn::ConnectionLimits,
     /// This node's identity and the leader lease (used with etcd).
     pub cluster: ClusterSettings,
+    /// The bounds of uploaded components.
+    pub uploads: super::uploads::UploadSettings,
 }
 
 /// How this node takes part in a cluster (with an etcd store).
@@ -49,6 +52,9 @@ pub struct ClusterSettings {
     pub identity: NodeIdentity,
     /// The leader lease's TTL (whole seconds; `--leader-lease-s`).
     pub leader_lease: Duration,
+    /// The secret the nodes sign and check leader claims with
+    /// (`--cluster-secret-file`); needed with etcd.
+    pub secret: Option<ClusterSecret>,
 }
 
 /// The default leader lease: 3 s.
@@ -59,6 +65,7 @@ impl Default for ClusterSettings {
         ClusterSettings {
             identity: NodeIdentity { name: "node".into(), url: "http://127.0.0.1".into() },
             leader_lease: DEFAULT_LEADER_LEASE,
+            secret: None,
         }
     }
 }
@@ -75,6 +82,13 @@ pub enum NodeError {
     /// The driver.
     #[error(transparent)]
     Driver(#[from] DriverError),
+    /// Several nodes on etcd, and no secret to tell their leader claims
+    /// from anyone else's.
+    #[error(
+        "a node on etcd needs the cluster secret (--cluster-secret-file, the same on every node): without it, anyone \
+         who can write to etcd could name a leader and receive the operators' tokens"
+    )]
+    NoClusterSecret,
 }
 
 /// Compiles the built-in strategies into the artifact cache in the
@@ -133,9 +147,11 @@ impl Node {
                         driver::start(store.clone(), engine.clone(), settings, metrics.clone())
                     })
                 };
+                let secret = settings.cluster.secret.clone().ok_or(NodeError::NoClusterSecret)?;
                 let election = Election {
                     store: etcd.clone(),
                     me: identity.clone(),
+                    secret,
                     lease_ttl: settings.cluster.leader_lease,
                     role,
                     driver: driver.clone(),
@@ -164,9 +180,11 @@ impl Node {
             limits,
             connections: settings.connections,
             dry_runs: Arc::default(),
+            reads: Arc::default(),
             shutdown,
             leadership,
             events: settings.driver.events.clone(),
+            uploads: super::uploads::Uploads::new(settings.uploads.clone()),
         };
         Ok(Node { state, driver: thread, election })
     }
@@ -203,6 +221,7 @@ impl Node {
         L::Addr: std::fmt::Debug,
     {
         let election = self.election.take().map(|election| tokio::spawn(election.run()));
+        super::uploads::start_collecting(self.state.clone());
         let alone = election.is_none();
         let state = self.state.clone();
         let stop = async move {

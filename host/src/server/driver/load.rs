@@ -23,10 +23,25 @@ impl Driver {
         now: Millis,
     ) -> Result<Self, DriverError> {
         settings.coordinator.validate()?;
-        settings.events.begin_term(settings.term);
         let started = std::time::Instant::now();
-        let loaded = store.load()?;
+        let mut loaded = store.load()?;
         let read = started.elapsed();
+        // Components recorded before upload times were kept age from now.
+        let wall = settings.clocks.wall();
+        loaded.components.values_mut().filter(|c| c.uploaded_at_ms == 0).for_each(|c| c.uploaded_at_ms = wall);
+        // The events' term: the leadership's (unique per election) when
+        // elected; a node alone commits once at start and takes that
+        // revision, so every start numbers its events under a term no
+        // earlier start used and a resume from before a restart is told
+        // `missed` instead of meeting the new start's numbers.
+        let term = match settings.lease {
+            Some(_) => settings.term,
+            None => {
+                loaded.revision = store.commit(loaded.revision, &Turn::default())?;
+                loaded.revision
+            }
+        };
+        settings.events.begin_term(term);
         let catalog_settings = CatalogSettings {
             coordinator: settings.coordinator.clone(),
             limits: settings.limits,
@@ -62,7 +77,7 @@ impl Driver {
             next_request: 1,
             decisions: Vec::new(),
             events: settings.events.clone(),
-            term: settings.term,
+            term,
             now,
             next_tick: now,
             next_gauges: now,

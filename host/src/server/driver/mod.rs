@@ -37,6 +37,7 @@ mod admin;
 pub mod catalog;
 pub mod clock;
 mod commands;
+mod components;
 mod deletion;
 mod handle;
 pub mod lease;
@@ -52,7 +53,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use self::catalog::TypeCatalog;
-pub use self::handle::{DriverHandle, INPUT_QUEUE, Input, Unavailable};
+pub use self::handle::{DriverHandle, INPUT_QUEUE, Input, REQUESTS_IN_FLIGHT, Unavailable};
 use self::request::{Refusal, Reply};
 use self::sessions::Sessions;
 pub use self::thread::start;
@@ -106,7 +107,10 @@ pub struct DriverSettings {
     pub origin: String,
     /// The leader's lease, when elected (`None`: a node alone, always leading).
     pub lease: Option<lease::LeaseClock>,
-    /// The leadership's term (1 for a node alone): the events' ids carry it.
+    /// The leadership's term when elected: the events' ids carry it. A node
+    /// alone (`lease: None`) ignores it and numbers its events under the
+    /// store revision of a commit it makes at start (`load.rs`), so the ids
+    /// of each start differ from every earlier start's.
     pub term: u64,
     /// Where the decision events go once their turn is committed.
     pub events: Arc<EventHub>,
@@ -273,6 +277,10 @@ impl Driver {
             Input::SessionOpened { session, entity_type, outbox } => self.sessions.open(session, entity_type, outbox),
             Input::SessionClosed { session } => self.sessions.close(session),
             Input::Region { session, message } => self.on_region(session, message),
+            Input::Request { session, message, permit } => {
+                self.on_region(session, message);
+                drop(permit);
+            }
             Input::Admin(request) => self.on_admin(request),
             Input::Shutdown => return Flow::Stop,
         }

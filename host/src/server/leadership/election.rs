@@ -32,8 +32,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::backoff::start_backoff;
-use super::renewal::keep_alive;
 use super::claim::{self, ClusterSecret};
+use super::renewal::keep_alive;
 use super::{NodeIdentity, Role};
 use crate::server::driver::lease::LeaseClock;
 use crate::server::driver::{DriverError, DriverHandle, Input};

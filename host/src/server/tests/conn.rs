@@ -1,7 +1,8 @@
 //! Timeouts and limits on every connection, over a real loopback socket:
 //! slow, idle and half-open connections are closed, a flood of them cannot
-//! keep a health check out, oversized heads get the JSON error, and a
-//! region session must say Hello and Register in time.
+//! keep a health check out, oversized heads get the JSON error, a client
+//! that reads nothing of its event stream is disconnected, and a region
+//! session must say Hello and Register in time.
 
 use std::time::{Duration, Instant};
 
@@ -30,6 +31,8 @@ fn quick() -> ConnectionLimits {
         session_handshake_timeout: Duration::from_millis(400),
         max_connections: 64,
         max_unauthenticated: 16,
+        forward_timeout: Duration::from_millis(400),
+        max_event_streams: 8,
     }
 }
 
@@ -186,4 +189,29 @@ async fn a_region_session_must_say_hello_and_register_in_time() {
         let reason = refused.unwrap_or_default();
         assert!(reason.contains("Hello") || reason.contains("Register"), "{what}: {reason}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_reads_nothing_of_its_event_stream_is_disconnected() {
+    let node = TestNode::start();
+    let address = serve(&node, ConnectionLimits::default()).await;
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stream = socket.connect(address).await.unwrap();
+    stream.write_all(b"GET /v1/events HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
+    // Placement changes, one event each, several times the backlog, while
+    // the client reads nothing (the kernel's socket buffers hold a few MiB).
+    let total = 6 * crate::server::events::BACKLOG;
+    for chunk in (0..total).collect::<Vec<_>>().chunks(5_000) {
+        let placements: Vec<Value> =
+            chunk.iter().map(|i| serde_json::json!({"shardId": format!("s{i}"), "target": "b"})).collect();
+        let body = serde_json::json!({ "placements": placements }).to_string();
+        let (status, answer) =
+            node.request(axum::http::Method::POST, "/v1/cluster/shards/cart/placements", Some(&body)).await;
+        assert_eq!(status, axum::http::StatusCode::OK, "{answer}");
+    }
+    let seen = until_closed(&mut stream).await.expect("the node closes the connection of a client that reads nothing");
+    assert!(seen.starts_with("HTTP/1.1 200 OK"), "{}", &seen[..seen.len().min(200)]);
+    let events = seen.matches("placement-set").count();
+    assert!(events < total, "the client got all {total} events: it was not cut off");
 }

@@ -29,7 +29,7 @@ fn load_with_events(store: Arc<dyn Store>, events: Arc<EventHub>) -> Driver {
 
 /// Every event the hub kept: (seq, kind, shard or region).
 fn published(events: &Arc<EventHub>) -> Vec<(u64, EventKind, String)> {
-    let mut subscription = events.subscribe(Start::Oldest);
+    let mut subscription = events.subscribe(Start::Oldest, usize::MAX, Default::default()).expect("no cap on streams");
     let mut all = Vec::new();
     while !subscription.caught_up() {
         let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
@@ -211,6 +211,7 @@ fn an_automatic_rollback_is_recorded_in_the_history_and_the_store() {
         name: compiled.info.name.clone(),
         version: compiled.info.version.clone(),
         size: bytes.len() as u64,
+        uploaded_at_ms: 0,
     };
     let (reply, _) = oneshot::channel();
     let candidate = Candidate { compiled, config: r#"{"allocate":"panic"}"#.into() };

@@ -20,6 +20,7 @@ mod paging;
 mod rest;
 mod strategies;
 mod types;
+mod uploads;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -90,18 +91,42 @@ impl TestNode {
         security: Security,
         connections: crate::server::conn::ConnectionLimits,
     ) -> TestNode {
+        Self::on_store(StoreConfig::Memory, driver, security, connections)
+    }
+
+    /// A node declaring `cart`, without tokens, over the embedded store in
+    /// `dir` (a node restarted on the same `dir` finds its state).
+    pub fn on_disk(dir: &std::path::Path) -> TestNode {
+        let store = StoreConfig::Embedded { dir: dir.to_owned() };
+        Self::on_store(store, settings_with(&["cart"]), Security::default(), Default::default())
+    }
+
+    fn on_store(
+        store: StoreConfig,
+        driver: DriverSettings,
+        security: Security,
+        connections: crate::server::conn::ConnectionLimits,
+    ) -> TestNode {
         let settings = NodeSettings {
-            store: StoreConfig::Memory,
+            store,
             cache_dir: None,
             driver,
             security,
             max_instances: 0,
             connections,
             cluster: Default::default(),
+            uploads: Default::default(),
         };
         let node = Node::with_engine(settings, engine()).expect("start a node");
         let router = node.router();
         TestNode { node: Some(node), router }
+    }
+
+    /// Stops the node and waits for its driver: its store is closed.
+    pub async fn stop(mut self) {
+        if let Some(node) = self.node.take() {
+            node.stop().await.expect("the node stops cleanly");
+        }
     }
 
     /// The node.
