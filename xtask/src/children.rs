@@ -170,10 +170,21 @@ mod tests {
         let mut pids = Vec::new();
         let mut children = Vec::new();
         for name in ["etcd", "node", "regions"] {
-            let script = format!("trap 'echo {name} >> {log}; exit 0' TERM; while :; do sleep 0.05; done");
+            // Ready once its trap is set: a SIGTERM before that would end
+            // it without a word (seen on a loaded machine).
+            let script = format!(
+                "trap 'echo {name} >> {log}; exit 0' TERM; : > {log}.{name}.ready; while :; do sleep 0.05; done"
+            );
             let child = Child::spawn(Command::new("sh").args(["-c", &script])).unwrap();
             pids.push(child.id().to_string());
             children.push(child);
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        for name in ["etcd", "node", "regions"] {
+            while !Path::new(&format!("{log}.{name}.ready")).exists() {
+                assert!(Instant::now() < deadline, "child {name} never set its trap");
+                std::thread::sleep(Duration::from_millis(10));
+            }
         }
         println!("pids {}", pids.join(" "));
         std::thread::sleep(Duration::from_secs(120));
