@@ -261,7 +261,11 @@ async fn session(state: AppState, mut socket: WebSocket) {
             let room = async {
                 let permit = requests.clone().acquire_owned().await.ok()?;
                 let outbox = refusals.upgrade()?;
-                drop(outbox.reserve_many(REQUESTS_IN_FLIGHT).await.ok()?);
+                // Waits only when the room is short: reserving on every
+                // lookup would cost the hot path for nothing.
+                if outbox.capacity() < REQUESTS_IN_FLIGHT {
+                    drop(outbox.reserve_many(REQUESTS_IN_FLIGHT).await.ok()?);
+                }
                 Some(permit)
             };
             let permit = tokio::select! {
