@@ -59,13 +59,18 @@ enum Led {
     CannotStart(String),
 }
 
-/// The election's repeated warnings, each rate-limited.
+/// What the election keeps between polls: its repeated warnings, each
+/// rate-limited, and the leader key whose lease it last found alive.
 #[derive(Default)]
-struct Warnings {
+struct Polls {
     unreachable: Throttle,
     stale_key: Throttle,
     unverified: Throttle,
     cannot_start: Throttle,
+    /// (create revision, lease) of the leader key last found with a live
+    /// lease. etcd deletes a key with its lease, so while the same key
+    /// stands its lease is alive: asked once per key, not every poll.
+    alive: Option<(i64, i64)>,
 }
 
 /// Starts a driver under a lease: loads the store and returns the
@@ -135,13 +140,13 @@ impl Election {
     /// What keeps this node from leading or knowing a leader is published
     /// with the role (`/readyz` says it); repeated warnings are throttled.
     pub async fn run(self) {
-        let mut warnings = Warnings::default();
+        let mut polls = Polls::default();
         let mut failures = 0;
         loop {
             if self.shutdown.is_cancelled() {
                 return;
             }
-            let pause = match self.campaign(&mut warnings).await {
+            let pause = match self.campaign(&mut polls).await {
                 Ok(Some(won)) => match self.lead(won).await {
                     Led::Shutdown => return,
                     Led::Lost => {
@@ -151,7 +156,7 @@ impl Election {
                     Led::CannotStart(reason) => {
                         failures += 1;
                         let pause = start_backoff(failures);
-                        if let Some(left_out) = warnings.cannot_start.allow(Instant::now()) {
+                        if let Some(left_out) = polls.cannot_start.allow(Instant::now()) {
                             tracing::error!(
                                 %reason, failures, ?pause, left_out,
                                 "this node won the election but cannot start its driver; campaigning again after a pause"
@@ -167,11 +172,11 @@ impl Election {
                     }
                 },
                 Ok(None) => {
-                    warnings.unreachable.reset();
+                    polls.unreachable.reset();
                     POLL
                 }
                 Err(error) => {
-                    if let Some(left_out) = warnings.unreachable.allow(Instant::now()) {
+                    if let Some(left_out) = polls.unreachable.allow(Instant::now()) {
                         tracing::warn!(%error, left_out, "cannot reach etcd for the election; the leader is unknown");
                     }
                     self.publish_trouble(format!("cannot reach etcd: {error}"));
@@ -201,20 +206,22 @@ impl Election {
     }
 
     /// Reads the leader key; when there is none, tries to create it.
-    async fn campaign(&self, warnings: &mut Warnings) -> Result<Option<Won>, String> {
+    async fn campaign(&self, polls: &mut Polls) -> Result<Option<Won>, String> {
         let client = self.client();
         let key = self.key();
         let found = client.range(ops::range(key.clone())).await.map_err(etcd_error)?;
         if let Some(kv) = found.kvs.first() {
-            if self.lease_alive(&client, kv.lease).await? {
-                warnings.stale_key.reset();
-                self.follow(&kv.value, kv.create_revision, kv.lease, warnings);
+            let known = polls.alive == Some((kv.create_revision, kv.lease));
+            if known || self.lease_alive(&client, kv.lease).await? {
+                polls.alive = Some((kv.create_revision, kv.lease));
+                polls.stale_key.reset();
+                self.follow(&kv.value, kv.create_revision, kv.lease, polls);
                 return Ok(None);
             }
             // Written without a lease, or restored from a backup: no node
             // holds it, so none would ever replace it. Removed, unless it
             // changed meanwhile; the next campaign elects a leader.
-            if let Some(left_out) = warnings.stale_key.allow(Instant::now()) {
+            if let Some(left_out) = polls.stale_key.allow(Instant::now()) {
                 tracing::warn!(
                     %key, lease = kv.lease, left_out,
                     "the leader key has no live lease (written without one, or restored from a backup): it names no \
@@ -248,7 +255,7 @@ impl Election {
         if !response.succeeded {
             let _ = client.lease_revoke(lease).await;
             if let Some(kv) = ops::txn_reads(&response).flatten().next() {
-                self.follow(&kv.value, kv.create_revision, kv.lease, warnings);
+                self.follow(&kv.value, kv.create_revision, kv.lease, polls);
             }
             return Ok(None);
         }
@@ -271,14 +278,14 @@ impl Election {
     /// Follows the leader the key's `value` (under `lease`) names, once its
     /// claim verifies; a claim that does not names no leader (this node
     /// forwards nothing, and no token, to it).
-    fn follow(&self, value: &[u8], term: i64, lease: i64, warnings: &mut Warnings) {
+    fn follow(&self, value: &[u8], term: i64, lease: i64, polls: &mut Polls) {
         match claim::verify(value, lease, &self.secret) {
             Ok(leader) => {
-                warnings.unverified.reset();
+                polls.unverified.reset();
                 self.publish(Role { term: term as u64, leader: Some(leader), leading: false, trouble: None })
             }
             Err(trouble) => {
-                if let Some(left_out) = warnings.unverified.allow(Instant::now()) {
+                if let Some(left_out) = polls.unverified.allow(Instant::now()) {
                     tracing::warn!(%trouble, left_out, "the leader key names no leader of this cluster");
                 }
                 self.publish(Role { term: term as u64, leader: None, leading: false, trouble: Some(trouble) });
