@@ -316,6 +316,39 @@ async fn terminate_leader(cluster: &mut Cluster, region: &RegionHandle<Msg>, rou
 }
 
 /// `min median max` of `figures`, in ms.
+/// `rounds` leaders stopped by `stop` in a row (which returns the new
+/// leader and the round's figure), each while a region asks homes and
+/// placements are written through a follower; after each, every placement
+/// acknowledged so far is checked, the old leader restarted and no shard
+/// may have run on two regions. The figures, and the placements
+/// acknowledged.
+async fn leader_series<T>(
+    cluster: &mut Cluster,
+    regions: &[RegionHandle<Msg>],
+    journal: &Journal,
+    rounds: usize,
+    mut stop: impl AsyncFnMut(&mut Cluster, &RegionHandle<Msg>, usize) -> (usize, T),
+) -> (Vec<T>, Vec<(String, String)>) {
+    let mut figures = Vec::new();
+    let mut acknowledged = Vec::new();
+    for round in 0..rounds {
+        let leader = cluster.leader(Duration::from_secs(60)).await;
+        let writer = cluster.follower(leader);
+        let homes = HomeLoad::start(regions[round % 3].clone());
+        let placements = PlacementLoad::start(cluster.urls[writer].clone());
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let (new, figure) = stop(cluster, &regions[(round + 1) % 3], round).await;
+        figures.push(figure);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        acknowledged.extend(placements.stop());
+        drop(homes);
+        assert_placements_kept(&cluster.urls[new], &acknowledged).await;
+        cluster.restart(leader).await;
+        no_overlaps(journal);
+    }
+    (figures, acknowledged)
+}
+
 fn spread(figures: &[Duration]) -> (u128, u128, u128) {
     let mut ms: Vec<u128> = figures.iter().map(Duration::as_millis).collect();
     ms.sort();
@@ -608,23 +641,7 @@ async fn twenty_leader_sigterms_in_a_row() {
     let regions = regions(&cluster, &journal, 3).await;
     let fences = watch_fences(&regions);
     let rounds: usize = std::env::var("HA_TERMS").ok().and_then(|n| n.parse().ok()).unwrap_or(20);
-    let mut figures = Vec::new();
-    let mut acknowledged = Vec::new();
-    for round in 0..rounds {
-        let leader = cluster.leader(Duration::from_secs(60)).await;
-        let writer = cluster.follower(leader);
-        let homes = HomeLoad::start(regions[round % 3].clone());
-        let placements = PlacementLoad::start(cluster.urls[writer].clone());
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        let (new, stop) = terminate_leader(&mut cluster, &regions[(round + 1) % 3], round).await;
-        figures.push(stop);
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        acknowledged.extend(placements.stop());
-        drop(homes);
-        assert_placements_kept(&cluster.urls[new], &acknowledged).await;
-        cluster.restart(leader).await;
-        no_overlaps(&journal);
-    }
+    let (figures, acknowledged) = leader_series(&mut cluster, &regions, &journal, rounds, terminate_leader).await;
     let led: Vec<Duration> = figures.iter().map(|f| f.led).collect();
     let answered: Vec<Duration> = figures.iter().map(|f| f.answered).collect();
     let exited: Vec<Duration> = figures.iter().map(|f| f.exited).collect();
@@ -655,23 +672,7 @@ async fn ten_leader_kills_in_a_row() {
     let regions = regions(&cluster, &journal, 3).await;
     let fences = watch_fences(&regions);
     let rounds: usize = std::env::var("HA_KILLS").ok().and_then(|n| n.parse().ok()).unwrap_or(10);
-    let mut figures = Vec::new();
-    let mut acknowledged = Vec::new();
-    for round in 0..rounds {
-        let leader = cluster.leader(Duration::from_secs(60)).await;
-        let writer = cluster.follower(leader);
-        let homes = HomeLoad::start(regions[round % 3].clone());
-        let placements = PlacementLoad::start(cluster.urls[writer].clone());
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        let (new, failover) = kill_leader(&mut cluster, &regions[(round + 1) % 3], round).await;
-        figures.push(failover);
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        acknowledged.extend(placements.stop());
-        drop(homes);
-        assert_placements_kept(&cluster.urls[new], &acknowledged).await;
-        cluster.restart(leader).await;
-        no_overlaps(&journal);
-    }
+    let (mut figures, _) = leader_series(&mut cluster, &regions, &journal, rounds, kill_leader).await;
     figures.sort();
     let ms: Vec<u128> = figures.iter().map(|d| d.as_millis()).collect();
     eprintln!(
