@@ -8,6 +8,19 @@
 //! runs on two live regions; homeless shards get a home in bounded time;
 //! once the faults stop, every shard ever requested has a home.
 //!
+//! The node's wall clock steps now and then, both ways: forward by a second
+//! to an hour (an NTP step, a clock that ran an hour ahead), back by a
+//! second to ten minutes. The simulation takes the coordinator's time and
+//! the placement stamps as the driver does, through the driver's own
+//! `clock::coordinator_time` and `clock::StampSequence`, over
+//! `clock::ManualClocks` (a restart anchors new clocks at the wall clock,
+//! as a starting node does). What a wall step could break is checked too:
+//! no region is removed for silence while the coordinator heard from it
+//! within the removal timeout; a silent region is removed within that
+//! timeout of the last time the coordinator heard from it (or restarted),
+//! even after a step back; and every placement write wins over the ones
+//! before it, even when the wall clock went back between them.
+//!
 //! `cargo xtask soak-sim --seeds N` runs `simulation_seeds` over N seeds on
 //! every core, resumably (see xtask's `soak_sim.rs`).
 
@@ -16,8 +29,10 @@ mod coordinator;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use shardalloc::coordinator::{
-    Change, Command, Config, Coordinator, Durable, Event, OperatorRequest, Registration, Stamp, ToRegion,
+    Change, Command, Config, Coordinator, Durable, Event, Observation, OperatorRequest, Registration, Reply, Stamp,
+    ToRegion,
 };
+use shardalloc::server::driver::clock::{self, Clocks, ManualClocks, StampSequence};
 use shardalloc::strategy::external::ExternalAllocation;
 use shardalloc::strategy::guarded::Guarded;
 use shardalloc::strategy::{AllocationStrategy, ClusterView, FaultKind, Info, StrategyError, builtin};
@@ -110,6 +125,10 @@ struct Region {
 
 /// How long a region waits for a home answer before asking again.
 const HOME_RETRY_MS: u64 = 2_000;
+/// The node's wall clock when the simulation starts (2026-01-01T00:00:00Z).
+const WALL_AT_START: u64 = 1_767_225_600_000;
+/// One simulation step, and the coordinator's tick.
+const STEP_MS: u64 = 100;
 
 impl Region {
     /// Its own clock's reading at true time `now`.
@@ -131,12 +150,47 @@ impl Region {
 #[derive(Clone)]
 enum Msg {
     ToRegion(String, ToRegion),
+    /// A region's event; its `now` is the node's time when it is handled
+    /// (`Sim::feed`), as the driver stamps region messages.
     ToCoordinator(String, Event),
+}
+
+/// `event` at the coordinator's time `now`.
+fn at(mut event: Event, now: u64) -> Event {
+    match &mut event {
+        Event::Register { now: t, .. }
+        | Event::Heartbeat { now: t, .. }
+        | Event::Leave { now: t, .. }
+        | Event::GetShardHome { now: t, .. }
+        | Event::BeginHandOffAck { now: t, .. }
+        | Event::ShardStopped { now: t, .. }
+        | Event::Tick { now: t }
+        | Event::Persisted { now: t, .. }
+        | Event::Operator { now: t, .. } => *t = now,
+    }
+    event
 }
 
 struct Sim {
     rng: Rng,
+    /// True time: the network's, the regions' (each through its drift) and
+    /// the checks'.
     now: u64,
+    /// The node's clocks: the coordinator's time is read from them as the
+    /// driver reads it (`clock::coordinator_time`); their wall clock steps.
+    clocks: ManualClocks,
+    /// The placement writes' stamps, as the driver makes them.
+    stamps: StampSequence,
+    /// The shard of the last placement write: the next one rewrites it half
+    /// the time (an operator correcting a write), so writes to one shard
+    /// often fall on both sides of a wall step.
+    last_written: Option<String>,
+    /// When (true time) the coordinator last renewed each region's
+    /// liveness: a heartbeat of its registered incarnation, or a
+    /// registration it accepted.
+    contact: BTreeMap<String, u64>,
+    /// When (true time) the coordinator last started.
+    restarted: u64,
     config: Config,
     c: Coordinator,
     store: Durable,
@@ -164,7 +218,10 @@ struct Sim {
 impl Sim {
     fn new(seed: u64, loss: u64, regions: usize, shards: u64) -> Self {
         let config = Config::default();
-        let c = Coordinator::new(config.clone(), flaky(seed)).unwrap();
+        let clocks = ManualClocks::anchored_at(WALL_AT_START);
+        let (c, _) =
+            Coordinator::recover(config.clone(), flaky(seed), Durable::default(), clock::coordinator_time(&clocks))
+                .unwrap();
         let mut drift = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
         let regions = (0..regions)
             .map(|i| (format!("r{i}"), Region { drift_ppm: drift.below(20_001) as i64 - 10_000, ..Region::default() }))
@@ -172,6 +229,11 @@ impl Sim {
         Sim {
             rng: Rng(seed.max(1)),
             now: 0,
+            clocks,
+            stamps: StampSequence::default(),
+            last_written: None,
+            contact: BTreeMap::new(),
+            restarted: 0,
             config,
             c,
             store: Durable::default(),
@@ -226,14 +288,84 @@ impl Sim {
                     self.persists.push_back((at, batch, changes));
                 }
                 Command::Send { to, message } => self.post(&to.clone(), true, Msg::ToRegion(to, message)),
+                Command::Observe(Observation::RegionRemoved { address, why: "heartbeat timeout", .. }) => {
+                    // Removed for silence only when silent for the removal
+                    // timeout, on the coordinator's clock as on true time.
+                    let heard = self.heard_from(&address);
+                    assert!(
+                        self.now - heard >= self.config.removal_ms(),
+                        "t={}: {address} removed for silence, but the coordinator heard from it at t={heard} \
+                         (wall clock {} ms off)",
+                        self.now,
+                        self.clocks.wall() as i64 - clock::coordinator_time(&self.clocks) as i64
+                    );
+                }
+                Command::Reply { reply: Reply::PlacementsWritten { stale, .. }, .. } => {
+                    assert!(stale.is_empty(), "t={}: placement writes lost to earlier ones: {stale:?}", self.now);
+                }
                 Command::Reply { .. } | Command::Observe(_) => {}
             }
         }
     }
 
+    /// When (true time) the coordinator last renewed `address`'s liveness,
+    /// or started.
+    fn heard_from(&self, address: &str) -> u64 {
+        self.contact.get(address).copied().unwrap_or(0).max(self.restarted)
+    }
+
+    /// Hands `event` to the coordinator at the node's time, as the driver
+    /// does, and runs what comes out.
     fn feed(&mut self, event: Event) {
+        let event = at(event, clock::coordinator_time(&self.clocks));
+        let registered = |address: &str| self.c.durable().regions.get(address).map(|r| r.incarnation);
+        let renewed = match &event {
+            Event::Heartbeat { address, incarnation, .. } => {
+                (registered(address) == Some(*incarnation)).then(|| address.clone())
+            }
+            Event::Register { registration: r, .. } => {
+                registered(&r.address).is_none_or(|i| r.incarnation >= i).then(|| r.address.clone())
+            }
+            _ => None,
+        };
+        if let Some(address) = renewed {
+            self.contact.insert(address, self.now);
+        }
         let out = self.c.handle(event);
         self.run(out);
+    }
+
+    /// Writes a placement (`target`) or removes it (`None`) with the next
+    /// stamp, as the driver does; the write must win.
+    fn write_placement(&mut self, shard: String, target: Option<String>) {
+        let stamp = Stamp::new(self.stamps.stamp(), "sim");
+        let op = match &target {
+            Some(target) => OperatorRequest::SetPlacements {
+                placements: vec![(shard.clone(), target.clone())],
+                stamp: stamp.clone(),
+            },
+            None => OperatorRequest::RemovePlacements { shards: vec![shard.clone()], stamp: stamp.clone() },
+        };
+        self.feed(Event::Operator { now: self.now, request: 0, op });
+        let entry = &self.c.durable().placements[&shard];
+        assert!(
+            entry.target == target && entry.stamp == stamp,
+            "t={}: the last placement write of {shard} ({target:?}, {stamp:?}) lost to {entry:?}",
+            self.now
+        );
+        self.last_written = Some(shard);
+    }
+
+    /// The node's wall clock steps, as NTP or an operator steps it: forward
+    /// by a second to an hour, or back by a second to ten minutes.
+    fn step_wall(&mut self) {
+        let (forward, most) = if self.rng.chance(500) {
+            (true, [10_000, 60_000, 600_000, 3_600_000][self.rng.below(4) as usize])
+        } else {
+            (false, [10_000, 60_000, 600_000][self.rng.below(3) as usize])
+        };
+        let ms = (1_000 + self.rng.below(most - 999)) as i64;
+        self.clocks.step_wall(if forward { ms } else { -ms });
     }
 
     fn region_send(&mut self, address: &str, event: Event) {
@@ -317,8 +449,14 @@ impl Sim {
         // Unfinished persists are lost; sessions break.
         self.persists.clear();
         self.net.clear();
+        // The node starts again as the driver loads: new clocks anchored at
+        // the wall clock (stepped or not), stamps past every stored one.
+        self.clocks = ManualClocks::anchored_at(self.clocks.wall());
+        self.stamps = StampSequence::after(self.store.placements.values().map(|e| e.stamp.timestamp));
+        self.restarted = self.now;
+        let now = clock::coordinator_time(&self.clocks);
         let (c, out) =
-            Coordinator::recover(self.config.clone(), flaky(self.rng.next()), self.store.clone(), self.now).unwrap();
+            Coordinator::recover(self.config.clone(), flaky(self.rng.next()), self.store.clone(), now).unwrap();
         self.c = c;
         self.run(out);
     }
@@ -352,14 +490,12 @@ impl Sim {
             };
             self.feed(Event::Operator { now: self.now, request: 0, op });
         } else if roll < 338 {
-            let shard = format!("s{}", self.rng.below(self.shards));
-            let stamp = Stamp::new(self.now, "sim");
-            let op = if self.rng.chance(700) {
-                OperatorRequest::SetPlacements { placements: vec![(shard, pick.clone())], stamp }
-            } else {
-                OperatorRequest::RemovePlacements { shards: vec![shard], stamp }
+            let shard = match self.last_written.clone() {
+                Some(shard) if self.rng.chance(500) => shard,
+                _ => format!("s{}", self.rng.below(self.shards)),
             };
-            self.feed(Event::Operator { now: self.now, request: 0, op });
+            let target = self.rng.chance(700).then_some(pick);
+            self.write_placement(shard, target);
         } else if roll < 340 {
             let shard = format!("s{}", self.rng.below(self.shards));
             let op = OperatorRequest::RebalanceNow { shards: vec![shard], immediate: self.rng.chance(500) };
@@ -370,11 +506,14 @@ impl Sim {
             // A network split: a third of the regions lose the coordinator for 5–30 s.
             let cut: BTreeSet<String> = names.iter().filter(|_| self.rng.chance(333)).cloned().collect();
             self.split = (cut, self.now + 5_000 + self.rng.below(25_000));
+        } else if roll < 346 {
+            self.step_wall();
         }
     }
 
     fn step(&mut self, churn: bool) {
-        self.now += 100;
+        self.now += STEP_MS;
+        self.clocks.advance(STEP_MS);
         let now = self.now;
         // Leases first: a region that cannot renew stops its shards.
         for r in self.regions.values_mut() {
@@ -494,6 +633,16 @@ impl Sim {
             } else {
                 assert!(now - *since <= bound, "t={now}: shard {shard} homeless since {since}");
             }
+        }
+        // A silent region is removed within the removal timeout (and the
+        // tick after it), whatever the wall clock did meanwhile.
+        for address in self.c.durable().regions.keys() {
+            let heard = self.heard_from(address);
+            assert!(
+                now - heard <= self.config.removal_ms() + STEP_MS,
+                "t={now}: {address} still registered, silent since t={heard} (wall clock {} ms off)",
+                self.clocks.wall() as i64 - clock::coordinator_time(&self.clocks) as i64
+            );
         }
     }
 }

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::catalog::{CatalogSettings, TypeCatalog};
+use super::clock::StampSequence;
 use super::sessions::Sessions;
 use super::{Driver, DriverError, DriverSettings};
 use crate::coordinator::Millis;
@@ -50,13 +51,9 @@ impl Driver {
         };
         let catalog = TypeCatalog::new(engine, store.clone(), metrics.clone(), catalog_settings, loaded.components);
         // Placement writes are ordered after every one the store holds.
-        let last_stamp = loaded
-            .types
-            .values()
-            .flat_map(|t| t.durable.placements.values())
-            .map(|entry| entry.stamp.timestamp)
-            .max()
-            .unwrap_or(0);
+        let stamps = StampSequence::after(
+            loaded.types.values().flat_map(|t| t.durable.placements.values()).map(|entry| entry.stamp.timestamp),
+        );
         let mut driver = Driver {
             catalog,
             sessions: Sessions::default(),
@@ -81,7 +78,7 @@ impl Driver {
             now,
             next_tick: now,
             next_gauges: now,
-            last_stamp,
+            stamps,
         };
         for (name, loaded_type) in loaded.types {
             let strategy = loaded_type.record.as_ref().map(|r| r.strategy.to_string()).unwrap_or_default();

@@ -209,7 +209,7 @@ pub struct Driver {
     now: Millis,
     next_tick: Millis,
     next_gauges: Millis,
-    last_stamp: u64,
+    stamps: clock::StampSequence,
 }
 
 impl Driver {
@@ -294,16 +294,11 @@ impl Driver {
         }));
     }
 
-    /// A timestamp for a placement write made by this node: the turn's time,
-    /// but strictly greater than the previous one, so two writes in one
-    /// millisecond (a set then a remove) are ordered as they were made.
-    /// The next placement write's order: one past every stamp the store
-    /// holds (read at load) and every one written since. Commit order, never
-    /// a clock: a write made under a clock an hour ahead does not outrank
-    /// the writes after it.
+    /// The next placement write's order (`clock::StampSequence`): one past
+    /// every stamp the store holds (read at load) and every one written
+    /// since. Commit order, never a clock.
     fn stamp_time(&mut self) -> u64 {
-        self.last_stamp += 1;
-        self.last_stamp
+        self.stamps.stamp()
     }
 
     /// Remembers a decision event of this turn, published after its commit.

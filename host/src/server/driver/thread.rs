@@ -1,13 +1,13 @@
 //! The driver's thread: it waits for inputs or the next tick and calls
-//! [`Driver::step`] with the monotonic clock (`clock.rs`), until a shutdown
-//! or a store failure.
+//! [`Driver::step`] with the coordinators' time (`clock::coordinator_time`:
+//! the monotonic clock), until a shutdown or a store failure.
 
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::clock::Clocks;
+use super::clock::{Clocks, coordinator_time};
 use super::handle::ADMIN_QUEUE;
 use super::progress::Progress;
 use super::request::AdminRequest;
@@ -39,7 +39,7 @@ impl Driver {
             .expect("a current-thread runtime for the driver's waits");
         loop {
             progress.stamp();
-            let wait = self.until_tick(clocks.monotonic());
+            let wait = self.until_tick(coordinator_time(clocks));
             let mut inputs = Vec::new();
             let first = runtime.block_on(async {
                 tokio::select! {
@@ -69,7 +69,7 @@ impl Driver {
                 taken += 1;
             }
             heartbeats_first(&mut inputs);
-            if self.step(inputs, clocks.monotonic())? == Flow::Stop {
+            if self.step(inputs, coordinator_time(clocks))? == Flow::Stop {
                 return self.shut_down();
             }
         }
@@ -94,7 +94,7 @@ pub fn start(
     metrics: Arc<Metrics>,
 ) -> Result<(DriverHandle, std::thread::JoinHandle<Result<(), DriverError>>), DriverError> {
     let clocks = settings.clocks.clone();
-    let driver = Driver::load(store, engine, settings, metrics, clocks.monotonic())?;
+    let driver = Driver::load(store, engine, settings, metrics, coordinator_time(&*clocks))?;
     let (tx, rx) = mpsc::channel(INPUT_QUEUE);
     let (admin_tx, admin) = mpsc::channel(ADMIN_QUEUE);
     let stopped = CancellationToken::new();
