@@ -237,9 +237,29 @@ impl AdminClient {
         self.call_url(Method::DELETE, url, Body::None).await.map(|_| ())
     }
 
-    /// `GET /v1/cluster/shards/{type}`: a type's regions, hand-offs, placements and strategy.
+    /// `GET /v1/cluster/shards/{type}`, every page: a type's regions (with
+    /// their shard counts), hand-offs in flight and strategy as the first
+    /// page answered them, and every shard with a home, by shard id, from
+    /// all the pages (`next` is `None`). Pages are read one after another:
+    /// each shard is where it was when its page was read, and a shard homed
+    /// meanwhile behind the cursor is missing. [`AdminClient::type_state_page`]
+    /// reads one page.
     pub async fn type_state(&self, entity_type: &str) -> Result<TypeState, AdminError> {
-        self.get(&["v1", "cluster", "shards", entity_type]).await
+        self.all_pages(&["v1", "cluster", "shards", entity_type]).await
+    }
+
+    /// `GET /v1/cluster/shards/{type}?limit=&after=`: one page of the type's
+    /// shards with a home (the first `limit` after the cursor `after`; the
+    /// node's default page size when `limit` is `None`), with its regions,
+    /// hand-offs in flight and strategy. Pass its `next` as `after` for the
+    /// page that follows.
+    pub async fn type_state_page(
+        &self,
+        entity_type: &str,
+        after: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<TypeState, AdminError> {
+        self.page(&["v1", "cluster", "shards", entity_type], after, limit).await
     }
 
     /// `GET /v1/cluster/shards/{type}/snapshot`: the type's full state as JSON.

@@ -472,26 +472,28 @@ pub struct TypeSummary {
     pub strategy: String,
 }
 
-/// `GET /v1/cluster/shards/{type}`.
+/// `GET /v1/cluster/shards/{type}`: one page of the type's shards with a
+/// home (`?limit=`, `?after=`, as every list), with its regions, hand-offs
+/// in flight and active strategy on every page. Placements are paged at
+/// `…/placements`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TypeState {
     /// The type.
     pub name: String,
-    /// Its regions with their shards, in join order.
+    /// Its regions, in join order, each with its count of shards.
     pub regions: Vec<RegionState>,
-    /// Hand-offs in flight.
+    /// Hand-offs in flight, all of them (at most the type's
+    /// `max-handoffs-in-flight`).
     pub hand_offs: Vec<HandOff>,
-    /// Live placements.
-    pub placements: Vec<Placement>,
-    /// Why each shard is where it is, for the shards not homed by the
-    /// strategy: a placement or the fallback. Every other shard with a home
-    /// is where the strategy put it.
-    #[serde(default)]
-    pub not_by_strategy: BTreeMap<String, HomeReason>,
     /// The active strategy.
     pub strategy: ActivationInfo,
+    /// A page of the shards with a home, by shard id: where each is and why.
+    pub shards: Vec<ShardHome>,
+    /// The cursor of the next page (`?after=`), `null` on the last.
+    #[serde(default)]
+    pub next: Option<String>,
 }
 
 /// A region of one type.
@@ -511,8 +513,22 @@ pub struct RegionState {
     pub proxy_only: bool,
     /// Its labels.
     pub labels: BTreeMap<String, String>,
-    /// Its shards, oldest first.
-    pub shards: Vec<String>,
+    /// How many shards it is home to (the shards themselves are paged in
+    /// [`TypeState::shards`]).
+    pub shard_count: usize,
+}
+
+/// A shard with a home, in a page of [`TypeState`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ShardHome {
+    /// The shard.
+    pub shard_id: String,
+    /// Its home region's address.
+    pub region: String,
+    /// Why it is there: the strategy, a placement or the fallback.
+    pub reason: HomeReason,
 }
 
 /// A hand-off in flight.

@@ -105,9 +105,10 @@ async fn state_survives(stop: Stop) {
     );
     let after_state = admin.type_state("cart").await.unwrap();
     let regions = |s: &shardalloc_client::api::TypeState| {
-        s.regions.iter().map(|r| (r.address.clone(), r.incarnation, r.shards.clone())).collect::<Vec<_>>()
+        s.regions.iter().map(|r| (r.address.clone(), r.incarnation, r.shard_count)).collect::<Vec<_>>()
     };
-    assert_eq!(regions(&after_state), regions(&type_state), "regions and their shards after the restart");
+    assert_eq!(regions(&after_state), regions(&type_state), "regions and their shard counts after the restart");
+    assert_eq!(after_state.shards, type_state.shards, "the shards, their homes and why, after the restart");
     wait_for("the region to be up again", Duration::from_secs(30), async || {
         let state = admin.type_state("cart").await.ok()?;
         state.regions.iter().any(|r| r.address == "r1" && r.status == "up").then_some(())

@@ -320,9 +320,9 @@ async fn soak() {
             let deadlines = metric_sum(&metrics, "shardalloc_fallbacks_total", "deadline");
             // Through a node that may be a follower whose leader just died:
             // the last figures stand until the next answer.
-            if let Ok(state) = fleet.admin(rng.below(u64::MAX)).type_state("cart").await {
+            if let Ok(state) = fleet.admin(rng.below(u64::MAX)).type_state_page("cart", None, Some(1)).await {
                 regions = state.regions.len();
-                homes = state.regions.iter().map(|r| r.shards.len()).sum();
+                homes = state.regions.iter().map(|r| r.shard_count).sum();
             }
             let (asked, answered, unanswered) = (
                 probes.asked.load(Ordering::Relaxed),

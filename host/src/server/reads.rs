@@ -1,9 +1,11 @@
 //! [`ExpensiveReads`]: how many reads that grow with a type's shards and
-//! placements (its whole state, its snapshot) may run at once. Each runs on
-//! a blocking thread and copies everything the type holds; eight at once
+//! placements (its snapshot, `GET …/snapshot`) may run at once. Each runs
+//! on a blocking thread and copies everything the type holds; eight at once
 //! at 1,000,000 placements once starved a two-core node into dropping
 //! regions. So: at most [`MAX_EXPENSIVE_READS`] at once; beyond, `429
-//! reads-busy` (with `Retry-After`, as every 429).
+//! reads-busy` (with `Retry-After`, as every 429). A type's state (`GET
+//! /v1/cluster/shards/{type}`) is not one of them: it comes a page of
+//! shards at a time, its regions and hand-offs from the live coordinator.
 
 use std::sync::Arc;
 
@@ -34,7 +36,7 @@ impl ExpensiveReads {
                 StatusCode::TOO_MANY_REQUESTS,
                 "reads-busy",
                 format!(
-                    "{MAX_EXPENSIVE_READS} reads of a whole type (state or snapshot) are under way; reading {what} \
+                    "{MAX_EXPENSIVE_READS} reads of a whole type (snapshots) are under way; reading {what} \
                      must wait: retry after the time Retry-After gives"
                 ),
             )

@@ -11,7 +11,8 @@
 //!    component records come and go with turns;
 //! 5. the activation history keeps the newest [`ACTIVATION_HISTORY`] per type;
 //! 6. one type loads alone as it loads with the others, and its live
-//!    placements come in pages, in shard order, tombstones skipped;
+//!    placements come in pages, in shard order, tombstones skipped, and
+//!    so do its homes;
 //! 7. a removed type is gone with all its state, and one declared anew
 //!    under its name starts empty;
 //! 8. after a restart (dropping the store and opening it again) everything
@@ -23,7 +24,7 @@ use super::{
     ACTIVATION_HISTORY, ActivationRecord, ComponentRecord, Revision, SCHEMA_VERSION, Store, StoreError, Turn,
     TypeRecord,
 };
-use crate::coordinator::{Command, Config, Coordinator, Event, OperatorRequest, Registration, Stamp, ToRegion};
+use crate::coordinator::{Command, Config, Coordinator, Event, Home, OperatorRequest, Registration, Stamp, ToRegion};
 use crate::strategy::builtin;
 use crate::strategy::external::ExternalAllocation;
 use crate::strategy::guarded::Guarded;
@@ -171,6 +172,23 @@ fn reads_of_one_type(store: &dyn Store) {
         after = Some(last);
     }
     assert_eq!(paged, live, "one type: the pages are not the live placements in order");
+
+    assert_eq!(store.homes("no-such-type", None, 10).expect("one type: homes"), None);
+    let homes: Vec<(String, Home)> =
+        all.types["cart"].durable.homes.iter().map(|(s, h)| (s.clone(), h.clone())).collect();
+    assert!(homes.len() > 7, "one type: the scenario left too few homes to page");
+    let mut paged = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = store.homes("cart", after.as_deref(), 4).expect("one type: homes").expect("cart");
+        assert!(page.len() <= 4, "one type: a page of homes larger than its limit");
+        let Some((last, _)) = page.last().cloned() else { break };
+        paged.extend(page);
+        after = Some(last);
+    }
+    assert_eq!(paged, homes, "one type: the pages are not the homes in shard order");
+    let none = store.homes("fenced-a", None, 10).expect("one type: homes");
+    assert_eq!(none, Some(Vec::new()), "one type: a declared type without homes has an empty page");
 }
 
 fn type_removal(store: &dyn Store, revision: Revision) -> Revision {

@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use crate::coordinator::Home;
+
 use super::{
     ACTIVATION_HISTORY, ComponentRecord, Loaded, LoadedType, Revision, SCHEMA_VERSION, Store, StoreError, Turn,
 };
@@ -73,6 +75,25 @@ impl Store for MemoryStore {
             .range::<str, _>((start, Bound::Unbounded))
             .filter_map(|(shard, entry)| entry.target.as_ref().map(|t| (shard.clone(), t.clone())))
             .take(limit)
+            .collect();
+        Ok(Some(page))
+    }
+
+    fn homes(
+        &self,
+        entity_type: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Option<Vec<(String, Home)>>, StoreError> {
+        let state = self.state();
+        let Some(loaded) = state.loaded.types.get(entity_type) else { return Ok(None) };
+        let start = after.map_or(Bound::Unbounded, Bound::Excluded);
+        let page = loaded
+            .durable
+            .homes
+            .range::<str, _>((start, Bound::Unbounded))
+            .take(limit)
+            .map(|(shard, home)| (shard.clone(), home.clone()))
             .collect();
         Ok(Some(page))
     }

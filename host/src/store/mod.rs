@@ -54,7 +54,7 @@ use std::sync::Arc;
 pub use self::etcd::{EtcdConfig, EtcdStore};
 pub use self::memory::MemoryStore;
 pub use self::redb::RedbStore;
-use crate::coordinator::{Change, Durable};
+use crate::coordinator::{Change, Durable, Home};
 use crate::strategy::{ActivationCause, StrategySource};
 
 /// The schema this build writes and reads.
@@ -271,6 +271,17 @@ pub trait Store: Send + Sync {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Option<Vec<(String, String)>>, StoreError>;
+
+    /// A page of a type's homes (shard, home), in shard order, the first
+    /// `limit` after shard `after`; `None` when the store has no such type.
+    /// Only the page is read, never the whole type: `GET
+    /// /v1/cluster/shards/{type}` serves its pages from here.
+    fn homes(
+        &self,
+        entity_type: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Option<Vec<(String, Home)>>, StoreError>;
 
     /// Writes a turn atomically, if the store is still at `based_on`;
     /// returns the new revision.

@@ -610,6 +610,43 @@ impl Store for RedbStore {
         Ok(Some(page))
     }
 
+    fn homes(
+        &self,
+        entity_type: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Option<Vec<(String, Home)>>, StoreError> {
+        let txn = self.db.begin_read().map_err(db)?;
+        if txn.open_table(TYPES).map_err(db)?.get(entity_type).map_err(db)?.is_none() {
+            return Ok(None);
+        }
+        let next = format!("{entity_type}\0");
+        let end = Bound::Excluded((next.as_str(), ""));
+        // A home whose region is gone went with it (as in `read_types`).
+        let mut regions = std::collections::BTreeSet::new();
+        let region_rows = txn.open_table(REGIONS).map_err(db)?;
+        for entry in region_rows.range::<(&str, &str)>((Bound::Included((entity_type, "")), end)).map_err(db)? {
+            regions.insert(entry.map_err(db)?.0.value().1.to_owned());
+        }
+        let table = txn.open_table(HOMES).map_err(db)?;
+        let start = match after {
+            Some(after) => Bound::Excluded((entity_type, after)),
+            None => Bound::Included((entity_type, "")),
+        };
+        let mut page = Vec::new();
+        for entry in table.range::<(&str, &str)>((start, end)).map_err(db)? {
+            if page.len() >= limit {
+                break;
+            }
+            let (key, value) = entry.map_err(db)?;
+            let row: HomeRow = decode("homes", value.value())?;
+            if regions.contains(&*row.home.region) {
+                page.push((key.value().1.to_owned(), row.home));
+            }
+        }
+        Ok(Some(page))
+    }
+
     fn commit(&self, based_on: Revision, turn: &Turn) -> Result<Revision, StoreError> {
         self.preloaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
         let txn = self.db.begin_write().map_err(db)?;

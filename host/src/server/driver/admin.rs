@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 
 use std::ops::Bound;
 
-use shardalloc_client::api::{HomeReason, RegionSummary, ShardState, StoredStrategy, StrategyState, TypeSummary};
+use shardalloc_client::api::{
+    HandOff, HomeReason, RegionState, RegionSummary, ShardState, StoredStrategy, StrategyState, TypeSummary,
+};
 
 use super::catalog::activation_record;
 use super::request::{AdminRequest, Operation, Page, Refusal, TypeLive, activation_info};
@@ -146,12 +148,31 @@ impl Driver {
         let entry = self.catalog.get_mut(name)?;
         let regions = entry.coordinator.snapshot_regions();
         let entry = self.catalog.get(name)?;
-        let statuses = regions.iter().map(|r| (r.address.clone(), entry.region_status(&r.address))).collect();
+        let durable = entry.coordinator.durable();
+        let mut records: Vec<&crate::coordinator::RegionRecord> = durable.regions.values().collect();
+        records.sort_by_key(|r| r.join_order);
+        let states = records
+            .into_iter()
+            .map(|r| RegionState {
+                address: r.address.clone(),
+                incarnation: r.incarnation,
+                status: entry.region_status(&r.address),
+                draining: r.draining,
+                proxy_only: r.proxy_only,
+                labels: r.labels.clone(),
+                shard_count: r.shards.len(),
+            })
+            .collect();
+        let hand_offs = durable
+            .handoffs
+            .iter()
+            .map(|(shard, from)| HandOff { shard_id: shard.clone(), from: from.clone() })
+            .collect();
         let strategy = match entry.activations.last() {
             Some(last) => activation_info(last),
             None => activation_info(&activation_record(&entry.slot.active(), &entry.record.strategy)),
         };
-        Ok(TypeLive { regions, statuses, strategy })
+        Ok(TypeLive { regions, states, hand_offs, strategy })
     }
 
     fn shard(&self, name: &str, shard: String) -> Result<ShardState, Refusal> {

@@ -78,8 +78,12 @@ impl Page {
 pub struct TypeLive {
     /// Its regions as a snapshot lists them, without their shards.
     pub regions: Vec<shardalloc_guest::SnapshotRegion>,
-    /// Each region's status.
-    pub statuses: std::collections::BTreeMap<String, shardalloc_client::api::RegionStatus>,
+    /// Its regions in join order, each with its status and its count of
+    /// shards (not the shards: O(regions)).
+    pub states: Vec<shardalloc_client::api::RegionState>,
+    /// Its hand-offs in flight, by shard: bounded by the coordinator's
+    /// `max_handoffs_in_flight`.
+    pub hand_offs: Vec<shardalloc_client::api::HandOff>,
     /// The active strategy.
     pub strategy: ActivationInfo,
 }

@@ -1,20 +1,18 @@
-//! Entity types: the list, a type's state and snapshot (built from the
-//! store off the driver thread), deletion, its signal, and where one of
-//! its shards is and why.
+//! Entity types: the list, a type's state (its regions and a page of its
+//! shards) and snapshot (both built from the store off the driver thread),
+//! deletion, its signal, and where one of its shards is and why.
 
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use serde_json::Value;
-use shardalloc_client::api::{
-    HandOff, HomeReason, Placement, RegionState, RegionStatus, ShardId, ShardState, TypeState, Types,
-};
+use shardalloc_client::api::{HomeReason, ShardHome, ShardId, ShardState, TypeState, Types};
 use shardalloc_guest::Snapshot;
 
 use super::paging::{PageQuery, Paging, split};
 use super::{blocking, shard_id};
-use crate::coordinator::{RegionRecord, Reply, complete_snapshot};
+use crate::coordinator::{Reply, complete_snapshot};
 use crate::server::AppState;
 use crate::server::api_error::ApiError;
 use crate::server::body::{JsonBody, Params};
@@ -55,50 +53,55 @@ pub(crate) async fn read_type(state: &AppState, name: String) -> Result<(TypeLiv
     Ok((live, stored))
 }
 
-/// An entity type's state
+/// An entity type's state, a page of its shards at a time
+///
+/// Every page carries the type's regions (in join order, each with its
+/// `shardCount`), its hand-offs in flight (all of them: at most the type's
+/// `max-handoffs-in-flight`, 100 by default) and its active strategy, all
+/// from the live coordinator at a cost per region; and one page of its
+/// shards with a home, by shard id, each with its region and why it is
+/// there, read from the store (only the page) on a blocking thread. Nothing
+/// here grows with the type's shards beyond the page, so these reads are
+/// not counted among the reads of a whole type (`reads-busy`). Placements
+/// are paged at `…/placements`; a whole type at once is `…/snapshot`.
 #[utoipa::path(
     get, path = "/v1/cluster/shards/{type}", operation_id = "getType", tag = "types",
-    params(("type" = String, Path, description = "The entity type.")),
+    params(("type" = String, Path, description = "The entity type."), PageQuery),
     responses(
-        (status = 200, description = "Regions with their shards, hand-offs in flight, placements and the active strategy.", body = TypeState),
+        (status = 200, description = "Regions with their shard counts, hand-offs in flight, the active strategy, and a page of the shards with a home (their region and why), by shard id.", body = TypeState),
+        (status = 400, response = BadRequest),
         (status = 401, response = Unauthorized),
-        (status = 429, description = "Too many reads of a whole type at once (`reads-busy`): retry after `Retry-After`.", body = shardalloc_client::api::ErrorBody),
         (status = 404, response = UnknownType),
         (status = 503, response = Unavailable),
     ),
 )]
-pub async fn get(State(state): State<AppState>, Params(name): Params<String>) -> Result<Json<TypeState>, ApiError> {
-    let _read = state.reads.start(&name)?;
-    let (live, stored) = read_type(&state, name.clone()).await?;
-    let durable = stored.durable;
-    let mut records: Vec<&RegionRecord> = durable.regions.values().collect();
-    records.sort_by_key(|r| r.join_order);
-    let regions = records
+pub async fn get(
+    State(state): State<AppState>,
+    Params(name): Params<String>,
+    Paging(page): Paging,
+) -> Result<Json<TypeState>, ApiError> {
+    let type_name = name.clone();
+    let live = state.driver.ask(|reply| AdminRequest::TypeLive { name: type_name, reply }).await??;
+    let store = state.store.clone();
+    let (limit, fetch, type_name) = (page.limit, page.fetch(), name.clone());
+    let found = blocking(move || store.homes(&type_name, page.after.as_deref(), fetch).map(|h| h.ok_or(type_name)))
+        .await?
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "store", e.to_string()))?
+        .map_err(|name| ApiError::from(Refusal::UnknownType(name)))?;
+    let shards: Vec<ShardHome> = found
         .into_iter()
-        .map(|r| RegionState {
-            address: r.address.clone(),
-            incarnation: r.incarnation,
-            status: live.statuses.get(&r.address).copied().unwrap_or(RegionStatus::Up),
-            draining: r.draining,
-            proxy_only: r.proxy_only,
-            labels: r.labels.clone(),
-            shards: r.shards.clone(),
+        .map(|(shard, home)| ShardHome {
+            shard_id: shard,
+            region: home.region.to_string(),
+            reason: match &*home.reason {
+                AllocationReason::Strategy { .. } => HomeReason::Strategy,
+                AllocationReason::Placement => HomeReason::Placement,
+                AllocationReason::Fallback(_) => HomeReason::Fallback,
+            },
         })
         .collect();
-    let hand_offs =
-        durable.handoffs.iter().map(|(shard, from)| HandOff { shard_id: shard.clone(), from: from.clone() }).collect();
-    let placements =
-        durable.live_placements().map(|(s, t)| Placement { shard_id: ShardId(s.clone()), target: t.clone() }).collect();
-    let not_by_strategy = durable
-        .homes
-        .iter()
-        .filter_map(|(shard, home)| match &*home.reason {
-            AllocationReason::Strategy { .. } => None,
-            AllocationReason::Placement => Some((shard.clone(), HomeReason::Placement)),
-            AllocationReason::Fallback(_) => Some((shard.clone(), HomeReason::Fallback)),
-        })
-        .collect();
-    Ok(Json(TypeState { name, regions, hand_offs, placements, not_by_strategy, strategy: live.strategy }))
+    let (shards, next) = split(shards, limit, |s| &s.shard_id);
+    Ok(Json(TypeState { name, regions: live.states, hand_offs: live.hand_offs, strategy: live.strategy, shards, next }))
 }
 
 /// A type's state as a strategy snapshot, built off the driver thread.

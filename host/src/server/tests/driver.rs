@@ -142,6 +142,14 @@ impl Store for FailingStore {
     ) -> Result<Option<Vec<(String, String)>>, StoreError> {
         self.inner.placements(t, after, limit)
     }
+    fn homes(
+        &self,
+        t: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Option<Vec<(String, crate::coordinator::Home)>>, StoreError> {
+        self.inner.homes(t, after, limit)
+    }
     fn commit(&self, based_on: Revision, turn: &Turn) -> Result<Revision, StoreError> {
         if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(StoreError::Backend { backend: "test", source: "the disk is gone".into() });

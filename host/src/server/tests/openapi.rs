@@ -110,6 +110,7 @@ async fn body_schemas_are_the_bodies_the_node_sends() {
     let (_, state) = node.request(Method::GET, "/v1/cluster/shards/cart", None).await;
     assert_eq!(keys(&state), properties(&document, "TypeState"));
     assert_eq!(keys(&state["regions"][0]), properties(&document, "RegionState"));
+    assert_eq!(keys(&state["shards"][0]), properties(&document, "ShardHome"));
     assert_eq!(keys(&state["strategy"]), properties(&document, "ActivationInfo"));
     let (_, strategy) = node.request(Method::GET, "/v1/cluster/shards/cart/strategy", None).await;
     assert_eq!(keys(&strategy), properties(&document, "StrategyState"));

@@ -473,7 +473,9 @@ async fn types_regions_shards_and_drain_answer_their_shapes() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(state["regions"][0]["address"], "a", "{state}");
     assert_eq!(state["regions"][0]["status"], "up", "{state}");
-    assert_eq!(state["regions"][0]["shards"], json!(["7"]), "{state}");
+    assert_eq!(state["regions"][0]["shardCount"], 1, "{state}");
+    assert_eq!(state["shards"], json!([{"shardId": "7", "region": "a", "reason": "strategy"}]), "{state}");
+    assert_eq!((&state["handOffs"], &state["next"]), (&json!([]), &Value::Null), "{state}");
     assert_eq!(state["strategy"]["cause"], "initial", "{state}");
     assert_eq!(state["strategy"]["digest"], "least-shard", "{state}");
 

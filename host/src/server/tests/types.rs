@@ -180,12 +180,94 @@ async fn reads_of_a_whole_type_past_the_limit_get_429_with_retry_after() {
     let held: Vec<_> = (0..crate::server::reads::MAX_EXPENSIVE_READS)
         .map(|_| node.node().state.reads.start("cart").expect("a permit"))
         .collect();
-    for path in ["/v1/cluster/shards/cart", "/v1/cluster/shards/cart/snapshot"] {
-        let response = node.open(path, &[]).await;
-        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS, "{path}");
-        assert!(response.headers().contains_key("retry-after"), "{path}: no Retry-After");
-    }
+    let path = "/v1/cluster/shards/cart/snapshot";
+    let response = node.open(path, &[]).await;
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS, "{path}");
+    assert!(response.headers().contains_key("retry-after"), "{path}: no Retry-After");
+    // The type's state comes a page at a time: not a read of the whole type.
+    let (status, state) = node.request(Method::GET, "/v1/cluster/shards/cart", None).await;
+    assert_eq!(status, StatusCode::OK, "{state}");
     drop(held);
     let (status, _) = node.request(Method::GET, "/v1/cluster/shards/cart/snapshot", None).await;
     assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_types_shards_come_in_pages_with_their_region_and_reason() {
+    // The fake regions send no heartbeats: on a slow machine they must not
+    // be removed (their shards moved) while the test reads.
+    let mut settings = settings_with(&["cart"]);
+    settings.coordinator.unreachable_after_ms = 600_000;
+    settings.coordinator.remove_after_ms = 600_000;
+    settings.coordinator.handoff_ack_timeout_ms = 600_000;
+    settings.coordinator.handoff_timeout_ms = 600_000;
+    settings.coordinator.rebalance_interval_ms = 600_000;
+    let node = TestNode::with(settings, Security::default());
+    let mut a = node.region("cart", "a").await;
+    let _b = node.region("cart", "b").await;
+    let pinned = r#"{"shardId":"s05","target":"b"}"#;
+    let (status, _) = node.request(Method::POST, "/v1/cluster/shards/cart/placements", Some(pinned)).await;
+    assert_eq!(status, StatusCode::OK);
+    let mut expected = std::collections::BTreeMap::new();
+    for i in 0..7 {
+        let shard = format!("s{i:02}");
+        let home = a.home(&shard).await;
+        let reason = if shard == "s05" { "placement" } else { "strategy" };
+        expected.insert(shard, json!({"region": home, "reason": reason}));
+    }
+    assert_eq!(expected["s05"]["region"], "b");
+    // A hand-off the regions never answer stays in flight, on every page.
+    let move_one = r#"{"shardIds":["s00"],"immediate":true}"#;
+    let (status, moved) = node.request(Method::POST, "/v1/cluster/shards/cart/rebalance", Some(move_one)).await;
+    assert_eq!((status, &moved["accepted"]), (StatusCode::ACCEPTED, &json!(["s00"])), "{moved}");
+
+    let mut seen = std::collections::BTreeMap::new();
+    let mut path = "/v1/cluster/shards/cart?limit=2".to_owned();
+    let mut pages = 0;
+    loop {
+        let (status, page) = node.request(Method::GET, &path, None).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        pages += 1;
+        assert_eq!(page["name"], "cart", "{page}");
+        assert!(page["strategy"]["name"].is_string(), "{page}");
+        let from = &expected["s00"]["region"];
+        assert_eq!(page["handOffs"], json!([{"shardId": "s00", "from": from}]), "{page}");
+        let counts: Vec<(&str, u64)> = page["regions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r["address"].as_str().unwrap(), r["shardCount"].as_u64().unwrap()))
+            .collect();
+        let on = |region: &str| expected.values().filter(|home| home["region"] == region).count() as u64;
+        assert_eq!(counts, [("a", on("a")), ("b", on("b"))], "{page}");
+        assert!(page["regions"][0].get("shards").is_none(), "no shard lists in regions: {page}");
+        let shards = page["shards"].as_array().unwrap();
+        assert!(shards.len() <= 2, "{page}");
+        for shard in shards {
+            let id = shard["shardId"].as_str().unwrap().to_owned();
+            let home = json!({"region": shard["region"], "reason": shard["reason"]});
+            assert!(seen.insert(id.clone(), home).is_none(), "{id} on two pages");
+        }
+        match page["next"].as_str() {
+            Some(next) => path = format!("/v1/cluster/shards/cart?limit=2&after={next}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen, expected, "every shard exactly once, with its region and why");
+    assert_eq!(pages, 4, "7 shards in pages of 2, the last without next");
+
+    let bad = node.request(Method::GET, "/v1/cluster/shards/cart?after=zz", None).await;
+    assert_eq!(assert_error("a bad cursor", &bad, StatusCode::BAD_REQUEST), "invalid-cursor");
+    let unknown = node.request(Method::GET, "/v1/cluster/shards/nope?limit=2", None).await;
+    assert_eq!(assert_error("an unknown type", &unknown, StatusCode::NOT_FOUND), "unknown-type");
+
+    // The admin client reads one page, or follows every page.
+    let admin = shardalloc_client::admin::AdminClient::new(&node.serve().await, None).unwrap();
+    let first = admin.type_state_page("cart", None, Some(3)).await.unwrap();
+    assert_eq!(first.shards.len(), 3);
+    assert!(first.next.is_some());
+    let all = admin.type_state("cart").await.unwrap();
+    assert_eq!(all.shards.len(), 7);
+    assert_eq!(all.next, None);
+    assert_eq!(all.shards.iter().filter(|s| s.reason == "placement").count(), 1, "{all:?}");
 }

@@ -12,8 +12,8 @@
 //! | --- | --- |
 //! | `index.html` | the layout: types, login, map, shard story, actions, charts, the confirmation dialog |
 //! | `style.css` | the colours of reasons and states |
-//! | `app.js` | start-up: login, the type chosen by `?type=`, REST first view, then the stream |
-//! | `api.js` | calls with the token; errors as the node words them |
+//! | `app.js` | start-up: login, the type chosen by `?type=`, REST first view (every page of the type's shards and placements), then the stream |
+//! | `api.js` | calls with the token, lists read page by page; errors as the node words them |
 //! | `stream.js` | the event stream over `fetch`, resumed with `Last-Event-ID` |
 //! | `model.js` | a type's state, kept from REST and events |
 //! | `map.js` | the shard map (per shard, or aggregated per region when too many) |

@@ -53,6 +53,7 @@ use shardalloc_etcd::{Client, ConnectOptions, KeyValue, TlsOptions, ops, pb};
 use self::bridge::Bridge;
 use self::keys::Keys;
 use super::{Loaded, LoadedType, MemoryStore, Revision, SCHEMA_VERSION, Store, StoreError, Turn};
+use crate::coordinator::Home;
 
 /// Every etcd request gives up after this long; the caller sees an error.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
@@ -348,6 +349,15 @@ impl Store for EtcdStore {
         limit: usize,
     ) -> Result<Option<Vec<(String, String)>>, StoreError> {
         self.inner.cache.placements(entity_type, after, limit)
+    }
+
+    fn homes(
+        &self,
+        entity_type: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Option<Vec<(String, Home)>>, StoreError> {
+        self.inner.cache.homes(entity_type, after, limit)
     }
 
     fn commit(&self, based_on: Revision, turn: &Turn) -> Result<Revision, StoreError> {

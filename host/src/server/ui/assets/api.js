@@ -73,6 +73,25 @@ export async function call(method, path, body, contentType = 'application/json')
 
 export const get = (path) => call('GET', path);
 
+// Items per page the dashboard asks for (the node allows up to 10,000):
+// half of that, so the browser test's 10,000 shards come in two pages.
+export const PAGE_LIMIT = 5000;
+
+// Every page of a list: the first page's body, with `field` holding the
+// items of all the pages (each read after the previous one's `next`).
+export async function allPages(path, field) {
+  const separator = path.includes('?') ? '&' : '?';
+  const first = await get(`${path}${separator}limit=${PAGE_LIMIT}`);
+  let next = first.next;
+  while (next) {
+    const page = await get(`${path}${separator}limit=${PAGE_LIMIT}&after=${encodeURIComponent(next)}`);
+    for (const item of page[field]) first[field].push(item);
+    next = page.next;
+  }
+  first.next = null;
+  return first;
+}
+
 // The node's Prometheus text, for the latency chart (no token needed).
 export async function metrics() {
   const response = await fetch(url('/metrics'), { cache: 'no-store' });

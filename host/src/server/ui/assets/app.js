@@ -42,6 +42,15 @@ function remember(event) {
   if (story.length > STORY_EVENTS) story.shift();
 }
 
+// The type's model from REST: every page of its shards and of its
+// placements, the pages read one after another.
+async function loadType(type) {
+  const path = `/v1/cluster/shards/${api.segment(type)}`;
+  const state = await api.allPages(path, 'shards');
+  const { placements } = await api.allPages(`${path}/placements`, 'placements');
+  return new TypeModel(state, placements);
+}
+
 function summarize() {
   const model = page.model;
   const strategy = model.strategy ? `${model.strategy.name}@${model.strategy.version}` : '';
@@ -67,7 +76,7 @@ function draw() {
 async function refresh() {
   page.queued = page.queued || [];
   try {
-    page.model = new TypeModel(await api.get(`/v1/cluster/shards/${api.segment(page.type)}`));
+    page.model = await loadType(page.type);
   } catch (error) {
     return failed(error);
   } finally {
@@ -188,7 +197,7 @@ async function open() {
   $('logout').hidden = !api.token();
   if (!page.type) return tell('This node has no entity type yet: declare one with --type, or let a region register one.');
   if (!types.some((t) => t.name === page.type)) return tell(`This node has no entity type ${page.type}.`);
-  page.model = new TypeModel(await api.get(`/v1/cluster/shards/${api.segment(page.type)}`));
+  page.model = await loadType(page.type);
   $('dashboard').hidden = false;
   draw();
   page.strategy = new StrategyPanel(page.type, (moved) => {

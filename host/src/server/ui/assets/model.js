@@ -1,8 +1,11 @@
-// One entity type's state as the page knows it: drawn from REST
-// (GET /v1/cluster/shards/{type}), then kept from the event stream.
+// One entity type's state as the page knows it: drawn from REST (every
+// page of GET /v1/cluster/shards/{type} and of its placements), then kept
+// from the event stream.
 
 export class TypeModel {
-  constructor(state) {
+  // `state` is the type's state with the shards of all its pages;
+  // `placements` every live placement.
+  constructor(state, placements) {
     this.name = state.name;
     this.strategy = state.strategy;
     this.regions = new Map();
@@ -10,13 +13,15 @@ export class TypeModel {
     this.moving = new Map();
     this.placements = new Map();
     for (const region of state.regions) {
-      this.regions.set(region.address, { ...region, shards: new Set(region.shards) });
-      for (const shard of region.shards) {
-        this.homes.set(shard, { region: region.address, reason: state.notByStrategy[shard] || 'strategy' });
-      }
+      this.regions.set(region.address, { ...region, shards: new Set() });
+    }
+    for (const { shardId, region, reason } of state.shards) {
+      this.homes.set(shardId, { region, reason });
+      const home = this.regions.get(region);
+      if (home) home.shards.add(shardId);
     }
     for (const handOff of state.handOffs) this.moving.set(handOff.shardId, handOff.from);
-    for (const placement of state.placements) this.placements.set(placement.shardId, placement.target);
+    for (const placement of placements) this.placements.set(placement.shardId, placement.target);
   }
 
   shardCount() {
