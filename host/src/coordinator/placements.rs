@@ -27,22 +27,27 @@ impl Coordinator {
         Ok(())
     }
 
+    /// Whether [`OperatorRequest::SetPlacements`](super::OperatorRequest)
+    /// would accept `placements` now: ids, targets, duplicates and the
+    /// type's placement limit, checked as a whole without writing anything.
+    /// A driver that writes a large request in slices checks it here first.
+    pub fn check_placements(&self, placements: &[(String, String)]) -> Result<(), PlacementError> {
+        if placements.is_empty() {
+            return Err(PlacementError::Empty);
+        }
+        let mut seen = BTreeSet::new();
+        for (index, (shard, target)) in placements.iter().enumerate() {
+            check_shard(index, shard, &mut seen)?;
+            if target.is_empty() {
+                return Err(PlacementError::EmptyTarget { index, shard: shard.clone() });
+            }
+        }
+        self.check_room(placements.iter().map(|(s, _)| s.clone()))
+    }
+
     /// Sets placements, all or nothing.
     pub(super) fn set_placements(&mut self, request: RequestId, placements: Vec<(String, String)>, stamp: Stamp) {
-        let checked = (|| {
-            if placements.is_empty() {
-                return Err(PlacementError::Empty);
-            }
-            let mut seen = BTreeSet::new();
-            for (index, (shard, target)) in placements.iter().enumerate() {
-                check_shard(index, shard, &mut seen)?;
-                if target.is_empty() {
-                    return Err(PlacementError::EmptyTarget { index, shard: shard.clone() });
-                }
-            }
-            self.check_room(placements.iter().map(|(s, _)| s.clone()))
-        })();
-        if let Err(error) = checked {
+        if let Err(error) = self.check_placements(&placements) {
             self.reply(request, Reply::PlacementRefused(error));
             return;
         }

@@ -85,6 +85,7 @@ impl From<Refusal> for ApiError {
             Refusal::StrategyInUse { .. } => ApiError::conflict("strategy-in-use", message),
             Refusal::StrategyRefused(_) => ApiError::unprocessable("strategy-refused", message),
             Refusal::NoPreviousStrategy => ApiError::conflict("no-previous-strategy", message),
+            Refusal::WritesBusy { .. } => ApiError::new(StatusCode::TOO_MANY_REQUESTS, "writes-busy", message),
             Refusal::Unexpected(_) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message),
         }
     }

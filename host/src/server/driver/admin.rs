@@ -13,7 +13,7 @@ use shardalloc_client::api::{
 use super::catalog::activation_record;
 use super::request::{AdminRequest, Operation, Page, Refusal, TypeLive, activation_info};
 use super::{Driver, Waiter};
-use crate::coordinator::{OperatorRequest, Stamp};
+use crate::coordinator::OperatorRequest;
 use crate::strategy::external::AllocationReason;
 use crate::strategy::{StrategySource, builtin};
 
@@ -36,6 +36,11 @@ impl Driver {
                 let answer = self.shard(&name, shard);
                 self.answer(reply, answer);
             }
+            AdminRequest::Operate {
+                name,
+                operation: operation @ (Operation::SetPlacements(_) | Operation::RemovePlacement(_)),
+                reply,
+            } => self.queue_write(name, operation, reply),
             AdminRequest::Operate { name, operation, reply } => match self.operator_request(&name, operation) {
                 Ok(op) => self.operate(&name.clone(), op, Waiter::Admin(name, reply)),
                 Err(refusal) => self.answer(reply, Err(refusal)),
@@ -203,17 +208,11 @@ impl Driver {
     }
 
     fn operator_request(&mut self, name: &str, operation: Operation) -> Result<OperatorRequest, Refusal> {
-        let entry = self.catalog.get(name)?;
+        self.catalog.get(name)?;
         Ok(match operation {
-            Operation::SetPlacements(placements) => {
-                OperatorRequest::SetPlacements { placements, stamp: Stamp::new(self.stamp_time(), self.origin.clone()) }
-            }
-            Operation::RemovePlacement(shard) => {
-                if entry.coordinator.durable().placements.get(&shard).is_none_or(|p| p.target.is_none()) {
-                    return Err(Refusal::NoPlacement { entity_type: name.to_owned(), shard });
-                }
-                let stamp = Stamp::new(self.stamp_time(), self.origin.clone());
-                OperatorRequest::RemovePlacements { shards: vec![shard], stamp }
+            // Placement writes go through the queue (`writes.rs`).
+            Operation::SetPlacements(_) | Operation::RemovePlacement(_) => {
+                return Err(Refusal::Unexpected(format!("a placement write outside the queue: {operation:?}")));
             }
             Operation::RebalanceNow { shards, immediate } => OperatorRequest::RebalanceNow { shards, immediate },
             Operation::SetSignal(signal) => OperatorRequest::SetSignal { signal },

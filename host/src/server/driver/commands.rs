@@ -62,6 +62,7 @@ impl Driver {
                     }
                 }
             }
+            Some(Waiter::Slice) => self.on_slice_written(request, reply),
             Some(Waiter::Nobody) | None => {}
         }
     }

@@ -79,6 +79,7 @@ impl Driver {
             next_tick: now,
             next_gauges: now,
             stamps,
+            writes: Default::default(),
         };
         for (name, loaded_type) in loaded.types {
             let strategy = loaded_type.record.as_ref().map(|r| r.strategy.to_string()).unwrap_or_default();

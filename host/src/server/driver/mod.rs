@@ -47,6 +47,7 @@ mod regions;
 pub mod request;
 pub mod sessions;
 mod thread;
+pub mod writes;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -176,6 +177,8 @@ enum Waiter {
     Admin(String, Reply<Result<request::Operated, Refusal>>),
     /// One type of a drain across types.
     Drain(u64),
+    /// A slice of a placement write (`writes.rs`).
+    Slice,
     /// Nobody (a region asked to be drained).
     Nobody,
 }
@@ -210,6 +213,8 @@ pub struct Driver {
     next_tick: Millis,
     next_gauges: Millis,
     stamps: clock::StampSequence,
+    /// Placement writes waiting or under way, a slice per turn.
+    writes: writes::PlacementWrites,
 }
 
 impl Driver {
@@ -226,6 +231,7 @@ impl Driver {
                 break;
             }
         }
+        self.write_slices();
         if self.now >= self.next_tick {
             self.next_tick = self.now + TICK_MS;
             for name in self.catalog.names() {
@@ -267,8 +273,15 @@ impl Driver {
         self.revision
     }
 
-    /// How long until the next tick is due, from `now`.
+    /// How long until the next turn is due, from `now`: the next tick, or
+    /// at once while a placement write waits for its next slice.
     pub fn until_tick(&self, now: Millis) -> Duration {
+        if self.writes.stalled() {
+            return Duration::from_millis(self.next_tick.saturating_sub(now).clamp(1, 10));
+        }
+        if self.writes.pending() {
+            return Duration::ZERO;
+        }
         Duration::from_millis(self.next_tick.saturating_sub(now).min(TICK_MS))
     }
 

@@ -329,6 +329,12 @@ pub enum Refusal {
     /// Nothing to roll back to.
     #[error("there is no previous strategy to roll back to")]
     NoPreviousStrategy,
+    /// Too many placement writes wait in the driver's queue.
+    #[error("{queued} placement writes are waiting to be applied; retry after the time Retry-After gives")]
+    WritesBusy {
+        /// The queue's bound.
+        queued: usize,
+    },
     /// The coordinator answered something this request does not expect.
     #[error("unexpected coordinator reply {0}")]
     Unexpected(String),

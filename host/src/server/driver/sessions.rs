@@ -138,6 +138,19 @@ impl Sessions {
         }
     }
 
+    /// The fewest messages any session of `entity_type` can still take
+    /// (outbox room, or held room before its `Registered`); `usize::MAX`
+    /// when it has none. A broadcast to the type's regions sized to this
+    /// closes no session.
+    pub fn room(&self, entity_type: &str) -> usize {
+        self.sessions
+            .values()
+            .filter(|s| s.entity_type == entity_type)
+            .map(|s| if s.welcomed { s.outbox.capacity() } else { MAX_HELD.saturating_sub(s.held.len()) })
+            .min()
+            .unwrap_or(usize::MAX)
+    }
+
     /// Sends `last` to every session of `entity_type` and forgets them.
     pub fn close_type(&mut self, entity_type: &str, last: NodeMessage) {
         let ids: Vec<SessionId> =

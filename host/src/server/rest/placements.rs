@@ -111,7 +111,12 @@ fn placement_request(value: Value) -> Result<Vec<(String, String)>, ApiError> {
 /// Set placements
 ///
 /// Pins shards to regions, all or nothing: the whole request is checked
-/// first (ids, targets, duplicates, the type's placement limit). Each write
+/// first (ids, targets, duplicates, the type's placement limit). The node
+/// writes placements in slices of 1,000 per turn, so heartbeats and homes
+/// are answered between them; the answer comes once every slice is stored
+/// (readers may see a large write partly applied meanwhile, and a write
+/// that got no answer may be partly applied: sending it again is safe).
+/// 429 `writes-busy` when 256 writes already wait. Each write
 /// carries the stamp (node time, node origin); last writer wins. A placement
 /// takes effect at the shard's next allocation or at the next rebalance tick
 /// (or now, with `POST …/rebalance` and `immediate`). Every change is pushed
@@ -133,6 +138,7 @@ fn placement_request(value: Value) -> Result<Vec<(String, String)>, ApiError> {
         (status = 404, response = UnknownType),
         (status = 409, response = Conflict),
         (status = 413, response = TooLarge),
+        (status = 429, description = "Too many placement writes wait (`writes-busy`): retry after `Retry-After`.", body = shardalloc_client::api::ErrorBody),
         (status = 500, response = Internal),
         (status = 503, response = Unavailable),
     ),

@@ -1,6 +1,6 @@
 //! The decision event stream through the router: order and ids, resume
-//! with `Last-Event-ID`, the replay's end, a slow client told what it
-//! missed, and bad input named.
+//! with `Last-Event-ID`, the replay's end, a client that reads nothing
+//! dropped and told what it missed when it resumes, and bad input named.
 
 use std::time::Duration;
 
@@ -58,6 +58,13 @@ impl Reader {
                 .expect("the stream goes on")
                 .expect("the stream reads");
             self.buffer.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+    }
+
+    /// Reads until the node ends the stream.
+    async fn ends(&mut self) {
+        while let Some(chunk) = tokio::time::timeout(PATIENCE, self.body.next()).await.expect("the end in time") {
+            chunk.expect("the stream reads");
         }
     }
 
@@ -188,6 +195,11 @@ async fn a_slow_client_is_told_what_it_missed_and_never_slows_the_node() {
         assert_eq!(status, StatusCode::OK, "{answer}");
     }
     assert!(started.elapsed() < Duration::from_secs(300), "the writes waited for the stream");
+    // It took nothing while a whole backlog was published (the writes
+    // publish a slice's events per turn): dropped, it resumes where it was
+    // and is told what it missed.
+    slow.ends().await;
+    let mut slow = Reader::open(&node, "/v1/events", &[("last-event-id", "1-1")]).await;
     let (id, missed) = slow.event().await;
     assert_eq!(id, None);
     assert_eq!((&missed["kind"], &missed["missed"]), (&"missed".into(), &1_500.into()), "{missed}");

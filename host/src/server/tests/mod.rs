@@ -21,6 +21,7 @@ mod rest;
 mod strategies;
 mod types;
 mod uploads;
+mod writes;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};

@@ -1,0 +1,171 @@
+//! Placement writes in slices (`driver/writes.rs`): a large write takes
+//! several turns, region inputs are answered between its slices, a write
+//! refused as a whole changes nothing, and later writes wait their turn.
+
+use std::sync::Arc;
+
+use shardalloc_client::protocol::{NodeMessage, RegionMessage, Register};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{engine, settings_with};
+use crate::coordinator::{Millis, PlacementError, Reply};
+use crate::server::driver::request::{AdminRequest, Operated, Operation, Refusal};
+use crate::server::driver::writes::{OUTBOX_RESERVE, PLACEMENTS_PER_TURN, STALL_MS};
+use crate::server::driver::{Driver, DriverSettings, Input};
+use crate::server::metrics::Metrics;
+use crate::store::{MemoryStore, Store};
+
+const T0: Millis = 1_000_000;
+
+type Answer = oneshot::Receiver<Result<Operated, Refusal>>;
+
+fn load(store: &MemoryStore, settings: DriverSettings) -> Driver {
+    Driver::load(Arc::new(store.clone()), engine(), settings, Arc::new(Metrics::new()), T0).expect("load the driver")
+}
+
+/// A request to write `count` placements `p0…` on `target`.
+fn set(count: usize, target: &str) -> (Input, Answer) {
+    let placements = (0..count).map(|i| (format!("p{i}"), target.to_owned())).collect();
+    operate(Operation::SetPlacements(placements))
+}
+
+fn operate(operation: Operation) -> (Input, Answer) {
+    let (reply, answer) = oneshot::channel();
+    (Input::Admin(AdminRequest::Operate { name: "cart".into(), operation, reply }), answer)
+}
+
+fn stored(store: &MemoryStore) -> usize {
+    store.load().unwrap().types["cart"].durable.live_placements().count()
+}
+
+fn written(answer: &mut Answer) -> Vec<String> {
+    match answer.try_recv().expect("answered").expect("written").reply {
+        Reply::PlacementsWritten { applied, .. } => applied,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_large_write_is_applied_a_slice_per_turn_with_region_inputs_answered_between() {
+    let store = MemoryStore::new();
+    let mut driver = load(&store, settings_with(&["cart"]));
+    let (outbox, mut rx) = mpsc::channel(crate::server::driver::SESSION_OUTBOX);
+    let register = Register { address: "a".into(), incarnation: 1, sequence: 1, ..Register::default() };
+    driver
+        .step(
+            [
+                Input::SessionOpened { session: 1, entity_type: "cart".into(), outbox },
+                Input::Region { session: 1, message: RegionMessage::Register(register) },
+            ],
+            T0,
+        )
+        .unwrap();
+    while rx.try_recv().is_ok() {}
+
+    let (request, mut answer) = set(2 * PLACEMENTS_PER_TURN + 500, "a");
+    driver.step([request], T0 + 1).unwrap();
+    assert_eq!(stored(&store), PLACEMENTS_PER_TURN, "the first slice is committed alone");
+    let early = answer.try_recv();
+    assert!(early.is_err(), "answered before the whole write was applied: {early:?}");
+    assert!(driver.until_tick(T0 + 1).is_zero(), "the driver would sleep with a write half done");
+
+    // A home asked now is answered in the next turn, before the write ends.
+    let ask = Input::Region { session: 1, message: RegionMessage::GetShardHome { shard: "s1".into() } };
+    driver.step([ask], T0 + 2).unwrap();
+    let homes: Vec<NodeMessage> =
+        std::iter::from_fn(|| rx.try_recv().ok()).filter(|m| matches!(m, NodeMessage::ShardHome { .. })).collect();
+    assert_eq!(homes, [NodeMessage::ShardHome { shard: "s1".into(), home: "a".into() }]);
+    assert_eq!(stored(&store), 2 * PLACEMENTS_PER_TURN);
+    assert!(answer.try_recv().is_err());
+
+    driver.step([], T0 + 3).unwrap();
+    assert_eq!(stored(&store), 2 * PLACEMENTS_PER_TURN + 500);
+    assert_eq!(written(&mut answer).len(), 2 * PLACEMENTS_PER_TURN + 500);
+    assert!(!driver.until_tick(T0 + 3).is_zero(), "nothing waits, yet the driver would spin");
+}
+
+#[test]
+fn a_write_refused_as_a_whole_writes_no_slice() {
+    let store = MemoryStore::new();
+    let mut settings = settings_with(&["cart"]);
+    settings.coordinator.max_placements = 2 * PLACEMENTS_PER_TURN;
+    let mut driver = load(&store, settings);
+    let (request, mut answer) = set(2 * PLACEMENTS_PER_TURN + 1, "a");
+    driver.step([request], T0).unwrap();
+    match answer.try_recv().expect("answered at once") {
+        Err(Refusal::Placement(PlacementError::TooMany { limit })) => assert_eq!(limit, 2 * PLACEMENTS_PER_TURN),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(stored(&store), 0, "a refused write was partly applied");
+}
+
+#[test]
+fn later_writes_wait_behind_a_large_one_and_win_over_it() {
+    let store = MemoryStore::new();
+    let mut driver = load(&store, settings_with(&["cart"]));
+    let (large, mut large_answer) = set(PLACEMENTS_PER_TURN + 1, "a");
+    let (small, mut small_answer) = operate(Operation::SetPlacements(vec![("p0".into(), "b".into())]));
+    let (removal, mut removal_answer) = operate(Operation::RemovePlacement(format!("p{PLACEMENTS_PER_TURN}")));
+    driver.step([large, small, removal], T0).unwrap();
+    assert!(large_answer.try_recv().is_err() && small_answer.try_recv().is_err());
+    driver.step([], T0 + 1).unwrap();
+    assert_eq!(written(&mut large_answer).len(), PLACEMENTS_PER_TURN + 1);
+    assert_eq!(written(&mut small_answer), ["p0"]);
+    assert_eq!(written(&mut removal_answer), [format!("p{PLACEMENTS_PER_TURN}")]);
+    let loaded = store.load().unwrap();
+    let durable = &loaded.types["cart"].durable;
+    assert_eq!(durable.placements["p0"].target.as_deref(), Some("b"), "the later write lost to the earlier one");
+    assert_eq!(durable.placements[&format!("p{PLACEMENTS_PER_TURN}")].target, None);
+}
+
+#[test]
+fn a_removal_of_a_shard_without_a_placement_is_refused_with_its_name() {
+    let store = MemoryStore::new();
+    let mut driver = load(&store, settings_with(&["cart"]));
+    let (removal, mut answer) = operate(Operation::RemovePlacement("p9".into()));
+    driver.step([removal], T0).unwrap();
+    match answer.try_recv().expect("answered") {
+        Err(Refusal::NoPlacement { entity_type, shard }) => {
+            assert_eq!((entity_type.as_str(), shard.as_str()), ("cart", "p9"))
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_slow_region_holds_writes_back_instead_of_losing_its_session_until_it_stalls_too_long() {
+    let store = MemoryStore::new();
+    let mut driver = load(&store, settings_with(&["cart"]));
+    let (outbox, mut rx) = mpsc::channel(OUTBOX_RESERVE + 100);
+    let register = Register { address: "a".into(), incarnation: 1, sequence: 1, ..Register::default() };
+    let opened = Input::SessionOpened { session: 1, entity_type: "cart".into(), outbox };
+    driver.step([opened, Input::Region { session: 1, message: RegionMessage::Register(register) }], T0).unwrap();
+    while rx.try_recv().is_ok() {}
+
+    // Each slice fits the room its session has left, less the reserve.
+    let (request, mut answer) = set(PLACEMENTS_PER_TURN + 300, "a");
+    driver.step([request], T0 + 1).unwrap();
+    assert_eq!(stored(&store), 100);
+    driver.step([], T0 + 2).unwrap();
+    assert_eq!(stored(&store), 100, "written past the room of a session that does not read");
+    assert!(!driver.sessions().is_empty(), "the slow region's session was closed");
+    assert!(!driver.until_tick(T0 + 2).is_zero(), "a stalled write spins the driver");
+
+    // Once it reads, the write goes on.
+    assert_eq!(std::iter::from_fn(|| rx.try_recv().ok()).count(), 100);
+    driver.step([], T0 + 3).unwrap();
+    assert_eq!(stored(&store), 200);
+
+    // A region that stops reading holds the write for STALL_MS at most;
+    // then the write goes on, and the session it overflows is closed.
+    driver.step([], T0 + 4).unwrap();
+    assert_eq!(stored(&store), 200);
+    driver.step([], T0 + 4 + STALL_MS).unwrap();
+    assert_eq!(stored(&store), 200 + PLACEMENTS_PER_TURN);
+    assert!(!driver.sessions().is_empty());
+    driver.step([], T0 + 5 + STALL_MS).unwrap();
+    driver.step([], T0 + 5 + 2 * STALL_MS).unwrap();
+    assert_eq!(stored(&store), PLACEMENTS_PER_TURN + 300);
+    assert_eq!(written(&mut answer).len(), PLACEMENTS_PER_TURN + 300);
+    assert!(driver.sessions().is_empty(), "the region that did not read kept its session");
+}
