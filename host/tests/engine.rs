@@ -493,3 +493,61 @@ fn a_component_loaded_twice_is_shared_while_held() {
     let mut strategy = engine.instantiate(&reloaded, "", generous()).unwrap();
     assert!(strategy.allocate(&view(), "9", None).is_ok(), "a component loaded again after all were dropped works");
 }
+
+/// Issue 23: the node's instance pool, sized as `shardalloc serve` sizes it,
+/// holds every type the node may serve with its strategy and what its slot
+/// keeps at once. Before, the 171st type overflowed the pool (512 core
+/// instances, 3 per instance of a built-in) and a node with 171 declared
+/// types did not start. Here 1,024 slots of the four built-ins are opened
+/// and called, then each is swapped to another built-in, given a third as
+/// its shadow and called again: three instances per type, every answer the
+/// strategy's own.
+#[test]
+fn the_node_pool_serves_every_type_with_a_swap_and_a_shadow() {
+    use shardalloc::engine::limits::{DEFAULT_MAX_INSTANCES, POOL_TYPES, instances_for_types};
+    use shardalloc::server::driver::catalog::MAX_TYPES;
+
+    assert_eq!(POOL_TYPES, MAX_TYPES, "the default pool is sized for the node's type limit");
+    assert_eq!(DEFAULT_MAX_INSTANCES, instances_for_types(MAX_TYPES));
+    let started = Instant::now();
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("artifact-cache");
+    let config = EngineConfig { cache_dir: Some(dir), max_instances: instances_for_types(MAX_TYPES) };
+    let engine = Engine::new(config).unwrap();
+    let builtins: Vec<_> = builtin::names()
+        .map(|name| engine.compile_source(&StrategySource::Builtin(name.into()), None).unwrap())
+        .collect();
+    let strategy = |i: usize| builtins[i % builtins.len()].clone();
+    let view = view();
+
+    let mut handles: Vec<_> = (0..MAX_TYPES)
+        .map(|i| {
+            let slot =
+                Slot::new(format!("type-{i}"), engine.clone(), AutoRollback::default(), strategy(i), "", generous())
+                    .unwrap_or_else(|e| panic!("type {i} of {MAX_TYPES}: {e}"));
+            slot.handle()
+        })
+        .collect();
+    let opened = started.elapsed();
+    for (i, handle) in handles.iter_mut().enumerate() {
+        handle.allocate(&view, "9", None).unwrap_or_else(|e| panic!("type {i}: {e}"));
+        assert_eq!(handle.info().name, strategy(i).info.name);
+    }
+    let called = started.elapsed();
+
+    for (i, handle) in handles.iter().enumerate() {
+        let slot = handle.slot();
+        slot.activate(strategy(i + 1), "", generous()).unwrap_or_else(|e| panic!("activating on type {i}: {e}"));
+        slot.set_shadow(Some((strategy(i + 2), "", generous())))
+            .unwrap_or_else(|e| panic!("a shadow on type {i}: {e}"));
+    }
+    for (i, handle) in handles.iter_mut().enumerate() {
+        handle.allocate(&view, "9", None).unwrap_or_else(|e| panic!("type {i} after its swap: {e}"));
+        assert_eq!(handle.info().name, strategy(i + 1).info.name);
+        let stats = handle.slot().stats();
+        assert_eq!((stats.activations, stats.shadow_calls, stats.cold_instances), (2, 1, 0), "type {i}: {stats:?}");
+    }
+    eprintln!(
+        "{MAX_TYPES} types: opened in {opened:?}, each called by {called:?}, swapped, shadowed and called again by {:?}",
+        started.elapsed()
+    );
+}

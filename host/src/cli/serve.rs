@@ -14,6 +14,7 @@ use serde::Deserialize;
 use shardalloc::coordinator::Config;
 use shardalloc::engine::limits::Limits;
 use shardalloc::server::conn::ConnectionLimits;
+use shardalloc::server::driver::catalog::MAX_TYPES;
 use shardalloc::server::driver::{DriverSettings, TypeDeclaration};
 use shardalloc::server::guard::OwnOrigins;
 use shardalloc::server::leadership::NodeIdentity;
@@ -374,6 +375,9 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
         let strategy = StrategySource::parse_cli(strategy).with_context(|| format!("--type {spec:?}"))?;
         types.insert(name.to_owned(), TypeDeclaration { strategy, config: String::new() });
     }
+    if types.len() > MAX_TYPES {
+        bail!("{} entity types are declared (--type and [types.NAME]); a node serves at most {MAX_TYPES}", types.len());
+    }
     let auto_create_types = args.auto_create_types || file.auto_create_types.unwrap_or(false);
     let mut connections = ConnectionLimits::default();
     let f = &file.connections;
@@ -441,7 +445,8 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
         store,
         driver,
         security: Security { admin_token, region_token, ..Security::default() },
-        max_instances: shardalloc::engine::limits::DEFAULT_MAX_INSTANCES,
+        // Every type the node may serve, with what its slot holds at once.
+        max_instances: shardalloc::engine::limits::instances_for_types(MAX_TYPES),
         connections,
         uploads: super::uploads::settings(args.uploads, file.uploads)?,
     };

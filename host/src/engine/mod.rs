@@ -15,6 +15,11 @@
 //!   no randomness, no I/O: the contract's imports are logging and shard
 //!   ids, and a component built with WASI gets a capability-free,
 //!   deterministic one ([`wasi`]).
+//! - **Instance pool** ([`limits::DEFAULT_MAX_INSTANCES`]): sized for the
+//!   node's 1,024 entity types, each holding what its slot keeps at once
+//!   (the live instance, the one it swaps for, a shadow's), with the core
+//!   instances, memories and tables a strategy instance was measured to use.
+//!   Only memories and tables reserve address space (12.3 TiB, no memory).
 //! - **Fallback rule** (in `strategy::guarded`): every answer is checked
 //!   against the view it was computed on; an error, a fault or a refused
 //!   answer is logged with the strategy's name and version, counted, and
@@ -62,7 +67,7 @@ use self::bindings::{StrategyWorld, StrategyWorldPre};
 use self::cache::{ArtifactCache, CacheOutcome};
 use self::host::HostState;
 use self::instance::Sandboxed;
-use self::limits::{EPOCH_TICK, Limits, MAX_COMPONENT_SIZE, MAX_MEMORY_LIMIT};
+use self::limits::{EPOCH_TICK, Limits, MAX_COMPONENT_SIZE, MAX_MEMORY_LIMIT, MEMORY_GUARD, MEMORY_RESERVATION};
 use self::load::{Compiled, LoadError, check_world, sniff};
 use crate::strategy::Info;
 use crate::strategy::source::digest_of as digest;
@@ -78,8 +83,9 @@ pub const MAX_CONFIG_SCHEMA: usize = 64 * 1024;
 pub struct EngineConfig {
     /// Where precompiled artifacts are kept; `None` compiles every time.
     pub cache_dir: Option<PathBuf>,
-    /// Instance slots in the pooling allocator; `0` uses on-demand
-    /// allocation instead (for short-lived tools).
+    /// Strategy instances the pooling allocator holds at once
+    /// ([`limits::instances_for_types`] sizes it for a number of types);
+    /// `0` uses on-demand allocation instead (for short-lived tools).
     pub max_instances: u32,
 }
 
@@ -157,16 +163,21 @@ impl Engine {
     pub fn new(config: EngineConfig) -> Result<Arc<Self>, EngineError> {
         let mut wasm = Config::new();
         wasm.epoch_interruption(true).parallel_compilation(true).wasm_component_model(true);
+        // Compiled code depends on these two (its bounds checks), so every
+        // engine sets them, pooled or not: the compiler process's artifacts
+        // load into the node's engine.
+        wasm.memory_reservation(MEMORY_RESERVATION).memory_guard_size(MEMORY_GUARD);
         if config.max_instances > 0 {
-            let mut pool = PoolingAllocationConfig::default();
-            pool.total_component_instances(config.max_instances)
-                .total_core_instances(config.max_instances * 2)
-                .total_memories(config.max_instances * 2)
-                .total_tables(config.max_instances * 2)
-                .max_memory_size(MAX_MEMORY_LIMIT);
-            wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+            wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool(config.max_instances)));
         }
-        let wasmtime = wasmtime::Engine::new(&wasm).map_err(|e| EngineError::Config(format!("{e:#}")))?;
+        let wasmtime = wasmtime::Engine::new(&wasm).map_err(|e| match config.max_instances {
+            0 => EngineError::Config(format!("{e:#}")),
+            instances => EngineError::Config(format!(
+                "{e:#} (the pool of {instances} strategy instances reserves {:.1} TiB of address space: is `ulimit \
+                 -v` set?)",
+                limits::pool_reservation(instances) as f64 / (1u64 << 40) as f64
+            )),
+        })?;
         let mut linker = Linker::new(&wasmtime);
         StrategyWorld::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
             .map_err(|e| EngineError::Config(format!("{e:#}")))?;
@@ -203,7 +214,12 @@ impl Engine {
     /// shared, not loaded again.
     pub fn compile(&self, bytes: &[u8]) -> Result<Arc<Compiled>, LoadError> {
         sniff(bytes, MAX_COMPONENT_SIZE)?;
-        let digest = digest(bytes);
+        self.compile_digested(bytes, digest(bytes))
+    }
+
+    /// [`Engine::compile`] of bytes whose digest the caller knows.
+    fn compile_digested(&self, bytes: &[u8], digest: String) -> Result<Arc<Compiled>, LoadError> {
+        sniff(bytes, MAX_COMPONENT_SIZE)?;
         if let Some(held) = self.held(&digest) {
             return Ok(held);
         }
@@ -280,6 +296,20 @@ impl Engine {
     pub fn load(self: &Arc<Self>, bytes: &[u8], config: &str, limits: Limits) -> Result<Sandboxed, LoadError> {
         self.instantiate(&self.compile(bytes)?, config, limits)
     }
+}
+
+/// The pooling allocator for `max_instances` strategy instances, each
+/// admitted its measured share of core instances, memories and tables (see
+/// [`limits::DEFAULT_MAX_INSTANCES`] and the constants after it). Only the
+/// memories and tables reserve address space; the counts cost nothing.
+fn pool(max_instances: u32) -> PoolingAllocationConfig {
+    let mut pool = PoolingAllocationConfig::default();
+    pool.total_component_instances(max_instances)
+        .total_core_instances(max_instances.saturating_mul(limits::CORE_INSTANCES_PER_INSTANCE))
+        .total_memories(max_instances.saturating_mul(limits::MEMORIES_PER_INSTANCE))
+        .total_tables(max_instances.saturating_mul(limits::TABLES_PER_INSTANCE))
+        .max_memory_size(MAX_MEMORY_LIMIT);
+    pool
 }
 
 /// Calls `describe` on a throwaway instance, under the default limits.
