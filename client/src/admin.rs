@@ -424,12 +424,31 @@ macro_rules! paged {
     };
 }
 
-paged!(Types => types, Regions => regions, Placements => placements, Strategies => strategies, StrategyState => history);
+paged!(
+    Types => types,
+    Regions => regions,
+    Placements => placements,
+    Strategies => strategies,
+    StrategyState => history,
+    TypeState => shards,
+);
 
-/// The TLS library's words when `error` is a refused server certificate.
+/// What to do when a server shows a CA certificate as its own.
+const CA_AS_SERVER: &str = ": the server's certificate is a CA certificate (basicConstraints CA:TRUE, as \
+     `openssl req -x509` makes by default), which TLS clients refuse as a server's own; give the node a leaf \
+     certificate signed by a CA and the client that CA (--ca-cert): docs/operations.md gives a recipe (TLS)";
+
+/// The TLS library's words when `error` is a refused server certificate,
+/// with what to do when the certificate is a CA's.
 pub(crate) fn certificate_problem(error: &(dyn std::error::Error + 'static)) -> Option<String> {
-    if let Some(tls @ rustls::Error::InvalidCertificate(_)) = error.downcast_ref::<rustls::Error>() {
-        return Some(tls.to_string());
+    if let Some(tls @ rustls::Error::InvalidCertificate(refused)) = error.downcast_ref::<rustls::Error>() {
+        let mut words = tls.to_string();
+        if let rustls::CertificateError::Other(other) = refused
+            && other.0.to_string().contains("CaUsedAsEndEntity")
+        {
+            words.push_str(CA_AS_SERVER);
+        }
+        return Some(words);
     }
     // An I/O error hides the error it wraps from `source()`.
     if let Some(inner) = error.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {

@@ -200,21 +200,26 @@ async fn the_documented_recipe_makes_a_certificate_the_node_and_its_clients_acce
     assert!(ls.status.success(), "a client with the recipe's CA: {}", String::from_utf8_lossy(&ls.stderr));
 }
 
-#[test]
-fn a_ca_certificate_as_the_nodes_own_is_refused_with_what_to_do() {
-    let dir = tempfile::tempdir().unwrap();
-    // What `openssl req -x509` makes by default: a CA certificate.
+/// What `openssl req -x509` makes by default: a CA certificate
+/// (`cert.pem`, `key.pem` in `dir`).
+fn ca_certificate(dir: &Path) {
     let status = Command::new("openssl")
         .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"])
         .args(["-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1"])
         .arg("-keyout")
-        .arg(dir.path().join("key.pem"))
+        .arg(dir.join("key.pem"))
         .arg("-out")
-        .arg(dir.path().join("cert.pem"))
+        .arg(dir.join("cert.pem"))
         .stderr(Stdio::null())
         .status()
         .unwrap();
     assert!(status.success());
+}
+
+#[test]
+fn a_ca_certificate_as_the_nodes_own_is_refused_with_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    ca_certificate(dir.path());
     let mut child = serve(dir.path(), "key.pem").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let stdout = child.stdout.take().unwrap();
     let mut stderr = child.stderr.take().unwrap();
@@ -225,6 +230,43 @@ fn a_ca_certificate_as_the_nodes_own_is_refused_with_what_to_do() {
     let mut stderr_text = String::new();
     std::io::Read::read_to_string(&mut stderr, &mut stderr_text).unwrap();
     let stderr = stderr_text;
+    assert!(
+        stderr.contains("is a CA certificate") && stderr.contains("leaf certificate signed by a CA"),
+        "the error does not say what to do: {stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_shown_a_ca_certificate_by_a_server_says_what_to_do() {
+    // Not our node (it refuses to serve one), but a proxy in front of it.
+    let dir = tempfile::tempdir().unwrap();
+    ca_certificate(dir.path());
+    let chain = vec![CertificateDer::from_pem_file(dir.path().join("cert.pem")).unwrap()];
+    let key = tokio_rustls::rustls::pki_types::PrivateKeyDer::from_pem_file(dir.path().join("key.pem")).unwrap();
+    let config = tokio_rustls::rustls::ServerConfig::builder_with_provider(Arc::new(
+        tokio_rustls::rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(chain, key)
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("https://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let _ = acceptor.accept(stream).await;
+        }
+    });
+    let ca = dir.path().join("cert.pem");
+    let ca = ca.to_str().unwrap().to_owned();
+    let refused =
+        tokio::task::spawn_blocking(move || cli(&["placements", "ls", "--node", &url, "--ca-cert", &ca, "cart"]))
+            .await
+            .unwrap();
+    assert!(!refused.status.success(), "a CA certificate was accepted as the server's own");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(
         stderr.contains("is a CA certificate") && stderr.contains("leaf certificate signed by a CA"),
         "the error does not say what to do: {stderr}"
