@@ -138,17 +138,16 @@ impl Sessions {
         }
     }
 
-    /// The fewest messages any session of `entity_type` can still take
-    /// (outbox room, or held room before its `Registered`); `usize::MAX`
-    /// when it has none. A broadcast to the type's regions sized to this
-    /// closes no session.
-    pub fn room(&self, entity_type: &str) -> usize {
+    /// The most messages waiting in any session of `entity_type` (in its
+    /// outbox, or held before its `Registered`); 0 when it has none. A
+    /// message sent now reaches that region after these.
+    pub fn deepest(&self, entity_type: &str) -> usize {
         self.sessions
             .values()
             .filter(|s| s.entity_type == entity_type)
-            .map(|s| if s.welcomed { s.outbox.capacity() } else { MAX_HELD.saturating_sub(s.held.len()) })
-            .min()
-            .unwrap_or(usize::MAX)
+            .map(|s| if s.welcomed { s.outbox.max_capacity() - s.outbox.capacity() } else { s.held.len() })
+            .max()
+            .unwrap_or(0)
     }
 
     /// Sends `last` to every session of `entity_type` and forgets them.

@@ -16,11 +16,13 @@
 //! committed; the write got no answer then, and sending it again is safe
 //! (a placement write sets, it does not add).
 //!
-//! Every placement written is pushed to every region of its type. A slice
-//! is sized to the room left in the type's slowest session (less
-//! [`OUTBOX_RESERVE`]), so a burst of writes closes no session because its
-//! queue filled: the writes wait for the regions instead, up to
-//! [`STALL_MS`] for a region that does not read at all.
+//! Every placement written is pushed to every region of its type, and a
+//! region's session is one ordered queue: a home answer waits behind every
+//! push queued before it. So a slice is sized to keep the type's slowest
+//! session at most [`PUSH_DEPTH`] messages deep: writes wait for the
+//! regions to read their pushes (up to [`STALL_MS`] for a region that does
+//! not read at all), home answers never wait behind a burst of writes, and
+//! no session is closed because its queue filled.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -34,9 +36,11 @@ pub const PLACEMENTS_PER_TURN: usize = 1_000;
 /// Most placement writes waiting; past it the answer is `429 writes-busy`.
 pub const QUEUED_WRITES: usize = 256;
 
-/// Outbox room kept free in every session of the type for everything else
-/// (heartbeat acknowledgements, homes) when a slice is sized.
-pub const OUTBOX_RESERVE: usize = 1_024;
+/// Most messages a slice may leave queued in a region's session: a home
+/// answer sent after a slice waits behind at most this many pushes. A
+/// slice is written only when every session of the type has at most half
+/// of it queued, and fills it to this depth.
+pub const PUSH_DEPTH: usize = 1_000;
 
 /// How long a write waits for a region that does not read before it goes
 /// on anyway (that region's session is then closed, and it is told).
@@ -174,11 +178,12 @@ impl Driver {
     }
 
     /// How many placements of `entity_type` this turn may write: the
-    /// budget left, bounded by its slowest session's room; 0 while that
-    /// session must read first (then the write stalls, for at most
-    /// [`STALL_MS`]).
+    /// budget left, bounded by what keeps its slowest session at most
+    /// [`PUSH_DEPTH`] deep; 0 while that session must read first (then the
+    /// write stalls, for at most [`STALL_MS`]).
     fn room_for(&mut self, entity_type: &str, budget: usize) -> usize {
-        let room = self.sessions.room(entity_type).saturating_sub(OUTBOX_RESERVE).min(budget);
+        let queued = self.sessions.deepest(entity_type);
+        let room = if queued <= PUSH_DEPTH / 2 { (PUSH_DEPTH - queued).min(budget) } else { 0 };
         if room > 0 {
             self.writes.stalled_since = None;
             return room;

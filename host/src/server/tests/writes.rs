@@ -10,7 +10,8 @@ use tokio::sync::{mpsc, oneshot};
 use super::{engine, settings_with};
 use crate::coordinator::{Millis, PlacementError, Reply};
 use crate::server::driver::request::{AdminRequest, Operated, Operation, Refusal};
-use crate::server::driver::writes::{OUTBOX_RESERVE, PLACEMENTS_PER_TURN, STALL_MS};
+use crate::server::driver::writes::{PLACEMENTS_PER_TURN, PUSH_DEPTH, STALL_MS};
+use crate::server::driver::SESSION_OUTBOX;
 use crate::server::driver::{Driver, DriverSettings, Input};
 use crate::server::metrics::Metrics;
 use crate::store::{MemoryStore, Store};
@@ -69,7 +70,9 @@ fn a_large_write_is_applied_a_slice_per_turn_with_region_inputs_answered_between
     assert!(early.is_err(), "answered before the whole write was applied: {early:?}");
     assert!(driver.until_tick(T0 + 1).is_zero(), "the driver would sleep with a write half done");
 
-    // A home asked now is answered in the next turn, before the write ends.
+    // A home asked now is answered in the next turn, before the write ends
+    // (the region read the first slice's pushes meanwhile).
+    while rx.try_recv().is_ok() {}
     let ask = Input::Region { session: 1, message: RegionMessage::GetShardHome { shard: "s1".into() } };
     driver.step([ask], T0 + 2).unwrap();
     let homes: Vec<NodeMessage> =
@@ -78,6 +81,7 @@ fn a_large_write_is_applied_a_slice_per_turn_with_region_inputs_answered_between
     assert_eq!(stored(&store), 2 * PLACEMENTS_PER_TURN);
     assert!(answer.try_recv().is_err());
 
+    while rx.try_recv().is_ok() {}
     driver.step([], T0 + 3).unwrap();
     assert_eq!(stored(&store), 2 * PLACEMENTS_PER_TURN + 500);
     assert_eq!(written(&mut answer).len(), 2 * PLACEMENTS_PER_TURN + 500);
@@ -133,39 +137,39 @@ fn a_removal_of_a_shard_without_a_placement_is_refused_with_its_name() {
 }
 
 #[test]
-fn a_slow_region_holds_writes_back_instead_of_losing_its_session_until_it_stalls_too_long() {
+fn a_slow_region_holds_writes_back_so_its_answers_never_wait_behind_more_than_a_slice() {
     let store = MemoryStore::new();
     let mut driver = load(&store, settings_with(&["cart"]));
-    let (outbox, mut rx) = mpsc::channel(OUTBOX_RESERVE + 100);
+    let (outbox, mut rx) = mpsc::channel(SESSION_OUTBOX);
     let register = Register { address: "a".into(), incarnation: 1, sequence: 1, ..Register::default() };
     let opened = Input::SessionOpened { session: 1, entity_type: "cart".into(), outbox };
     driver.step([opened, Input::Region { session: 1, message: RegionMessage::Register(register) }], T0).unwrap();
     while rx.try_recv().is_ok() {}
+    let unread = |rx: &mut mpsc::Receiver<NodeMessage>, take: usize| {
+        (0..take).filter(|_| rx.try_recv().is_ok()).count();
+    };
 
-    // Each slice fits the room its session has left, less the reserve.
-    let (request, mut answer) = set(PLACEMENTS_PER_TURN + 300, "a");
+    let (request, mut answer) = set(3 * PUSH_DEPTH, "a");
     driver.step([request], T0 + 1).unwrap();
-    assert_eq!(stored(&store), 100);
+    assert_eq!(stored(&store), PUSH_DEPTH);
+    // The region has read less than half: nothing more is queued for it.
+    unread(&mut rx, PUSH_DEPTH / 2 - 1);
     driver.step([], T0 + 2).unwrap();
-    assert_eq!(stored(&store), 100, "written past the room of a session that does not read");
-    assert!(!driver.sessions().is_empty(), "the slow region's session was closed");
+    assert_eq!(stored(&store), PUSH_DEPTH, "pushes queued past the depth of a region that reads slowly");
     assert!(!driver.until_tick(T0 + 2).is_zero(), "a stalled write spins the driver");
-
-    // Once it reads, the write goes on.
-    assert_eq!(std::iter::from_fn(|| rx.try_recv().ok()).count(), 100);
+    // Half read: the next slice fills its queue to the depth again, no more.
+    unread(&mut rx, 1);
     driver.step([], T0 + 3).unwrap();
-    assert_eq!(stored(&store), 200);
+    assert_eq!(stored(&store), PUSH_DEPTH + PUSH_DEPTH / 2);
+    assert_eq!(rx.len(), PUSH_DEPTH, "the region's queue is deeper than PUSH_DEPTH");
 
-    // A region that stops reading holds the write for STALL_MS at most;
-    // then the write goes on, and the session it overflows is closed.
+    // A region that stops reading holds the write for STALL_MS at most.
     driver.step([], T0 + 4).unwrap();
-    assert_eq!(stored(&store), 200);
+    assert_eq!(stored(&store), PUSH_DEPTH + PUSH_DEPTH / 2);
     driver.step([], T0 + 4 + STALL_MS).unwrap();
-    assert_eq!(stored(&store), 200 + PLACEMENTS_PER_TURN);
-    assert!(!driver.sessions().is_empty());
     driver.step([], T0 + 5 + STALL_MS).unwrap();
     driver.step([], T0 + 5 + 2 * STALL_MS).unwrap();
-    assert_eq!(stored(&store), PLACEMENTS_PER_TURN + 300);
-    assert_eq!(written(&mut answer).len(), PLACEMENTS_PER_TURN + 300);
-    assert!(driver.sessions().is_empty(), "the region that did not read kept its session");
+    assert_eq!(stored(&store), 3 * PUSH_DEPTH);
+    assert_eq!(written(&mut answer).len(), 3 * PUSH_DEPTH);
+    assert!(!driver.sessions().is_empty(), "a slow region lost its session to a write");
 }
