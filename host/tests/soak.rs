@@ -20,8 +20,12 @@
 //! holds in the store ([`ledger`]). Every 5 s a sample: resident memory and
 //! open file descriptors (summed over the running nodes), regions, homes,
 //! the strategy fallbacks and deadline faults of the leader, leader kills —
-//! written to `soak.csv` and drawn in `soak.png` under `SHARDALLOC_SOAK_DIR`
-//! (default `target/tmp/soak/`). On one node, memory must not have grown
+//! written to `soak.csv` under `SHARDALLOC_SOAK_DIR` (default
+//! `target/tmp/soak/`), and every churn event as it happens (the run itself
+//! first, then each region joining, leaving, crashing, drained or
+//! undrained, each strategy swap, leader kill and node restart) to
+//! `events.csv` beside it. `cargo xtask soak` draws both in `soak.png`
+//! (`xtask/src/soak_plot.rs`). On one node, memory must not have grown
 //! more than 10% after the first fifth of the run (at most its first 5
 //! minutes); on etcd, memory is reported, not judged (a node's memory steps
 //! when it becomes leader, and a killed node starts from nothing).
@@ -32,8 +36,6 @@ mod fleet;
 #[path = "soak/ledger.rs"]
 mod ledger;
 mod node;
-#[path = "soak/plot.rs"]
-mod plot;
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -87,16 +89,30 @@ impl Slot {
     }
 }
 
-/// One sample of the nodes, every 5 s: resident memory (KiB) and open
-/// descriptors summed over the running nodes, homes, the leader's
-/// fallbacks, leader kills so far.
+/// The churn events as they happen, as `events.csv`: `seconds,event,detail`.
+struct Events {
+    started: Instant,
+    csv: String,
+}
+
+impl Events {
+    fn new(started: Instant) -> Events {
+        Events { started, csv: String::from("seconds,event,detail\n") }
+    }
+
+    /// One event now: `kind` one word, `detail` free text (the last column).
+    fn add(&mut self, kind: &str, detail: &str) {
+        writeln!(self.csv, "{:.1},{kind},{detail}", self.started.elapsed().as_secs_f64()).unwrap();
+    }
+}
+
+/// One sample of the nodes, every 5 s, as the end judges it: resident
+/// memory (KiB) and open descriptors summed over the running nodes (the
+/// CSV has every column).
 struct Sample {
     seconds: f64,
     rss: f64,
     fds: f64,
-    homes: f64,
-    fallbacks: f64,
-    kills: f64,
 }
 
 #[derive(Default)]
@@ -122,7 +138,7 @@ fn metric_sum(text: &str, name: &str, filter: &str) -> f64 {
     text.lines()
         .filter(|l| l.starts_with(name) && l.contains(filter))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+        .fold(0.0, |sum, v| sum + v) // not `sum()`: that of nothing is -0
 }
 
 fn env_number(name: &str, default: f64) -> f64 {
@@ -142,9 +158,9 @@ async fn soak() {
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
     let mut rng = Rng(seed);
     let backend = if on_etcd {
-        format!("three nodes on etcd, the leader killed every {kill_every:?}")
+        format!("three nodes on etcd, the leader killed every {} s", kill_every.as_secs())
     } else {
-        "one node".into()
+        "one node on its redb store".into()
     };
     eprintln!("soak: {minutes} min, {backend}, seed {seed}, output in {}", out.display());
 
@@ -173,13 +189,16 @@ async fn soak() {
         slot.region = Some(region);
         slot.crashed = None;
     };
+    let started = Instant::now();
+    let mut events = Events::new(started);
+    events.add("start", &backend);
     for slot in slots.iter_mut().take(5) {
         start_region(slot);
+        events.add("join", &slot.address);
     }
 
     let probes = Arc::new(Probes::default());
     let mut ledger = Ledger::default();
-    let started = Instant::now();
     let deadline = started + Duration::from_secs_f64(minutes * 60.0);
     let mut csv = String::from(
         "seconds,rss_kib,fds,regions,homes,fallbacks,deadline_faults,asked,answered,unanswered,actions,leader,kills\n",
@@ -234,10 +253,13 @@ async fn soak() {
             }
         }
         // The leader's death, and its return.
-        fleet.restart_due().await;
+        for restarted in fleet.restart_due().await {
+            events.add("restart", &format!("n{restarted}"));
+        }
         if on_etcd && Instant::now() >= next_kill {
             next_kill += kill_every;
             if let Some(killed) = fleet.kill_leader().await {
+                events.add("kill", &format!("n{killed}"));
                 eprintln!("soak: killed the leader n{killed} (kill {})", fleet.kills);
             }
         }
@@ -250,6 +272,7 @@ async fn soak() {
             0 | 1 => {
                 if let Some(slot) = slots.iter_mut().find(|s| s.free()) {
                     start_region(slot);
+                    events.add("join", &slot.address);
                 }
             }
             2 => {
@@ -259,6 +282,7 @@ async fn soak() {
                     slots[i].ending = Some(tokio::spawn(async move {
                         let _ = region.leave().await;
                     }));
+                    events.add("leave", &slots[i].address);
                 }
             }
             3 => {
@@ -271,11 +295,19 @@ async fn soak() {
                         }
                         None => slot.ending = slot.region.take().map(|region| tokio::spawn(region.shutdown())),
                     }
+                    events.add("crash", &slot.address);
                 }
             }
             4 => {
                 let address = slots[i].address.clone();
-                let _ = if rng.below(2) == 0 { admin.drain(&address).await } else { admin.undrain(&address).await };
+                let (kind, answered) = if rng.below(2) == 0 {
+                    ("drain", admin.drain(&address).await.is_ok())
+                } else {
+                    ("undrain", admin.undrain(&address).await.is_ok())
+                };
+                if answered {
+                    events.add(kind, &address);
+                }
             }
             5 => {
                 let target = slots[i].address.clone();
@@ -295,11 +327,13 @@ async fn soak() {
                 let request = ActivateRequest { strategy: strategy.into(), config: None, force: true };
                 if admin.activate("cart", &request).await.is_ok() {
                     hash_active = !hash_active;
+                    events.add("activate", strategy);
                 }
             }
             _ => {
                 if admin.rollback("cart").await.is_ok() {
                     hash_active = !hash_active;
+                    events.add("rollback", if hash_active { "hash" } else { "least-shard" });
                 }
             }
         }
@@ -337,7 +371,8 @@ async fn soak() {
             )
             .unwrap();
             std::fs::write(out.join("soak.csv"), &csv).unwrap();
-            samples.push(Sample { seconds, rss, fds, homes: homes as f64, fallbacks, kills: fleet.kills as f64 });
+            std::fs::write(out.join("events.csv"), &events.csv).unwrap();
+            samples.push(Sample { seconds, rss, fds });
             eprintln!(
                 "soak: {:>5.0}/{:.0} s  rss {:.1} MiB  fds {fds}  regions {regions}  homes {homes}  probes {answered}/{asked} answered, {unanswered} not  actions {actions}  leader {leader_column}  kills {}",
                 seconds,
@@ -351,8 +386,11 @@ async fn soak() {
     // Every node up again; let the last probes finish.
     if on_etcd {
         tokio::time::sleep(Duration::from_secs(6)).await;
-        fleet.restart_due().await;
+        for restarted in fleet.restart_due().await {
+            events.add("restart", &format!("n{restarted}"));
+        }
     }
+    std::fs::write(out.join("events.csv"), &events.csv).unwrap();
     tokio::time::sleep(ANSWER_WITHIN).await;
     assert!(journal.overlaps().is_empty(), "a shard ran on two regions at once: {:?}", journal.overlaps());
     let (asked, answered, unanswered) = (
@@ -369,17 +407,6 @@ async fn soak() {
     let stored = stored.placements.into_iter().map(|p| (p.shard_id.to_string(), p.target)).collect();
     let (known, lost) = ledger.check(&stored);
 
-    let series = |pick: fn(&Sample) -> f64| samples.iter().map(|s| (s.seconds, pick(s))).collect();
-    let mut panels = vec![
-        ("rss", series(|s| s.rss)),
-        ("fds", series(|s| s.fds)),
-        ("homes", series(|s| s.homes)),
-        ("fallbacks", series(|s| s.fallbacks)),
-    ];
-    if on_etcd {
-        panels.push(("leader kills", series(|s| s.kills)));
-    }
-    plot::plot(&out.join("soak.png"), &panels).unwrap();
     // Memory after the warm-up (a fifth of the run, at most 5 minutes) against the end.
     let warm = (minutes * 60.0 / 5.0).min(300.0);
     let baseline = samples.iter().find(|s| s.seconds >= warm).map_or(0.0, |s| s.rss);

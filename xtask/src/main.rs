@@ -24,11 +24,14 @@
 //!   keep the inputs that add coverage and any crash;
 //! - `soak-sim --seeds N [--jobs J]` (`soak_sim.rs`): the coordinator's
 //!   seeded fault simulation over N seeds on every core, resumable;
-//! - `soak --minutes N [--etcd [--kill-every S]]`: the real node under
-//!   churn for N minutes (`host/tests/soak.rs`), with its memory,
-//!   descriptors and counters in `target/soak/soak.csv` and `soak.png`;
-//!   `--etcd`: three nodes on a real etcd, the leader killed every S
-//!   seconds (`target/soak-etcd/`);
+//! - `soak --minutes N [--etcd [--kill-every S]] [--out PNG]`: the real
+//!   node under churn for N minutes (`host/tests/soak.rs`), with its
+//!   memory, descriptors and counters in `target/soak/soak.csv`, its churn
+//!   events in `events.csv`, both drawn in `soak.png` (`soak_plot.rs`;
+//!   `--out`: also there); `--etcd`: three nodes on a real etcd, the leader
+//!   killed every S seconds (`target/soak-etcd/`); `soak --plot CSV
+//!   [--events CSV] [--out PNG]`: draw a soak's CSV again, without running
+//!   it;
 //! - `screenshots`: run the dashboard's browser tests and copy the
 //!   screenshots they take into `docs/images/` (what docs/dashboard.md shows);
 //! - `demo-strategies`: show the built-in strategies at work offline on a
@@ -65,6 +68,7 @@ mod fuzz;
 mod image;
 mod packages;
 mod shape;
+mod soak_plot;
 mod soak_sim;
 mod sysfree;
 mod tests;
@@ -93,7 +97,7 @@ fn main() -> anyhow::Result<()> {
         Some("sysfree") => sysfree::check(&root, &target_dir(&root)),
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\n  setup       install the wasm32 toolchain (rustup target, else Debian rustc-web)\n  test        formatting, the code's shape, lints and every test (what CI runs)\n  shape       check the code's shape: server file sizes, import direction, no OpenAPI JSON\n  demo        build and start a node with three simulated regions (--ha: three etcd members, three nodes)\n  fuzz        [--target NAME]… [--minutes N] [--jobs J]: run the fuzz targets (libFuzzer, stable Rust) and keep what they find\n  soak-sim    --seeds N [--jobs J]: the coordinator's fault simulation over N seeds, resumable\n  soak        --minutes N [--etcd [--kill-every S]]: the real node under churn for N minutes (soak.csv, soak.png in target/soak/); --etcd: three nodes on etcd, the leader killed every S seconds\n  screenshots regenerate the dashboard's screenshots in docs/images/ (runs its browser tests)\n  demo-strategies  show the built-in strategies offline on a generated cluster\n  ha-faults   the long HA fault series on real etcd (ten leader kills, twenty leader SIGTERMs, etcd members lost, rolling restart)\n  component   -p CRATE [--out FILE]: build a strategy crate into a component\n  examples    [NAME…]: build every example strategy (examples/strategies/) by following its README, and check them\n  c-example   build the C example strategy (used by its README)\n  bench       [NAME…]: run every benchmark in one go and print one table of ratios\n  image       [--no-test]: build the OCI image shardalloc:latest (Containerfile, podman) and check its probes\n  etcd-api    regenerate the etcd client's protocol code from etcd-api/proto/ (no system protoc)\n  sysfree     only the guard: the node builds with protoc and protobuf's include files hidden"
+                "usage: cargo xtask <command>\n\n  setup       install the wasm32 toolchain (rustup target, else Debian rustc-web)\n  test        formatting, the code's shape, lints and every test (what CI runs)\n  shape       check the code's shape: server file sizes, import direction, no OpenAPI JSON\n  demo        build and start a node with three simulated regions (--ha: three etcd members, three nodes)\n  fuzz        [--target NAME]… [--minutes N] [--jobs J]: run the fuzz targets (libFuzzer, stable Rust) and keep what they find\n  soak-sim    --seeds N [--jobs J]: the coordinator's fault simulation over N seeds, resumable\n  soak        --minutes N [--etcd [--kill-every S]] [--out PNG]: the real node under churn for N minutes (soak.csv, events.csv, soak.png in target/soak/); --etcd: three nodes on etcd, the leader killed every S seconds\n              --plot CSV [--events CSV] [--out PNG]: draw a soak's samples and events again, without running it\n  screenshots regenerate the dashboard's screenshots in docs/images/ (runs its browser tests)\n  demo-strategies  show the built-in strategies offline on a generated cluster\n  ha-faults   the long HA fault series on real etcd (ten leader kills, twenty leader SIGTERMs, etcd members lost, rolling restart)\n  component   -p CRATE [--out FILE]: build a strategy crate into a component\n  examples    [NAME…]: build every example strategy (examples/strategies/) by following its README, and check them\n  c-example   build the C example strategy (used by its README)\n  bench       [NAME…]: run every benchmark in one go and print one table of ratios\n  image       [--no-test]: build the OCI image shardalloc:latest (Containerfile, podman) and check its probes\n  etcd-api    regenerate the etcd client's protocol code from etcd-api/proto/ (no system protoc)\n  sysfree     only the guard: the node builds with protoc and protobuf's include files hidden"
             );
             bail!("unknown or missing command");
         }
@@ -362,17 +366,32 @@ fn demo(root: &Path) -> anyhow::Result<()> {
 }
 
 fn soak(root: &Path, args: &[String]) -> anyhow::Result<()> {
-    const USAGE: &str =
-        "usage: cargo xtask soak [--minutes N] [--etcd [--kill-every S]] (default 60 minutes, a kill every 60 s)";
+    const USAGE: &str = "usage: cargo xtask soak [--minutes N] [--etcd [--kill-every S]] [--out PNG] (default 60 \
+                         minutes, a kill every 60 s), or cargo xtask soak --plot CSV [--events CSV] [--out PNG] \
+                         (draw a soak's CSV again; events.csv and soak.png beside the CSV by default)";
     let (mut minutes, mut etcd, mut kill_every) = ("60".to_owned(), false, "60".to_owned());
+    let (mut plot, mut events, mut png): (Option<PathBuf>, Option<PathBuf>, Option<PathBuf>) = (None, None, None);
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--etcd" => etcd = true,
             "--minutes" => minutes = it.next().context(USAGE)?.clone(),
             "--kill-every" => kill_every = it.next().context(USAGE)?.clone(),
+            "--plot" => plot = Some(it.next().context(USAGE)?.into()),
+            "--events" => events = Some(it.next().context(USAGE)?.into()),
+            "--out" => png = Some(it.next().context(USAGE)?.into()),
             other => bail!("unknown argument {other:?}; {USAGE}"),
         }
+    }
+    if let Some(csv) = plot {
+        let dir = csv.parent().unwrap_or(Path::new(".")).to_path_buf();
+        let out = png.unwrap_or_else(|| dir.join("soak.png"));
+        soak_plot::redraw(&csv, Some(&events.unwrap_or_else(|| dir.join("events.csv"))), &out)?;
+        eprintln!("xtask: drew {} into {}", csv.display(), out.display());
+        return Ok(());
+    }
+    if events.is_some() {
+        bail!("--events goes with --plot; {USAGE}");
     }
     let _: f64 = minutes.parse().ok().filter(|m: &f64| *m > 0.0).context("--minutes must be a positive number")?;
     let _: f64 =
@@ -382,6 +401,10 @@ fn soak(root: &Path, args: &[String]) -> anyhow::Result<()> {
         packages::ensure("soak --etcd")?;
     }
     let out = target_dir(root).join(if etcd { "soak-etcd" } else { "soak" });
+    // A previous run's output would be drawn as this one's.
+    for stale in ["soak.csv", "events.csv", "soak.png", "summary.txt"] {
+        let _ = std::fs::remove_file(out.join(stale));
+    }
     let status = Command::new(cargo())
         .args(["test", "--locked", "-p", "shardalloc", "--test", "soak", "--", "--ignored", "--nocapture"])
         .env("SHARDALLOC_SOAK_MINUTES", &minutes)
@@ -391,10 +414,24 @@ fn soak(root: &Path, args: &[String]) -> anyhow::Result<()> {
         .current_dir(root)
         .status()
         .context("run the soak")?;
+    // Drawn whether the soak passed or not: a failed run's samples say most.
+    let csv = out.join("soak.csv");
+    let mut drawn: anyhow::Result<()> = Ok(());
+    for png in std::iter::once(out.join("soak.png")).chain(png).filter(|_| csv.exists()) {
+        drawn = drawn.and_then(|()| {
+            soak_plot::redraw(&csv, Some(&out.join("events.csv")), &png)?;
+            eprintln!("xtask: the plot in {}", png.display());
+            Ok(())
+        });
+    }
     eprintln!("xtask: soak output in {}", out.display());
     if !status.success() {
+        if let Err(error) = drawn {
+            eprintln!("xtask: the plot could not be drawn: {error:#}");
+        }
         bail!("the soak failed ({status}); see {}", out.join("soak.csv").display());
     }
+    drawn?;
     Ok(())
 }
 

@@ -104,13 +104,16 @@ impl Fleet {
         Some(leader)
     }
 
-    /// Starts again every killed node whose time is up.
-    pub async fn restart_due(&mut self) {
+    /// Starts again every killed node whose time is up; returns those nodes.
+    pub async fn restart_due(&mut self) -> Vec<usize> {
+        let mut restarted = Vec::new();
         for i in 0..self.nodes.len() {
             if self.restart_at[i].is_some_and(|at| Instant::now() >= at) {
                 self.nodes[i].restart().await;
                 self.restart_at[i] = None;
+                restarted.push(i);
             }
         }
+        restarted
     }
 }
