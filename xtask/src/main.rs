@@ -43,6 +43,10 @@
 //!   `c-example`: the C example's build, which its README runs;
 //! - `bench [NAME…]` (`bench.rs`): every benchmark in one run and one table
 //!   of ratios (`target/bench-report.md`);
+//! - `busy-host [--load NAME]… [--duration S] [--placements N] …`
+//!   (`busy_host.rs`): the node in release pinned to one core with
+//!   `taskset` under the second attack's five loads, with a live region's
+//!   home answers timed (`target/busy-host/results.md`);
 //! - `etcd-api`: regenerate `etcd-api/src/generated/` from
 //!   `etcd-api/proto/` (a generator outside the workspace, no system protoc);
 //! - `sysfree` (`sysfree.rs`): only the guard `test` runs: the node builds
@@ -61,6 +65,7 @@ use children::Child;
 use shardalloc_guest_build::{Toolchain, build_components};
 
 mod bench;
+mod busy_host;
 mod children;
 mod demo_ha;
 mod examples;
@@ -92,12 +97,13 @@ fn main() -> anyhow::Result<()> {
         Some("examples") => examples::run(&root, &args[1..], true),
         Some("c-example") => examples::c_example(&root),
         Some("bench") => bench::run(&root, &args[1..]),
+        Some("busy-host") => busy_host::run(&root, &target_dir(&root), &args[1..]),
         Some("image") => image::image(&root, &args[1..]),
         Some("etcd-api") => etcd_api(&root),
         Some("sysfree") => sysfree::check(&root, &target_dir(&root)),
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\n  setup       install the wasm32 toolchain (rustup target, else Debian rustc-web)\n  test        formatting, the code's shape, lints and every test (what CI runs)\n  shape       check the code's shape: server file sizes, import direction, no OpenAPI JSON\n  demo        build and start a node with three simulated regions (--ha: three etcd members, three nodes)\n  fuzz        [--target NAME]… [--minutes N] [--jobs J]: run the fuzz targets (libFuzzer, stable Rust) and keep what they find\n  soak-sim    --seeds N [--jobs J]: the coordinator's fault simulation over N seeds, resumable\n  soak        --minutes N [--etcd [--kill-every S]] [--out PNG]: the real node under churn for N minutes (soak.csv, events.csv, soak.png in target/soak/); --etcd: three nodes on etcd, the leader killed every S seconds\n              --plot CSV [--events CSV] [--out PNG]: draw a soak's samples and events again, without running it\n  screenshots regenerate the dashboard's screenshots in docs/images/ (runs its browser tests)\n  demo-strategies  show the built-in strategies offline on a generated cluster\n  ha-faults   the long HA fault series on real etcd (ten leader kills, twenty leader SIGTERMs, etcd members lost, rolling restart)\n  component   -p CRATE [--out FILE]: build a strategy crate into a component\n  examples    [NAME…]: build every example strategy (examples/strategies/) by following its README, and check them\n  c-example   build the C example strategy (used by its README)\n  bench       [NAME…]: run every benchmark in one go and print one table of ratios\n  image       [--no-test]: build the OCI image shardalloc:latest (Containerfile, podman) and check its probes\n  etcd-api    regenerate the etcd client's protocol code from etcd-api/proto/ (no system protoc)\n  sysfree     only the guard: the node builds with protoc and protobuf's include files hidden"
+                "usage: cargo xtask <command>\n\n  setup       install the wasm32 toolchain (rustup target, else Debian rustc-web)\n  test        formatting, the code's shape, lints and every test (what CI runs)\n  shape       check the code's shape: server file sizes, import direction, no OpenAPI JSON\n  demo        build and start a node with three simulated regions (--ha: three etcd members, three nodes)\n  fuzz        [--target NAME]… [--minutes N] [--jobs J]: run the fuzz targets (libFuzzer, stable Rust) and keep what they find\n  soak-sim    --seeds N [--jobs J]: the coordinator's fault simulation over N seeds, resumable\n  soak        --minutes N [--etcd [--kill-every S]] [--out PNG]: the real node under churn for N minutes (soak.csv, events.csv, soak.png in target/soak/); --etcd: three nodes on etcd, the leader killed every S seconds\n              --plot CSV [--events CSV] [--out PNG]: draw a soak's samples and events again, without running it\n  screenshots regenerate the dashboard's screenshots in docs/images/ (runs its browser tests)\n  demo-strategies  show the built-in strategies offline on a generated cluster\n  ha-faults   the long HA fault series on real etcd (ten leader kills, twenty leader SIGTERMs, etcd members lost, rolling restart)\n  component   -p CRATE [--out FILE]: build a strategy crate into a component\n  examples    [NAME…]: build every example strategy (examples/strategies/) by following its README, and check them\n  c-example   build the C example strategy (used by its README)\n  bench       [NAME…]: run every benchmark in one go and print one table of ratios\n  busy-host   [--load NAME]… [--duration S] [--placements N]: the release node pinned to one core (taskset) under the attack's five loads; home-answer p99 and regions removed per load (target/busy-host/results.md)\n  image       [--no-test]: build the OCI image shardalloc:latest (Containerfile, podman) and check its probes\n  etcd-api    regenerate the etcd client's protocol code from etcd-api/proto/ (no system protoc)\n  sysfree     only the guard: the node builds with protoc and protobuf's include files hidden"
             );
             bail!("unknown or missing command");
         }
