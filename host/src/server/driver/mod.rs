@@ -231,7 +231,9 @@ impl Driver {
                 break;
             }
         }
-        self.write_slices();
+        if self.now >= self.writes.next_slice_at() {
+            self.write_slices();
+        }
         if self.now >= self.next_tick {
             self.next_tick = self.now + TICK_MS;
             for name in self.catalog.names() {
@@ -258,6 +260,14 @@ impl Driver {
         Ok(())
     }
 
+    /// Paces placement slices: after a turn that wrote one and took
+    /// `spent`, the next slice waits as long (at most 100 ms), so writes
+    /// take at most about half of a busy core and sessions the rest. The
+    /// thread calls it with each turn's measured time; tests step without.
+    pub fn pace_slices(&mut self, spent: Duration) {
+        self.writes.pace(self.now, spent);
+    }
+
     /// The types.
     pub fn catalog(&self) -> &TypeCatalog {
         &self.catalog
@@ -280,7 +290,7 @@ impl Driver {
             return Duration::from_millis(self.next_tick.saturating_sub(now).clamp(1, 10));
         }
         if self.writes.pending() {
-            return Duration::ZERO;
+            return Duration::from_millis(self.writes.next_slice_at().saturating_sub(now).min(TICK_MS));
         }
         Duration::from_millis(self.next_tick.saturating_sub(now).min(TICK_MS))
     }

@@ -138,6 +138,11 @@ impl Sessions {
         }
     }
 
+    /// How many sessions `entity_type` has open.
+    pub fn count(&self, entity_type: &str) -> usize {
+        self.sessions.values().filter(|s| s.entity_type == entity_type).count()
+    }
+
     /// The most messages waiting in any session of `entity_type` (in its
     /// outbox, or held before its `Registered`); 0 when it has none. A
     /// message sent now reaches that region after these.

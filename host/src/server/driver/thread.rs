@@ -69,7 +69,10 @@ impl Driver {
                 taken += 1;
             }
             heartbeats_first(&mut inputs);
-            if self.step(inputs, coordinator_time(clocks))? == Flow::Stop {
+            let started = std::time::Instant::now();
+            let flow = self.step(inputs, coordinator_time(clocks))?;
+            self.pace_slices(started.elapsed());
+            if flow == Flow::Stop {
                 return self.shut_down();
             }
         }

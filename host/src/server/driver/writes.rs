@@ -22,7 +22,12 @@
 //! session at most [`PUSH_DEPTH`] messages deep: writes wait for the
 //! regions to read their pushes (up to [`STALL_MS`] for a region that does
 //! not read at all), home answers never wait behind a burst of writes, and
-//! no session is closed because its queue filled.
+//! no session is closed because its queue filled. And a slice pushes at
+//! most [`PUSHES_PER_TURN`] messages over the type's sessions, so a type
+//! with many regions gets smaller slices and a turn stays cheap. The
+//! driver's thread paces the slices too (`Driver::pace_slices`): after a
+//! turn that wrote one, the next waits as long as that turn took, so on a
+//! busy core writes take about half of it and the sessions the rest.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -31,7 +36,17 @@ use super::{Driver, Waiter};
 use crate::coordinator::{Millis, OperatorRequest, PlacementError, Reply as CoordinatorReply, RequestId, Stamp};
 
 /// Most placements written in one turn, over every queued write.
-pub const PLACEMENTS_PER_TURN: usize = 1_000;
+pub const PLACEMENTS_PER_TURN: usize = 500;
+
+/// Most placement pushes (placements times the type's region sessions) one
+/// turn may send: a type with many regions gets smaller slices, so a turn's
+/// cost stays bounded whatever the fan-out.
+pub const PUSHES_PER_TURN: usize = 10_000;
+
+/// Most placement pushes the node sends a second (the pace of the slices):
+/// encoding and writing them to the regions' sockets is the work of the
+/// threads that also serve the sessions.
+pub const PUSHES_PER_SECOND: usize = 100_000;
 
 /// Most placement writes waiting; past it the answer is `429 writes-busy`.
 pub const QUEUED_WRITES: usize = 256;
@@ -40,7 +55,7 @@ pub const QUEUED_WRITES: usize = 256;
 /// answer sent after a slice waits behind at most this many pushes. A
 /// slice is written only when every session of the type has at most half
 /// of it queued, and fills it to this depth.
-pub const PUSH_DEPTH: usize = 1_000;
+pub const PUSH_DEPTH: usize = 500;
 
 /// How long a write waits for a region that does not read before it goes
 /// on anyway (that region's session is then closed, and it is told).
@@ -74,6 +89,10 @@ pub(super) struct PlacementWrites {
     in_flight: BTreeMap<RequestId, Write>,
     /// Since when the head write has waited for a session's room.
     stalled_since: Option<Millis>,
+    /// The pushes the last turn's slices sent (0: it wrote none).
+    pushed: usize,
+    /// No slice before this time (`Driver::pace_slices`).
+    next_slice_at: Millis,
 }
 
 impl PlacementWrites {
@@ -81,6 +100,22 @@ impl PlacementWrites {
     /// tick then.
     pub(super) fn pending(&self) -> bool {
         !self.queue.is_empty()
+    }
+
+    /// The time of the next slice.
+    pub(super) fn next_slice_at(&self) -> Millis {
+        self.next_slice_at
+    }
+
+    /// After a turn that took `spent`: if it wrote a slice, the next one
+    /// waits as long, and long enough to keep the node's pushes under
+    /// [`PUSHES_PER_SECOND`] (1 ms to 1 s).
+    pub(super) fn pace(&mut self, now: Millis, spent: std::time::Duration) {
+        let pushed = std::mem::take(&mut self.pushed);
+        if pushed > 0 {
+            let sending = (pushed * 1_000 / PUSHES_PER_SECOND) as Millis;
+            self.next_slice_at = now + (spent.as_millis() as Millis).max(sending).clamp(1, 1_000);
+        }
     }
 
     /// True while the head write waits for a session to read.
@@ -136,17 +171,16 @@ impl Driver {
             }
             write.started = true;
             let stamp = Stamp::new(self.stamp_time(), self.origin.clone());
-            let op = match &mut write.change {
+            let (op, size) = match &mut write.change {
                 Change::Set(rest) => {
                     let slice: Vec<_> = rest.drain(..room.min(rest.len())).collect();
-                    budget -= slice.len();
-                    OperatorRequest::SetPlacements { placements: slice, stamp }
+                    let size = slice.len();
+                    (OperatorRequest::SetPlacements { placements: slice, stamp }, size)
                 }
-                Change::Remove(shard) => {
-                    budget -= 1;
-                    OperatorRequest::RemovePlacements { shards: vec![shard.clone()], stamp }
-                }
+                Change::Remove(shard) => (OperatorRequest::RemovePlacements { shards: vec![shard.clone()], stamp }, 1),
             };
+            budget -= size;
+            self.writes.pushed += size * self.sessions.count(&write.entity_type).max(1);
             let entity_type = write.entity_type.clone();
             let request = self.next_request;
             self.writes.in_flight.insert(request, write);
@@ -183,7 +217,8 @@ impl Driver {
     /// write stalls, for at most [`STALL_MS`]).
     fn room_for(&mut self, entity_type: &str, budget: usize) -> usize {
         let queued = self.sessions.deepest(entity_type);
-        let room = if queued <= PUSH_DEPTH / 2 { (PUSH_DEPTH - queued).min(budget) } else { 0 };
+        let fan_out = (PUSHES_PER_TURN / self.sessions.count(entity_type).max(1)).max(1);
+        let room = if queued <= PUSH_DEPTH / 2 { (PUSH_DEPTH - queued).min(budget).min(fan_out) } else { 0 };
         if room > 0 {
             self.writes.stalled_since = None;
             return room;

@@ -9,9 +9,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::{engine, settings_with};
 use crate::coordinator::{Millis, PlacementError, Reply};
-use crate::server::driver::request::{AdminRequest, Operated, Operation, Refusal};
-use crate::server::driver::writes::{PLACEMENTS_PER_TURN, PUSH_DEPTH, STALL_MS};
 use crate::server::driver::SESSION_OUTBOX;
+use crate::server::driver::request::{AdminRequest, Operated, Operation, Refusal};
+use crate::server::driver::writes::{PLACEMENTS_PER_TURN, PUSH_DEPTH, PUSHES_PER_SECOND, PUSHES_PER_TURN, STALL_MS};
 use crate::server::driver::{Driver, DriverSettings, Input};
 use crate::server::metrics::Metrics;
 use crate::store::{MemoryStore, Store};
@@ -172,4 +172,73 @@ fn a_slow_region_holds_writes_back_so_its_answers_never_wait_behind_more_than_a_
     assert_eq!(stored(&store), 3 * PUSH_DEPTH);
     assert_eq!(written(&mut answer).len(), 3 * PUSH_DEPTH);
     assert!(!driver.sessions().is_empty(), "a slow region lost its session to a write");
+}
+
+#[test]
+fn a_type_with_many_regions_gets_smaller_slices() {
+    let store = MemoryStore::new();
+    let mut driver = load(&store, settings_with(&["cart"]));
+    let regions = 40;
+    let mut inputs = Vec::new();
+    let mut outboxes = Vec::new();
+    for id in 0..regions {
+        let (outbox, rx) = mpsc::channel(SESSION_OUTBOX);
+        let address = format!("r{id}");
+        let register = Register { address, incarnation: 1, sequence: 1, ..Register::default() };
+        inputs.push(Input::SessionOpened { session: id, entity_type: "cart".into(), outbox });
+        inputs.push(Input::Region { session: id, message: RegionMessage::Register(register) });
+        outboxes.push(rx);
+    }
+    driver.step(inputs, T0).unwrap();
+    outboxes.iter_mut().for_each(|rx| while rx.try_recv().is_ok() {});
+    let (request, _answer) = set(PLACEMENTS_PER_TURN, "r0");
+    driver.step([request], T0 + 1).unwrap();
+    let slice = PUSHES_PER_TURN / regions as usize;
+    assert!(slice < PLACEMENTS_PER_TURN);
+    assert_eq!(stored(&store), slice, "a slice pushed more than PUSHES_PER_TURN messages");
+    assert!(outboxes.iter().all(|rx| rx.len() == slice));
+}
+
+#[test]
+fn slices_are_paced_by_the_time_the_last_one_took() {
+    let store = MemoryStore::new();
+    let mut driver = load(&store, settings_with(&["cart"]));
+    // 500 placements, no region: the time the turn took is the pace.
+    let (request, _answer) = set(3 * PLACEMENTS_PER_TURN, "a");
+    driver.step([request], T0).unwrap();
+    driver.pace_slices(std::time::Duration::from_millis(40));
+    assert_eq!(stored(&store), PLACEMENTS_PER_TURN);
+    assert_eq!(driver.until_tick(T0), std::time::Duration::from_millis(40));
+    driver.step([], T0 + 39).unwrap();
+    assert_eq!(stored(&store), PLACEMENTS_PER_TURN, "a slice before its pace allowed");
+    driver.pace_slices(std::time::Duration::from_millis(40));
+    driver.step([], T0 + 40).unwrap();
+    assert_eq!(stored(&store), 2 * PLACEMENTS_PER_TURN);
+}
+
+#[test]
+fn slices_keep_the_nodes_pushes_under_their_rate() {
+    let store = MemoryStore::new();
+    let mut driver = load(&store, settings_with(&["cart"]));
+    let mut outboxes = Vec::new();
+    for id in 0..20 {
+        let (outbox, rx) = mpsc::channel(SESSION_OUTBOX);
+        let register = Register { address: format!("r{id}"), incarnation: 1, sequence: 1, ..Register::default() };
+        let opened = Input::SessionOpened { session: id, entity_type: "cart".into(), outbox };
+        driver.step([opened, Input::Region { session: id, message: RegionMessage::Register(register) }], T0).unwrap();
+        outboxes.push(rx);
+    }
+    outboxes.iter_mut().for_each(|rx| while rx.try_recv().is_ok() {});
+    let (request, _answer) = set(3 * PLACEMENTS_PER_TURN, "r0");
+    driver.step([request], T0 + 1).unwrap();
+    driver.pace_slices(std::time::Duration::from_millis(1));
+    // 500 placements to 20 regions: 10,000 pushes, a tenth of a second's.
+    let pushed = PLACEMENTS_PER_TURN * 20;
+    let pause = (pushed * 1_000 / PUSHES_PER_SECOND) as u64;
+    assert_eq!(driver.until_tick(T0 + 1), std::time::Duration::from_millis(pause.min(crate::server::driver::TICK_MS)));
+    outboxes.iter_mut().for_each(|rx| while rx.try_recv().is_ok() {});
+    driver.step([], T0 + pause).unwrap();
+    assert_eq!(stored(&store), PLACEMENTS_PER_TURN, "a slice before the push rate allowed");
+    driver.step([], T0 + 1 + pause).unwrap();
+    assert_eq!(stored(&store), 2 * PLACEMENTS_PER_TURN);
 }
