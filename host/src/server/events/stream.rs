@@ -11,28 +11,47 @@
 //! leading, so the client reconnects (with `Last-Event-ID`) to the leader.
 //!
 //! At most `--max-event-streams` streams are open at once (429
-//! `too-many-streams` with `Retry-After` past it), and a stream whose
-//! client reads nothing is dropped with its connection (`hub.rs`).
+//! `too-many-streams` with `Retry-After` past it), at most
+//! [`MAX_REPLAYS`](super::MAX_REPLAYS) of them replay at once (a start
+//! more than [`REPLAY_FREE`](super::REPLAY_FREE) events behind the newest;
+//! 429 `replays-busy` past it; a replay not at the newest event within
+//! [`REPLAY_DEADLINE`](super::REPLAY_DEADLINE) is ended with its
+//! connection), and a stream whose client reads nothing is dropped with
+//! its connection (`hub.rs`).
+//!
+//! The body is written by hand rather than with axum's `Sse`, so that one
+//! chunk carries many events (up to [`CHUNK`] bytes) of frames made once
+//! per event, not per stream (`frame.rs`): a replay of the whole backlog
+//! is a few hundred chunks of copied bytes, not ten thousand events
+//! serialised one by one.
 
 use std::convert::Infallible;
 use std::time::Duration;
 
+use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Extension, Query, State};
-use axum::http::HeaderMap;
-use axum::response::sse::{Event, KeepAlive, Sse};
-use futures_util::Stream;
-use shardalloc_client::api::{DecisionEvent, EventKind};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use shardalloc_client::api::DecisionEvent;
+use tokio::time::Instant;
 
-use super::hub::{Delivery, Start};
+use super::frame;
+use super::{Refused, Start, Subscription};
 use crate::server::AppState;
 use crate::server::api_error::ApiError;
 use crate::server::conn::Closer;
 use crate::server::driver::request::AdminRequest;
-use crate::server::openapi::{BadRequest, TooManyStreams, Unauthorized, Unavailable, UnknownType};
+use crate::server::openapi::{BadRequest, Unauthorized, Unavailable, UnknownType};
 
 /// How often a comment line is sent on a quiet stream.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// About the most bytes of events in one body chunk (one event's frame
+/// may be more). The connection queues up to 16 chunks of a client that
+/// reads slowly (`conn.rs`): at most 128 KiB per stream.
+pub const CHUNK: usize = 8 * 1024;
 
 /// The comment that marks the end of the replay: what follows is news.
 pub const LIVE: &str = "live";
@@ -81,16 +100,46 @@ fn start_of(headers: &HeaderMap, from: Option<&str>) -> Result<Start, ApiError> 
     }
 }
 
-/// One SSE event of a delivery.
-fn frame(term: u64, delivery: Delivery) -> Event {
-    match delivery {
-        Delivery::Event(event) => {
-            let data = serde_json::to_string(&*event).expect("an event serializes");
-            Event::default().id(format!("{term}-{}", event.seq)).data(data)
-        }
-        Delivery::Missed(missed) => {
-            let event = DecisionEvent { missed: Some(missed), ..DecisionEvent::new(EventKind::Missed, "", 0) };
-            Event::default().data(serde_json::to_string(&event).expect("an event serializes"))
+impl From<Refused> for ApiError {
+    fn from(refused: Refused) -> Self {
+        ApiError::new(StatusCode::TOO_MANY_REQUESTS, refused.code(), refused.to_string())
+    }
+}
+
+/// A stream being served.
+struct Serving {
+    subscription: Subscription,
+    /// Only this type's events.
+    only: Option<String>,
+    /// Whether `: live` was sent.
+    live: bool,
+    /// When the next keep-alive comment is due if nothing else is sent.
+    quiet_until: Instant,
+    shutdown: tokio_util::sync::CancellationToken,
+}
+
+impl Serving {
+    /// The next chunk of the body; `None` ends it.
+    async fn chunk(&mut self) -> Option<Bytes> {
+        let chunk = self.next_chunk().await?;
+        self.quiet_until = Instant::now() + KEEP_ALIVE;
+        Some(chunk)
+    }
+
+    async fn next_chunk(&mut self) -> Option<Bytes> {
+        loop {
+            if !self.live && self.subscription.caught_up() {
+                self.live = true;
+                return Some(frame::comment(LIVE));
+            }
+            let frames = tokio::select! {
+                _ = self.shutdown.cancelled() => return None,
+                _ = tokio::time::sleep_until(self.quiet_until) => return Some(frame::comment("keep-alive")),
+                frames = self.subscription.next_frames(self.only.as_deref(), CHUNK) => frames?,
+            };
+            if !frames.is_empty() {
+                return Some(frames);
+            }
         }
     }
 }
@@ -109,6 +158,11 @@ fn frame(term: u64, delivery: Delivery) -> Event {
 /// its node stops leading or shuts down: reconnect with `Last-Event-ID`.
 /// A node serves a bounded number of streams at once (429 past it), and
 /// drops a stream whose client reads nothing while 10,000 events pass.
+/// A stream that starts more than 1,000 events behind the newest
+/// (`from=oldest`, an old or another term's `Last-Event-ID`) replays; at
+/// most 4 replay at once (429 `replays-busy` past it; a stream from now or
+/// a resume a few events behind is never refused for it), and a replay
+/// that has not sent the newest event 30 s after it started is ended.
 #[utoipa::path(
     get, path = "/v1/events", operation_id = "events", tag = "events", params(EventsQuery),
     responses(
@@ -117,7 +171,10 @@ fn frame(term: u64, delivery: Delivery) -> Event {
         (status = 400, response = BadRequest),
         (status = 401, response = Unauthorized),
         (status = 404, response = UnknownType),
-        (status = 429, response = TooManyStreams),
+        (status = 429, description = "Busy; retry after `Retry-After`: the node serves as many streams as it \
+            allows (`too-many-streams`, `--max-event-streams`), or this stream would replay (start more than \
+            1,000 events behind the newest) and 4 replay already (`replays-busy`).",
+            body = shardalloc_client::api::ErrorBody),
         (status = 503, response = Unavailable),
     ),
 )]
@@ -126,7 +183,7 @@ pub async fn events(
     headers: HeaderMap,
     closer: Option<Extension<Closer>>,
     query: Result<Query<EventsQuery>, QueryRejection>,
-) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+) -> Result<Response, ApiError> {
     let Query(query) = query.map_err(|rejection| ApiError::bad_request("invalid-query", rejection.body_text()))?;
     let start = start_of(&headers, query.from.as_deref())?;
     if let Some(name) = &query.entity_type {
@@ -136,32 +193,21 @@ pub async fn events(
     // Without a connection of `conn.rs` (in-process tests) a dropped
     // stream only ends.
     let close = closer.map(|Extension(closer)| closer.token()).unwrap_or_default();
-    let subscription =
-        state.events.subscribe(start, state.connections.max_event_streams, close).map_err(|refused| {
-            ApiError::new(axum::http::StatusCode::TOO_MANY_REQUESTS, "too-many-streams", refused.to_string())
-        })?;
-    let shutdown = state.shutdown.clone();
-    let only = query.entity_type;
-    let stream = futures_util::stream::unfold((subscription, false), move |(mut subscription, live)| {
-        let (shutdown, only) = (shutdown.clone(), only.clone());
-        async move {
-            loop {
-                if !live && subscription.caught_up() {
-                    return Some((Ok(Event::default().comment(LIVE)), (subscription, true)));
-                }
-                let delivery = tokio::select! {
-                    _ = shutdown.cancelled() => return None,
-                    delivery = subscription.next() => delivery?,
-                };
-                if let (Delivery::Event(event), Some(only)) = (&delivery, &only)
-                    && &event.entity_type != only
-                {
-                    continue;
-                }
-                let term = subscription.term();
-                return Some((Ok(frame(term, delivery)), (subscription, live)));
-            }
-        }
+    let subscription = state.events.subscribe(start, state.connections.max_event_streams, close)?;
+    let serving = Serving {
+        subscription,
+        only: query.entity_type,
+        live: false,
+        quiet_until: Instant::now() + KEEP_ALIVE,
+        shutdown: state.shutdown.clone(),
+    };
+    let body = futures_util::stream::unfold(serving, |mut serving| async move {
+        let chunk = serving.chunk().await?;
+        Some((Ok::<_, Infallible>(chunk), serving))
     });
-    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive")))
+    let headers = [
+        (header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream")),
+        (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+    ];
+    Ok((headers, Body::from_stream(body)).into_response())
 }

@@ -1,6 +1,7 @@
 //! The decision event stream through the router: order and ids, resume
 //! with `Last-Event-ID`, the replay's end, a client that reads nothing
-//! dropped and told what it missed when it resumes, and bad input named.
+//! dropped and told what it missed when it resumes, the caps on streams
+//! and on replays, and bad input named.
 
 use std::time::Duration;
 
@@ -10,7 +11,7 @@ use futures_util::StreamExt;
 use serde_json::Value;
 
 use super::{PATIENCE, TestNode, assert_error};
-use crate::server::events::BACKLOG;
+use crate::server::events::{BACKLOG, MAX_REPLAYS, REPLAY_FREE};
 
 /// An open stream, read frame by frame.
 struct Reader {
@@ -248,4 +249,72 @@ async fn streams_past_the_cap_get_429_with_retry_after_until_one_ends() {
     assert_eq!(assert_error("past the cap", &answer, StatusCode::TOO_MANY_REQUESTS), "too-many-streams");
     drop(first);
     Reader::open(&node, "/v1/events", &[]).await;
+}
+
+/// Places shards `s<i>` for each `i` in `shards` on `b`, one
+/// `placement-set` event each.
+async fn place(node: &TestNode, shards: std::ops::Range<usize>) {
+    let placements: Vec<Value> =
+        shards.map(|i| serde_json::json!({"shardId": format!("s{i}"), "target": "b"})).collect();
+    let body = serde_json::json!({ "placements": placements }).to_string();
+    let (status, answer) = node.request(Method::POST, "/v1/cluster/shards/cart/placements", Some(&body)).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+}
+
+/// Asserts `path` with `headers` is refused with `429 replays-busy`.
+async fn assert_replays_busy(node: &TestNode, path: &str, headers: &[(&str, &str)]) {
+    let refused = node.open(path, headers).await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS, "{path} {headers:?}");
+    assert_eq!(refused.headers()["retry-after"], "5");
+    let body = axum::body::to_bytes(refused.into_body(), usize::MAX).await.unwrap();
+    let answer = (StatusCode::TOO_MANY_REQUESTS, serde_json::from_slice(&body).expect("a JSON body"));
+    assert_eq!(assert_error("a replay too many", &answer, StatusCode::TOO_MANY_REQUESTS), "replays-busy");
+    let message = answer.1["error"]["message"].as_str().unwrap();
+    assert!(message.contains(&format!("{MAX_REPLAYS} event streams are replaying")), "{message}");
+}
+
+#[tokio::test]
+async fn replays_past_the_limit_get_429_until_one_reaches_live() {
+    let node = TestNode::start();
+    // More events than a stream may start behind without replaying: the
+    // strategy's activation (1), then one placement each.
+    let placed = REPLAY_FREE as usize + 100;
+    place(&node, 0..placed).await;
+    let newest = 1 + placed;
+    let mut replaying = Vec::new();
+    for _ in 0..MAX_REPLAYS {
+        replaying.push(Reader::open(&node, "/v1/events?from=oldest", &[]).await);
+    }
+    assert_replays_busy(&node, "/v1/events?from=oldest", &[]).await;
+    assert_replays_busy(&node, "/v1/events?type=cart&from=oldest", &[]).await;
+    assert_replays_busy(&node, "/v1/events", &[("last-event-id", "1-1")]).await;
+    assert_replays_busy(&node, "/v1/events", &[("last-event-id", "7-1")]).await;
+
+    // A stream from now, or a resume a few events behind, is no replay.
+    let mut now = Reader::open(&node, "/v1/events", &[]).await;
+    assert!(now.until_live().await.is_empty());
+    let a_few = format!("1-{}", newest - 5);
+    let mut resumed = Reader::open(&node, "/v1/events", &[("last-event-id", &a_few)]).await;
+    let shards: Vec<Value> = resumed.until_live().await.into_iter().map(|e| e["shardId"].clone()).collect();
+    let expected: Vec<Value> = (placed - 5..placed).map(|i| format!("s{i}").into()).collect();
+    assert_eq!(shards, expected);
+    let just_free = format!("1-{}", newest as u64 - REPLAY_FREE);
+    Reader::open(&node, "/v1/events", &[("last-event-id", &just_free)]).await;
+
+    // A replay read to live gives its permit back.
+    let replayed = replaying[0].until_live().await;
+    assert_eq!(replayed.len(), newest, "every event kept");
+    assert_eq!(replayed.last().unwrap()["seq"], newest);
+    let mut again = Reader::open(&node, "/v1/events?from=oldest", &[]).await;
+    assert_replays_busy(&node, "/v1/events?from=oldest", &[]).await;
+    // And so does one that ends.
+    drop(replaying.pop());
+    Reader::open(&node, "/v1/events?from=oldest", &[]).await;
+
+    // The replay is all there, in order, then news.
+    let seqs: Vec<u64> = again.until_live().await.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=newest as u64).collect::<Vec<_>>());
+    place(&node, placed..placed + 1).await;
+    let (id, news) = again.event().await;
+    assert_eq!((id, &news["shardId"]), (Some(format!("1-{}", newest + 1)), &format!("s{placed}").into()));
 }
