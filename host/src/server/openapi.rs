@@ -102,7 +102,9 @@ pub struct Unprocessable(pub ErrorBody);
 pub struct DryRunBusy(pub ErrorBody);
 
 /// The node already serves as many event streams as it allows
-/// (`too-many-streams`, `--max-event-streams`); retry after `Retry-After`.
+/// (`too-many-streams`, `--max-event-streams`), or this stream would
+/// replay (start more than 1,000 events behind the newest) while 4 replay
+/// already (`replays-busy`); retry after `Retry-After`.
 #[derive(ToResponse)]
 pub struct TooManyStreams(pub ErrorBody);
 

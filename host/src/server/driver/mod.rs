@@ -261,9 +261,10 @@ impl Driver {
     }
 
     /// Paces placement slices: after a turn that wrote one and took
-    /// `spent`, the next slice waits as long (at most 100 ms), so writes
-    /// take at most about half of a busy core and sessions the rest. The
-    /// thread calls it with each turn's measured time; tests step without.
+    /// `spent`, the next slice waits as long, and long enough to keep the
+    /// node under `writes::PUSHES_PER_SECOND` (1 ms to 1 s), so writes take
+    /// at most about half of a busy core and sessions the rest. The thread
+    /// calls it with each turn's measured time; tests step without.
     pub fn pace_slices(&mut self, spent: Duration) {
         self.writes.pace(self.now, spent);
     }

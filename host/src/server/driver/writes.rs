@@ -153,7 +153,7 @@ impl Driver {
         while budget > 0 {
             let Some(mut write) = self.writes.queue.pop_front() else { return };
             if !write.started
-                && let Err(refusal) = self.check_write(&write)
+                && let Err(refusal) = self.check_write(&mut write)
             {
                 self.answer(write.reply, Err(refusal));
                 continue;
@@ -164,7 +164,7 @@ impl Driver {
                 self.answer(write.reply, Err(refusal));
                 continue;
             }
-            let room = self.room_for(&write.entity_type, budget);
+            let (room, sessions) = self.room_for(&write.entity_type, budget);
             if room == 0 {
                 self.writes.queue.push_front(write);
                 return;
@@ -180,7 +180,7 @@ impl Driver {
                 Change::Remove(shard) => (OperatorRequest::RemovePlacements { shards: vec![shard.clone()], stamp }, 1),
             };
             budget -= size;
-            self.writes.pushed += size * self.sessions.count(&write.entity_type).max(1);
+            self.writes.pushed += size * sessions;
             let entity_type = write.entity_type.clone();
             let request = self.next_request;
             self.writes.in_flight.insert(request, write);
@@ -214,18 +214,20 @@ impl Driver {
     /// How many placements of `entity_type` this turn may write: the
     /// budget left, bounded by what keeps its slowest session at most
     /// [`PUSH_DEPTH`] deep; 0 while that session must read first (then the
-    /// write stalls, for at most [`STALL_MS`]).
-    fn room_for(&mut self, entity_type: &str, budget: usize) -> usize {
+    /// write stalls, for at most [`STALL_MS`]). With the sessions each
+    /// placement is pushed to (at least 1).
+    fn room_for(&mut self, entity_type: &str, budget: usize) -> (usize, usize) {
         let queued = self.sessions.deepest(entity_type);
-        let fan_out = (PUSHES_PER_TURN / self.sessions.count(entity_type).max(1)).max(1);
+        let sessions = self.sessions.count(entity_type).max(1);
+        let fan_out = (PUSHES_PER_TURN / sessions).max(1);
         let room = if queued <= PUSH_DEPTH / 2 { (PUSH_DEPTH - queued).min(budget).min(fan_out) } else { 0 };
         if room > 0 {
             self.writes.stalled_since = None;
-            return room;
+            return (room, sessions);
         }
         let since = *self.writes.stalled_since.get_or_insert(self.now);
         if self.now.saturating_sub(since) < STALL_MS {
-            return 0;
+            return (0, sessions);
         }
         tracing::warn!(
             r#type = entity_type,
@@ -233,16 +235,15 @@ impl Driver {
             "a region does not read its session; placement writes go on without it"
         );
         self.writes.stalled_since = None;
-        budget
+        (budget, sessions)
     }
 
     /// The whole write's check, when it reaches the head of the queue.
-    fn check_write(&self, write: &Write) -> Result<(), Refusal> {
+    fn check_write(&self, write: &mut Write) -> Result<(), Refusal> {
         let entry = self.catalog.get(&write.entity_type)?;
-        match &write.change {
+        match &mut write.change {
             Change::Set(placements) => {
-                let placements: Vec<(String, String)> = placements.iter().cloned().collect();
-                entry.coordinator.check_placements(&placements).map_err(Refusal::Placement)
+                entry.coordinator.check_placements(placements.make_contiguous()).map_err(Refusal::Placement)
             }
             Change::Remove(shard) => {
                 if entry.coordinator.durable().placements.get(shard).is_none_or(|p| p.target.is_none()) {

@@ -43,7 +43,7 @@ use crate::server::AppState;
 use crate::server::api_error::ApiError;
 use crate::server::conn::Closer;
 use crate::server::driver::request::AdminRequest;
-use crate::server::openapi::{BadRequest, Unauthorized, Unavailable, UnknownType};
+use crate::server::openapi::{BadRequest, TooManyStreams, Unauthorized, Unavailable, UnknownType};
 
 /// How often a comment line is sent on a quiet stream.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -171,10 +171,7 @@ impl Serving {
         (status = 400, response = BadRequest),
         (status = 401, response = Unauthorized),
         (status = 404, response = UnknownType),
-        (status = 429, description = "Busy; retry after `Retry-After`: the node serves as many streams as it \
-            allows (`too-many-streams`, `--max-event-streams`), or this stream would replay (start more than \
-            1,000 events behind the newest) and 4 replay already (`replays-busy`).",
-            body = shardalloc_client::api::ErrorBody),
+        (status = 429, response = TooManyStreams),
         (status = 503, response = Unavailable),
     ),
 )]

@@ -112,12 +112,13 @@ fn placement_request(value: Value) -> Result<Vec<(String, String)>, ApiError> {
 ///
 /// Pins shards to regions, all or nothing: the whole request is checked
 /// first (ids, targets, duplicates, the type's placement limit). The node
-/// writes placements in slices of 1,000 per turn, so heartbeats and homes
+/// writes placements in slices of at most 500 per turn (fewer for a type
+/// with many regions, paced by the pushes to them), so heartbeats and homes
 /// are answered between them; the answer comes once every slice is stored
 /// (readers may see a large write partly applied meanwhile, and a write
 /// that got no answer may be partly applied: sending it again is safe).
 /// 429 `writes-busy` when 256 writes already wait. Each write
-/// carries the stamp (node time, node origin); last writer wins. A placement
+/// carries the stamp (commit order, node origin); last writer wins. A placement
 /// takes effect at the shard's next allocation or at the next rebalance tick
 /// (or now, with `POST …/rebalance` and `immediate`). Every change is pushed
 /// to every region of the type. A target that is unknown, unreachable,
