@@ -82,6 +82,10 @@ impl Counts {
         *self.0.lock().unwrap_or_else(|e| e.into_inner()).entry(key.into()).or_insert(0) += 1;
     }
 
+    fn get(&self, key: &str) -> u64 {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).get(key).copied().unwrap_or(0)
+    }
+
     fn words(&self) -> String {
         let counts = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let parts: Vec<String> = counts.iter().map(|(k, v)| format!("{k}: {v}")).collect();
@@ -102,6 +106,29 @@ async fn until_stop<T>(stop: &mut watch::Receiver<bool>, work: impl Future<Outpu
         _ = stop.changed() => None,
         done = work => Some(done),
     }
+}
+
+/// Counts one request's outcome (its status, or `error`) and keeps the
+/// slowest `200`; after anything else, pauses. True for a `200`.
+async fn tally(
+    outcome: Result<StatusCode, reqwest::Error>,
+    at: Instant,
+    counts: &Counts,
+    slowest: &Mutex<Duration>,
+) -> bool {
+    match outcome {
+        Ok(status) => {
+            counts.add(status.as_str());
+            if status == StatusCode::OK {
+                let mut slowest = slowest.lock().unwrap_or_else(|e| e.into_inner());
+                *slowest = (*slowest).max(at.elapsed());
+                return true;
+            }
+        }
+        Err(_) => counts.add("error"),
+    }
+    tokio::time::sleep(PAUSE).await;
+    false
 }
 
 /// Runs load `name` until `stop`.
@@ -145,28 +172,16 @@ async fn snapshots(ctx: &Arc<Ctx>, stop: watch::Receiver<bool>) -> String {
                     }
                     Ok::<_, reqwest::Error>((status, read))
                 };
-                match until_stop(&mut stop, read).await {
-                    None => return,
-                    Some(Ok((status, read))) => {
-                        counts.add(status.as_str());
-                        if status == StatusCode::OK {
-                            bytes.fetch_add(read, Ordering::Relaxed);
-                            let mut slowest = slowest.lock().unwrap_or_else(|e| e.into_inner());
-                            *slowest = (*slowest).max(at.elapsed());
-                        } else {
-                            tokio::time::sleep(PAUSE).await;
-                        }
-                    }
-                    Some(Err(_)) => {
-                        counts.add("error");
-                        tokio::time::sleep(PAUSE).await;
-                    }
+                let Some(outcome) = until_stop(&mut stop, read).await else { return };
+                let read = outcome.as_ref().map_or(0, |(_, read)| *read);
+                if tally(outcome.map(|(status, _)| status), at, &counts, &slowest).await {
+                    bytes.fetch_add(read, Ordering::Relaxed);
                 }
             }
         });
     }
     tasks.join_all().await;
-    let ok = counts.0.lock().unwrap_or_else(|e| e.into_inner()).get("200").copied().unwrap_or(0);
+    let ok = counts.get("200");
     let each = bytes.load(Ordering::Relaxed) as f64 / ok.max(1) as f64 / 1e6;
     let slowest = *slowest.lock().unwrap_or_else(|e| e.into_inner());
     format!(
@@ -227,7 +242,7 @@ async fn replays(ctx: &Arc<Ctx>, stop: watch::Receiver<bool>) -> String {
         });
     }
     tasks.join_all().await;
-    let done = counts.0.lock().unwrap_or_else(|e| e.into_inner()).get("replayed to live").copied().unwrap_or(0);
+    let done = counts.get("replayed to live");
     format!(
         "{REPLAYERS} replayers: {} ({:.1} replays/s, {:.0} MB read)",
         counts.words(),
@@ -283,7 +298,7 @@ async fn storm(ctx: &Arc<Ctx>, stop: watch::Receiver<bool>) -> String {
         });
     }
     tasks.join_all().await;
-    let registered = counts.0.lock().unwrap_or_else(|e| e.into_inner()).get("registered").copied().unwrap_or(0);
+    let registered = counts.get("registered");
     let slowest = *slowest.lock().unwrap_or_else(|e| e.into_inner());
     format!(
         "{STORM_REGIONS} regions reconnecting: {} ({:.0} registrations/s, slowest connect-to-Registered {:.2} s)",
@@ -336,27 +351,13 @@ async fn posts(ctx: &Arc<Ctx>, stop: watch::Receiver<bool>) -> String {
                     response.bytes().await?;
                     Ok::<_, reqwest::Error>(status)
                 };
-                match until_stop(&mut stop, write).await {
-                    None => return,
-                    Some(Ok(status)) => {
-                        counts.add(status.as_str());
-                        if status == StatusCode::OK {
-                            let mut slowest = slowest.lock().unwrap_or_else(|e| e.into_inner());
-                            *slowest = (*slowest).max(at.elapsed());
-                        } else {
-                            tokio::time::sleep(PAUSE).await;
-                        }
-                    }
-                    Some(Err(_)) => {
-                        counts.add("error");
-                        tokio::time::sleep(PAUSE).await;
-                    }
-                }
+                let Some(outcome) = until_stop(&mut stop, write).await else { return };
+                tally(outcome, at, &counts, &slowest).await;
             }
         });
     }
     tasks.join_all().await;
-    let ok = counts.0.lock().unwrap_or_else(|e| e.into_inner()).get("200").copied().unwrap_or(0);
+    let ok = counts.get("200");
     let slowest = *slowest.lock().unwrap_or_else(|e| e.into_inner());
     format!(
         "{WRITERS} writers of {per_post}: {} ({:.0} placements/s written, slowest POST {:.1} s)",
