@@ -268,6 +268,9 @@ async fn drain_and_leave_hands_every_shard_off_while_traffic_flows_then_leaves()
         .expect("drain_and_leave returns")
         .expect("a drains and leaves within its bound");
     let took = began.elapsed();
+    // Traffic goes on a moment after the move, so some of it reaches b (a
+    // drain quicker than the pump's pace would otherwise leave b none).
+    tokio::time::sleep(Duration::from_millis(200)).await;
     stop.store(true, Ordering::Relaxed);
     let sent = sender.await.unwrap();
     eprintln!("drain_and_leave of {} shards took {took:?}", on_a.len());

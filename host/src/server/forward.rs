@@ -31,13 +31,13 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderName, StatusCode, header};
+use axum::http::{HeaderName, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 
-use super::AppState;
-use super::api_error::ApiError;
+use super::api_error::{ApiError, ErrorCode};
+use super::state::AppState;
 
 /// The header naming the node a request was forwarded by.
 pub const HOP: &str = "x-shardalloc-forwarded-by";
@@ -72,15 +72,15 @@ fn forwarded(path: &str) -> bool {
     path.starts_with("/v1/")
         && path != "/v1/cluster/leader"
         && path != "/v1/openapi.json"
-        && path != shardalloc_client::protocol::CONNECT_PATH
+        && path != shardalloc_proto::protocol::CONNECT_PATH
 }
 
 fn no_leader(message: impl Into<String>) -> Response {
-    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "no-leader", message).into_response()
+    ApiError::unavailable(ErrorCode::NoLeader, message).into_response()
 }
 
 fn leader_unavailable(message: impl Into<String>) -> Response {
-    let mut response = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "leader-unavailable", message).into_response();
+    let mut response = ApiError::unavailable(ErrorCode::LeaderUnavailable, message).into_response();
     response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static(RETRY_AFTER_S));
     response
 }

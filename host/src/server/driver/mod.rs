@@ -31,7 +31,8 @@
 //! ```
 //!
 //! The thread itself ([`start`]) only waits for inputs or the next tick and
-//! calls [`Driver::step`] with the wall clock; tests call `step` directly.
+//! calls [`Driver::step`] with the coordinator's monotonic time
+//! (`clock.rs`); tests call `step` directly.
 
 mod admin;
 pub mod catalog;
@@ -231,7 +232,10 @@ impl Driver {
                 break;
             }
         }
-        if self.now >= self.writes.next_slice_at() {
+        if self.now >= self.writes.next_slice_at() && self.writes.pending() {
+            // The region inputs' answers are committed and released first:
+            // a home answer never waits for a slice's pushes and commit.
+            self.commit()?;
             self.write_slices();
         }
         if self.now >= self.next_tick {

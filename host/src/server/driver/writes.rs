@@ -4,7 +4,9 @@
 //! turn can commit and the next heartbeat be answered. So every placement
 //! write (set or remove) joins one queue, and each turn writes at most
 //! [`PLACEMENTS_PER_TURN`] placements from its head, after that turn's
-//! region inputs: heartbeats and home answers wait for at most one slice.
+//! region inputs were committed and answered (`Driver::step` commits twice
+//! then): a heartbeat or home answer waits for at most a slice already under
+//! way, never for the slice of its own turn.
 //!
 //! A write is checked as a whole when it reaches the head (ids, targets,
 //! duplicates, the type's placement limit), so a refused write changes
@@ -14,7 +16,10 @@
 //! after the commit of its last slice. Readers may see a large write partly
 //! applied while it runs, and a node that stops midway keeps the slices it
 //! committed; the write got no answer then, and sending it again is safe
-//! (a placement write sets, it does not add).
+//! (a placement write sets, it does not add). A write whose client has
+//! gone before it reaches the head is dropped unwritten; a write a follower
+//! forwarded is waited for in a task of its own (`rest/placements.rs`), so
+//! the follower's shorter forward timeout never drops it.
 //!
 //! Every placement written is pushed to every region of its type, and a
 //! region's session is one ordered queue: a home answer waits behind every
@@ -58,7 +63,8 @@ pub const QUEUED_WRITES: usize = 256;
 pub const PUSH_DEPTH: usize = 500;
 
 /// How long a write waits for a region that does not read before it goes
-/// on anyway (that region's session is then closed, and it is told).
+/// on anyway (that region's session is then closed, and it is told). The
+/// slices that follow keep to [`PUSHES_PER_TURN`] all the same.
 pub const STALL_MS: Millis = 10_000;
 
 /// What a queued write does.
@@ -152,6 +158,13 @@ impl Driver {
         let mut budget = PLACEMENTS_PER_TURN;
         while budget > 0 {
             let Some(mut write) = self.writes.queue.pop_front() else { return };
+            if !write.started && write.reply.is_closed() {
+                // Its client left before it began: nothing of it is written,
+                // and nobody waits for its answer (a client that retries
+                // after a timeout does not queue the same work twice).
+                tracing::debug!(r#type = %write.entity_type, "a placement write whose client left is dropped unstarted");
+                continue;
+            }
             if !write.started
                 && let Err(refusal) = self.check_write(&mut write)
             {
@@ -235,7 +248,7 @@ impl Driver {
             "a region does not read its session; placement writes go on without it"
         );
         self.writes.stalled_since = None;
-        (budget, sessions)
+        (budget.min(fan_out), sessions)
     }
 
     /// The whole write's check, when it reaches the head of the queue.
