@@ -140,7 +140,8 @@ fn stores(c: &mut Criterion) {
     drop((redb, etcd_store));
 
     let node_dir = tempfile::tempdir().unwrap();
-    let redb_posts = posts(c, "redb", StoreConfig::Embedded { dir: node_dir.path().join("redb") }, node_dir.path());
+    let redb_posts =
+        posts(c, "redb", StoreConfig::Embedded { dir: node_dir.path().join("redb"), migrate: true }, node_dir.path());
     let etcd_config = EtcdConfig { prefix: "/bench-node/".into(), ..EtcdConfig::new(vec![server.url.clone()]) };
     let etcd_posts = posts(c, "etcd", StoreConfig::Etcd(etcd_config), &node_dir.path().join("etcd"));
 

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::bail;
 use clap::{Args, Subcommand};
-use shardalloc::store::redb::{Checked, FILE_NAME};
-use shardalloc::store::{EtcdConfig, EtcdStore, RedbStore, Store, StoreError};
+use shardalloc::store::redb::{Checked, FILE_NAME, V1_COPY};
+use shardalloc::store::{EtcdConfig, EtcdStore, RedbStore, SCHEMA_VERSION, Store, StoreError};
 
 /// `shardalloc store` subcommands.
 #[derive(Debug, Subcommand)]
@@ -39,6 +39,11 @@ pub struct CheckArgs {
     /// The node's data directory.
     #[arg(long, env = "SHARDALLOC_DATA")]
     data: PathBuf,
+    /// Fail (exit 1) on a store of an older schema, which a node started
+    /// with `--no-migrate` refuses; without it, such a store is reported
+    /// as sound and to be migrated when the node starts.
+    #[arg(long)]
+    no_migrate: bool,
 }
 
 /// Runs a `shardalloc store` command.
@@ -94,10 +99,30 @@ fn check(args: &CheckArgs) -> anyhow::Result<()> {
             "empty: no store in {} yet; a node started there creates one",
             super::shown(&args.data.display().to_string())
         ),
-        Ok(Checked::Sound(c)) => println!(
-            "sound: {file} ({} bytes, schema {}, revision {}): {} types, {} regions, {} homed shards, {} placements, {} components",
-            c.file_bytes, c.schema, c.revision, c.types, c.regions, c.homes, c.placements, c.components
-        ),
+        Ok(Checked::Sound(c)) if c.schema < SCHEMA_VERSION && args.no_migrate => {
+            bail!("{}", StoreError::NotMigrated { what: file.to_string(), found: c.schema, current: SCHEMA_VERSION })
+        }
+        Ok(Checked::Sound(c)) => {
+            println!(
+                "sound: {file} ({} bytes, schema {}, revision {}): {} types, {} regions, {} homed shards, {} placements, {} components",
+                c.file_bytes, c.schema, c.revision, c.types, c.regions, c.homes, c.placements, c.components
+            );
+            if c.schema < SCHEMA_VERSION {
+                println!(
+                    "schema {} is older than this shardalloc's ({SCHEMA_VERSION}): a node started here migrates it \
+                     (keeping a copy as {V1_COPY}), or refuses it with --no-migrate",
+                    c.schema
+                );
+            } else {
+                println!("schema {}: current", c.schema);
+            }
+            if c.v1_copy {
+                println!(
+                    "a copy of the store before its migration is kept: {}; delete it once you no longer need to go back",
+                    super::shown(&args.data.join(V1_COPY).display().to_string())
+                );
+            }
+        }
         Ok(Checked::NeedsRecovery) => println!(
             "needs recovery: {file} was not closed cleanly (the node was killed or the machine stopped); \
              the node recovers it when it next starts"

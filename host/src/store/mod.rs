@@ -13,6 +13,8 @@
 //!   throw-away nodes).
 //! - `etcd/`: [`EtcdStore`], shared by several nodes on etcd: a fenced log
 //!   of turns and a checkpoint, component blobs in chunks.
+//! - `records/`: the on-disk schema: the records each backend writes
+//!   (postcard, schema 2), and the frozen records of schema 1 it migrates.
 //! - `conformance.rs`: the suite every backend passes ([`conformance::suite`]).
 //! - [`open`]: the one place a backend is chosen, from a [`StoreConfig`].
 //!
@@ -44,8 +46,10 @@
 pub mod conformance;
 pub mod etcd;
 pub mod memory;
+pub mod records;
 pub mod redb;
 pub mod redb_file;
+mod redb_migrate;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -57,8 +61,11 @@ pub use self::redb::RedbStore;
 use crate::coordinator::{Change, Durable, Home};
 use crate::strategy::{ActivationCause, StrategySource};
 
-/// The schema this build writes and reads.
-pub const SCHEMA_VERSION: u64 = 1;
+/// The schema this build writes and reads: 2, the postcard records of
+/// [`records`]. A store of schema 1 (JSON) is migrated when it opens, unless
+/// its backend's configuration says not to (`--no-migrate`), and a copy of
+/// the schema-1 data is kept (docs/operations.md, "Store format").
+pub const SCHEMA_VERSION: u64 = records::SCHEMA_V2;
 
 /// How many activations per type are kept.
 pub const ACTIVATION_HISTORY: usize = 100;
@@ -175,6 +182,21 @@ pub enum StoreError {
         found: u64,
         /// The newest this build reads.
         supported: u64,
+    },
+    /// The data was written by an older shardalloc and migrating it on open
+    /// was turned off (`--no-migrate`). Nothing was written.
+    #[error(
+        "the store {what} holds schema version {found}; this shardalloc writes schema version {current}: \
+         start it without --no-migrate to migrate the store to schema {current} (a copy of the schema-{found} data \
+         is kept), or use a shardalloc that writes schema {found}"
+    )]
+    NotMigrated {
+        /// Which store.
+        what: String,
+        /// The stored schema version.
+        found: u64,
+        /// The one this build writes.
+        current: u64,
     },
     /// The write was based on a revision that is no longer current.
     #[error("write fenced: it was based on revision {based_on}, the store is at {current}")]
@@ -313,6 +335,9 @@ pub enum StoreConfig {
     Embedded {
         /// The data directory.
         dir: PathBuf,
+        /// A store of an older schema is migrated when it opens; without,
+        /// it is refused with [`StoreError::NotMigrated`] (`--no-migrate`).
+        migrate: bool,
     },
     /// In memory: lost when the process ends.
     Memory,
@@ -323,7 +348,7 @@ pub enum StoreConfig {
 /// Opens the configured backend: the one place a backend is chosen.
 pub fn open(config: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
     Ok(match config {
-        StoreConfig::Embedded { dir } => Arc::new(RedbStore::open(dir)?),
+        StoreConfig::Embedded { dir, migrate } => Arc::new(RedbStore::open_with(dir, *migrate)?),
         StoreConfig::Memory => Arc::new(MemoryStore::new()),
         StoreConfig::Etcd(config) => Arc::new(EtcdStore::open(config)?),
     })

@@ -1,19 +1,21 @@
 //! [`RedbStore`]: the embedded store, one redb file in the data directory.
 //!
-//! Tables (keys are `(type, id)` tuples; values JSON unless noted):
+//! Tables (keys are `(type, id)` tuples; values are the postcard records
+//! of [`records`](super::records), schema 2, unless noted; schema 1 wrote
+//! the core's types as JSON, and `redb_migrate.rs` rewrites those):
 //!
 //! | table          | key                 | value                           |
 //! |----------------|---------------------|---------------------------------|
 //! | `meta`         | name                | u64 (`schema`, `revision`, `home-order`) |
-//! | `types`        | type                | [`TypeRecord`] + signal + next join order |
-//! | `regions`      | (type, address)     | `RegionRecord` without its shard list |
-//! | `homes`        | (type, shard)       | `Home` and its allocation order |
+//! | `types`        | type                | `records::TypeRow`: declaration + signal + next join order |
+//! | `regions`      | (type, address)     | `records::Region` without its shard list |
+//! | `homes`        | (type, shard)       | `records::HomeRow`: the home and its allocation order |
 //! | `handoffs`     | (type, shard)       | owner address (text)            |
-//! | `placements`   | (type, shard)       | `PlacementEntry` (tombstones too) |
+//! | `placements`   | (type, shard)       | `records::Placement` (tombstones too) |
 //! | `queued`       | (type, shard)       | nothing                         |
-//! | `activations`  | (type, number)      | [`ActivationRecord`]            |
+//! | `activations`  | (type, number)      | `records::Activation`           |
 //! | `components`   | digest              | component bytes (the blobs)     |
-//! | `component-info` | digest            | [`ComponentRecord`]             |
+//! | `component-info` | digest            | `records::Component`            |
 //!
 //! A region's shard list is not stored: it is rebuilt from `homes` in
 //! allocation order, exactly as [`Durable::apply`] builds it.
@@ -25,8 +27,8 @@ use std::path::{Path, PathBuf};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
-use serde::{Deserialize, Serialize};
 
+use super::records::{self, v1};
 use super::redb_file::{self, FileState};
 use super::{
     ACTIVATION_HISTORY, ActivationRecord, ComponentRecord, Loaded, LoadedType, Revision, SCHEMA_VERSION, Store,
@@ -35,42 +37,58 @@ use super::{
 use crate::coordinator::{Change, Home, PlacementEntry, RegionRecord};
 use crate::strategy::source::digest_of;
 
-const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
-const TYPES: TableDefinition<&str, &[u8]> = TableDefinition::new("types");
-const REGIONS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("regions");
-const HOMES: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("homes");
+pub(super) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+pub(super) const TYPES: TableDefinition<&str, &[u8]> = TableDefinition::new("types");
+pub(super) const REGIONS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("regions");
+pub(super) const HOMES: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("homes");
 const HANDOFFS: TableDefinition<(&str, &str), &str> = TableDefinition::new("handoffs");
-const PLACEMENTS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("placements");
+pub(super) const PLACEMENTS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("placements");
 const QUEUED: TableDefinition<(&str, &str), ()> = TableDefinition::new("queued");
-const ACTIVATIONS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("activations");
+pub(super) const ACTIVATIONS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("activations");
 const COMPONENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("components");
-const COMPONENT_INFO: TableDefinition<&str, &[u8]> = TableDefinition::new("component-info");
+pub(super) const COMPONENT_INFO: TableDefinition<&str, &[u8]> = TableDefinition::new("component-info");
 
 /// The file name inside the data directory.
 pub const FILE_NAME: &str = "shardalloc.redb";
 
-/// What the `types` table keeps per type.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+/// The copy of a schema-1 store, in the data directory, that migrating it
+/// keeps (delete it to drop it: docs/operations.md).
+pub const V1_COPY: &str = "shardalloc.v1.redb";
+
+/// What the `types` table keeps per type, as the core's values.
+#[derive(Debug, Clone, Default)]
 struct TypeRow {
     record: Option<TypeRecord>,
     signal: Option<String>,
     next_join_order: u64,
 }
 
-/// What the `homes` table keeps per shard.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct HomeRow {
-    home: Home,
-    order: u64,
+/// A row of `table` stored with `schema`: schema 1 read as the JSON record
+/// `V1`, schema 2 as the postcard record `V2`.
+pub(super) fn row<V1, V2, T>(schema: u64, table: &'static str, bytes: &[u8]) -> Result<T, StoreError>
+where
+    V1: serde::de::DeserializeOwned + Into<T>,
+    V2: serde::de::DeserializeOwned + Into<T>,
+{
+    records::decode_as::<V1, V2, T>(schema, bytes)
+        .map_err(|detail| StoreError::Corrupt { what: format!("table {table}"), detail })
 }
 
-fn encode<T: Serialize>(value: &T) -> Vec<u8> {
-    serde_json::to_vec(value).expect("store records serialize")
+fn type_row(schema: u64, bytes: &[u8]) -> Result<TypeRow, StoreError> {
+    let (record, signal, next_join_order) = row::<v1::TypeRow, records::TypeRow, _>(schema, "types", bytes)?;
+    Ok(TypeRow { record, signal, next_join_order })
 }
 
-fn decode<T: for<'a> Deserialize<'a>>(table: &'static str, bytes: &[u8]) -> Result<T, StoreError> {
-    serde_json::from_slice(bytes)
-        .map_err(|e| StoreError::Corrupt { what: format!("table {table}"), detail: e.to_string() })
+fn encode_type_row(row: &TypeRow) -> Vec<u8> {
+    records::encode(&records::type_row(row.record.as_ref(), row.signal.as_deref(), row.next_join_order))
+}
+
+fn home_row(schema: u64, bytes: &[u8]) -> Result<(Home, u64), StoreError> {
+    row::<v1::HomeRow, records::HomeRow, _>(schema, "homes", bytes)
+}
+
+fn placement(schema: u64, bytes: &[u8]) -> Result<PlacementEntry, StoreError> {
+    row::<v1::PlacementEntry, records::Placement, _>(schema, "placements", bytes)
 }
 
 fn db<E: Into<redb::Error>>(error: E) -> StoreError {
@@ -97,6 +115,14 @@ impl RedbStore {
     /// file not closed cleanly, after a crash, is recovered there). New
     /// directories and files are created owner-only.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        Self::open_with(dir, true)
+    }
+
+    /// Opens the store in `dir`, as [`RedbStore::open`]; a store of an
+    /// older schema is migrated when `migrate` (a copy of the file kept as
+    /// [`V1_COPY`] first), else refused with [`StoreError::NotMigrated`]
+    /// before anything is written.
+    pub fn open_with(dir: &Path, migrate: bool) -> Result<Self, StoreError> {
         let io = |error| StoreError::Io { path: dir.display().to_string(), error };
         if !dir.exists() {
             std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(io)?;
@@ -121,7 +147,19 @@ impl RedbStore {
             // A start reads the rows, not the component bytes: those are
             // hashed when read (`blob`), so a start takes as long with 100
             // stored components as with none.
-            FileState::Intact => preloaded = read_back(&path, false)?.1,
+            FileState::Intact => {
+                let (checked, loaded) = read_back(&path, false)?;
+                // Refused before redb opens the file for writing, which
+                // writes to it even when nothing is committed.
+                if let Checked::Sound(Contents { schema, .. }) = checked
+                    && schema < SCHEMA_VERSION
+                    && !migrate
+                {
+                    let what = path.display().to_string();
+                    return Err(StoreError::NotMigrated { what, found: schema, current: SCHEMA_VERSION });
+                }
+                preloaded = loaded;
+            }
         }
         let opened =
             redb_file::quietly(|| Database::builder().set_cache_size(CACHE_BYTES).create(&path)).map_err(damaged)?;
@@ -129,8 +167,18 @@ impl RedbStore {
             redb::DatabaseError::DatabaseAlreadyOpen => StoreError::InUse { what: path.display().to_string() },
             other => damaged(other.to_string()),
         })?;
-        let store = RedbStore { db, path: path.clone(), preloaded: std::sync::Mutex::new(None) };
-        redb_file::quietly(|| store.init()).map_err(damaged)??;
+        let mut store = RedbStore { db, path: path.clone(), preloaded: std::sync::Mutex::new(None) };
+        let migrated = redb_file::quietly(|| store.init(migrate)).map_err(damaged)??;
+        if migrated {
+            // The migration rewrote every row in one transaction, which
+            // leaves the file about twice its size: give the space back.
+            match redb_file::quietly(|| store.db.compact()).map_err(damaged)? {
+                Ok(_) => tracing::info!(path = %path.display(), "the migrated store is compacted"),
+                Err(error) => {
+                    tracing::warn!(path = %path.display(), %error, "the migrated store could not be compacted")
+                }
+            }
+        }
         // A new file, or one recovered from a crash, is read once here too.
         let loaded = match preloaded {
             Some(loaded) => loaded,
@@ -155,7 +203,24 @@ impl RedbStore {
         &self.path
     }
 
-    fn init(&self) -> Result<(), StoreError> {
+    /// Creates or checks the schema, migrating an older one when `migrate`;
+    /// true when it migrated.
+    fn init(&self, migrate: bool) -> Result<bool, StoreError> {
+        let mut migrated = false;
+        match self.stored_schema()? {
+            Some(found) if found > SCHEMA_VERSION => {
+                return Err(StoreError::NewerSchema { found, supported: SCHEMA_VERSION });
+            }
+            Some(found) if found < SCHEMA_VERSION && !migrate => {
+                let what = self.path.display().to_string();
+                return Err(StoreError::NotMigrated { what, found, current: SCHEMA_VERSION });
+            }
+            Some(found) if found < SCHEMA_VERSION => {
+                super::redb_migrate::migrate(&self.db, &self.path, found)?;
+                migrated = true;
+            }
+            _ => {}
+        }
         let txn = self.db.begin_write().map_err(db)?;
         {
             let mut meta = txn.open_table(META).map_err(db)?;
@@ -182,7 +247,18 @@ impl RedbStore {
             txn.open_table(COMPONENT_INFO).map_err(db)?;
         }
         txn.commit().map_err(db)?;
-        Ok(())
+        Ok(migrated)
+    }
+
+    /// The schema in the `meta` table; `None` for a new file.
+    fn stored_schema(&self) -> Result<Option<u64>, StoreError> {
+        let txn = self.db.begin_read().map_err(db)?;
+        let meta = match txn.open_table(META) {
+            Ok(meta) => meta,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(error) => return Err(db(error)),
+        };
+        Ok(meta.get("schema").map_err(db)?.map(|v| v.value()))
     }
 
     /// The current revision.
@@ -230,6 +306,9 @@ pub struct Contents {
     pub components: usize,
     /// The file's size in bytes.
     pub file_bytes: u64,
+    /// The copy of the schema-1 file a migration kept ([`V1_COPY`]) is
+    /// still in the directory.
+    pub v1_copy: bool,
 }
 
 impl RedbStore {
@@ -243,9 +322,10 @@ impl RedbStore {
         match redb_file::check(&path, &dir.join(redb_file::MARKER)).map_err(damaged)? {
             FileState::New => Ok(Checked::Empty),
             FileState::Intact => {
-                let checked = read_back(&path, true)?.0;
-                if let Checked::Sound(_) = checked {
+                let mut checked = read_back(&path, true)?.0;
+                if let Checked::Sound(contents) = &mut checked {
                     integrity(&path)?;
+                    contents.v1_copy = dir.join(V1_COPY).exists();
                 }
                 Ok(checked)
             }
@@ -363,11 +443,12 @@ fn read_loaded(txn: &redb::ReadTransaction) -> Result<Loaded, StoreError> {
         return Err(StoreError::NewerSchema { found: schema, supported: SCHEMA_VERSION });
     }
     let revision = meta.get("revision").map_err(db)?.map_or(0, |v| v.value());
-    let types = read_types(txn, None)?;
+    let types = read_types(txn, None, schema)?;
     let mut components = BTreeMap::new();
     for entry in txn.open_table(COMPONENT_INFO).map_err(db)?.iter().map_err(db)? {
         let (key, value) = entry.map_err(db)?;
-        let record: ComponentRecord = decode("component-info", value.value())?;
+        let record: ComponentRecord =
+            row::<v1::Component, records::Component, _>(schema, "component-info", value.value())?;
         components.insert(key.value().to_owned(), record);
     }
     Ok(Loaded { revision, types, components })
@@ -387,8 +468,13 @@ fn rows<V: redb::Value + 'static>(
     }
 }
 
-/// Every type's state (or only `only`'s) as one read transaction sees it.
-fn read_types(txn: &redb::ReadTransaction, only: Option<&str>) -> Result<BTreeMap<String, LoadedType>, StoreError> {
+/// Every type's state (or only `only`'s) as one read transaction sees it,
+/// its rows of `schema`.
+fn read_types(
+    txn: &redb::ReadTransaction,
+    only: Option<&str>,
+    schema: u64,
+) -> Result<BTreeMap<String, LoadedType>, StoreError> {
     let mut types: BTreeMap<String, LoadedType> = BTreeMap::new();
     let type_rows = txn.open_table(TYPES).map_err(db)?;
     let rows_of_types = match only {
@@ -397,7 +483,7 @@ fn read_types(txn: &redb::ReadTransaction, only: Option<&str>) -> Result<BTreeMa
     };
     for entry in rows_of_types {
         let (name, value) = entry.map_err(db)?;
-        let row: TypeRow = decode("types", value.value())?;
+        let row = type_row(schema, value.value())?;
         let loaded = types.entry(name.value().to_owned()).or_default();
         loaded.record = row.record;
         loaded.durable.signal = row.signal;
@@ -406,15 +492,15 @@ fn read_types(txn: &redb::ReadTransaction, only: Option<&str>) -> Result<BTreeMa
     for entry in rows(&txn.open_table(REGIONS).map_err(db)?, only)? {
         let (key, value) = entry.map_err(db)?;
         let (t, address) = key.value();
-        let record: RegionRecord = decode("regions", value.value())?;
+        let record: RegionRecord = row::<v1::Region, records::Region, _>(schema, "regions", value.value())?;
         types.entry(t.to_owned()).or_default().durable.regions.insert(address.to_owned(), record);
     }
     let mut homes: BTreeMap<String, Vec<(u64, String, Home)>> = BTreeMap::new();
     for entry in rows(&txn.open_table(HOMES).map_err(db)?, only)? {
         let (key, value) = entry.map_err(db)?;
         let (t, shard) = key.value();
-        let row: HomeRow = decode("homes", value.value())?;
-        homes.entry(t.to_owned()).or_default().push((row.order, shard.to_owned(), row.home));
+        let (home, order) = home_row(schema, value.value())?;
+        homes.entry(t.to_owned()).or_default().push((order, shard.to_owned(), home));
     }
     for (t, mut list) in homes {
         list.sort_by_key(|(order, _, _)| *order);
@@ -436,7 +522,7 @@ fn read_types(txn: &redb::ReadTransaction, only: Option<&str>) -> Result<BTreeMa
     for entry in rows(&txn.open_table(PLACEMENTS).map_err(db)?, only)? {
         let (key, value) = entry.map_err(db)?;
         let (t, shard) = key.value();
-        let placement: PlacementEntry = decode("placements", value.value())?;
+        let placement = placement(schema, value.value())?;
         types.entry(t.to_owned()).or_default().durable.placements.insert(shard.to_owned(), placement);
     }
     for entry in rows(&txn.open_table(QUEUED).map_err(db)?, only)? {
@@ -452,7 +538,8 @@ fn read_types(txn: &redb::ReadTransaction, only: Option<&str>) -> Result<BTreeMa
     for entry in activation_rows {
         let (key, value) = entry.map_err(db)?;
         let (t, _) = key.value();
-        let activation: ActivationRecord = decode("activations", value.value())?;
+        let activation: ActivationRecord =
+            row::<v1::Activation, records::Activation, _>(schema, "activations", value.value())?;
         types.entry(t.to_owned()).or_default().activations.push(activation);
     }
     Ok(types)
@@ -472,24 +559,27 @@ struct Writer<'t> {
 impl Writer<'_> {
     fn type_row(&self, name: &str) -> Result<TypeRow, StoreError> {
         match self.types.get(name).map_err(db)? {
-            Some(v) => decode("types", v.value()),
+            Some(v) => type_row(SCHEMA_VERSION, v.value()),
             None => Ok(TypeRow::default()),
         }
     }
 
     fn put_type_row(&mut self, name: &str, row: &TypeRow) -> Result<(), StoreError> {
-        self.types.insert(name, encode(row).as_slice()).map_err(db)?;
+        self.types.insert(name, encode_type_row(row).as_slice()).map_err(db)?;
         Ok(())
     }
 
     fn region(&self, t: &str, address: &str) -> Result<Option<RegionRecord>, StoreError> {
-        self.regions.get((t, address)).map_err(db)?.map(|v| decode("regions", v.value())).transpose()
+        let region = |v: redb::AccessGuard<'_, &[u8]>| {
+            row::<v1::Region, records::Region, RegionRecord>(SCHEMA_VERSION, "regions", v.value())
+        };
+        self.regions.get((t, address)).map_err(db)?.map(region).transpose()
     }
 
     fn put_region(&mut self, t: &str, record: &RegionRecord) -> Result<(), StoreError> {
-        let mut record = record.clone();
-        record.shards.clear();
-        self.regions.insert((t, record.address.as_str()), encode(&record).as_slice()).map_err(db)?;
+        let mut row = records::Region::from(record);
+        row.shards.clear();
+        self.regions.insert((t, record.address.as_str()), records::encode(&row).as_slice()).map_err(db)?;
         Ok(())
     }
 
@@ -532,8 +622,8 @@ impl Writer<'_> {
             }
             Change::HomeSet { shard, home } => {
                 self.home_order += 1;
-                let row = HomeRow { home: home.clone(), order: self.home_order };
-                self.homes.insert((t, shard.as_str()), encode(&row).as_slice()).map_err(db)?;
+                let row = records::encode(&records::home_row(home, self.home_order));
+                self.homes.insert((t, shard.as_str()), row.as_slice()).map_err(db)?;
             }
             Change::HomeRemoved { shard } => {
                 self.homes.remove((t, shard.as_str())).map_err(db)?;
@@ -546,7 +636,8 @@ impl Writer<'_> {
                 self.handoffs.remove((t, shard.as_str())).map_err(db)?;
             }
             Change::PlacementWritten { shard, entry } => {
-                self.placements.insert((t, shard.as_str()), encode(entry).as_slice()).map_err(db)?;
+                let row = records::encode(&records::Placement::from(entry));
+                self.placements.insert((t, shard.as_str()), row.as_slice()).map_err(db)?;
             }
             Change::PlacementPurged { shard } => {
                 self.placements.remove((t, shard.as_str())).map_err(db)?;
@@ -577,7 +668,7 @@ impl Store for RedbStore {
 
     fn load_type(&self, entity_type: &str) -> Result<Option<LoadedType>, StoreError> {
         let txn = self.db.begin_read().map_err(db)?;
-        Ok(read_types(&txn, Some(entity_type))?.remove(entity_type))
+        Ok(read_types(&txn, Some(entity_type), SCHEMA_VERSION)?.remove(entity_type))
     }
 
     fn placements(
@@ -602,7 +693,7 @@ impl Store for RedbStore {
                 break;
             }
             let (key, value) = entry.map_err(db)?;
-            let placement: PlacementEntry = decode("placements", value.value())?;
+            let placement = placement(SCHEMA_VERSION, value.value())?;
             if let Some(target) = placement.target {
                 page.push((key.value().1.to_owned(), target));
             }
@@ -639,9 +730,9 @@ impl Store for RedbStore {
                 break;
             }
             let (key, value) = entry.map_err(db)?;
-            let row: HomeRow = decode("homes", value.value())?;
-            if regions.contains(&*row.home.region) {
-                page.push((key.value().1.to_owned(), row.home));
+            let (home, _) = home_row(SCHEMA_VERSION, value.value())?;
+            if regions.contains(&*home.region) {
+                page.push((key.value().1.to_owned(), home));
             }
         }
         Ok(Some(page))
@@ -698,7 +789,8 @@ impl Store for RedbStore {
                     .transpose()
                     .map_err(db)?
                     .map_or(0, |(k, _)| k.value().1);
-                activations.insert((t.as_str(), last + 1), encode(activation).as_slice()).map_err(db)?;
+                let row = records::encode(&records::Activation::from(activation));
+                activations.insert((t.as_str(), last + 1), row.as_slice()).map_err(db)?;
                 let numbers: Vec<u64> = activations
                     .range((t.as_str(), 0)..=(t.as_str(), u64::MAX))
                     .map_err(db)?
@@ -711,7 +803,8 @@ impl Store for RedbStore {
             }
             let mut info = txn.open_table(COMPONENT_INFO).map_err(db)?;
             for record in &turn.components {
-                info.insert(record.digest.as_str(), encode(record).as_slice()).map_err(db)?;
+                let row = records::encode(&records::Component::from(record));
+                info.insert(record.digest.as_str(), row.as_slice()).map_err(db)?;
             }
             for digest in &turn.removed_components {
                 info.remove(digest.as_str()).map_err(db)?;

@@ -39,7 +39,7 @@ fn a_second_opener_is_refused() {
 #[test]
 fn the_configured_backend_is_opened() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open(&StoreConfig::Embedded { dir: dir.path().to_owned() }).unwrap();
+    let store = open(&StoreConfig::Embedded { dir: dir.path().to_owned(), migrate: true }).unwrap();
     assert!(store.describe().contains(redb::FILE_NAME), "{}", store.describe());
     assert!(open(&StoreConfig::Memory).unwrap().describe().starts_with("memory"));
 }

@@ -9,6 +9,7 @@ use shardalloc_etcd::{ops, pb};
 
 use super::keys::{CHUNK_BYTES, CheckpointRecord, chunks, sha256};
 use super::{Inner, corrupt};
+use crate::store::records::{self, SCHEMA_V1, v1};
 use crate::store::{Loaded, Store, StoreError};
 
 /// Starts a checkpoint on its own thread unless one is running.
@@ -47,18 +48,11 @@ fn write_at(inner: &Inner, first: bool) -> Result<(), StoreError> {
         return Ok(());
     }
     let before = inner.since_checkpoint.load(Ordering::Relaxed);
-    let bytes = serde_json::to_vec(&loaded).map_err(|e| corrupt("the checkpoint", e))?;
-    let chunks = chunks(&bytes, CHUNK_BYTES);
     // One fence for every write: a checkpoint begun under one leadership
     // never finishes under the next.
     let fence: Vec<pb::Compare> = inner.fence_compare().into_iter().collect();
-    for (index, chunk) in chunks.iter().enumerate() {
-        let put = ops::put(inner.keys.checkpoint_chunk(revision, index as u32), chunk.to_vec());
-        if !inner.txn(ops::txn(fence.clone(), vec![put], Vec::new()))?.succeeded {
-            return Err(StoreError::Deposed { key: inner.keys.leader() });
-        }
-    }
-    let record = CheckpointRecord { revision, chunks: chunks.len() as u32, sha256: sha256(&bytes) };
+    let (record, bytes) = write_chunks(inner, &loaded, &fence)?;
+    let chunks = record.chunks;
     let record = serde_json::to_vec(&record).map_err(|e| corrupt("the checkpoint record", e))?;
     let keys = &inner.keys;
     let mut compares = fence;
@@ -87,15 +81,39 @@ fn write_at(inner: &Inner, first: bool) -> Result<(), StoreError> {
     if at > 0 {
         inner.call(move |client| async move { client.compact(at).await })?;
     }
-    tracing::debug!(revision, chunks = chunks.len(), bytes = bytes.len(), "etcd checkpoint written");
+    tracing::debug!(revision, chunks, bytes, "etcd checkpoint written");
     Ok(())
 }
 
-/// Reads the checkpoint `record` points to, at etcd revision `at`.
-pub(super) fn read(inner: &Inner, record: &CheckpointRecord, at: i64) -> Result<Loaded, StoreError> {
+/// Writes `loaded` as a checkpoint's chunks (each put compares `fence`);
+/// the record that points to them, and their size, for the caller to write.
+pub(super) fn write_chunks(
+    inner: &Inner,
+    loaded: &Loaded,
+    fence: &[pb::Compare],
+) -> Result<(CheckpointRecord, usize), StoreError> {
+    let revision = loaded.revision;
+    let bytes = records::encode(&records::checkpoint(loaded));
+    let chunks = chunks(&bytes, CHUNK_BYTES);
+    for (index, chunk) in chunks.iter().enumerate() {
+        let put = ops::put(inner.keys.checkpoint_chunk(revision, index as u32), chunk.to_vec());
+        if !inner.txn(ops::txn(fence.to_vec(), vec![put], Vec::new()))?.succeeded {
+            return Err(StoreError::Deposed { key: inner.keys.leader() });
+        }
+    }
+    let record = CheckpointRecord { revision, chunks: chunks.len() as u32, sha256: sha256(&bytes) };
+    Ok((record, bytes.len()))
+}
+
+/// Reads the checkpoint `record` points to, at etcd revision `at`, as a
+/// checkpoint of `schema`.
+pub(super) fn read(inner: &Inner, record: &CheckpointRecord, at: i64, schema: u64) -> Result<Loaded, StoreError> {
     let mut bytes = Vec::new();
     for index in 0..record.chunks {
-        let key = inner.keys.checkpoint_chunk(record.revision, index);
+        let key = match schema {
+            SCHEMA_V1 => inner.keys.v1_checkpoint_chunk(record.revision, index),
+            _ => inner.keys.checkpoint_chunk(record.revision, index),
+        };
         let chunk = inner.get_one(key.clone(), at)?.ok_or_else(|| corrupt(&key, "a checkpoint chunk is missing"))?;
         bytes.extend_from_slice(&chunk);
     }
@@ -103,7 +121,8 @@ pub(super) fn read(inner: &Inner, record: &CheckpointRecord, at: i64) -> Result<
     if sha256(&bytes) != record.sha256 {
         return Err(corrupt(what, format!("its chunks do not hash to {}", record.sha256)));
     }
-    let loaded: Loaded = serde_json::from_slice(&bytes).map_err(|e| corrupt(&what, e))?;
+    let loaded: Loaded = records::decode_as::<v1::Checkpoint, records::Checkpoint, Loaded>(schema, &bytes)
+        .map_err(|e| corrupt(&what, e))?;
     if loaded.revision != record.revision {
         return Err(corrupt(what, format!("it says revision {}, its data {}", record.revision, loaded.revision)));
     }

@@ -2,15 +2,23 @@
 //! into parts that each fit one etcd request. Pure functions: no client.
 //!
 //! ```text
-//! {prefix}schema                       "1"
+//! {prefix}schema                       "2" (the schema version, decimal)
 //! {prefix}revision                     the store's revision, decimal (absent: 0)
 //! {prefix}log/{revision:020}/{part:04} one part of the turn that made `revision`
+//!                                      (a `records::Turn`, postcard)
 //! {prefix}checkpoint                   CheckpointRecord (JSON)
-//! {prefix}checkpoint-data/{revision:020}/{chunk:06}
+//! {prefix}checkpoint-v2/{revision:020}/{chunk:06}
+//!                                      the checkpoint's data (a `records::Checkpoint`)
 //! {prefix}blobs/{digest}/meta          BlobRecord (JSON)
 //! {prefix}blobs/{digest}/{chunk:04}    up to CHUNK_BYTES of the component
 //! {prefix}leader                       the elected node (with its lease)
+//! {prefix}v1/…                         the schema-1 keys a migration kept
 //! ```
+//!
+//! Schema 1 kept its log entries as JSON turns under the same `log/` keys
+//! and its checkpoint's data (JSON) under `checkpoint-data/`; a migration
+//! copies those keys under `v1/` and deletes them in the transaction that
+//! moves the schema to 2 (`migrate.rs`).
 
 use serde::{Deserialize, Serialize};
 
@@ -85,17 +93,38 @@ impl Keys {
 
     /// One chunk of the checkpoint taken at `revision`.
     pub fn checkpoint_chunk(&self, revision: u64, chunk: u32) -> String {
-        format!("{}checkpoint-data/{revision:020}/{chunk:06}", self.prefix)
+        format!("{}checkpoint-v2/{revision:020}/{chunk:06}", self.prefix)
     }
 
     /// The first key of the checkpoint data taken at `revision` (and after).
     pub fn checkpoint_data_from(&self, revision: u64) -> String {
-        format!("{}checkpoint-data/{revision:020}/", self.prefix)
+        format!("{}checkpoint-v2/{revision:020}/", self.prefix)
     }
 
     /// The start of all checkpoint data.
     pub fn checkpoint_data_start(&self) -> String {
+        format!("{}checkpoint-v2/", self.prefix)
+    }
+
+    /// One chunk of a schema-1 checkpoint taken at `revision`.
+    pub fn v1_checkpoint_chunk(&self, revision: u64, chunk: u32) -> String {
+        format!("{}checkpoint-data/{revision:020}/{chunk:06}", self.prefix)
+    }
+
+    /// The start of all schema-1 checkpoint data.
+    pub fn v1_checkpoint_data_start(&self) -> String {
         format!("{}checkpoint-data/", self.prefix)
+    }
+
+    /// Past all schema-1 checkpoint data.
+    pub fn v1_checkpoint_data_end(&self) -> String {
+        format!("{}checkpoint-data0", self.prefix)
+    }
+
+    /// Where a migration keeps the schema-1 keys: `{prefix}v1/`, each under
+    /// its name relative to the prefix.
+    pub fn v1_copy(&self) -> String {
+        format!("{}v1/", self.prefix)
     }
 
     /// The prefix of every blob key.

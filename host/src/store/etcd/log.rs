@@ -8,7 +8,8 @@ use shardalloc_etcd::{ops, pb};
 
 use super::keys::{self, CheckpointRecord, LOG_PAGE, LogPart};
 use super::{Inner, corrupt, stored_number};
-use crate::store::{Loaded, MemoryStore, Revision, Store, StoreError, Turn};
+use crate::store::records::{self, v1};
+use crate::store::{Loaded, MemoryStore, Revision, SCHEMA_VERSION, Store, StoreError, Turn};
 
 /// How often a load starts again when etcd compacted the revision it was
 /// reading at (a checkpoint finished meanwhile).
@@ -28,7 +29,7 @@ pub(super) fn commit(inner: &Inner, based_on: Revision, turn: &Turn) -> Result<R
     if current != based_on {
         return Err(StoreError::Fenced { based_on, current });
     }
-    let bytes = serde_json::to_vec(turn).map_err(|e| corrupt("a turn", e))?;
+    let bytes = records::encode(&records::turn(turn));
     let parts = keys::split(&bytes, nonce());
     let revision = based_on + 1;
     let last = parts.len() - 1;
@@ -121,10 +122,16 @@ fn nonce() -> u64 {
 /// Loads the checkpoint and the log after it, at one etcd revision, and
 /// keeps the result as the store's memory.
 pub(super) fn load(inner: &Inner) -> Result<Loaded, StoreError> {
+    load_schema(inner, SCHEMA_VERSION).map(|(loaded, _)| loaded)
+}
+
+/// [`load`] of a store whose keys hold `schema`; also the etcd revision
+/// it was read at.
+pub(super) fn load_schema(inner: &Inner, schema: u64) -> Result<(Loaded, i64), StoreError> {
     let mut attempt = 0;
     loop {
         attempt += 1;
-        match load_once(inner) {
+        match load_once(inner, schema) {
             Err(StoreError::Backend { source, .. }) if attempt < LOAD_ATTEMPTS && compacted(&*source) => {
                 tracing::debug!("etcd compacted the revision a load was reading at; loading again");
             }
@@ -137,7 +144,7 @@ fn compacted(error: &(dyn std::error::Error + 'static)) -> bool {
     error.to_string().contains("compacted")
 }
 
-fn load_once(inner: &Inner) -> Result<Loaded, StoreError> {
+fn load_once(inner: &Inner, schema: u64) -> Result<(Loaded, i64), StoreError> {
     let keys = &inner.keys;
     let txn = ops::txn(Vec::new(), vec![ops::get(keys.revision()), ops::get(keys.checkpoint())], Vec::new());
     let response = inner.txn(txn)?;
@@ -152,7 +159,7 @@ fn load_once(inner: &Inner) -> Result<Loaded, StoreError> {
     let memory = MemoryStore::new();
     let from = match &checkpoint {
         Some(record) => {
-            let state = super::checkpoint::read(inner, record, at)?;
+            let state = super::checkpoint::read(inner, record, at, schema)?;
             memory.replace(state);
             record.revision
         }
@@ -174,13 +181,14 @@ fn load_once(inner: &Inner) -> Result<Loaded, StoreError> {
         let found = parts.remove(&r).unwrap_or_default();
         let what = keys.log_from(r);
         let bytes = keys::join(&found).ok_or_else(|| corrupt(&what, "the log entry is incomplete"))?;
-        let turn: Turn = serde_json::from_slice(&bytes).map_err(|e| corrupt(&what, e))?;
+        let turn: Turn =
+            records::decode_as::<v1::Turn, records::Turn, Turn>(schema, &bytes).map_err(|e| corrupt(&what, e))?;
         memory.commit(r - 1, &turn)?;
     }
     let loaded = memory.load()?;
     saw(inner, loaded.revision);
     inner.cache.replace(loaded.clone());
-    Ok(loaded)
+    Ok((loaded, at))
 }
 
 /// Refuses a revision lower than one already seen: by this process (a

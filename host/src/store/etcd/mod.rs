@@ -8,6 +8,8 @@
 //! - `checkpoint.rs`: folding the log into a checkpoint, in the background.
 //! - `blobs.rs`: components in chunks, verified by sha256 when read.
 //! - `bridge.rs`: the async client behind the synchronous trait.
+//! - `migrate.rs`: a store of schema 1 (JSON) made schema 2 when it opens,
+//!   its keys kept under `{prefix}v1/`.
 //!
 //! ## The log and the checkpoint
 //!
@@ -42,6 +44,7 @@ pub mod bridge;
 mod checkpoint;
 pub mod keys;
 mod log;
+mod migrate;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -79,6 +82,9 @@ pub struct EtcdConfig {
     pub client_cert: Option<(PathBuf, PathBuf)>,
     /// Fold the log into a checkpoint every this many commits.
     pub checkpoint_every: u64,
+    /// Migrate a store of an older schema when it opens (true), or refuse
+    /// it with [`StoreError::NotMigrated`] (`--no-migrate`).
+    pub migrate: bool,
 }
 
 impl EtcdConfig {
@@ -91,6 +97,7 @@ impl EtcdConfig {
             ca_cert: None,
             client_cert: None,
             checkpoint_every: DEFAULT_CHECKPOINT_EVERY,
+            migrate: true,
         }
     }
 }
@@ -142,7 +149,9 @@ fn read_file(path: &PathBuf) -> Result<Vec<u8>, StoreError> {
 }
 
 impl EtcdStore {
-    /// Connects, and writes the schema version into an empty prefix.
+    /// Connects, and writes the schema version into an empty prefix; a
+    /// store of an older schema is migrated (or refused, without
+    /// [`EtcdConfig::migrate`]), one of a newer schema refused.
     pub fn open(config: &EtcdConfig) -> Result<EtcdStore, StoreError> {
         if config.endpoints.is_empty() {
             return Err(StoreError::Backend { backend: BACKEND, source: "no etcd endpoint given".into() });
@@ -187,7 +196,7 @@ impl EtcdStore {
             seen: AtomicU64::new(0),
         };
         let store = EtcdStore { inner: Arc::new(inner) };
-        store.inner.init_schema()?;
+        store.inner.init_schema(config.migrate)?;
         Ok(store)
     }
 
@@ -303,7 +312,7 @@ impl Inner {
         }
     }
 
-    fn init_schema(&self) -> Result<(), StoreError> {
+    fn init_schema(&self, migrate: bool) -> Result<(), StoreError> {
         let key = self.keys.schema();
         let txn = ops::txn(
             vec![ops::version_is(key.clone(), 0)],
@@ -317,6 +326,12 @@ impl Inner {
         let found = stored_number(&response, &key)?.unwrap_or(SCHEMA_VERSION);
         if found > SCHEMA_VERSION {
             return Err(StoreError::NewerSchema { found, supported: SCHEMA_VERSION });
+        }
+        if found < SCHEMA_VERSION {
+            if !migrate {
+                return Err(StoreError::NotMigrated { what: self.describe.clone(), found, current: SCHEMA_VERSION });
+            }
+            migrate::migrate(self, found)?;
         }
         Ok(())
     }

@@ -1,0 +1,374 @@
+//! The records of schema 2 from and to the core's types: one explicit
+//! conversion each way. Writing takes the core's values by reference;
+//! reading consumes the record. Homes read back are interned by
+//! [`core::Durable`]'s `Interned` where a whole state is built.
+
+use std::sync::Arc;
+
+use super::{
+    Activation, Cause, Change, Checkpoint, Component, Declaration, Durable, Fault, Home, HomeRow, LoadedType,
+    Placement, Reason, Region, Stamp, Turn, TypeRow,
+};
+use crate::coordinator as core;
+use crate::store::{self, ActivationRecord, ComponentRecord, Loaded, TypeRecord};
+use crate::strategy::external::AllocationReason;
+use crate::strategy::{ActivationCause, FaultKind, StrategyError, StrategySource};
+
+impl From<&core::Stamp> for Stamp {
+    fn from(s: &core::Stamp) -> Self {
+        Stamp { timestamp: s.timestamp, origin: s.origin.clone() }
+    }
+}
+
+impl From<Stamp> for core::Stamp {
+    fn from(s: Stamp) -> Self {
+        core::Stamp { timestamp: s.timestamp, origin: s.origin }
+    }
+}
+
+impl From<&core::RegionRecord> for Region {
+    fn from(r: &core::RegionRecord) -> Self {
+        Region {
+            address: r.address.clone(),
+            incarnation: r.incarnation,
+            roles: r.roles.clone(),
+            app_version: r.app_version.clone(),
+            join_order: r.join_order,
+            labels: r.labels.clone(),
+            proxy_only: r.proxy_only,
+            draining: r.draining,
+            leaving: r.leaving,
+            shards: r.shards.clone(),
+        }
+    }
+}
+
+impl From<Region> for core::RegionRecord {
+    fn from(r: Region) -> Self {
+        core::RegionRecord {
+            address: r.address,
+            incarnation: r.incarnation,
+            roles: r.roles,
+            app_version: r.app_version,
+            join_order: r.join_order,
+            labels: r.labels,
+            proxy_only: r.proxy_only,
+            draining: r.draining,
+            leaving: r.leaving,
+            shards: r.shards,
+        }
+    }
+}
+
+impl From<&AllocationReason> for Reason {
+    fn from(r: &AllocationReason) -> Self {
+        match r {
+            AllocationReason::Placement => Reason::Placement,
+            AllocationReason::Strategy { name, version } => {
+                Reason::Strategy { name: name.clone(), version: version.clone() }
+            }
+            AllocationReason::Fallback(StrategyError::Refused(text)) => Reason::Refused(text.clone()),
+            AllocationReason::Fallback(StrategyError::Invalid(text)) => Reason::Invalid(text.clone()),
+            AllocationReason::Fallback(StrategyError::Fault { kind, detail }) => {
+                let kind = match kind {
+                    FaultKind::Trap => Fault::Trap,
+                    FaultKind::Deadline => Fault::Deadline,
+                    FaultKind::Memory => Fault::Memory,
+                };
+                Reason::Fault { kind, detail: detail.clone() }
+            }
+        }
+    }
+}
+
+impl From<Reason> for AllocationReason {
+    fn from(r: Reason) -> Self {
+        match r {
+            Reason::Placement => AllocationReason::Placement,
+            Reason::Strategy { name, version } => AllocationReason::Strategy { name, version },
+            Reason::Refused(text) => AllocationReason::Fallback(StrategyError::Refused(text)),
+            Reason::Invalid(text) => AllocationReason::Fallback(StrategyError::Invalid(text)),
+            Reason::Fault { kind, detail } => {
+                let kind = match kind {
+                    Fault::Trap => FaultKind::Trap,
+                    Fault::Deadline => FaultKind::Deadline,
+                    Fault::Memory => FaultKind::Memory,
+                };
+                AllocationReason::Fallback(StrategyError::Fault { kind, detail })
+            }
+        }
+    }
+}
+
+impl From<&core::Home> for Home {
+    fn from(h: &core::Home) -> Self {
+        Home { region: h.region.to_string(), reason: (&*h.reason).into(), at: h.at }
+    }
+}
+
+impl From<Home> for core::Home {
+    fn from(h: Home) -> Self {
+        core::Home { region: Arc::from(h.region), reason: Arc::new(h.reason.into()), at: h.at }
+    }
+}
+
+impl From<&core::PlacementEntry> for Placement {
+    fn from(p: &core::PlacementEntry) -> Self {
+        Placement { target: p.target.clone(), stamp: (&p.stamp).into(), written_at: p.written_at }
+    }
+}
+
+impl From<Placement> for core::PlacementEntry {
+    fn from(p: Placement) -> Self {
+        core::PlacementEntry { target: p.target, stamp: p.stamp.into(), written_at: p.written_at }
+    }
+}
+
+impl From<&core::Change> for Change {
+    fn from(c: &core::Change) -> Self {
+        use core::Change as C;
+        match c {
+            C::RegionRegistered(record) => Change::RegionRegistered(record.into()),
+            C::RegionRemoved { address } => Change::RegionRemoved { address: address.clone() },
+            C::RegionDraining { address, draining } => {
+                Change::RegionDraining { address: address.clone(), draining: *draining }
+            }
+            C::RegionLeaving { address } => Change::RegionLeaving { address: address.clone() },
+            C::HomeSet { shard, home } => Change::HomeSet { shard: shard.clone(), home: home.into() },
+            C::HomeRemoved { shard } => Change::HomeRemoved { shard: shard.clone() },
+            C::HandOffStarted { shard, from } => Change::HandOffStarted { shard: shard.clone(), from: from.clone() },
+            C::HandOffEnded { shard } => Change::HandOffEnded { shard: shard.clone() },
+            C::PlacementWritten { shard, entry } => {
+                Change::PlacementWritten { shard: shard.clone(), entry: entry.into() }
+            }
+            C::PlacementPurged { shard } => Change::PlacementPurged { shard: shard.clone() },
+            C::RebalanceQueued { shard } => Change::RebalanceQueued { shard: shard.clone() },
+            C::RebalanceUnqueued { shard } => Change::RebalanceUnqueued { shard: shard.clone() },
+            C::SignalSet { signal } => Change::SignalSet { signal: signal.clone() },
+        }
+    }
+}
+
+impl From<Change> for core::Change {
+    fn from(c: Change) -> Self {
+        use core::Change as C;
+        match c {
+            Change::RegionRegistered(record) => C::RegionRegistered(record.into()),
+            Change::RegionRemoved { address } => C::RegionRemoved { address },
+            Change::RegionDraining { address, draining } => C::RegionDraining { address, draining },
+            Change::RegionLeaving { address } => C::RegionLeaving { address },
+            Change::HomeSet { shard, home } => C::HomeSet { shard, home: home.into() },
+            Change::HomeRemoved { shard } => C::HomeRemoved { shard },
+            Change::HandOffStarted { shard, from } => C::HandOffStarted { shard, from },
+            Change::HandOffEnded { shard } => C::HandOffEnded { shard },
+            Change::PlacementWritten { shard, entry } => C::PlacementWritten { shard, entry: entry.into() },
+            Change::PlacementPurged { shard } => C::PlacementPurged { shard },
+            Change::RebalanceQueued { shard } => C::RebalanceQueued { shard },
+            Change::RebalanceUnqueued { shard } => C::RebalanceUnqueued { shard },
+            Change::SignalSet { signal } => C::SignalSet { signal },
+        }
+    }
+}
+
+impl From<&TypeRecord> for Declaration {
+    fn from(t: &TypeRecord) -> Self {
+        Declaration { strategy: t.strategy.to_string(), config: t.config.clone() }
+    }
+}
+
+impl From<Declaration> for TypeRecord {
+    fn from(d: Declaration) -> Self {
+        TypeRecord { strategy: StrategySource::parse_stored(&d.strategy), config: d.config }
+    }
+}
+
+impl From<ActivationCause> for Cause {
+    fn from(c: ActivationCause) -> Self {
+        match c {
+            ActivationCause::Initial => Cause::Initial,
+            ActivationCause::Operator => Cause::Operator,
+            ActivationCause::Rollback => Cause::Rollback,
+            ActivationCause::AutoRollback => Cause::AutoRollback,
+        }
+    }
+}
+
+impl From<Cause> for ActivationCause {
+    fn from(c: Cause) -> Self {
+        match c {
+            Cause::Initial => ActivationCause::Initial,
+            Cause::Operator => ActivationCause::Operator,
+            Cause::Rollback => ActivationCause::Rollback,
+            Cause::AutoRollback => ActivationCause::AutoRollback,
+        }
+    }
+}
+
+impl From<&ActivationRecord> for Activation {
+    fn from(a: &ActivationRecord) -> Self {
+        Activation {
+            strategy: a.strategy.to_string(),
+            name: a.name.clone(),
+            version: a.version.clone(),
+            config: a.config.clone(),
+            cause: a.cause.into(),
+            at_ms: a.at_ms,
+        }
+    }
+}
+
+impl From<Activation> for ActivationRecord {
+    fn from(a: Activation) -> Self {
+        ActivationRecord {
+            strategy: StrategySource::parse_stored(&a.strategy),
+            name: a.name,
+            version: a.version,
+            config: a.config,
+            cause: a.cause.into(),
+            at_ms: a.at_ms,
+        }
+    }
+}
+
+impl From<&ComponentRecord> for Component {
+    fn from(c: &ComponentRecord) -> Self {
+        Component {
+            digest: c.digest.clone(),
+            name: c.name.clone(),
+            version: c.version.clone(),
+            size: c.size,
+            uploaded_at_ms: c.uploaded_at_ms,
+        }
+    }
+}
+
+impl From<Component> for ComponentRecord {
+    fn from(c: Component) -> Self {
+        ComponentRecord {
+            digest: c.digest,
+            name: c.name,
+            version: c.version,
+            size: c.size,
+            uploaded_at_ms: c.uploaded_at_ms,
+        }
+    }
+}
+
+/// redb's `types` row of a type.
+pub fn type_row(record: Option<&TypeRecord>, signal: Option<&str>, next_join_order: u64) -> TypeRow {
+    TypeRow { record: record.map(Into::into), signal: signal.map(str::to_owned), next_join_order }
+}
+
+impl From<TypeRow> for (Option<TypeRecord>, Option<String>, u64) {
+    fn from(row: TypeRow) -> Self {
+        (row.record.map(Into::into), row.signal, row.next_join_order)
+    }
+}
+
+/// redb's `homes` row of a home.
+pub fn home_row(home: &core::Home, order: u64) -> HomeRow {
+    HomeRow { home: home.into(), order }
+}
+
+impl From<HomeRow> for (core::Home, u64) {
+    fn from(row: HomeRow) -> Self {
+        (row.home.into(), row.order)
+    }
+}
+
+/// The log entry of a turn.
+pub fn turn(turn: &store::Turn) -> Turn {
+    Turn {
+        changes: turn
+            .changes
+            .iter()
+            .map(|(t, changes)| (t.clone(), changes.iter().map(Into::into).collect()))
+            .collect(),
+        types: turn.types.iter().map(|(t, record)| (t.clone(), record.into())).collect(),
+        activations: turn.activations.iter().map(|(t, a)| (t.clone(), a.into())).collect(),
+        components: turn.components.iter().map(Into::into).collect(),
+        removed_components: turn.removed_components.clone(),
+        removed_types: turn.removed_types.clone(),
+    }
+}
+
+impl From<Turn> for store::Turn {
+    fn from(turn: Turn) -> Self {
+        store::Turn {
+            changes: turn
+                .changes
+                .into_iter()
+                .map(|(t, changes)| (t, changes.into_iter().map(Into::into).collect()))
+                .collect(),
+            types: turn.types.into_iter().map(|(t, record)| (t, record.into())).collect(),
+            activations: turn.activations.into_iter().map(|(t, a)| (t, a.into())).collect(),
+            components: turn.components.into_iter().map(Into::into).collect(),
+            removed_components: turn.removed_components,
+            removed_types: turn.removed_types,
+        }
+    }
+}
+
+/// The checkpoint of a whole state.
+pub fn checkpoint(loaded: &Loaded) -> Checkpoint {
+    let types = loaded
+        .types
+        .iter()
+        .map(|(name, t)| {
+            let d = &t.durable;
+            LoadedType {
+                name: name.clone(),
+                record: t.record.as_ref().map(Into::into),
+                durable: Durable {
+                    regions: d.regions.values().map(Into::into).collect(),
+                    homes: d.homes.iter().map(|(shard, home)| (shard.clone(), home.into())).collect(),
+                    handoffs: d.handoffs.iter().map(|(s, from)| (s.clone(), from.clone())).collect(),
+                    placements: d.placements.iter().map(|(s, p)| (s.clone(), p.into())).collect(),
+                    queued: d.queued.iter().cloned().collect(),
+                    next_join_order: d.next_join_order,
+                    signal: d.signal.clone(),
+                },
+                activations: t.activations.iter().map(Into::into).collect(),
+            }
+        })
+        .collect();
+    Checkpoint { revision: loaded.revision, types, components: loaded.components.values().map(Into::into).collect() }
+}
+
+impl From<Durable> for core::Durable {
+    fn from(d: Durable) -> Self {
+        let mut durable = core::Durable {
+            regions: d.regions.into_iter().map(|r| (r.address.clone(), r.into())).collect(),
+            handoffs: d.handoffs.into_iter().collect(),
+            placements: d.placements.into_iter().map(|(s, p)| (s, p.into())).collect(),
+            queued: d.queued.into_iter().collect(),
+            next_join_order: d.next_join_order,
+            signal: d.signal,
+            ..core::Durable::default()
+        };
+        for (shard, home) in d.homes {
+            let home = durable.interned.home(home.into());
+            durable.homes.insert(shard, home);
+        }
+        durable
+    }
+}
+
+impl From<Checkpoint> for Loaded {
+    fn from(c: Checkpoint) -> Self {
+        let types = c
+            .types
+            .into_iter()
+            .map(|t| {
+                let loaded = store::LoadedType {
+                    record: t.record.map(Into::into),
+                    durable: t.durable.into(),
+                    activations: t.activations.into_iter().map(Into::into).collect(),
+                };
+                (t.name, loaded)
+            })
+            .collect();
+        let components = c.components.into_iter().map(|c| (c.digest.clone(), c.into())).collect();
+        Loaded { revision: c.revision, types, components }
+    }
+}

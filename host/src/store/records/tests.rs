@@ -1,0 +1,178 @@
+//! Every record's round trip: the core's value → record → bytes → record →
+//! the core's value again, equal.
+
+use std::sync::Arc;
+
+use super::{checkpoint, decode, decode_as, encode, home_row, turn, type_row};
+use crate::coordinator::{Change, Home, PlacementEntry, RegionRecord, Stamp};
+use crate::store::{ActivationRecord, ComponentRecord, Loaded, MemoryStore, Store, Turn, TypeRecord};
+use crate::strategy::external::AllocationReason;
+use crate::strategy::{ActivationCause, FaultKind, StrategyError, StrategySource};
+
+const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+fn reasons() -> Vec<AllocationReason> {
+    let fault = |kind, detail: &str| AllocationReason::Fallback(StrategyError::Fault { kind, detail: detail.into() });
+    vec![
+        AllocationReason::Placement,
+        AllocationReason::Strategy { name: "zone".into(), version: "1.2.3".into() },
+        AllocationReason::Fallback(StrategyError::Refused("no".into())),
+        AllocationReason::Fallback(StrategyError::Invalid("index 9".into())),
+        fault(FaultKind::Trap, "unreachable"),
+        fault(FaultKind::Deadline, "50 ms"),
+        fault(FaultKind::Memory, "64 MiB"),
+    ]
+}
+
+fn region(address: &str) -> RegionRecord {
+    RegionRecord {
+        address: address.into(),
+        incarnation: 7,
+        roles: vec!["a".into(), "b".into()],
+        app_version: "2.0".into(),
+        join_order: 3,
+        labels: [("zone".to_owned(), "a".to_owned())].into(),
+        proxy_only: true,
+        draining: true,
+        leaving: true,
+        shards: vec!["s1".into(), "s0".into()],
+    }
+}
+
+fn home(region: &str, reason: AllocationReason) -> Home {
+    Home { region: Arc::from(region), reason: Arc::new(reason), at: 42 }
+}
+
+fn activation(strategy: StrategySource, cause: ActivationCause) -> ActivationRecord {
+    ActivationRecord { strategy, name: "n".into(), version: "v".into(), config: "{}".into(), cause, at_ms: 9 }
+}
+
+/// A turn with every change, every reason, every cause.
+fn every_change() -> Turn {
+    let mut changes = vec![
+        Change::RegionRegistered(region("r1")),
+        Change::RegionDraining { address: "r1".into(), draining: false },
+        Change::RegionLeaving { address: "r1".into() },
+        Change::HomeRemoved { shard: "s0".into() },
+        Change::HandOffStarted { shard: "s0".into(), from: "r1".into() },
+        Change::HandOffEnded { shard: "s0".into() },
+        Change::PlacementWritten {
+            shard: "p".into(),
+            entry: PlacementEntry { target: Some("r1".into()), stamp: Stamp::new(5, "op"), written_at: 6 },
+        },
+        Change::PlacementWritten {
+            shard: "t".into(),
+            entry: PlacementEntry { target: None, stamp: Stamp::new(7, "node"), written_at: 8 },
+        },
+        Change::PlacementPurged { shard: "t".into() },
+        Change::RebalanceQueued { shard: "s1".into() },
+        Change::RebalanceUnqueued { shard: "s1".into() },
+        Change::SignalSet { signal: Some("{}".into()) },
+        Change::SignalSet { signal: None },
+        Change::RegionRemoved { address: "r1".into() },
+    ];
+    for (i, reason) in reasons().into_iter().enumerate() {
+        changes.push(Change::HomeSet { shard: format!("s{i}"), home: home("r1", reason) });
+    }
+    let causes = [ActivationCause::Initial, ActivationCause::Operator, ActivationCause::Rollback];
+    let mut activations: Vec<_> =
+        causes.into_iter().map(|c| ("a".to_owned(), activation(StrategySource::Builtin("hash".into()), c))).collect();
+    let uploaded = StrategySource::Digest(DIGEST.into());
+    activations.push(("b".into(), activation(uploaded.clone(), ActivationCause::AutoRollback)));
+    let component =
+        ComponentRecord { digest: DIGEST.into(), name: "c".into(), version: "1".into(), size: 3, uploaded_at_ms: 4 };
+    Turn {
+        changes: [("a".to_owned(), changes), ("empty".to_owned(), vec![])].into(),
+        types: [("a".to_owned(), TypeRecord { strategy: uploaded, config: r#"{"x":1}"#.into() })].into(),
+        activations,
+        components: vec![component],
+        removed_components: vec!["sha256:gone".into()],
+        removed_types: vec!["old".into()],
+    }
+}
+
+#[test]
+fn a_turn_round_trips() {
+    let want = every_change();
+    let bytes = encode(&turn(&want));
+    let back: Turn = decode::<super::Turn>(&bytes).unwrap().into();
+    assert_eq!(format!("{back:?}"), format!("{want:?}"));
+    for (t, changes) in &want.changes {
+        assert_eq!(&back.changes[t], changes, "type {t}");
+    }
+    assert_eq!(back.types, want.types);
+    assert_eq!(back.activations, want.activations);
+    assert_eq!(back.components, want.components);
+    assert_eq!((back.removed_components, back.removed_types), (want.removed_components, want.removed_types));
+}
+
+#[test]
+fn a_whole_state_round_trips() {
+    let mut changes = vec![Change::RegionRegistered(RegionRecord { shards: vec![], ..region("r1") })];
+    changes.push(Change::RegionRegistered(RegionRecord { shards: vec![], ..region("r2") }));
+    for (i, reason) in reasons().into_iter().enumerate() {
+        changes
+            .push(Change::HomeSet { shard: format!("s{i}"), home: home(if i % 2 == 0 { "r1" } else { "r2" }, reason) });
+    }
+    changes
+        .extend(every_change().changes["a"].iter().filter(|c| matches!(c, Change::PlacementWritten { .. })).cloned());
+    changes.push(Change::HandOffStarted { shard: "s1".into(), from: "r2".into() });
+    changes.push(Change::RebalanceQueued { shard: "s2".into() });
+    changes.push(Change::SignalSet { signal: Some("{}".into()) });
+    let memory = MemoryStore::new();
+    let turn = Turn { changes: [("a".to_owned(), changes)].into(), ..every_change() };
+    memory.commit(0, &Turn { removed_types: vec![], ..turn }).unwrap();
+    let want = memory.load().unwrap();
+    assert_eq!(want.types["a"].durable.homes.len(), reasons().len());
+    let back: Loaded = decode::<super::Checkpoint>(&encode(&checkpoint(&want))).unwrap().into();
+    assert_eq!(back, want);
+    // The homes are interned as they load: one address shared.
+    let on_r1: Vec<&Home> = back.types["a"].durable.homes.values().filter(|h| &*h.region == "r1").collect();
+    assert!(on_r1.len() > 1 && on_r1.windows(2).all(|w| Arc::ptr_eq(&w[0].region, &w[1].region)));
+}
+
+#[test]
+fn redb_rows_round_trip() {
+    for reason in reasons() {
+        let want = home("r9", reason);
+        let bytes = encode(&home_row(&want, 77));
+        let (back, order): (Home, u64) = decode_as::<super::v1::HomeRow, super::HomeRow, _>(2, &bytes).unwrap();
+        assert_eq!((back, order), (want, 77));
+    }
+    let record = TypeRecord { strategy: StrategySource::Builtin("least-shard".into()), config: String::new() };
+    for (record, signal) in [(Some(&record), Some("{}")), (None, None)] {
+        let bytes = encode(&type_row(record, signal, 12));
+        let back: (Option<TypeRecord>, Option<String>, u64) =
+            decode_as::<super::v1::TypeRow, super::TypeRow, _>(2, &bytes).unwrap();
+        assert_eq!(back, (record.cloned(), signal.map(str::to_owned), 12));
+    }
+    let region = region("r2");
+    let back: RegionRecord =
+        decode_as::<super::v1::Region, super::Region, _>(2, &encode(&super::Region::from(&region))).unwrap();
+    assert_eq!(back, region);
+}
+
+#[test]
+fn schema_one_rows_read_as_json() {
+    let json = br#"{"home":{"region":"r1","reason":{"fallback":{"fault":{"kind":"deadline","detail":"d"}}},"at":5},"order":3}"#;
+    let (home, order): (Home, u64) = decode_as::<super::v1::HomeRow, super::HomeRow, _>(1, json).unwrap();
+    assert_eq!(order, 3);
+    assert_eq!(
+        *home.reason,
+        AllocationReason::Fallback(StrategyError::Fault { kind: FaultKind::Deadline, detail: "d".into() })
+    );
+    let turn = br#"{"changes":{"t":[{"change":"hand-off-started","shard":"s","from":"r"},{"change":"region-registered","address":"r","incarnation":1,"roles":[],"app_version":"","join_order":0,"labels":{},"proxy_only":false,"draining":false,"leaving":false,"shards":[]}]},"types":{},"activations":[["t",{"strategy":"hash","name":"hash","version":"1","config":"","cause":"auto-rollback","at_ms":1}]],"components":[],"removed_components":[],"removed_types":[]}"#;
+    let turn: Turn = decode_as::<super::v1::Turn, super::Turn, _>(1, turn).unwrap();
+    assert_eq!(turn.changes["t"][0], Change::HandOffStarted { shard: "s".into(), from: "r".into() });
+    assert_eq!(turn.activations[0].1.cause, ActivationCause::AutoRollback);
+}
+
+#[test]
+fn damage_is_an_error() {
+    let bytes = encode(&home_row(&home("r", AllocationReason::Placement), 1));
+    assert!(decode::<super::HomeRow>(&bytes[..bytes.len() - 1]).is_err(), "a short record");
+    let mut long = bytes.clone();
+    long.push(0);
+    assert!(decode::<super::HomeRow>(&long).is_err(), "bytes after the record");
+    assert!(decode_as::<super::v1::HomeRow, super::HomeRow, (Home, u64)>(3, &bytes).is_err(), "another schema");
+}

@@ -1,0 +1,612 @@
+//! The store format is a contract with every store already written: a node
+//! must load what an earlier version wrote. `contracts/store-v1/` holds a
+//! redb data directory and an etcd dump written by the code of schema 1
+//! (JSON rows; the etcd log of whole turns and a checkpoint), and
+//! `contracts/store-v2/` the same written by the code of schema 2 (the
+//! postcard records of `store/records/`), from the turns
+//! below: placements and a tombstone, homes with every allocation reason
+//! (the fallbacks' every kind included), built-in and uploaded strategies
+//! with a component's bytes, the activation history with every cause, a
+//! signal, a drain, a leaving region, a hand-off, the rebalance queue, a
+//! removed type. Each test opens its fixture with this code and checks that
+//! it loads to exactly the state those turns make in memory, value by value.
+//! A schema-1 fixture is migrated as it opens: the tests check the schema
+//! after, the values again after a reopen, the copy of the schema-1 data
+//! kept, and the refusal under `--no-migrate`.
+//!
+//! A failure here means this build cannot read stores that exist: keep
+//! reading (or migrating) every schema, never bless a fixture again.
+//! `SHARDALLOC_BLESS=1` writes the fixtures of the current schema (never
+//! under `CI`) into `contracts/store-v{SCHEMA_VERSION}/`: only for a new
+//! schema version; the older directories are never written.
+
+mod etcd;
+
+use std::path::{Path, PathBuf};
+
+use etcd::Etcd;
+use shardalloc::coordinator::{Change, Home, PlacementEntry, RegionRecord, Stamp};
+use shardalloc::store::redb::V1_COPY;
+use shardalloc::store::{
+    ActivationRecord, ComponentRecord, EtcdConfig, EtcdStore, Loaded, MemoryStore, RedbStore, SCHEMA_VERSION, Store,
+    StoreError, Turn, TypeRecord,
+};
+use shardalloc::strategy::external::AllocationReason;
+use shardalloc::strategy::{ActivationCause, FaultKind, StrategyError, StrategySource};
+use shardalloc_etcd::{Client, ConnectOptions, ops, pb};
+
+/// The prefix the etcd dump was written under (any prefix loads it).
+const ETCD_PREFIX: &str = "/fixture/";
+
+/// The fixtures of `schema`.
+fn fixtures(schema: u64) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../contracts/store-v{schema}"))
+}
+
+/// Writing the fixtures was asked for: only ever those of the current
+/// schema.
+fn bless(schema: u64) -> bool {
+    schema == SCHEMA_VERSION && std::env::var_os("SHARDALLOC_BLESS").is_some() && std::env::var_os("CI").is_none()
+}
+
+/// The uploaded component's bytes (the store does not look inside).
+fn component() -> Vec<u8> {
+    (0..3_000u32).map(|i| (i * 7 % 251) as u8).collect()
+}
+
+fn region(address: &str, join_order: u64, labels: &[(&str, &str)], proxy_only: bool) -> Change {
+    Change::RegionRegistered(RegionRecord {
+        address: address.into(),
+        incarnation: 1_700_000_000_000 + join_order,
+        roles: vec!["backend".into(), format!("role-{join_order}")],
+        app_version: format!("2.{join_order}.0"),
+        join_order,
+        labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        proxy_only,
+        draining: false,
+        leaving: false,
+        shards: vec![],
+    })
+}
+
+fn home(shard: &str, region: &str, reason: AllocationReason, at: u64) -> Change {
+    Change::HomeSet { shard: shard.into(), home: Home { region: region.into(), reason: reason.into(), at } }
+}
+
+fn fault(kind: FaultKind, detail: &str) -> AllocationReason {
+    AllocationReason::Fallback(StrategyError::Fault { kind, detail: detail.into() })
+}
+
+fn activation(strategy: StrategySource, name: &str, cause: ActivationCause, at_ms: u64) -> ActivationRecord {
+    ActivationRecord { strategy, name: name.into(), version: "1.0.0".into(), config: String::new(), cause, at_ms }
+}
+
+/// The turns the fixtures were written from, in order.
+fn turns() -> Vec<Turn> {
+    let digest = shardalloc::strategy::source::digest_of(&component());
+    let uploaded = StrategySource::Digest(digest.clone());
+    let least = StrategySource::Builtin("least-shard".into());
+    let strategy = AllocationReason::Strategy { name: "least-shard".into(), version: "1.0.0".into() };
+    let placed = |target: Option<&str>, timestamp, written_at| PlacementEntry {
+        target: target.map(Into::into),
+        stamp: Stamp::new(timestamp, "node-a"),
+        written_at,
+    };
+    let declare =
+        |strategy: &StrategySource, config: &str| TypeRecord { strategy: strategy.clone(), config: config.into() };
+    vec![
+        Turn {
+            types: [("cart".into(), declare(&least, "")), ("orders".into(), declare(&uploaded, r#"{"spread":2}"#))]
+                .into(),
+            components: vec![ComponentRecord {
+                digest: digest.clone(),
+                name: "orders-strategy".into(),
+                version: "1.2.0".into(),
+                size: component().len() as u64,
+                uploaded_at_ms: 1_764_633_600_000,
+            }],
+            activations: vec![
+                ("cart".into(), activation(least.clone(), "least-shard", ActivationCause::Initial, 1_764_633_600_001)),
+                (
+                    "orders".into(),
+                    activation(uploaded.clone(), "orders-strategy", ActivationCause::Initial, 1_764_633_600_002),
+                ),
+            ],
+            ..Turn::default()
+        },
+        Turn {
+            changes: [(
+                "cart".into(),
+                vec![
+                    region("10.0.0.1:2552", 0, &[("zone", "a"), ("rack", "r1")], false),
+                    region("10.0.0.2:2552", 1, &[("zone", "b")], false),
+                    region("10.0.0.3:2552", 2, &[], true),
+                    region("10.0.0.4:2552", 3, &[("zone", "c")], false),
+                    home("s-strategy", "10.0.0.1:2552", strategy.clone(), 5_000),
+                    home("s-placement", "10.0.0.2:2552", AllocationReason::Placement, 5_001),
+                    home(
+                        "s-refused",
+                        "10.0.0.1:2552",
+                        AllocationReason::Fallback(StrategyError::Refused("no region fits".into())),
+                        5_002,
+                    ),
+                    home(
+                        "s-invalid",
+                        "10.0.0.2:2552",
+                        AllocationReason::Fallback(StrategyError::Invalid("index 9 of 3 regions".into())),
+                        5_003,
+                    ),
+                    home("s-trap", "10.0.0.1:2552", fault(FaultKind::Trap, "wasm trap: unreachable"), 5_004),
+                    home("s-deadline", "10.0.0.2:2552", fault(FaultKind::Deadline, "interrupted after 50 ms"), 5_005),
+                    home("s-memory", "10.0.0.4:2552", fault(FaultKind::Memory, "memory cap 64 MiB"), 5_006),
+                    Change::PlacementWritten {
+                        shard: "s-placement".into(),
+                        entry: placed(Some("10.0.0.2:2552"), 7, 5_001),
+                    },
+                    Change::PlacementWritten {
+                        shard: "s-pinned".into(),
+                        entry: placed(Some("10.0.0.4:2552"), 8, 5_007),
+                    },
+                    Change::PlacementWritten { shard: "s-unpinned".into(), entry: placed(None, 9, 5_008) },
+                    Change::PlacementWritten { shard: "s-purged".into(), entry: placed(None, 10, 5_009) },
+                    Change::SignalSet { signal: Some(r#"{"prefer":"zone-a","weight":0.5}"#.into()) },
+                ],
+            )]
+            .into(),
+            ..Turn::default()
+        },
+        Turn {
+            changes: [(
+                "cart".into(),
+                vec![
+                    Change::RebalanceQueued { shard: "s-strategy".into() },
+                    Change::RebalanceQueued { shard: "s-trap".into() },
+                    Change::HandOffStarted { shard: "s-deadline".into(), from: "10.0.0.2:2552".into() },
+                    Change::RegionDraining { address: "10.0.0.2:2552".into(), draining: true },
+                    Change::RegionLeaving { address: "10.0.0.4:2552".into() },
+                    Change::PlacementPurged { shard: "s-purged".into() },
+                ],
+            )]
+            .into(),
+            types: [("gone".into(), declare(&StrategySource::Builtin("hash".into()), ""))].into(),
+            activations: vec![
+                (
+                    "cart".into(),
+                    activation(
+                        StrategySource::Builtin("hash".into()),
+                        "hash",
+                        ActivationCause::Operator,
+                        1_764_633_700_000,
+                    ),
+                ),
+                ("cart".into(), activation(least.clone(), "least-shard", ActivationCause::Rollback, 1_764_633_800_000)),
+                (
+                    "orders".into(),
+                    activation(uploaded.clone(), "orders-strategy", ActivationCause::AutoRollback, 1_764_633_900_000),
+                ),
+            ],
+            ..Turn::default()
+        },
+        Turn {
+            changes: [
+                (
+                    "cart".into(),
+                    vec![
+                        Change::RebalanceUnqueued { shard: "s-trap".into() },
+                        Change::HandOffStarted { shard: "s-trap".into(), from: "10.0.0.1:2552".into() },
+                        Change::HandOffEnded { shard: "s-trap".into() },
+                        Change::HomeRemoved { shard: "s-trap".into() },
+                        home("s-trap", "10.0.0.1:2552", strategy.clone(), 6_000),
+                        Change::RegionRegistered(RegionRecord {
+                            address: "10.0.0.5:2552".into(),
+                            incarnation: 7,
+                            join_order: 4,
+                            ..RegionRecord::default()
+                        }),
+                        Change::RegionRemoved { address: "10.0.0.5:2552".into() },
+                    ],
+                ),
+                (
+                    "orders".into(),
+                    vec![
+                        region("10.0.1.1:2552", 0, &[("zone", "a")], false),
+                        home(
+                            "o-1",
+                            "10.0.1.1:2552",
+                            AllocationReason::Strategy { name: "orders-strategy".into(), version: "1.2.0".into() },
+                            7_000,
+                        ),
+                    ],
+                ),
+            ]
+            .into(),
+            removed_types: vec!["gone".into()],
+            ..Turn::default()
+        },
+        Turn {
+            changes: [(
+                "cart".into(),
+                vec![
+                    Change::SignalSet { signal: None },
+                    Change::SignalSet { signal: Some(r#"{"prefer":"zone-b"}"#.into()) },
+                ],
+            )]
+            .into(),
+            ..Turn::default()
+        },
+    ]
+}
+
+/// Commits [`turns`] (and the component's blob first) to `store`, calling
+/// `committed` with each revision.
+fn write_with(store: &dyn Store, committed: impl Fn(u64)) {
+    store.put_blob(&shardalloc::strategy::source::digest_of(&component()), &component()).expect("put the blob");
+    for (revision, turn) in turns().iter().enumerate() {
+        committed(store.commit(revision as u64, turn).expect("commit a fixture turn"));
+    }
+}
+
+fn write(store: &dyn Store) {
+    write_with(store, |_| {});
+}
+
+/// What the turns make, in memory.
+fn expected() -> Loaded {
+    let memory = MemoryStore::new();
+    write(&memory);
+    memory.load().expect("load the memory store")
+}
+
+/// Checks that `store`, opened from the fixture `what` of `schema`, holds
+/// exactly what [`turns`] wrote, and is of the current schema now, naming
+/// the contract and the value at fault.
+fn check(store: &dyn Store, schema: u64, what: &str) {
+    let contract = format!("the store format (schema {schema}, contracts/store-v{schema}/{what})");
+    let loaded = store.load().unwrap_or_else(|e| panic!("{contract} no longer loads: {e}"));
+    let expected = expected();
+    assert_eq!(loaded.revision, expected.revision, "{contract}: the revision");
+    assert_eq!(loaded.components, expected.components, "{contract}: the component records");
+    assert_eq!(
+        loaded.types.keys().collect::<Vec<_>>(),
+        expected.types.keys().collect::<Vec<_>>(),
+        "{contract}: the types"
+    );
+    for (name, want) in &expected.types {
+        let got = &loaded.types[name];
+        assert_eq!(got.record, want.record, "{contract}: type {name}'s declaration");
+        assert_eq!(got.activations, want.activations, "{contract}: type {name}'s activation history");
+        let (got, want) = (&got.durable, &want.durable);
+        assert_eq!(got.regions, want.regions, "{contract}: type {name}'s regions");
+        assert_eq!(got.homes, want.homes, "{contract}: type {name}'s homes");
+        assert_eq!(got.handoffs, want.handoffs, "{contract}: type {name}'s hand-offs");
+        assert_eq!(got.placements, want.placements, "{contract}: type {name}'s placements");
+        assert_eq!(got.queued, want.queued, "{contract}: type {name}'s rebalance queue");
+        assert_eq!(got.next_join_order, want.next_join_order, "{contract}: type {name}'s next join order");
+        assert_eq!(got.signal, want.signal, "{contract}: type {name}'s signal");
+    }
+    assert_eq!(loaded, expected, "{contract}: the whole load");
+    // A few values spelled out, so a reader sees what the fixture holds.
+    let cart = &loaded.types["cart"].durable;
+    assert_eq!(*cart.homes["s-memory"].reason, fault(FaultKind::Memory, "memory cap 64 MiB"), "{contract}");
+    assert!(cart.regions["10.0.0.2:2552"].draining && cart.regions["10.0.0.4:2552"].leaving, "{contract}");
+    assert_eq!(cart.signal.as_deref(), Some(r#"{"prefer":"zone-b"}"#), "{contract}");
+    assert_eq!(cart.placements["s-unpinned"].target, None, "{contract}: the tombstone");
+    assert!(!loaded.types.contains_key("gone"), "{contract}: a removed type came back");
+    let digest = shardalloc::strategy::source::digest_of(&component());
+    assert_eq!(store.blob(&digest).expect("read the blob").as_deref(), Some(&component()[..]), "{contract}: the blob");
+    assert_eq!(store.blob_digests().expect("list the blobs"), [digest], "{contract}: the blobs");
+    let page = store.placements("cart", None, 10).expect("a page of placements").expect("the type");
+    let want: Vec<(String, String)> =
+        [("s-pinned", "10.0.0.4:2552"), ("s-placement", "10.0.0.2:2552")].map(|(s, t)| (s.into(), t.into())).into();
+    assert_eq!(page, want, "{contract}: the placements page");
+    let homes = store.homes("cart", Some("s-memory"), 2).expect("a page of homes").expect("the type");
+    let want: Vec<&str> = homes.iter().map(|(shard, _)| shard.as_str()).collect();
+    assert_eq!(want, ["s-placement", "s-refused"], "{contract}: the homes page");
+    assert_eq!(
+        store.schema_version().expect("the schema version"),
+        SCHEMA_VERSION,
+        "{contract}: the schema version once open (migrated)"
+    );
+}
+
+/// Copies directory `from` into a fresh temporary directory.
+fn copied(from: &Path) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(from).unwrap_or_else(|e| panic!("{}: {e}", from.display())) {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    dir
+}
+
+/// Opens the redb fixture of `schema` (a copy), as it opens in production.
+fn open_redb(schema: u64) -> (tempfile::TempDir, RedbStore) {
+    let fixture = fixtures(schema).join("redb");
+    if bless(schema) {
+        let _ = std::fs::remove_dir_all(&fixture);
+        write(&RedbStore::open(&fixture).expect("create the fixture"));
+    }
+    let dir = copied(&fixture);
+    let store = RedbStore::open(dir.path()).unwrap_or_else(|e| {
+        panic!("the store format (schema {schema}, contracts/store-v{schema}/redb) no longer opens: {e}")
+    });
+    (dir, store)
+}
+
+#[test]
+fn a_v1_redb_store_migrates_and_loads_every_value() {
+    let (dir, store) = open_redb(1);
+    check(&store, 1, "redb");
+    drop(store);
+    // The migration rewrote every row in one transaction, then compacted:
+    // nothing is left to compact.
+    let mut db = redb::Database::open(dir.path().join("shardalloc.redb")).expect("open the migrated file");
+    assert!(!db.compact().expect("compact"), "the migrated store was left uncompacted");
+    drop(db);
+    // Opened again after the migration: the same values, schema 2.
+    check(&RedbStore::open(dir.path()).expect("the migrated fixture opens again"), 1, "redb (reopened)");
+    // The copy kept is the schema-1 store: refused as schema 1 without
+    // migrating, and migrated to the same values.
+    let copy = dir.path().join(V1_COPY);
+    assert!(copy.exists(), "the migration kept no copy of the schema-1 file ({V1_COPY})");
+    let restored = tempfile::tempdir().unwrap();
+    std::fs::copy(&copy, restored.path().join("shardalloc.redb")).unwrap();
+    std::fs::copy(dir.path().join("shardalloc-data"), restored.path().join("shardalloc-data")).unwrap();
+    match RedbStore::open_with(restored.path(), false) {
+        Err(StoreError::NotMigrated { found: 1, current: 2, .. }) => {}
+        other => panic!("the kept copy is not a schema-1 store: {:?}", other.map(|_| ())),
+    }
+    check(&RedbStore::open(restored.path()).expect("the kept copy opens"), 1, "redb (its kept copy)");
+}
+
+#[test]
+fn a_v1_redb_store_is_refused_without_migrating() {
+    let fixture = fixtures(1).join("redb");
+    let dir = copied(&fixture);
+    let error = RedbStore::open_with(dir.path(), false).err().expect("a schema-1 store opened under --no-migrate");
+    let message = error.to_string();
+    assert!(matches!(error, StoreError::NotMigrated { found: 1, current: 2, .. }), "{message}");
+    for words in ["schema version 1", "schema version 2", "without --no-migrate"] {
+        assert!(message.contains(words), "the refusal does not say {words:?}: {message}");
+    }
+    let original = std::fs::read(fixture.join("shardalloc.redb")).unwrap();
+    assert!(std::fs::read(dir.path().join("shardalloc.redb")).unwrap() == original, "the refusal wrote to the store");
+    assert!(!dir.path().join(V1_COPY).exists(), "the refusal made a copy");
+}
+
+#[test]
+fn a_v2_redb_store_loads_every_value() {
+    let (dir, store) = open_redb(2);
+    check(&store, 2, "redb");
+    drop(store);
+    check(&RedbStore::open(dir.path()).expect("the fixture opens again"), 2, "redb");
+    assert!(!dir.path().join(V1_COPY).exists(), "a schema-2 store was copied as if migrated");
+}
+
+#[test]
+fn a_redb_store_of_a_newer_schema_is_refused() {
+    let (dir, store) = open_redb(2);
+    drop(store);
+    {
+        let db = redb::Database::create(dir.path().join("shardalloc.redb")).unwrap();
+        let txn = db.begin_write().unwrap();
+        txn.open_table(redb::TableDefinition::<&str, u64>::new("meta")).unwrap().insert("schema", 3).unwrap();
+        txn.commit().unwrap();
+    }
+    let error = RedbStore::open(dir.path()).err().expect("a schema-3 store opened");
+    assert!(matches!(error, StoreError::NewerSchema { found: 3, supported: 2 }), "{error}");
+    let message = error.to_string();
+    assert!(message.contains("schema version 3") && message.contains("up to 2"), "{message}");
+}
+
+/// One key of the etcd dump: its name under the prefix, and its value as
+/// text when it is UTF-8, else as hex.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct DumpedKey {
+    key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    hex: Option<String>,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Vec<u8> {
+    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex")).collect()
+}
+
+fn client(etcd: &Etcd) -> (tokio::runtime::Runtime, Client) {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let client = runtime.block_on(Client::connect(std::slice::from_ref(&etcd.url), ConnectOptions::default())).unwrap();
+    (runtime, client)
+}
+
+fn etcd_config(etcd: &Etcd, prefix: &str) -> EtcdConfig {
+    // A checkpoint every 3 commits: the dump holds a checkpoint and the
+    // log after it.
+    EtcdConfig { prefix: prefix.to_owned(), checkpoint_every: 3, ..EtcdConfig::new(vec![etcd.url.clone()]) }
+}
+
+/// Writes the fixture turns to etcd under [`ETCD_PREFIX`] and dumps every key.
+fn dump_etcd(etcd: &Etcd, to: &Path) {
+    let (runtime, client) = client(etcd);
+    let checkpoint = format!("{ETCD_PREFIX}checkpoint");
+    let store = EtcdStore::open(&etcd_config(etcd, ETCD_PREFIX)).expect("open etcd");
+    // The checkpoint of revision 3 is written by a background thread: wait
+    // for it, so the dump holds it and the log after it.
+    write_with(&store, |revision| {
+        let started = std::time::Instant::now();
+        while revision == 3 && runtime.block_on(client.range(ops::range(checkpoint.as_str()))).unwrap().kvs.is_empty() {
+            assert!(started.elapsed() < std::time::Duration::from_secs(60), "no checkpoint within 60 s");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    });
+    drop(store);
+    let range = pb::RangeRequest { range_end: ops::prefix_end(ETCD_PREFIX.as_bytes()), ..ops::range(ETCD_PREFIX) };
+    let answer = runtime.block_on(client.range(range)).unwrap();
+    let keys: Vec<DumpedKey> = answer
+        .kvs
+        .iter()
+        .map(|kv| {
+            let key = String::from_utf8(kv.key[ETCD_PREFIX.len()..].to_vec()).unwrap();
+            match String::from_utf8(kv.value.clone()) {
+                Ok(text) => DumpedKey { key, text: Some(text), hex: None },
+                Err(_) => DumpedKey { key, text: None, hex: Some(hex(&kv.value)) },
+            }
+        })
+        .collect();
+    std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+    std::fs::write(to, serde_json::to_string_pretty(&keys).unwrap() + "\n").unwrap();
+}
+
+/// The etcd dump of `schema`'s fixture, written first when blessing.
+fn dumped(etcd: &Etcd, schema: u64) -> Vec<DumpedKey> {
+    let dump = fixtures(schema).join("etcd.json");
+    if bless(schema) {
+        dump_etcd(etcd, &dump);
+    }
+    let keys: Vec<DumpedKey> = serde_json::from_str(&std::fs::read_to_string(&dump).expect("read the etcd dump"))
+        .expect("parse the etcd dump");
+    assert!(keys.iter().any(|k| k.key == "checkpoint"), "the dump holds no checkpoint");
+    assert!(keys.iter().any(|k| k.key.starts_with("log/")), "the dump holds no log after its checkpoint");
+    keys
+}
+
+fn value(key: &DumpedKey) -> Vec<u8> {
+    match (&key.text, &key.hex) {
+        (Some(text), None) => text.clone().into_bytes(),
+        (None, Some(hex)) => unhex(hex),
+        _ => panic!("key {} has no value, or two", key.key),
+    }
+}
+
+/// Puts every dumped key under `prefix`.
+fn restore(etcd: &Etcd, keys: &[DumpedKey], prefix: &str) {
+    let (runtime, client) = client(etcd);
+    for key in keys {
+        let txn = ops::txn(Vec::new(), vec![ops::put(format!("{prefix}{}", key.key), value(key))], Vec::new());
+        runtime.block_on(client.txn(txn)).unwrap();
+    }
+}
+
+/// The value of `key`, if any.
+fn get(etcd: &Etcd, key: &str) -> Option<Vec<u8>> {
+    let (runtime, client) = client(etcd);
+    runtime.block_on(client.range(ops::range(key))).unwrap().kvs.into_iter().next().map(|kv| kv.value)
+}
+
+fn open_etcd(etcd: &Etcd, schema: u64, prefix: &str) -> EtcdStore {
+    EtcdStore::open(&etcd_config(etcd, prefix)).unwrap_or_else(|e| {
+        panic!("the store format (schema {schema}, contracts/store-v{schema}/etcd.json) no longer opens: {e}")
+    })
+}
+
+#[test]
+fn a_v1_etcd_store_migrates_and_loads_every_value() {
+    let etcd = Etcd::start();
+    let keys = dumped(&etcd, 1);
+    // Loaded under another prefix than it was written with.
+    let prefix = "/restored/";
+    restore(&etcd, &keys, prefix);
+    check(&open_etcd(&etcd, 1, prefix), 1, "etcd.json");
+    // Opened again after the migration: the same values, schema 2.
+    check(&open_etcd(&etcd, 1, prefix), 1, "etcd.json (reopened)");
+    // Every schema-1 key but the blobs is kept under `v1/`, as it was.
+    for key in keys.iter().filter(|k| !k.key.starts_with("blobs/")) {
+        let kept = get(&etcd, &format!("{prefix}v1/{}", key.key));
+        assert_eq!(kept, Some(value(key)), "the schema-1 key {} was not kept under {prefix}v1/", key.key);
+    }
+    assert_eq!(get(&etcd, &format!("{prefix}schema")).as_deref(), Some(&b"2"[..]), "the schema key");
+    // The kept keys, put back as a store of their own, migrate to the same.
+    let copy: Vec<DumpedKey> = keys
+        .iter()
+        .map(|k| {
+            let kept = if k.key.starts_with("blobs/") {
+                value(k)
+            } else {
+                get(&etcd, &format!("{prefix}v1/{}", k.key)).unwrap()
+            };
+            DumpedKey { key: k.key.clone(), text: None, hex: Some(hex(&kept)) }
+        })
+        .collect();
+    restore(&etcd, &copy, "/from-the-copy/");
+    check(&open_etcd(&etcd, 1, "/from-the-copy/"), 1, "etcd.json (its kept copy)");
+}
+
+#[test]
+fn nodes_that_migrate_one_v1_etcd_store_at_once_all_open_it_and_keep_its_copy() {
+    let etcd = Etcd::start();
+    let keys = dumped(&etcd, 1);
+    for round in 0..5 {
+        // Several nodes of this version start together on a schema-1 store.
+        let prefix = format!("/together-{round}/");
+        restore(&etcd, &keys, &prefix);
+        let opened: Vec<Result<EtcdStore, String>> = std::thread::scope(|scope| {
+            let starts: Vec<_> = (0..3)
+                .map(|_| scope.spawn(|| EtcdStore::open(&etcd_config(&etcd, &prefix)).map_err(|e| e.to_string())))
+                .collect();
+            starts.into_iter().map(|start| start.join().unwrap()).collect()
+        });
+        for store in opened {
+            let store = store.unwrap_or_else(|e| panic!("round {round}: a node migrating beside another failed: {e}"));
+            check(&store, 1, "etcd.json (migrated by several nodes at once)");
+        }
+        for key in keys.iter().filter(|k| !k.key.starts_with("blobs/")) {
+            let kept = get(&etcd, &format!("{prefix}v1/{}", key.key));
+            assert_eq!(kept, Some(value(key)), "round {round}: the schema-1 key {} was not kept", key.key);
+        }
+    }
+}
+
+#[test]
+fn a_v1_etcd_store_is_refused_without_migrating_or_while_led() {
+    let etcd = Etcd::start();
+    let keys = dumped(&etcd, 1);
+    let prefix = "/refused/";
+    restore(&etcd, &keys, prefix);
+    let config = EtcdConfig { migrate: false, ..etcd_config(&etcd, prefix) };
+    let error = EtcdStore::open(&config).err().expect("a schema-1 store opened under --no-migrate");
+    let message = error.to_string();
+    assert!(matches!(error, StoreError::NotMigrated { found: 1, current: 2, .. }), "{message}");
+    for words in ["schema version 1", "schema version 2", "without --no-migrate"] {
+        assert!(message.contains(words), "the refusal does not say {words:?}: {message}");
+    }
+    // A node of schema 1 may lead it: no migration, nothing written.
+    let leader = format!("{prefix}leader");
+    restore(&etcd, &[DumpedKey { key: "leader".into(), text: Some("an older node".into()), hex: None }], prefix);
+    let error = EtcdStore::open(&etcd_config(&etcd, prefix)).err().expect("migrated under a leader");
+    assert!(error.to_string().contains("leads it"), "{error}");
+    assert_eq!(get(&etcd, &format!("{prefix}schema")).as_deref(), Some(&b"1"[..]), "the schema moved");
+    for key in &keys {
+        assert_eq!(get(&etcd, &format!("{prefix}{}", key.key)), Some(value(key)), "{} changed", key.key);
+    }
+    assert_eq!(get(&etcd, &format!("{prefix}v1/schema")), None, "a refused migration copied keys");
+    // Once the old leader is gone, it migrates.
+    let (runtime, client) = client(&etcd);
+    runtime.block_on(client.txn(ops::txn(Vec::new(), vec![ops::delete(leader)], Vec::new()))).unwrap();
+    check(&open_etcd(&etcd, 1, prefix), 1, "etcd.json");
+}
+
+#[test]
+fn a_v2_etcd_store_loads_every_value() {
+    let etcd = Etcd::start();
+    let keys = dumped(&etcd, 2);
+    let prefix = "/restored/";
+    restore(&etcd, &keys, prefix);
+    check(&open_etcd(&etcd, 2, prefix), 2, "etcd.json");
+    assert_eq!(get(&etcd, &format!("{prefix}v1/schema")), None, "a schema-2 store was copied as if migrated");
+}
+
+#[test]
+fn an_etcd_store_of_a_newer_schema_is_refused() {
+    let etcd = Etcd::start();
+    let prefix = "/newer/";
+    restore(&etcd, &[DumpedKey { key: "schema".into(), text: Some("3".into()), hex: None }], prefix);
+    let error = EtcdStore::open(&etcd_config(&etcd, prefix)).err().expect("a schema-3 store opened");
+    assert!(matches!(error, StoreError::NewerSchema { found: 3, supported: 2 }), "{error}");
+    let message = error.to_string();
+    assert!(message.contains("schema version 3") && message.contains("up to 2"), "{message}");
+}
