@@ -8,6 +8,10 @@ use std::path::PathBuf;
 
 use shardalloc_guest_build::{Toolchain, build_components, target_root};
 
+/// The one list of built-in strategies: (name, package under
+/// `strategies/`). `strategy::builtin`'s table is generated from it, and a
+/// test (`builtin::tests`) checks it against the workspace's `strategies/`
+/// crates, the host's native table and docs/strategies.md.
 const BUILTINS: &[(&str, &str)] = &[
     ("least-shard", "shardalloc-strategy-least-shard"),
     ("hash", "shardalloc-strategy-hash"),
@@ -39,6 +43,13 @@ fn main() {
             continue;
         }
         listing.push_str(&format!("    ({name:?}, include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{name}.wasm\"))),\n"));
+    }
+    listing.push_str("];\n");
+    listing.push_str(
+        "/// The built-in strategies' packages: (name, package).\npub const BUILTIN_PACKAGES: &[(&str, &str)] = &[\n",
+    );
+    for (name, package) in BUILTINS {
+        listing.push_str(&format!("    ({name:?}, {package:?}),\n"));
     }
     listing.push_str("];\n");
     std::fs::write(out_dir.join("builtins.rs"), listing).expect("writing builtins.rs");

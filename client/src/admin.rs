@@ -25,7 +25,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::api::{
-    ActivateRequest, DryRunRequest, DryRunResponse, ErrorBody, Placement, PlacementRequest, Placements,
+    ActivateRequest, DryRunRequest, DryRunResponse, ErrorBody, ErrorCode, Placement, PlacementRequest, Placements,
     PlacementsWritten, RebalanceRequest, RebalanceResponse, Regions, ShardId, ShardState, StoredStrategy, Strategies,
     StrategyState, TypeState, Types,
 };
@@ -69,7 +69,9 @@ pub enum AdminError {
     Api {
         /// The HTTP status.
         status: StatusCode,
-        /// The stable error code (`unknown-type`, `invalid-body`…).
+        /// The stable error code, one of [`ErrorCode`]'s words, as the node
+        /// sent it: a newer node may send one this client does not know
+        /// ([`AdminError::code`] gives the known ones).
         code: String,
         /// The node's sentence naming the problem.
         message: String,
@@ -92,6 +94,16 @@ pub enum AdminError {
         /// Why.
         reason: String,
     },
+}
+
+impl AdminError {
+    /// The code of an error the node answered, when this client knows it.
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            AdminError::Api { code, .. } => ErrorCode::from_word(code),
+            _ => None,
+        }
+    }
 }
 
 /// A request body.
@@ -303,7 +315,11 @@ impl AdminClient {
             .await
         {
             Ok(()) => Ok(true),
-            Err(AdminError::Api { status: StatusCode::NOT_FOUND, code, .. }) if code != "unknown-type" => Ok(false),
+            Err(error @ AdminError::Api { status: StatusCode::NOT_FOUND, .. })
+                if error.code() != Some(ErrorCode::UnknownType) =>
+            {
+                Ok(false)
+            }
             Err(error) => Err(error),
         }
     }
@@ -517,6 +533,7 @@ mod tests {
             matches!(&error, AdminError::Api { status: StatusCode::NOT_FOUND, code, .. } if code == "unknown-type")
         );
         assert_eq!(error.to_string(), "the node answered 404 Not Found unknown-type: no entity type named x");
+        assert_eq!(error.code(), Some(ErrorCode::UnknownType));
         let error = error_from(&url, StatusCode::BAD_GATEWAY, &[b'x'; 300]);
         let text = error.to_string();
         assert!(
@@ -526,6 +543,23 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("x…") && text.len() < 320, "{text}");
+    }
+
+    /// A newer node may answer a code this client does not know: it is
+    /// still an API error with the node's code and message, not a status
+    /// without a body.
+    #[test]
+    fn error_bodies_with_codes_this_client_does_not_know_are_api_errors() {
+        let url = Url::parse("http://node/v1/cluster/shards/x").unwrap();
+        let body = br#"{"error":{"code":"a-code-from-a-newer-node","message":"something new"}}"#;
+        let error = error_from(&url, StatusCode::CONFLICT, body);
+        assert!(
+            matches!(&error, AdminError::Api { status: StatusCode::CONFLICT, code, message }
+                if code == "a-code-from-a-newer-node" && message == "something new"),
+            "{error:?}"
+        );
+        assert_eq!(error.code(), None);
+        assert_eq!(error.to_string(), "the node answered 409 Conflict a-code-from-a-newer-node: something new");
     }
 
     /// One recorded request: method and path, headers (lower-cased names), body.

@@ -19,6 +19,11 @@
 //! - [`tls`]: the rustls client configuration both clients use for
 //!   `https://` and `wss://` nodes (system roots plus an optional CA file).
 //!
+//! [`protocol`] and [`api`] are the `shardalloc-proto` crate's modules,
+//! re-exported here under the same paths: a program that needs only the
+//! types (no tokio, reqwest or rustls) can depend on `shardalloc-proto`
+//! instead.
+//!
 //! ## Testing an application with `InMemoryTransport`
 //!
 //! [`region::InMemoryTransport`] is an in-process network: start several
@@ -67,8 +72,8 @@
 #![warn(missing_docs)]
 
 pub mod admin;
-pub mod api;
 pub mod events;
-pub mod protocol;
 pub mod region;
 pub mod tls;
+
+pub use shardalloc_proto::{api, protocol};

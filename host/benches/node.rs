@@ -22,7 +22,7 @@ use shardalloc::server::Node;
 use shardalloc::server::driver::DriverSettings;
 use shardalloc::store::{RedbStore, Store, Turn};
 use shardalloc::strategy::external::AllocationReason;
-use shardalloc_client::protocol::RegionMessage;
+use shardalloc_proto::protocol::RegionMessage;
 use tokio::net::TcpStream;
 
 /// Shards every session asks about (allocated before measuring).

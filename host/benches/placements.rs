@@ -26,7 +26,7 @@ use shardalloc::server::Node;
 use shardalloc::server::driver::DriverSettings;
 use shardalloc::store::{RedbStore, Store, Turn, TypeRecord};
 use shardalloc_client::admin::AdminClient;
-use shardalloc_client::protocol::{NodeMessage, RegionMessage};
+use shardalloc_proto::protocol::{NodeMessage, RegionMessage};
 
 /// Admin clients writing at once.
 const CLIENTS: usize = 8;

@@ -26,7 +26,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use shardalloc::server::Node;
 use shardalloc::server::driver::DriverSettings;
 use shardalloc_client::admin::AdminClient;
-use shardalloc_client::protocol::{NodeMessage, RegionMessage};
+use shardalloc_proto::protocol::{NodeMessage, RegionMessage};
 use tokio::sync::mpsc;
 
 /// Simulated regions.

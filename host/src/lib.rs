@@ -15,9 +15,11 @@
 //! - [`coordinator`]: the sans-I/O state machine per entity type: events
 //!   in, commands out, time as a value.
 //! - [`store`]: durable state behind the [`store::Store`] trait (redb
-//!   embedded, in memory) and its conformance suite.
+//!   embedded, in memory, etcd shared by several nodes) and its conformance
+//!   suite.
 //! - [`server`]: the I/O shell: the coordinator driver, the REST API and its
-//!   generated OpenAPI document, region sessions, metrics, TLS.
+//!   generated OpenAPI document, region sessions, the event stream, the
+//!   dashboard, leadership and forwarding on etcd, metrics, TLS.
 
 pub mod coordinator;
 pub mod engine;

@@ -25,8 +25,8 @@ use etcd::Etcd;
 use node::{Journal, LEADER_LEASE_S, Msg, Node, region_config};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
-use shardalloc_client::api::EventKind;
 use shardalloc_client::region::{InMemoryTransport, Region, RegionHandle, Update};
+use shardalloc_proto::api::EventKind;
 
 /// Three nodes on one etcd prefix.
 struct Cluster {

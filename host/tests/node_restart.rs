@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
-use shardalloc_client::api::{ActivateRequest, ShardState, StrategyState};
 use shardalloc_client::region::{InMemoryTransport, RegionHandle, Update};
+use shardalloc_proto::api::{ActivateRequest, ShardState, StrategyState};
 
 use node::{Entry, Journal, Msg, Net, Node, Proxy, fast_args, next_update, registered, wait_for};
 
@@ -104,7 +104,7 @@ async fn state_survives(stop: Stop) {
         [("least-shard".to_owned(), "initial".to_owned()), ("hash".to_owned(), "operator".to_owned())]
     );
     let after_state = admin.type_state("cart").await.unwrap();
-    let regions = |s: &shardalloc_client::api::TypeState| {
+    let regions = |s: &shardalloc_proto::api::TypeState| {
         s.regions.iter().map(|r| (r.address.clone(), r.incarnation, r.shard_count)).collect::<Vec<_>>()
     };
     assert_eq!(regions(&after_state), regions(&type_state), "regions and their shard counts after the restart");
@@ -336,7 +336,7 @@ async fn a_deleted_declared_type_is_declared_again_empty_at_the_next_start() {
     let admin = node.admin();
     admin.set_placement("cart", "1", "b").await.unwrap();
     admin.delete_type("cart", false).await.unwrap();
-    let names = |types: shardalloc_client::api::Types| types.types.into_iter().map(|t| t.name).collect::<Vec<_>>();
+    let names = |types: shardalloc_proto::api::Types| types.types.into_iter().map(|t| t.name).collect::<Vec<_>>();
     assert_eq!(names(admin.types().await.unwrap()), ["tenant"]);
     node.terminate().await;
     node.restart().await;

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use reqwest::StatusCode;
-use shardalloc_client::protocol::{
+use shardalloc_client::region::{InMemoryTransport, RegionError};
+use shardalloc_proto::protocol::{
     CONNECT_PATH, Hello, MAX_FRAME_BYTES, NodeMessage, PROTOCOL_VERSION, RegionMessage, Register, decode, encode,
 };
-use shardalloc_client::region::{InMemoryTransport, RegionError};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::{self, Message};

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use shardalloc_client::api::{ActivateRequest, StrategyState};
 use shardalloc_client::region::{InMemoryTransport, RegionHandle};
+use shardalloc_proto::api::{ActivateRequest, StrategyState};
 
 use node::{Journal, Msg, Node, fast_args, registered, wait_for};
 

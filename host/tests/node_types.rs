@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use shardalloc::server::driver::catalog::MAX_TYPES;
 use shardalloc::strategy::builtin;
-use shardalloc_client::api::HomeReason;
 use shardalloc_client::region::{InMemoryTransport, RegionError};
+use shardalloc_proto::api::HomeReason;
 
 use node::{Journal, Node, registered};
 

@@ -43,8 +43,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use shardalloc_client::api::ActivateRequest;
 use shardalloc_client::region::{InMemoryTransport, Region, RegionHandle};
+use shardalloc_proto::api::ActivateRequest;
 
 use fleet::Fleet;
 use ledger::Ledger;

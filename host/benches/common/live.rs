@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures_util::stream::SplitStream;
 use futures_util::{SinkExt, StreamExt};
-use shardalloc_client::protocol::{
+use shardalloc_proto::protocol::{
     FRAMES_PER_FLUSH, Hello, NodeMessage, PROTOCOL_VERSION, RegionMessage, Register, decode, encode,
 };
 use tokio::sync::mpsc;

@@ -14,7 +14,7 @@ use shardalloc::server::driver::{DriverSettings, TypeDeclaration};
 use shardalloc::server::{NodeSettings, Security};
 use shardalloc::store::StoreConfig;
 use shardalloc::strategy::StrategySource;
-use shardalloc_client::protocol::{Hello, NodeMessage, PROTOCOL_VERSION, RegionMessage, Register, decode, encode};
+use shardalloc_proto::protocol::{Hello, NodeMessage, PROTOCOL_VERSION, RegionMessage, Register, decode, encode};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
@@ -35,7 +35,7 @@ pub fn least_shard() -> StrategySource {
 pub fn settings(data: &Path, mut driver: DriverSettings) -> NodeSettings {
     driver.types.insert(TYPE.into(), TypeDeclaration { strategy: least_shard(), config: String::new() });
     NodeSettings {
-        store: StoreConfig::Embedded { dir: data.to_owned() },
+        store: StoreConfig::Embedded { dir: data.to_owned(), migrate: true },
         cache_dir: Some(data.join("cache")),
         driver,
         security: Security::default(),

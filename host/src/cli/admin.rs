@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use shardalloc_client::admin::AdminClient;
-use shardalloc_client::api::{ActivateRequest, Placement, ShardId};
+use shardalloc_proto::api::{ActivateRequest, Placement, ShardId};
 
 use super::shown;
 

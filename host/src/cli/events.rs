@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use shardalloc_client::api::{DecisionEvent, EventKind};
+use shardalloc_proto::api::{DecisionEvent, EventKind};
 
 use super::admin::NodeArgs;
 use super::shown;
@@ -104,7 +104,7 @@ pub fn run(args: EventsArgs) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use shardalloc_client::api::HomeReason;
+    use shardalloc_proto::api::HomeReason;
 
     use super::*;
 

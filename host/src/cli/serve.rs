@@ -156,6 +156,10 @@ pub struct ServeArgs {
     /// PEM client certificate for etcd (needs `--etcd-key`).
     #[arg(long, env = "SHARDALLOC_ETCD_CERT", requires = "etcd_key")]
     etcd_cert: Option<PathBuf>,
+    /// Refuse a store of an older schema instead of migrating it when it
+    /// opens (the error says how to migrate: start without this flag).
+    #[arg(long, env = "SHARDALLOC_NO_MIGRATE")]
+    no_migrate: bool,
     /// PEM private key of `--etcd-cert`.
     #[arg(long, env = "SHARDALLOC_ETCD_KEY", requires = "etcd_cert")]
     etcd_key: Option<PathBuf>,
@@ -360,8 +364,7 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
             None => String::new(),
             Some(value) => serde_json::to_string(&value).context("a type's config")?,
         };
-        shardalloc_client::protocol::check_type_name(&name)
-            .map_err(|rule| anyhow::anyhow!("[types.{name}]: {rule}"))?;
+        shardalloc_proto::protocol::check_type_name(&name).map_err(|rule| anyhow::anyhow!("[types.{name}]: {rule}"))?;
         let strategy = StrategySource::parse_cli(&t.strategy).with_context(|| format!("[types.{name}] strategy"))?;
         types.insert(name, TypeDeclaration { strategy, config });
     }
@@ -370,8 +373,7 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
         if name.is_empty() || strategy.is_empty() {
             bail!("--type {spec:?}: expected NAME or NAME=STRATEGY");
         }
-        shardalloc_client::protocol::check_type_name(name)
-            .map_err(|rule| anyhow::anyhow!("--type {spec:?}: {rule}"))?;
+        shardalloc_proto::protocol::check_type_name(name).map_err(|rule| anyhow::anyhow!("--type {spec:?}: {rule}"))?;
         let strategy = StrategySource::parse_cli(strategy).with_context(|| format!("--type {spec:?}"))?;
         types.insert(name.to_owned(), TypeDeclaration { strategy, config: String::new() });
     }
@@ -417,7 +419,11 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
         cert: args.etcd_cert,
         key: args.etcd_key,
     };
-    let store = etcd_store(flags_etcd, file_etcd)?.unwrap_or_else(|| StoreConfig::Embedded { dir: data_dir.clone() });
+    let store = match etcd_store(flags_etcd, file_etcd)? {
+        Some(StoreConfig::Etcd(config)) => StoreConfig::Etcd(EtcdConfig { migrate: !args.no_migrate, ..config }),
+        Some(other) => other,
+        None => StoreConfig::Embedded { dir: data_dir.clone(), migrate: !args.no_migrate },
+    };
     let secret = match args.cluster_secret_file.as_ref().or(file.cluster_secret_file.as_ref()) {
         Some(path) => {
             Some(ClusterSecret::from_file(path).map_err(|error| anyhow::anyhow!("--cluster-secret-file: {error}"))?)
@@ -523,7 +529,7 @@ fn etcd_store(flags: EtcdFile, file: EtcdFile) -> anyhow::Result<Option<StoreCon
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let (listen, mut settings, tls, reached) = settings(args)?;
     let data = match &settings.store {
-        StoreConfig::Embedded { dir } => dir.display().to_string(),
+        StoreConfig::Embedded { dir, .. } => dir.display().to_string(),
         StoreConfig::Memory => "(memory)".to_owned(),
         StoreConfig::Etcd(etcd) => format!("etcd {} under {}", etcd.endpoints.join(","), etcd.prefix),
     };

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::{Change, Coordinator, Home, Observation, ToRegion};
 
 /// The longest shard id accepted, in bytes.
-pub use shardalloc_client::protocol::MAX_SHARD_ID_BYTES;
+pub use shardalloc_proto::protocol::MAX_SHARD_ID_BYTES;
 
 impl Coordinator {
     /// True when enough regions (not proxy-only) have registered to allocate.
@@ -24,7 +24,7 @@ impl Coordinator {
             self.reveal(&requester, ToRegion::ShardHome { shard, home });
             return;
         }
-        if let Err(reason) = shardalloc_client::protocol::check_shard_id(&shard) {
+        if let Err(reason) = shardalloc_proto::protocol::check_shard_id(&shard) {
             self.send_now(&requester, ToRegion::ShardRefused { shard, reason });
             return;
         }

@@ -34,7 +34,7 @@ pub enum Command {
 }
 
 /// A message to a region. Each variant goes on the wire as the
-/// `shardalloc_client::protocol::NodeMessage` of the same name, field for
+/// `shardalloc_proto::protocol::NodeMessage` of the same name, field for
 /// field (the server's `wire.rs` is the whole mapping); the coordinator
 /// itself knows no wire format.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,7 +6,7 @@ use super::state::Stamp;
 
 /// The driver's clock, in milliseconds: the one definition, shared with the
 /// region client's core.
-pub use shardalloc_client::protocol::Millis;
+pub use shardalloc_proto::protocol::Millis;
 
 /// Identifies an operator request, echoed in its [`Reply`](super::Reply).
 pub type RequestId = u64;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::strategy::external::AllocationReason;
 
-use shardalloc_client::protocol::Millis;
+use shardalloc_proto::protocol::Millis;
 
 /// The (timestamp, origin) of a placement write; the greater one wins.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default, serde::Serialize, serde::Deserialize)]

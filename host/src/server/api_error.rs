@@ -1,10 +1,15 @@
 //! [`ApiError`]: every REST error, answered as
-//! `{"error":{"code":"…","message":"…"}}` with the status that fits.
+//! `{"error":{"code":"…","message":"…"}}` with the status that fits. The
+//! code is always an [`ErrorCode`]; the catch-all is [`ApiError::internal`].
+
+use std::fmt;
+use std::panic::Location;
 
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use shardalloc_client::api::{ErrorBody, ErrorDetail};
+pub use shardalloc_proto::api::ErrorCode;
+use shardalloc_proto::api::{ErrorBody, ErrorDetail};
 
 use super::driver::Unavailable;
 use super::driver::request::Refusal;
@@ -19,90 +24,122 @@ pub struct ApiError {
     /// The HTTP status.
     pub status: StatusCode,
     /// A stable machine-readable code.
-    pub code: &'static str,
+    pub code: ErrorCode,
     /// A sentence for the operator.
     pub message: String,
 }
 
 impl ApiError {
     /// A new error.
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> Self {
         ApiError { status, code, message: message.into() }
     }
 
     /// 400: the request is malformed.
-    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn bad_request(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, code, message)
     }
 
     /// 404: the named thing does not exist.
-    pub fn not_found(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn not_found(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, code, message)
     }
 
     /// 409: the request conflicts with the state.
-    pub fn conflict(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn conflict(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::new(StatusCode::CONFLICT, code, message)
     }
 
     /// 422: well-formed, but it cannot be applied.
-    pub fn unprocessable(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn unprocessable(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
+    }
+
+    /// 429: too many of these at once; the answer says when to come back
+    /// (`Retry-After`).
+    pub fn busy(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::TOO_MANY_REQUESTS, code, message)
+    }
+
+    /// 503: not now (shutting down, no leader, not ready); retry.
+    pub fn unavailable(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, code, message)
     }
 
     /// 401: the bearer token is missing or wrong.
     pub fn unauthorized(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+        Self::new(StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized, message)
     }
 
     /// 404 for an entity type.
     pub fn unknown_type(name: &str) -> Self {
-        Self::not_found("unknown-type", format!("there is no entity type named {name:?}"))
+        Self::not_found(ErrorCode::UnknownType, format!("there is no entity type named {name:?}"))
+    }
+
+    /// 500 `store`: the store failed to read or write.
+    pub fn store(error: impl fmt::Display) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Store, error.to_string())
+    }
+
+    /// 500 `internal`, the catch-all, the only place it is built:
+    /// something the node did not expect (a coordinator reply a handler
+    /// does not expect, a thread that panicked or could not start). Logged
+    /// here at error level with the caller's place in the code (and not
+    /// again when answered); the message carries the detail too, for the
+    /// operator who reports it.
+    #[track_caller]
+    pub fn internal(detail: impl fmt::Display) -> Self {
+        let (status, code, at) = (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal, Location::caller());
+        let message = detail.to_string();
+        tracing::error!(%status, %code, %at, %message, "request failed");
+        Self::new(status, code, message)
     }
 }
 
 impl From<Unavailable> for ApiError {
     fn from(error: Unavailable) -> Self {
-        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", error.to_string())
+        ApiError::unavailable(ErrorCode::Unavailable, error.to_string())
     }
 }
 
 impl From<Refusal> for ApiError {
     fn from(refusal: Refusal) -> Self {
+        use ErrorCode as C;
         let message = refusal.to_string();
         match refusal {
-            Refusal::UnknownType(_) => ApiError::not_found("unknown-type", message),
-            Refusal::UnknownRegion(_) => ApiError::not_found("unknown-region", message),
-            Refusal::TypeHasRegions { .. } => ApiError::conflict("type-has-regions", message),
-            Refusal::TypeBeingDeleted(_) => ApiError::conflict("type-being-deleted", message),
-            Refusal::UnknownShard(_) => ApiError::not_found("unknown-shard", message),
-            Refusal::NoPlacement { .. } => ApiError::not_found("no-placement", message),
-            Refusal::Placement(PlacementError::TooMany { .. }) => ApiError::conflict("too-many-placements", message),
-            Refusal::Placement(_) => ApiError::bad_request("invalid-placement", message),
-            Refusal::Signal(_) => ApiError::bad_request("invalid-signal", message),
-            Refusal::UnknownComponent(_) => ApiError::not_found("unknown-strategy", message),
-            Refusal::Builtin(_) => ApiError::conflict("builtin", message),
-            Refusal::StrategyInUse { .. } => ApiError::conflict("strategy-in-use", message),
-            Refusal::StrategyRefused(_) => ApiError::unprocessable("strategy-refused", message),
-            Refusal::NoPreviousStrategy => ApiError::conflict("no-previous-strategy", message),
-            Refusal::WritesBusy { .. } => ApiError::new(StatusCode::TOO_MANY_REQUESTS, "writes-busy", message),
-            Refusal::Unexpected(_) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message),
+            Refusal::UnknownType(_) => ApiError::not_found(C::UnknownType, message),
+            Refusal::UnknownRegion(_) => ApiError::not_found(C::UnknownRegion, message),
+            Refusal::TypeHasRegions { .. } => ApiError::conflict(C::TypeHasRegions, message),
+            Refusal::TypeBeingDeleted(_) => ApiError::conflict(C::TypeBeingDeleted, message),
+            Refusal::UnknownShard(_) => ApiError::not_found(C::UnknownShard, message),
+            Refusal::NoPlacement { .. } => ApiError::not_found(C::NoPlacement, message),
+            Refusal::Placement(PlacementError::TooMany { .. }) => ApiError::conflict(C::TooManyPlacements, message),
+            Refusal::Placement(_) => ApiError::bad_request(C::InvalidPlacement, message),
+            Refusal::Signal(_) => ApiError::bad_request(C::InvalidSignal, message),
+            Refusal::UnknownComponent(_) => ApiError::not_found(C::UnknownStrategy, message),
+            Refusal::Builtin(_) => ApiError::conflict(C::Builtin, message),
+            Refusal::StrategyInUse { .. } => ApiError::conflict(C::StrategyInUse, message),
+            Refusal::StrategyRefused(_) => ApiError::unprocessable(C::StrategyRefused, message),
+            Refusal::NoPreviousStrategy => ApiError::conflict(C::NoPreviousStrategy, message),
+            Refusal::WritesBusy { .. } => ApiError::busy(C::WritesBusy, message),
+            Refusal::Unexpected(_) => ApiError::internal(message),
         }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        // 503 tells the caller to retry (not ready, shutting down, busy):
-        // the node's own state, logged where it changes, not per call.
-        if self.status == StatusCode::SERVICE_UNAVAILABLE {
-            tracing::debug!(status = %self.status, code = self.code, message = %self.message, "request refused");
-        } else if self.status.is_server_error() {
-            tracing::error!(status = %self.status, code = self.code, message = %self.message, "request failed");
-        } else {
-            tracing::info!(status = %self.status, code = self.code, message = %self.message, "request refused");
+        let (status, code, message) = (self.status, self.code, &self.message);
+        match status {
+            // Logged where it was built, with its place in the code.
+            _ if code == ErrorCode::Internal => {}
+            // 503 tells the caller to retry (not ready, shutting down, busy):
+            // the node's own state, logged where it changes, not per call.
+            StatusCode::SERVICE_UNAVAILABLE => tracing::debug!(%status, %code, %message, "request refused"),
+            _ if status.is_server_error() => tracing::error!(%status, %code, %message, "request failed"),
+            _ => tracing::info!(%status, %code, %message, "request refused"),
         }
-        let body = ErrorBody { error: ErrorDetail { code: self.code.to_owned(), message: self.message } };
+        let body = ErrorBody { error: ErrorDetail::new(self.code, self.message) };
         let mut response = (self.status, Json(body)).into_response();
         // A refusal for being busy says when to come back.
         if self.status == StatusCode::TOO_MANY_REQUESTS {

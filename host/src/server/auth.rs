@@ -8,9 +8,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
 
-use super::AppState;
 use super::api_error::ApiError;
 use super::conn::Trust;
+use super::state::AppState;
 
 /// True when the `Authorization` header is `Bearer <token>`.
 pub fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
@@ -23,7 +23,7 @@ pub fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
 
 /// True for the paths the admin token guards.
 pub fn is_admin_path(path: &str) -> bool {
-    path.starts_with("/v1/") && path != shardalloc_client::protocol::CONNECT_PATH
+    path.starts_with("/v1/") && path != shardalloc_proto::protocol::CONNECT_PATH
 }
 
 /// Middleware: refuses admin calls without the admin token (when one is

@@ -28,7 +28,7 @@ use axum::http::StatusCode;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Semaphore;
 
-use super::api_error::ApiError;
+use super::api_error::{ApiError, ErrorCode};
 use super::rest::blocking;
 use crate::engine::Engine;
 use crate::engine::budget::{BudgetError, CompileBudget};
@@ -105,7 +105,7 @@ impl Compiler {
     /// component's bytes within the budget. Dropping the future kills a
     /// compiler process under way.
     pub async fn compile(&self, engine: &Arc<Engine>, bytes: bytes::Bytes) -> Result<Arc<Compiled>, ApiError> {
-        let invalid = |e: LoadError| ApiError::unprocessable("invalid-component", e.to_string());
+        let invalid = |e: LoadError| ApiError::unprocessable(ErrorCode::InvalidComponent, e.to_string());
         crate::engine::load::sniff(&bytes, crate::engine::limits::MAX_COMPONENT_SIZE).map_err(invalid)?;
         if !engine.needs_compiling(&bytes) {
             let (engine, bytes) = (engine.clone(), bytes.clone());
@@ -114,13 +114,13 @@ impl Compiler {
         let budget = self.settings.budget;
         let measured = bytes.clone();
         blocking(move || budget.check(&measured)).await?.map_err(|e| match e {
-            BudgetError::Malformed(_) => ApiError::unprocessable("invalid-component", e.to_string()),
-            BudgetError::Over { .. } => ApiError::unprocessable("over-compile-budget", e.to_string()),
+            BudgetError::Malformed(_) => ApiError::unprocessable(ErrorCode::InvalidComponent, e.to_string()),
+            BudgetError::Over { .. } => ApiError::unprocessable(ErrorCode::OverCompileBudget, e.to_string()),
         })?;
         let timeout = self.settings.timeout;
         let timed_out = || {
             ApiError::unprocessable(
-                "compile-timeout",
+                ErrorCode::CompileTimeout,
                 format!(
                     "the component did not compile within {} ms (the compile-timeout-ms setting); it was abandoned",
                     timeout.as_millis()
@@ -129,9 +129,8 @@ impl Compiler {
         };
         let deadline = tokio::time::Instant::now() + timeout;
         let _permit = tokio::time::timeout_at(deadline, self.permits.acquire()).await.map_err(|_| {
-            ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "compile-busy",
+            ApiError::unavailable(
+                ErrorCode::CompileBusy,
                 format!("{} compiles are under way; try again later", self.settings.concurrent),
             )
         })?;
@@ -148,7 +147,9 @@ impl Compiler {
                 return Err(timed_out());
             }
             Err(ProcessError::Refused(message)) => return Err(invalid(LoadError::Invalid(message))),
-            Err(error) => return Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "compiler", error.to_string())),
+            Err(error) => {
+                return Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Compiler, error.to_string()));
+            }
         };
         tracing::info!(bytes = bytes.len(), seconds = started.elapsed().as_secs_f64(), "an upload compiled");
         let engine = engine.clone();

@@ -8,10 +8,9 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use axum::http::StatusCode;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::api_error::ApiError;
+use super::api_error::{ApiError, ErrorCode};
 
 /// Most dry runs at once, over all types.
 pub const MAX_DRY_RUNS: usize = 2;
@@ -48,16 +47,14 @@ impl DryRuns {
     pub fn start(&self, entity_type: &str) -> Result<DryRunSlot, ApiError> {
         let mut types = self.types.lock().unwrap_or_else(PoisonError::into_inner);
         if types.contains(entity_type) {
-            return Err(ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "dry-run-busy",
+            return Err(ApiError::busy(
+                ErrorCode::DryRunBusy,
                 format!("a dry run of {entity_type} is under way; one at a time per type"),
             ));
         }
         let permit = self.all.clone().try_acquire_owned().map_err(|_| {
-            ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "dry-run-busy",
+            ApiError::busy(
+                ErrorCode::DryRunBusy,
                 format!("{MAX_DRY_RUNS} dry runs are under way, the most at once; retry when one ends"),
             )
         })?;
@@ -68,6 +65,8 @@ impl DryRuns {
 
 #[cfg(test)]
 mod tests {
+    use axum::http::StatusCode;
+
     use super::*;
 
     #[test]
@@ -76,7 +75,7 @@ mod tests {
         let a = runs.start("a").unwrap();
         assert_eq!(runs.start("a").err().unwrap().status, StatusCode::TOO_MANY_REQUESTS);
         let b = runs.start("b").unwrap();
-        assert_eq!(runs.start("c").err().unwrap().code, "dry-run-busy");
+        assert_eq!(runs.start("c").err().unwrap().code, ErrorCode::DryRunBusy);
         drop(a);
         let _again = runs.start("a").unwrap();
         drop(b);

@@ -26,8 +26,8 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::AppState;
-use super::api_error::ApiError;
+use super::api_error::{ApiError, ErrorCode};
+use super::state::AppState;
 
 /// The origins (`scheme://host[:port]` as browsers send them) that are the
 /// node's own: its listen address (and `localhost`, `127.0.0.1`, `[::1]`
@@ -136,12 +136,12 @@ pub async fn check_head(request: Request, next: Next) -> Response {
     let target = request.uri().path_and_query().map_or(0, |p| p.as_str().len());
     if target > MAX_URI_BYTES {
         let message = format!("the request target is {target} bytes; at most {MAX_URI_BYTES}");
-        return ApiError::new(StatusCode::URI_TOO_LONG, "uri-too-long", message).into_response();
+        return ApiError::new(StatusCode::URI_TOO_LONG, ErrorCode::UriTooLong, message).into_response();
     }
     let headers: usize = request.headers().iter().map(|(name, value)| name.as_str().len() + value.len() + 4).sum();
     if headers > MAX_HEADER_BYTES {
         let message = format!("the request headers are {headers} bytes; at most {MAX_HEADER_BYTES}");
-        return ApiError::new(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "headers-too-large", message)
+        return ApiError::new(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, ErrorCode::HeadersTooLarge, message)
             .into_response();
     }
     next.run(request).await
@@ -174,7 +174,7 @@ fn foreign_host(state: &AppState, request: &Request) -> Option<ApiError> {
          without an admin token answers only requests addressed to it, so a web page cannot reach it by a \
          rebound name"
     );
-    Some(ApiError::new(StatusCode::MISDIRECTED_REQUEST, "unknown-host", message))
+    Some(ApiError::new(StatusCode::MISDIRECTED_REQUEST, ErrorCode::UnknownHost, message))
 }
 
 /// Middleware: the rules in the module documentation.
@@ -191,7 +191,7 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
                     "a request from the web origin {origin:?} is refused: it is not this node's own \
                      (its address, --advertise, --allowed-host)"
                 );
-                return ApiError::new(StatusCode::FORBIDDEN, "cross-origin", message).into_response();
+                return ApiError::new(StatusCode::FORBIDDEN, ErrorCode::CrossOrigin, message).into_response();
             }
         }
     }
@@ -203,7 +203,7 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
         if !media.eq_ignore_ascii_case(expected) {
             let shown = if given.is_empty() { "none".to_owned() } else { format!("{given:?}") };
             let message = format!("this request's body must be sent as Content-Type: {expected} (it was {shown})");
-            return ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported-media-type", message)
+            return ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, ErrorCode::UnsupportedMediaType, message)
                 .into_response();
         }
     }

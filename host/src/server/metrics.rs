@@ -24,7 +24,7 @@ use crate::coordinator::{Observation, Step};
 use crate::engine::slot::SlotHandle;
 use crate::strategy::external::AllocationReason;
 use crate::strategy::{FaultKind, StrategyError};
-use shardalloc_client::api::RegionStatus;
+use shardalloc_proto::api::RegionStatus;
 
 mod timed;
 pub use timed::{MAX_STRATEGY_SERIES, Timed};

@@ -20,7 +20,7 @@ use super::leadership::claim::ClusterSecret;
 use super::leadership::election::{Election, StartDriver};
 use super::leadership::{Leadership, NodeIdentity, Role};
 use super::metrics::Metrics;
-use super::{AppState, Security};
+use super::state::{AppState, Security};
 use crate::engine::{Engine, EngineConfig, EngineError};
 use crate::store::{EtcdStore, Store, StoreConfig, StoreError};
 

@@ -4,7 +4,7 @@
 //! types as the router registers them (`router.rs`); nothing here lists an
 //! endpoint, and no JSON is written by hand.
 
-use shardalloc_client::api::ErrorBody;
+use shardalloc_proto::api::ErrorBody;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi, ToResponse};
 
@@ -112,6 +112,7 @@ pub struct TooManyStreams(pub ErrorBody);
 #[derive(ToResponse)]
 pub struct Unavailable(pub ErrorBody);
 
-/// An unexpected failure (`internal`, `store`); the node logs it.
+/// An unexpected failure (`internal`), or the store or the compiler process
+/// failed (`store`, `compiler`); the node logs it.
 #[derive(ToResponse)]
 pub struct Internal(pub ErrorBody);

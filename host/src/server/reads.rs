@@ -8,24 +8,19 @@
 //! shards at a time, its regions and hand-offs from the live coordinator.
 //!
 //! A permitted read runs on a thread of its own at the lowest scheduling
-//! priority ([`READ_NICE`], [`ExpensiveReads::run`]), reading the store,
-//! building the answer and serialising it there: on a busy host (one core
-//! for everything) the driver thread and the region sessions get the CPU
-//! first, and the tokio workers that serve sessions only copy bytes out.
+//! priority ([`super::low_priority::run`]), reading the store, building the
+//! answer and serialising it there: on a busy host (one core for
+//! everything) the driver thread and the region sessions get the CPU first,
+//! and the tokio workers that serve sessions only copy bytes out.
 
 use std::sync::Arc;
 
-use axum::http::StatusCode;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::api_error::ApiError;
+use super::api_error::{ApiError, ErrorCode};
 
 /// Most expensive reads at once, over all types.
 pub const MAX_EXPENSIVE_READS: usize = 2;
-
-/// The nice value of an expensive read's thread: 19, the lowest priority
-/// (Linux keeps a nice value per thread). Raising it needs no privilege.
-pub const READ_NICE: i32 = 19;
 
 /// The expensive reads under way. See the module documentation.
 pub struct ExpensiveReads {
@@ -39,29 +34,11 @@ impl Default for ExpensiveReads {
 }
 
 impl ExpensiveReads {
-    /// Runs `work` on a new thread at [`READ_NICE`] and waits for it.
-    pub async fn run<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, ApiError> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        std::thread::Builder::new()
-            .name("shardalloc-read".into())
-            .spawn(move || {
-                if let Err(error) = rustix::process::setpriority_process(None, READ_NICE) {
-                    tracing::debug!(%error, "an expensive read runs at normal priority");
-                }
-                let _ = tx.send(work());
-            })
-            .map_err(|e| {
-                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("no read thread: {e}"))
-            })?;
-        rx.await.map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the read thread panicked"))
-    }
-
     /// A permit for one read of `what`, held while it runs; or 429.
     pub fn start(&self, what: &str) -> Result<OwnedSemaphorePermit, ApiError> {
         self.permits.clone().try_acquire_owned().map_err(|_| {
-            ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "reads-busy",
+            ApiError::busy(
+                ErrorCode::ReadsBusy,
                 format!(
                     "{MAX_EXPENSIVE_READS} reads of a whole type (snapshots) are under way; reading {what} \
                      must wait: retry after the time Retry-After gives"
@@ -73,22 +50,10 @@ impl ExpensiveReads {
 
 #[cfg(test)]
 mod tests {
-    use axum::http::header;
+    use axum::http::{StatusCode, header};
     use axum::response::IntoResponse;
 
     use super::*;
-
-    #[tokio::test]
-    async fn a_read_runs_at_the_lowest_priority_on_its_own_thread() {
-        let caller = std::thread::current().id();
-        let (nice, thread) =
-            ExpensiveReads::run(move || (rustix::process::getpriority_process(None), std::thread::current().id()))
-                .await
-                .unwrap();
-        assert_eq!(nice.unwrap(), READ_NICE);
-        assert_ne!(thread, caller);
-        assert_eq!(rustix::process::getpriority_process(None).unwrap(), 0, "the caller's priority changed");
-    }
 
     #[test]
     fn reads_past_the_limit_are_refused_until_one_ends() {

@@ -14,12 +14,12 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::AppState;
-use super::api_error::ApiError;
+use super::api_error::{ApiError, ErrorCode};
 use super::auth;
 use super::openapi::ApiDoc;
 use super::rest::{cluster, health, placements, regions, strategies, types};
 use super::sessions;
+use super::state::AppState;
 
 /// Every route with its documentation.
 pub fn api() -> OpenApiRouter<AppState> {
@@ -74,11 +74,15 @@ async fn openapi_document() -> ([(axum::http::HeaderName, &'static str); 1], &'s
 }
 
 async fn method_not_allowed() -> ApiError {
-    ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method-not-allowed", "this endpoint does not take that method")
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        ErrorCode::MethodNotAllowed,
+        "this endpoint does not take that method",
+    )
 }
 
 async fn not_found() -> ApiError {
-    ApiError::not_found("no-route", "no such endpoint; see /v1/openapi.json")
+    ApiError::not_found(ErrorCode::NoRoute, "no such endpoint; see /v1/openapi.json")
 }
 
 /// The whole HTTP API: the admin REST API under `/v1` (behind the admin

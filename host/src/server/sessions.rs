@@ -21,14 +21,14 @@ use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{FromRequestParts, Request, State};
 use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
-use shardalloc_client::protocol::{
+use shardalloc_proto::protocol::{
     FRAMES_PER_FLUSH, Hello, MAX_FRAME_BYTES, NodeMessage, PROTOCOL_VERSION, RegionMessage, decode, encode,
 };
 use tokio::sync::{Semaphore, mpsc};
 
-use super::AppState;
 use super::api_error::ApiError;
 use super::driver::{Input, REQUESTS_IN_FLIGHT, SESSION_OUTBOX};
+use super::state::AppState;
 
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 

@@ -11,13 +11,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use shardalloc_client::api::StoredStrategy;
+use shardalloc_proto::api::StoredStrategy;
 
-use super::AppState;
-use super::api_error::ApiError;
+use super::api_error::{ApiError, ErrorCode};
 use super::compile::{CompileSettings, Compiler};
 use super::driver::request::AdminRequest;
 use super::rest::blocking;
+use super::state::AppState;
 use crate::store::ComponentRecord;
 
 /// Most uploaded components a node stores.
@@ -93,7 +93,7 @@ async fn check_quota(state: &AppState, digest: &str, size: u64) -> Result<(), Ap
             stored.count,
             mib(stored.bytes)
         );
-        Err(ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "component-quota", message))
+        Err(ApiError::new(StatusCode::INSUFFICIENT_STORAGE, ErrorCode::ComponentQuota, message))
     };
     if stored.count >= settings.max_components {
         return full(format!("the component quota (max-components) is {} components", settings.max_components));
@@ -128,9 +128,7 @@ pub async fn upload(state: &AppState, body: bytes::Bytes) -> Result<StoredStrate
     let _writes = state.component_writes.lock().await;
     check_quota(state, &digest, size).await?;
     let (store, digest) = (state.store.clone(), record.digest.clone());
-    blocking(move || store.put_blob(&digest, &body))
-        .await?
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "store", e.to_string()))?;
+    blocking(move || store.put_blob(&digest, &body)).await?.map_err(ApiError::store)?;
     let stored = StoredStrategy {
         digest: record.digest.clone(),
         name: record.name.clone(),

@@ -1,8 +1,8 @@
 //! The one place the coordinator's region messages and registrations meet
-//! the wire format ([`shardalloc_client::protocol`]). The coordinator knows
+//! the wire format ([`shardalloc_proto::protocol`]). The coordinator knows
 //! no wire format; these `From` impls are the whole mapping, field for field.
 
-use shardalloc_client::protocol::{NodeMessage, Register};
+use shardalloc_proto::protocol::{NodeMessage, Register};
 
 use crate::coordinator::{Registration, ToRegion};
 

@@ -30,9 +30,9 @@ pub mod simulate;
 pub mod source;
 pub mod view;
 
-pub use shardalloc_client::api::ActivationCause;
 pub use shardalloc_guest::Info;
 use shardalloc_guest::Level;
+pub use shardalloc_proto::api::ActivationCause;
 pub use source::StrategySource;
 pub use view::ClusterView;
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use std::ops::Bound;
 
-use shardalloc_client::api::{
+use shardalloc_proto::api::{
     HandOff, HomeReason, RegionState, RegionSummary, ShardState, StoredStrategy, StrategyState, TypeSummary,
 };
 

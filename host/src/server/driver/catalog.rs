@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::UNIX_EPOCH;
 
-use shardalloc_client::api::RegionStatus;
+use shardalloc_proto::api::RegionStatus;
 
 use super::request::{Candidate, Refusal};
 use crate::coordinator::{Command, Config, Coordinator, Durable, Millis};

@@ -3,7 +3,7 @@
 //! hand-off, so no shard runs anywhere when the type is gone); never while
 //! a region still holds its shards unless the deadline passed.
 
-use shardalloc_client::protocol::NodeMessage;
+use shardalloc_proto::protocol::NodeMessage;
 
 use super::request::{Refusal, Reply};
 use super::{Driver, Waiter};

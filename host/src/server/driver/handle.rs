@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use shardalloc_client::protocol::{NodeMessage, RegionMessage};
+use shardalloc_proto::protocol::{NodeMessage, RegionMessage};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 

@@ -2,13 +2,16 @@
 //! the session to its region (creating the type when it is new) and every
 //! later message becomes a coordinator event carrying the session's
 //! registered incarnation. A message before `Register`, or a `Register` for
-//! another address, ends the session with a `Refused` naming the rule.
+//! another address, ends the session with a `Refused` naming the rule. Which
+//! registrations are refused (a stale incarnation, a malformed one, the
+//! region limit) is the coordinator's rule alone: the session is routed to
+//! its region only once the coordinator accepted it.
 
-use shardalloc_client::protocol::{NodeMessage, RegionMessage, Register};
+use shardalloc_proto::protocol::{NodeMessage, RegionMessage, Register};
 
 use super::sessions::SessionId;
 use super::{Driver, Waiter};
-use crate::coordinator::{Event, OperatorRequest};
+use crate::coordinator::{Command, Event, OperatorRequest, ToRegion};
 
 impl Driver {
     pub(super) fn on_region(&mut self, session: SessionId, message: RegionMessage) {
@@ -74,21 +77,26 @@ impl Driver {
                 }
             }
         }
-        let entry = self.catalog.get(&entity_type).expect("created above");
-        if let Some(current) = entry.coordinator.durable().regions.get(&register.address).map(|r| r.incarnation)
-            && register.incarnation < current
-        {
-            // Refused without touching the live incarnation's session.
-            let reason =
-                format!("incarnation {} is older than the registered incarnation {current}", register.incarnation);
-            tracing::warn!(r#type = %entity_type, address = %register.address, %reason, "registration refused");
-            let _ = self.sessions.send_to(session, NodeMessage::RegisterRefused { reason });
-            return;
-        }
-        self.sessions.register(session, &register.address, register.incarnation);
-        let sequence = register.sequence;
+        // The coordinator decides (a stale incarnation, a malformed
+        // registration, the region limit); the session is routed only if it
+        // accepts, so a refusal reaches the session that asked and the live
+        // incarnation's session keeps its route.
+        let (address, incarnation, sequence) = (register.address.clone(), register.incarnation, register.sequence);
         let event = Event::Register { now: self.now, registration: register.into(), sequence };
-        self.feed(&entity_type, event);
+        let Ok(entry) = self.catalog.get_mut(&entity_type) else { return };
+        let mut commands = entry.coordinator.handle(event);
+        let refusal = commands.iter().position(|command| {
+            matches!(command, Command::Send { to, message: ToRegion::RegisterRefused { .. } } if *to == address)
+        });
+        match refusal {
+            Some(at) => {
+                let Command::Send { message, .. } = commands.remove(at) else { unreachable!("matched above") };
+                tracing::warn!(r#type = %entity_type, %address, incarnation, ?message, "registration refused");
+                let _ = self.sessions.send_to(session, message.into());
+            }
+            None => self.sessions.register(session, &address, incarnation),
+        }
+        self.execute(&entity_type, commands);
     }
 
     fn refuse(&mut self, session: SessionId, reason: String) {

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use shardalloc_client::api::{ActivationInfo, RegionSummary, ShardState, StoredStrategy, StrategyState, TypeSummary};
+use shardalloc_proto::api::{ActivationInfo, RegionSummary, ShardState, StoredStrategy, StrategyState, TypeSummary};
 use tokio::sync::oneshot;
 
 use crate::coordinator::{PlacementError, Reply as CoordinatorReply};

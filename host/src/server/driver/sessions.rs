@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use shardalloc_client::protocol::NodeMessage;
+use shardalloc_proto::protocol::NodeMessage;
 use tokio::sync::mpsc;
 
 /// A region session's id.

@@ -2,7 +2,7 @@
 //! slots' activation records, mapped to [`DecisionEvent`]s. Observations
 //! that tell no decision (an ignored message, a limit hit) become none.
 
-use shardalloc_client::api::{ActivationCause, ChangedBy, DecisionEvent, EventKind, HomeReason};
+use shardalloc_proto::api::{ActivationCause, ChangedBy, DecisionEvent, EventKind, HomeReason};
 
 use crate::coordinator::{Observation, Step};
 use crate::store::ActivationRecord;

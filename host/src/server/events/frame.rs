@@ -6,7 +6,7 @@
 //! comments).
 
 use bytes::Bytes;
-use shardalloc_client::api::{DecisionEvent, EventKind};
+use shardalloc_proto::api::{DecisionEvent, EventKind};
 
 /// The frame of `event`, numbered in `term`: `id: <term>-<seq>` and its
 /// JSON on one `data:` line (JSON escapes every line break).

@@ -62,6 +62,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::subscription::{Replay, Shared, Subscription};
 use super::{DecisionEvent, frame};
+use crate::server::api_error::ErrorCode;
 
 /// Most events kept for streams that resume or fall behind. At a few
 /// hundred bytes each, and as much again for their frames, about 6 MiB.
@@ -140,10 +141,10 @@ pub enum Refused {
 
 impl Refused {
     /// The error code the REST answer carries.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            Refused::TooManyStreams { .. } => "too-many-streams",
-            Refused::ReplaysBusy { .. } => "replays-busy",
+            Refused::TooManyStreams { .. } => ErrorCode::TooManyStreams,
+            Refused::ReplaysBusy { .. } => ErrorCode::ReplaysBusy,
         }
     }
 }

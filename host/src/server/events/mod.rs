@@ -32,4 +32,4 @@ mod subscription;
 pub use self::hub::{BACKLOG, EventHub, MAX_REPLAYS, REPLAY_DEADLINE, REPLAY_FREE, Refused, Start};
 pub use self::stream::{__path_events, KEEP_ALIVE, LIVE, events};
 pub use self::subscription::{Delivery, Subscription};
-pub use shardalloc_client::api::{ChangedBy, DecisionEvent, EventKind};
+pub use shardalloc_proto::api::{ChangedBy, DecisionEvent, EventKind};

@@ -31,19 +31,19 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Extension, Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use shardalloc_client::api::DecisionEvent;
+use shardalloc_proto::api::DecisionEvent;
 use tokio::time::Instant;
 
 use super::frame;
 use super::{Refused, Start, Subscription};
-use crate::server::AppState;
-use crate::server::api_error::ApiError;
+use crate::server::api_error::{ApiError, ErrorCode};
 use crate::server::conn::Closer;
 use crate::server::driver::request::AdminRequest;
 use crate::server::openapi::{BadRequest, TooManyStreams, Unauthorized, Unavailable, UnknownType};
+use crate::server::state::AppState;
 
 /// How often a comment line is sent on a quiet stream.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -78,7 +78,7 @@ fn resume_point(value: &str) -> Result<Start, ApiError> {
     let parsed = value.trim().split_once('-').and_then(|(term, seq)| Some((term.parse().ok()?, seq.parse().ok()?)));
     parsed.map(|(term, seq)| Start::After { term, seq }).ok_or_else(|| {
         ApiError::bad_request(
-            "invalid-last-event-id",
+            ErrorCode::InvalidLastEventId,
             format!("Last-Event-ID must be <term>-<seq> as the stream's ids are, like 1-42; got {value:?}"),
         )
     })
@@ -87,22 +87,23 @@ fn resume_point(value: &str) -> Result<Start, ApiError> {
 fn start_of(headers: &HeaderMap, from: Option<&str>) -> Result<Start, ApiError> {
     if let Some(value) = headers.get(LAST_EVENT_ID) {
         let value = value.to_str().map_err(|_| {
-            ApiError::bad_request("invalid-last-event-id", "Last-Event-ID must be <term>-<seq> in ASCII")
+            ApiError::bad_request(ErrorCode::InvalidLastEventId, "Last-Event-ID must be <term>-<seq> in ASCII")
         })?;
         return resume_point(value);
     }
     match from {
         None | Some("now") => Ok(Start::Now),
         Some("oldest") => Ok(Start::Oldest),
-        Some(other) => {
-            Err(ApiError::bad_request("invalid-query", format!("from must be `now` or `oldest`, not {other:?}")))
-        }
+        Some(other) => Err(ApiError::bad_request(
+            ErrorCode::InvalidQuery,
+            format!("from must be `now` or `oldest`, not {other:?}"),
+        )),
     }
 }
 
 impl From<Refused> for ApiError {
     fn from(refused: Refused) -> Self {
-        ApiError::new(StatusCode::TOO_MANY_REQUESTS, refused.code(), refused.to_string())
+        ApiError::busy(refused.code(), refused.to_string())
     }
 }
 
@@ -181,7 +182,8 @@ pub async fn events(
     closer: Option<Extension<Closer>>,
     query: Result<Query<EventsQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let Query(query) = query.map_err(|rejection| ApiError::bad_request("invalid-query", rejection.body_text()))?;
+    let Query(query) =
+        query.map_err(|rejection| ApiError::bad_request(ErrorCode::InvalidQuery, rejection.body_text()))?;
     let start = start_of(&headers, query.from.as_deref())?;
     if let Some(name) = &query.entity_type {
         let name = name.clone();

@@ -2,10 +2,10 @@
 
 use axum::Json;
 use axum::extract::State;
-use shardalloc_client::api::{ClusterLeader, ClusterNode};
+use shardalloc_proto::api::{ClusterLeader, ClusterNode};
 
-use crate::server::AppState;
 use crate::server::leadership::NodeIdentity;
+use crate::server::state::AppState;
 
 fn node(identity: &NodeIdentity) -> ClusterNode {
     ClusterNode { name: identity.name.clone(), url: identity.url.clone() }

@@ -3,15 +3,14 @@
 use std::time::{Duration, Instant};
 
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
-use crate::server::AppState;
-use crate::server::api_error::ApiError;
+use crate::server::api_error::{ApiError, ErrorCode};
 use crate::server::driver::DriverHandle;
 use crate::server::driver::progress::STALL_BOUND;
 use crate::server::driver::request::AdminRequest;
 use crate::server::leadership::Leadership;
+use crate::server::state::AppState;
 
 /// Liveness
 ///
@@ -36,7 +35,7 @@ pub async fn healthz() -> &'static str {
     get, path = "/livez", operation_id = "livez", tag = "health", security(()),
     responses(
         (status = 200, description = "The driver thread finished a turn within the last 30 s (or, on a node that does not lead, the election runs). Body `live` and a newline.", body = String, content_type = "text/plain"),
-        (status = 503, description = "The driver thread has finished no turn for over 30 s (`stalled`), or it has stopped on a node alone (`driver-stopped`), or this node's election has ended (`election-stopped`).", body = shardalloc_client::api::ErrorBody),
+        (status = 503, description = "The driver thread has finished no turn for over 30 s (`stalled`), or it has stopped on a node alone (`driver-stopped`), or this node's election has ended (`election-stopped`).", body = shardalloc_proto::api::ErrorBody),
     ),
 )]
 pub async fn livez(State(state): State<AppState>) -> Result<&'static str, ApiError> {
@@ -47,16 +46,19 @@ pub async fn livez(State(state): State<AppState>) -> Result<&'static str, ApiErr
 /// `bound` while a driver runs here; else, with etcd, whether the election
 /// runs; a node alone without a running driver is not live.
 pub fn liveness(driver: &DriverHandle, leadership: &Leadership, now: Instant, bound: Duration) -> Result<(), ApiError> {
-    let unavailable = |code, message: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, code, message);
     if let Some(progress) = driver.progress()
         && !driver.is_stopped()
     {
-        return progress.check(now, bound).map_err(|stalled| unavailable("stalled", stalled.to_string()));
+        return progress
+            .check(now, bound)
+            .map_err(|stalled| ApiError::unavailable(ErrorCode::Stalled, stalled.to_string()));
     }
     match (leadership.is_elected(), leadership.election_runs()) {
         (true, true) => Ok(()),
-        (true, false) => Err(unavailable("election-stopped", "this node's leader election has ended".into())),
-        (false, _) => Err(unavailable("driver-stopped", "the coordinator driver has stopped".into())),
+        (true, false) => {
+            Err(ApiError::unavailable(ErrorCode::ElectionStopped, "this node's leader election has ended"))
+        }
+        (false, _) => Err(ApiError::unavailable(ErrorCode::DriverStopped, "the coordinator driver has stopped")),
     }
 }
 
@@ -67,7 +69,7 @@ pub fn liveness(driver: &DriverHandle, leadership: &Leadership, now: Instant, bo
     get, path = "/readyz", operation_id = "readyz", tag = "health", security(()),
     responses(
         (status = 200, description = "Every declared entity type (`--type`, `[types.NAME]`) has at least `min-regions` registered regions (proxies not counted). Body `ready` and a newline. A node with no declared type is ready.", body = String, content_type = "text/plain"),
-        (status = 503, description = "Some declared type has fewer than `min-regions` regions (`not-ready`; the message names the types), or the coordinator is unavailable (`unavailable`), or (with etcd) this node neither leads nor knows a leader (`no-leader`). A follower that knows the leader is ready.", body = shardalloc_client::api::ErrorBody),
+        (status = 503, description = "Some declared type has fewer than `min-regions` regions (`not-ready`; the message names the types), or the coordinator is unavailable (`unavailable`), or (with etcd) this node neither leads nor knows a leader (`no-leader`). A follower that knows the leader is ready.", body = shardalloc_proto::api::ErrorBody),
     ),
 )]
 pub async fn readyz(State(state): State<AppState>) -> Result<&'static str, ApiError> {
@@ -79,13 +81,13 @@ pub async fn readyz(State(state): State<AppState>) -> Result<&'static str, ApiEr
                     Some(trouble) => format!("no leader is known right now: {trouble}"),
                     None => "no leader is known right now".to_owned(),
                 };
-                Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "no-leader", why))
+                Err(ApiError::unavailable(ErrorCode::NoLeader, why))
             }
         };
     }
     match state.driver.ask(|reply| AdminRequest::Readiness { reply }).await? {
         Ok(()) => Ok("ready\n"),
-        Err(message) => Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not-ready", message)),
+        Err(message) => Err(ApiError::unavailable(ErrorCode::NotReady, message)),
     }
 }
 

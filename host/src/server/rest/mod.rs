@@ -19,20 +19,20 @@ pub mod regions;
 pub mod strategies;
 pub mod types;
 
-use shardalloc_client::api::ShardId;
+use shardalloc_proto::api::ShardId;
 
-use super::api_error::ApiError;
+use super::api_error::{ApiError, ErrorCode};
 
 /// Runs `work` on a blocking thread.
 pub(crate) async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))
+    tokio::task::spawn_blocking(work).await.map_err(|e| ApiError::internal(format!("a blocking task failed: {e}")))
 }
 
 /// A shard id from a request, checked; the error names `field`.
 pub(crate) fn shard_id(id: &ShardId, field: &str) -> Result<String, ApiError> {
-    id.validate().map(str::to_owned).map_err(|m| ApiError::bad_request("invalid-shard-id", format!("{field}: {m}")))
+    id.validate()
+        .map(str::to_owned)
+        .map_err(|m| ApiError::bad_request(ErrorCode::InvalidShardId, format!("{field}: {m}")))
 }
 
 /// Checks every shard id of a list; errors name `field[i]`.

@@ -7,7 +7,7 @@ use axum::extract::{FromRequestParts, Query};
 use axum::http::request::Parts;
 use serde::Deserialize;
 
-use crate::server::api_error::ApiError;
+use crate::server::api_error::{ApiError, ErrorCode};
 use crate::server::driver::request::Page;
 
 /// Items per page when `?limit=` is not given.
@@ -34,16 +34,16 @@ impl<S: Send + Sync> FromRequestParts<S> for Paging {
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         let Query(query) = Query::<PageQuery>::from_request_parts(parts, state)
             .await
-            .map_err(|rejection| ApiError::bad_request("invalid-query", rejection.body_text()))?;
+            .map_err(|rejection| ApiError::bad_request(ErrorCode::InvalidQuery, rejection.body_text()))?;
         let limit = match query.limit {
-            Some(0) => return Err(ApiError::bad_request("invalid-query", "limit must be at least 1")),
+            Some(0) => return Err(ApiError::bad_request(ErrorCode::InvalidQuery, "limit must be at least 1")),
             Some(limit) => limit.min(MAX_LIMIT),
             None => DEFAULT_LIMIT,
         };
         let after = match query.after {
             None => None,
             Some(text) => Some(Page::key(&text).ok_or_else(|| {
-                ApiError::bad_request("invalid-cursor", "after must be the next cursor of a previous page")
+                ApiError::bad_request(ErrorCode::InvalidCursor, "after must be the next cursor of a previous page")
             })?),
         };
         Ok(Paging(Page { limit, after }))

@@ -2,28 +2,28 @@
 //! rebalance: external allocation.
 
 use axum::Json;
-use axum::extract::State;
-use axum::http::StatusCode;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
-use shardalloc_client::api::{
+use shardalloc_proto::api::{
     Placement, PlacementRequest, Placements, PlacementsWritten, RebalanceRequest, RebalanceResponse, RejectReason,
     Rejected, ShardId,
 };
 
-use shardalloc_client::protocol::check_address;
+use shardalloc_proto::protocol::check_address;
 
 use super::paging::{PageQuery, Paging, split};
 use super::{blocking, shard_id, shard_ids};
 use crate::coordinator::{NotAccepted, Reply};
-use crate::server::AppState;
-use crate::server::api_error::ApiError;
-use crate::server::body::{JsonBody, Params};
+use crate::server::api_error::{ApiError, ErrorCode};
+use crate::server::body::{JsonBody, Params, json_bytes, parse_then};
 use crate::server::driver::request::{AdminRequest, Operation, Refusal};
 use crate::server::openapi::{
     BadRequest, Conflict, Internal, NotFound, TooLarge, Unauthorized, Unavailable, UnknownType,
 };
+use crate::server::state::AppState;
 
 /// Most shards one rebalance or placement request may name.
 pub const MAX_SHARDS_PER_REQUEST: usize = 10_000;
@@ -60,7 +60,7 @@ pub async fn list(
     let (limit, fetch) = (page.limit, page.fetch());
     let found = blocking(move || store.placements(&name, page.after.as_deref(), fetch).map(|p| p.ok_or(name)))
         .await?
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "store", e.to_string()))?
+        .map_err(ApiError::store)?
         .map_err(|name| ApiError::from(Refusal::UnknownType(name)))?;
     let placements: Vec<Placement> =
         found.into_iter().map(|(shard, target)| Placement { shard_id: ShardId(shard), target }).collect();
@@ -71,26 +71,26 @@ pub async fn list(
 /// Parses `{"shardId":…,"target":…}` or `{"placements":[…]}`, naming the field at fault.
 fn placement_request(value: Value) -> Result<Vec<(String, String)>, ApiError> {
     let Value::Object(mut object) = value else {
-        return Err(ApiError::bad_request("invalid-body", "the body must be a JSON object"));
+        return Err(ApiError::bad_request(ErrorCode::InvalidBody, "the body must be a JSON object"));
     };
     let list: Vec<Value> = match object.remove("placements") {
         Some(Value::Array(list)) if object.is_empty() => list,
         Some(Value::Array(_)) => {
             let extra: Vec<&String> = object.keys().collect();
             return Err(ApiError::bad_request(
-                "invalid-body",
+                ErrorCode::InvalidBody,
                 format!("unexpected fields beside placements: {extra:?}"),
             ));
         }
-        Some(_) => return Err(ApiError::bad_request("invalid-body", "placements must be an array")),
+        Some(_) => return Err(ApiError::bad_request(ErrorCode::InvalidBody, "placements must be an array")),
         None => vec![Value::Object(object)],
     };
     if list.is_empty() {
-        return Err(ApiError::bad_request("invalid-body", "no placements given"));
+        return Err(ApiError::bad_request(ErrorCode::InvalidBody, "no placements given"));
     }
     if list.len() > MAX_SHARDS_PER_REQUEST {
         return Err(ApiError::bad_request(
-            "too-many",
+            ErrorCode::TooMany,
             format!("{} placements; at most {MAX_SHARDS_PER_REQUEST} per request", list.len()),
         ));
     }
@@ -98,10 +98,10 @@ fn placement_request(value: Value) -> Result<Vec<(String, String)>, ApiError> {
         .enumerate()
         .map(|(i, item)| {
             let placement: Placement = serde_json::from_value(item)
-                .map_err(|e| ApiError::bad_request("invalid-body", format!("placement {i}: {e}")))?;
+                .map_err(|e| ApiError::bad_request(ErrorCode::InvalidBody, format!("placement {i}: {e}")))?;
             let shard = shard_id(&placement.shard_id, &format!("placement {i}"))?;
             check_address(&placement.target).map_err(|rule| {
-                ApiError::bad_request("invalid-target", format!("placement {i}: the target: {rule}"))
+                ApiError::bad_request(ErrorCode::InvalidTarget, format!("placement {i}: the target: {rule}"))
             })?;
             Ok((shard, placement.target))
         })
@@ -139,7 +139,7 @@ fn placement_request(value: Value) -> Result<Vec<(String, String)>, ApiError> {
         (status = 404, response = UnknownType),
         (status = 409, response = Conflict),
         (status = 413, response = TooLarge),
-        (status = 429, description = "Too many placement writes wait (`writes-busy`): retry after `Retry-After`.", body = shardalloc_client::api::ErrorBody),
+        (status = 429, description = "Too many placement writes wait (`writes-busy`): retry after `Retry-After`.", body = shardalloc_proto::api::ErrorBody),
         (status = 500, response = Internal),
         (status = 503, response = Unavailable),
     ),
@@ -147,11 +147,25 @@ fn placement_request(value: Value) -> Result<Vec<(String, String)>, ApiError> {
 pub async fn set(
     State(state): State<AppState>,
     Params(name): Params<String>,
-    JsonBody(body): JsonBody<Value>,
+    headers: HeaderMap,
+    body: Request,
 ) -> Result<Json<PlacementsWritten>, ApiError> {
-    let requested = placement_request(body)?;
-    let operation = Operation::SetPlacements(requested.clone());
-    let operated = state.driver.ask(|reply| AdminRequest::Operate { name, operation, reply }).await??;
+    // Up to 10,000 placements: parsed and checked at low priority.
+    let (requested, asked) =
+        parse_then(json_bytes(body).await?, |v| placement_request(v).map(|r| (r.clone(), r))).await?;
+    let operation = Operation::SetPlacements(asked);
+    let driver = state.driver.clone();
+    let ask = async move { driver.ask(|reply| AdminRequest::Operate { name, operation, reply }).await };
+    // A write whose client left before it began is dropped unwritten
+    // (driver/writes.rs). A follower that forwarded one stops waiting after
+    // its forward timeout, shorter than a large write may queue: that write
+    // waits in a task of its own, so it is still applied.
+    let asked = if headers.contains_key(crate::server::forward::HOP) {
+        tokio::spawn(ask).await.map_err(|e| ApiError::internal(format!("a forwarded write's task: {e}")))?
+    } else {
+        ask.await
+    };
+    let operated = asked??;
     match operated.reply {
         Reply::PlacementsWritten { applied, .. } => {
             let applied: BTreeSet<String> = applied.into_iter().collect();
@@ -223,11 +237,11 @@ pub async fn rebalance(
     JsonBody(request): JsonBody<RebalanceRequest>,
 ) -> Result<(StatusCode, Json<RebalanceResponse>), ApiError> {
     if request.shard_ids.is_empty() {
-        return Err(ApiError::bad_request("invalid-body", "shardIds is empty"));
+        return Err(ApiError::bad_request(ErrorCode::InvalidBody, "shardIds is empty"));
     }
     if request.shard_ids.len() > MAX_SHARDS_PER_REQUEST {
         return Err(ApiError::bad_request(
-            "too-many",
+            ErrorCode::TooMany,
             format!("{} shard ids; at most {MAX_SHARDS_PER_REQUEST} per request", request.shard_ids.len()),
         ));
     }

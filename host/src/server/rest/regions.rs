@@ -3,14 +3,14 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use shardalloc_client::api::{ErrorBody, Regions};
+use shardalloc_proto::api::{ErrorBody, Regions};
 
 use super::paging::{PageQuery, Paging, split};
-use crate::server::AppState;
 use crate::server::api_error::ApiError;
 use crate::server::body::Params;
 use crate::server::driver::request::AdminRequest;
 use crate::server::openapi::{BadRequest, Unauthorized, Unavailable};
+use crate::server::state::AppState;
 
 /// List regions
 #[utoipa::path(

@@ -10,7 +10,7 @@ use std::time::Instant;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use shardalloc_client::api::{
+use shardalloc_proto::api::{
     ActivateRequest, DryRunRequest, DryRunResponse, DryRunRound, ErrorBody, StoredStrategy, Strategies, StrategyState,
 };
 
@@ -18,8 +18,7 @@ use super::paging::{PageQuery, Paging, split};
 use super::{blocking, shard_ids};
 use crate::engine::load::Compiled;
 use crate::engine::source::SourceLoadError;
-use crate::server::AppState;
-use crate::server::api_error::ApiError;
+use crate::server::api_error::{ApiError, ErrorCode};
 use crate::server::body::{JsonBody, Params, RawBody};
 use crate::server::driver::request::{AdminRequest, Candidate};
 use crate::server::dry_runs::DRY_RUN_DEADLINE;
@@ -27,6 +26,7 @@ use crate::server::openapi::{
     BadRequest, Conflict, DryRunBusy, Internal, NotFound, TooLarge, Unauthorized, Unavailable, UnknownType,
     Unprocessable,
 };
+use crate::server::state::AppState;
 use crate::strategy::StrategySource;
 use crate::strategy::dry_run::{DryRunError, dry_run};
 
@@ -40,8 +40,8 @@ async fn candidate(
     strategy: &str,
     config: &Option<serde_json::Value>,
 ) -> Result<Candidate, ApiError> {
-    let source =
-        StrategySource::parse_api(strategy).map_err(|e| ApiError::not_found("unknown-strategy", e.to_string()))?;
+    let source = StrategySource::parse_api(strategy)
+        .map_err(|e| ApiError::not_found(ErrorCode::UnknownStrategy, e.to_string()))?;
     let (engine, store) = (state.engine.clone(), state.store.clone());
     let compiled = if let StrategySource::Digest(digest) = &source {
         // Uploaded bytes compile within the upload budget (their artifact
@@ -49,14 +49,16 @@ async fn candidate(
         let digest = digest.clone();
         let bytes = blocking(move || store.blob(&digest))
             .await?
-            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "store", e.to_string()))?
-            .ok_or_else(|| ApiError::not_found("unknown-strategy", source.unknown_error().to_string()))?;
+            .map_err(ApiError::store)?
+            .ok_or_else(|| ApiError::not_found(ErrorCode::UnknownStrategy, source.unknown_error().to_string()))?;
         state.uploads.compiler.compile(&engine, bytes.into()).await?
     } else {
         blocking(move || engine.compile_source(&source, None)).await?.map_err(|error| match error {
-            SourceLoadError::Unknown(e) => ApiError::not_found("unknown-strategy", e.to_string()),
-            SourceLoadError::Load { error, .. } => ApiError::unprocessable("invalid-component", error.to_string()),
-            other => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "store", other.to_string()),
+            SourceLoadError::Unknown(e) => ApiError::not_found(ErrorCode::UnknownStrategy, e.to_string()),
+            SourceLoadError::Load { error, .. } => {
+                ApiError::unprocessable(ErrorCode::InvalidComponent, error.to_string())
+            }
+            other => ApiError::store(other),
         })?
     };
     let config = config.as_ref().map(|c| c.to_string()).unwrap_or_default();
@@ -92,7 +94,7 @@ pub async fn upload(
     RawBody(body): RawBody,
 ) -> Result<(StatusCode, Json<StoredStrategy>), ApiError> {
     if body.is_empty() {
-        return Err(ApiError::bad_request("invalid-body", "the body is empty; send the component's bytes"));
+        return Err(ApiError::bad_request(ErrorCode::InvalidBody, "the body is empty; send the component's bytes"));
     }
     let stored = crate::server::uploads::upload(&state, body).await?;
     Ok((StatusCode::CREATED, Json(stored)))
@@ -156,17 +158,17 @@ async fn run_dry(
     let limits = state.limits;
     blocking(move || {
         let _slot = slot;
-        let candidate = engine
-            .instantiate(&compiled, &config, limits)
-            .map_err(|e| ApiError::unprocessable("strategy-refused", format!("the strategy does not load: {e}")))?;
+        let candidate = engine.instantiate(&compiled, &config, limits).map_err(|e| {
+            ApiError::unprocessable(ErrorCode::StrategyRefused, format!("the strategy does not load: {e}"))
+        })?;
         let label = format!("{}@{}", compiled.info.name, compiled.info.version);
         let deadline = Instant::now() + DRY_RUN_DEADLINE;
         let run = dry_run(Box::new(candidate), &snapshot, &shards, rounds, deadline).map_err(|e| match e {
             DryRunError::TooManyRounds(_) | DryRunError::TooManyShards(_) => {
-                ApiError::bad_request("invalid-dry-run", e.to_string())
+                ApiError::bad_request(ErrorCode::InvalidDryRun, e.to_string())
             }
             DryRunError::Failed(_) | DryRunError::TimedOut(_) => {
-                ApiError::unprocessable("dry-run-failed", format!("{label} failed its dry run: {e}"))
+                ApiError::unprocessable(ErrorCode::DryRunFailed, format!("{label} failed its dry run: {e}"))
             }
         })?;
         Ok(DryRunResponse {

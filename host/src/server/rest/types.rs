@@ -8,20 +8,19 @@ use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
-use shardalloc_client::api::{HomeReason, ShardHome, ShardId, ShardState, TypeState, Types};
 use shardalloc_guest::Snapshot;
+use shardalloc_proto::api::{HomeReason, ShardHome, ShardId, ShardState, TypeState, Types};
 
 use super::paging::{PageQuery, Paging, split};
 use super::{blocking, shard_id};
 use crate::coordinator::{Reply, complete_snapshot};
-use crate::server::AppState;
-use crate::server::api_error::ApiError;
+use crate::server::api_error::{ApiError, ErrorCode};
 use crate::server::body::{JsonBody, Params};
 use crate::server::driver::request::{AdminRequest, Operation, Refusal};
 use crate::server::openapi::{
     BadRequest, Conflict, Internal, NotFound, TooLarge, Unauthorized, Unavailable, UnknownType,
 };
-use crate::server::reads::ExpensiveReads;
+use crate::server::state::AppState;
 use crate::strategy::external::AllocationReason;
 
 /// List entity types
@@ -74,7 +73,7 @@ pub async fn get(
     let (limit, fetch, type_name) = (page.limit, page.fetch(), name.clone());
     let found = blocking(move || store.homes(&type_name, page.after.as_deref(), fetch).map(|h| h.ok_or(type_name)))
         .await?
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "store", e.to_string()))?
+        .map_err(ApiError::store)?
         .map_err(|name| ApiError::from(Refusal::UnknownType(name)))?;
     let shards: Vec<ShardHome> = found
         .into_iter()
@@ -108,10 +107,10 @@ async fn snapshot_then<T: Send + 'static>(
     let type_name = name.clone();
     let live = state.driver.ask(|reply| AdminRequest::TypeLive { name: type_name, reply }).await??;
     let store = state.store.clone();
-    ExpensiveReads::run(move || {
+    crate::server::low_priority::run(move || {
         let stored = store
             .load_type(&name)
-            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "store", e.to_string()))?
+            .map_err(ApiError::store)?
             .ok_or_else(|| ApiError::from(Refusal::UnknownType(name)))?;
         Ok(finish(complete_snapshot(live.regions, &stored.durable)))
     })
@@ -125,18 +124,23 @@ async fn snapshot_then<T: Send + 'static>(
     responses(
         (status = 200, description = "The snapshot `shardalloc strategy eval --snapshot FILE` reads (snake_case field names; see docs/strategies.md).", body = Snapshot),
         (status = 401, response = Unauthorized),
-        (status = 429, description = "Too many reads of a whole type at once (`reads-busy`): retry after `Retry-After`.", body = shardalloc_client::api::ErrorBody),
+        (status = 429, description = "Too many reads of a whole type at once (`reads-busy`): retry after `Retry-After`.", body = shardalloc_proto::api::ErrorBody),
         (status = 404, response = UnknownType),
         (status = 503, response = Unavailable),
     ),
 )]
 pub async fn snapshot(State(state): State<AppState>, Params(name): Params<String>) -> Result<Response, ApiError> {
-    let _read = state.reads.start(&name)?;
+    let read = state.reads.start(&name)?;
     // Serialised on the read's thread too: 34 MB of JSON at 1,000,000
-    // placements would hold a tokio worker, and the sessions it serves.
-    let body = snapshot_then(&state, name, |snapshot| serde_json::to_vec(&snapshot)).await?.map_err(|e| {
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("the snapshot does not serialise: {e}"))
-    })?;
+    // placements would hold a tokio worker, and the sessions it serves. The
+    // permit goes with the work, so a client that leaves frees no place
+    // while its read still runs.
+    let body = snapshot_then(&state, name, move |snapshot| {
+        let _read = read;
+        serde_json::to_vec(&snapshot)
+    })
+    .await?
+    .map_err(|e| ApiError::internal(format!("the snapshot does not serialise: {e}")))?;
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
@@ -175,7 +179,7 @@ pub async fn delete(
     query: Result<Query<DeleteQuery>, QueryRejection>,
 ) -> Result<StatusCode, ApiError> {
     let Query(DeleteQuery { force }) =
-        query.map_err(|rejection| ApiError::bad_request("invalid-query", rejection.body_text()))?;
+        query.map_err(|rejection| ApiError::bad_request(ErrorCode::InvalidQuery, rejection.body_text()))?;
     state.driver.ask(|reply| AdminRequest::DeleteType { name, force, reply }).await??;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use shardalloc_client::protocol::{NodeMessage, RegionMessage, Register};
+use shardalloc_proto::protocol::{NodeMessage, RegionMessage, Register};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{engine, settings_with};

@@ -11,8 +11,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::{PATIENCE, TestNode, settings_with};
-use crate::server::Security;
 use crate::server::conn::{self, ConnectionLimits};
+use crate::server::state::Security;
 
 /// Serves `node`'s router with `limits` on 127.0.0.1; returns the address.
 async fn serve(node: &TestNode, limits: ConnectionLimits) -> std::net::SocketAddr {
@@ -161,7 +161,7 @@ async fn oversized_heads_get_the_json_error() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_region_session_must_say_hello_and_register_in_time() {
     use futures_util::{SinkExt, StreamExt};
-    use shardalloc_client::protocol::{Hello, NodeMessage, PROTOCOL_VERSION, decode, encode};
+    use shardalloc_proto::protocol::{Hello, NodeMessage, PROTOCOL_VERSION, decode, encode};
     use tokio_tungstenite::tungstenite::Message;
 
     let node = TestNode::start();

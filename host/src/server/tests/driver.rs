@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use shardalloc_client::api::{ActivationCause, RegionStatus};
-use shardalloc_client::protocol::{NodeMessage, RegionMessage, Register};
+use shardalloc_proto::api::{ActivationCause, RegionStatus};
+use shardalloc_proto::protocol::{NodeMessage, RegionMessage, Register};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{engine, settings_with};
@@ -251,4 +251,37 @@ fn bytes_no_component_records_are_collected_at_start() {
     store.put_blob("sha256:orphan", b"left by a crash").unwrap();
     let _driver = load(Arc::new(store.clone()));
     assert_eq!(store.blob("sha256:orphan").unwrap(), None);
+}
+
+#[test]
+fn a_stale_incarnation_is_fenced_by_the_coordinator_and_the_live_session_keeps_its_route() {
+    let events = Arc::new(EventHub::default());
+    let mut driver = load_with_events(Arc::new(MemoryStore::new()), events.clone());
+    let register = |incarnation| {
+        RegionMessage::Register(Register { address: "a".into(), incarnation, sequence: 1, ..Register::default() })
+    };
+    let (outbox, mut live) = mpsc::channel(64);
+    let opened = Input::SessionOpened { session: 1, entity_type: "cart".into(), outbox };
+    driver.step([opened, Input::Region { session: 1, message: register(2) }], T0).unwrap();
+    drain(&mut live);
+
+    // A late session of the older incarnation.
+    let (outbox, mut stale) = mpsc::channel(64);
+    let opened = Input::SessionOpened { session: 2, entity_type: "cart".into(), outbox };
+    driver.step([opened, Input::Region { session: 2, message: register(1) }], T0 + 1).unwrap();
+    let reason = "incarnation 1 is older than the registered incarnation 2";
+    assert_eq!(drain(&mut stale), [NodeMessage::RegisterRefused { reason: reason.into() }]);
+    assert!(drain(&mut live).is_empty(), "the live incarnation's session heard of the stale one");
+
+    // The live session keeps its route; the stale one has none.
+    let ask = |session| Input::Region { session, message: RegionMessage::GetShardHome { shard: "s1".into() } };
+    driver.step([ask(1)], T0 + 2).unwrap();
+    assert_eq!(drain(&mut live), [NodeMessage::ShardHome { shard: "s1".into(), home: "a".into() }]);
+    driver.step([ask(2)], T0 + 3).unwrap();
+    assert_eq!(drain(&mut stale), [NodeMessage::Refused { reason: "GetShardHome before Register".into() }]);
+    // The coordinator's rule fired: `region-fenced` is published.
+    let fenced: Vec<_> =
+        published(&events).into_iter().filter(|(_, kind, _)| *kind == EventKind::RegionFenced).collect();
+    assert_eq!(fenced.len(), 1, "region-fenced was not published once: {fenced:?}");
+    assert_eq!(fenced[0].2, "a");
 }

@@ -8,8 +8,8 @@ use axum::http::{Method, Request, StatusCode};
 use serde_json::Value;
 
 use super::{TestNode, assert_error, settings_with};
-use crate::server::Security;
 use crate::server::guard::OwnOrigins;
+use crate::server::state::Security;
 
 const PLACEMENTS: &str = "/v1/cluster/shards/cart/placements";
 const BODY: &str = r#"{"shardId":"42","target":"b"}"#;

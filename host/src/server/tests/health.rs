@@ -9,11 +9,12 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use super::{PATIENCE, TestNode, assert_error, settings_with};
-use crate::server::Security;
+use crate::server::api_error::ErrorCode;
 use crate::server::driver::progress::STALL_BOUND;
 use crate::server::driver::{DriverHandle, Input};
 use crate::server::leadership::{Leadership, NodeIdentity, Role};
 use crate::server::rest::health::liveness;
+use crate::server::state::Security;
 
 #[tokio::test]
 async fn livez_is_live_without_a_token_while_the_driver_turns() {
@@ -40,7 +41,7 @@ async fn livez_fails_once_the_driver_stalls_past_the_bound() {
     // not turned since (a stuck thread looks exactly like this).
     let later = now + STALL_BOUND + Duration::from_secs(1);
     let error = liveness(&state.driver, &state.leadership, later, STALL_BOUND).unwrap_err();
-    assert_eq!((error.status, error.code), (StatusCode::SERVICE_UNAVAILABLE, "stalled"), "{error:?}");
+    assert_eq!((error.status, error.code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Stalled), "{error:?}");
     assert!(error.message.contains("no progress"), "{}", error.message);
 }
 
@@ -66,5 +67,5 @@ fn a_node_without_a_driver_is_live_while_its_election_runs() {
     assert_eq!(liveness(&detached, &follower, far, STALL_BOUND), Ok(()), "a follower has no driver to check");
     drop(election);
     let error = liveness(&detached, &follower, Instant::now(), STALL_BOUND).unwrap_err();
-    assert_eq!((error.status, error.code), (StatusCode::SERVICE_UNAVAILABLE, "election-stopped"), "{error:?}");
+    assert_eq!((error.status, error.code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::ElectionStopped), "{error:?}");
 }

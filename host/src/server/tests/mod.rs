@@ -12,6 +12,7 @@
 mod clock;
 mod conn;
 mod driver;
+mod error_codes;
 mod events;
 mod guard;
 mod health;
@@ -31,13 +32,15 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 use serde_json::Value;
-use shardalloc_client::protocol::{NodeMessage, RegionMessage, Register};
+use shardalloc_proto::protocol::{NodeMessage, RegionMessage, Register};
 use tokio::sync::mpsc;
 use tower::ServiceExt;
 
+use super::api_error::ErrorCode;
 use super::driver::sessions::SessionId;
 use super::driver::{DriverSettings, Input, TypeDeclaration};
-use super::{Node, NodeSettings, Security};
+use super::state::Security;
+use super::{Node, NodeSettings};
 use crate::engine::{Engine, EngineConfig};
 use crate::store::StoreConfig;
 use crate::strategy::StrategySource;
@@ -98,7 +101,7 @@ impl TestNode {
     /// A node declaring `cart`, without tokens, over the embedded store in
     /// `dir` (a node restarted on the same `dir` finds its state).
     pub fn on_disk(dir: &std::path::Path) -> TestNode {
-        let store = StoreConfig::Embedded { dir: dir.to_owned() };
+        let store = StoreConfig::Embedded { dir: dir.to_owned(), migrate: true };
         Self::on_store(store, settings_with(&["cart"]), Security::default(), Default::default())
     }
 
@@ -211,6 +214,7 @@ pub fn assert_error(what: &str, answer: &(StatusCode, Value), status: StatusCode
         !code.is_empty() && !message.is_empty(),
         "{what}: the body is not {{\"error\":{{\"code\",\"message\"}}}}: {body}"
     );
+    assert!(ErrorCode::from_word(code).is_some(), "{what}: the code {code:?} is not an ErrorCode");
     let keys: Vec<&String> = body.as_object().map(|o| o.keys().collect()).unwrap_or_default();
     assert_eq!(keys, ["error"], "{what}: unexpected top-level fields in {body}");
     code.to_owned()

@@ -5,7 +5,7 @@ use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::{TestNode, assert_error, settings_with};
-use crate::server::Security;
+use crate::server::state::Security;
 
 const PLACEMENTS: &str = "/v1/cluster/shards/cart/placements";
 

@@ -8,7 +8,7 @@ use axum::http::{Method, Request, StatusCode};
 use serde_json::{Value, json};
 
 use super::{TestNode, assert_error, settings_with};
-use crate::server::Security;
+use crate::server::state::Security;
 
 const PLACEMENTS: &str = "/v1/cluster/shards/cart/placements";
 
@@ -309,6 +309,7 @@ async fn failures_outside_the_handlers_still_answer_an_error_body() {
         ("a wrong method on placements", Method::DELETE, PLACEMENTS, StatusCode::METHOD_NOT_ALLOWED),
         ("invalid UTF-8 in a type", Method::GET, "/v1/cluster/shards/%FF", StatusCode::BAD_REQUEST),
         ("invalid UTF-8 in a shard id", Method::GET, "/v1/cluster/shards/cart/shards/%FF", StatusCode::BAD_REQUEST),
+        ("invalid UTF-8 in a dashboard file", Method::GET, "/ui/%FF", StatusCode::BAD_REQUEST),
     ];
     let mut failures = Vec::new();
     for (what, method, path, status) in cases {

@@ -161,7 +161,7 @@ async fn a_type_declared_with_a_file_stores_it_like_an_upload() {
         config: String::new(),
     };
     settings.types.insert("cart".into(), declaration);
-    let node = TestNode::with(settings, crate::server::Security::default());
+    let node = TestNode::with(settings, crate::server::state::Security::default());
     std::fs::remove_file(&path).unwrap();
     let (_, state) = node.request(Method::GET, "/v1/cluster/shards/cart/strategy", None).await;
     let digest = state["active"]["digest"].as_str().unwrap().to_owned();

@@ -5,10 +5,10 @@
 
 use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
-use shardalloc_client::protocol::NodeMessage;
+use shardalloc_proto::protocol::NodeMessage;
 
 use super::{FakeRegion, TestNode, assert_error, settings_with};
-use crate::server::Security;
+use crate::server::state::Security;
 
 #[tokio::test]
 async fn a_region_creates_a_type_only_when_the_node_allows_it() {
@@ -35,7 +35,7 @@ async fn readiness_counts_the_declared_types_only() {
     let _cart = node.region("cart", "a").await;
     // A type a region created, then left empty, does not make the node unready.
     let mut junk = node.region("junk", "b").await;
-    junk.send(shardalloc_client::protocol::RegionMessage::Leave).await;
+    junk.send(shardalloc_proto::protocol::RegionMessage::Leave).await;
     junk.expect("LeaveDone", |m| matches!(m, NodeMessage::LeaveDone).then_some(())).await;
     let (status, body) = node.request(Method::GET, "/readyz", None).await;
     assert_eq!((status, body), (StatusCode::OK, Value::String("ready\n".into())));

@@ -11,8 +11,9 @@ use axum::http::{Method, Request, StatusCode};
 use serde_json::{Value, json};
 
 use super::{TestNode, assert_error, engine, settings_with};
+use crate::server::state::Security;
 use crate::server::uploads::UploadSettings;
-use crate::server::{Node, NodeSettings, Security};
+use crate::server::{Node, NodeSettings};
 use crate::store::StoreConfig;
 
 /// The attack's compile bomb: a component carrying one core module of

@@ -22,11 +22,11 @@
 //! | `strategy.js` | the strategy panel: upload, dry run (its moves drawn), activate, shadow, roll back |
 //! | `charts.js` | the live charts (SVG) |
 
-use axum::extract::Path;
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use super::api_error::ApiError;
+use super::api_error::{ApiError, ErrorCode};
+use super::body::Params;
 
 /// The page's Content-Security-Policy: its own scripts, styles and
 /// connections only; never framed.
@@ -55,7 +55,7 @@ pub fn asset_names() -> impl Iterator<Item = &'static str> {
 
 fn serve(name: &str) -> Response {
     let Some((_, content_type, text)) = ASSETS.iter().find(|(n, _, _)| *n == name) else {
-        return ApiError::not_found("no-asset", format!("the dashboard has no file {name:?}")).into_response();
+        return ApiError::not_found(ErrorCode::NoAsset, format!("the dashboard has no file {name:?}")).into_response();
     };
     let headers = [
         (header::CONTENT_TYPE, HeaderValue::from_static(content_type)),
@@ -104,7 +104,7 @@ pub async fn redirect() -> Response {
         (status = 404, response = crate::server::openapi::NotFound),
     ),
 )]
-pub async fn asset(Path(name): Path<String>) -> Response {
+pub async fn asset(Params(name): Params<String>) -> Response {
     serve(&name)
 }
 

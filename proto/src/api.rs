@@ -1,14 +1,15 @@
 //! The admin REST API's bodies, shared by the node (which serves them) and
-//! [`crate::admin`] (which sends them). JSON field names are camelCase.
+//! the client crate's `shardalloc_client::admin` (which sends them). JSON
+//! field names are camelCase.
 //!
 //! Shard ids are strings. Where a request carries one, a JSON integer is
 //! accepted as its decimal string ([`ShardId`]); any other number is refused.
 //!
 //! Closed sets of words (a region's status, why a shard is where it is, why a
-//! strategy became active, why a rebalance refused a shard) are enums that
-//! serialize as kebab-case strings. With the `openapi` feature every body
-//! also describes itself as an OpenAPI schema (`utoipa::ToSchema`); the node
-//! builds its `/v1/openapi.json` from them.
+//! strategy became active, why a rebalance refused a shard, an error's code:
+//! [`ErrorCode`]) are enums that serialize as kebab-case strings. With the
+//! `openapi` feature every body also describes itself as an OpenAPI schema
+//! (`utoipa::ToSchema`); the node builds its `/v1/openapi.json` from them.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -107,16 +108,18 @@ impl<'de> Deserialize<'de> for ShardId {
     }
 }
 
-/// Defines a closed set of words: a kebab-case enum with `as_str`, `Display`
-/// and comparison with `&str`.
+/// Defines a closed set of words: an enum whose every variant is spelt, in
+/// JSON, by `as_str` and by `Display`, as its one literal; `ALL` lists them,
+/// `from_word` reads one, and a word compares with `&str`.
 macro_rules! words {
-    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $word:literal,)+ }) => {
+    // `$word` is a `tt`, not a `literal`: a `literal` reaches derive macros
+    // wrapped in an invisible group, which utoipa does not read as a name.
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $word:tt,)+ }) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
         #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-        #[serde(rename_all = "kebab-case")]
         pub enum $name {
-            $($(#[$vmeta])* $variant,)+
+            $($(#[$vmeta])* #[serde(rename = $word)] $variant,)+
         }
 
         impl $name {
@@ -127,6 +130,14 @@ macro_rules! words {
             pub fn as_str(self) -> &'static str {
                 match self {
                     $($name::$variant => $word,)+
+                }
+            }
+
+            /// The variant spelt `word`, if any.
+            pub fn from_word(word: &str) -> Option<Self> {
+                match word {
+                    $($word => Some($name::$variant),)+
+                    _ => None,
                 }
             }
         }
@@ -348,6 +359,155 @@ pub struct ClusterLeader {
     pub term: u64,
 }
 
+words! {
+    /// Every code a REST error carries (`{"error":{"code":…}}`); each
+    /// variant says when it is answered and with which status, and so does
+    /// docs/operations.md ("Error codes"). The words are a contract: clients
+    /// match on them, so a word is never respelt or given another meaning,
+    /// and a new failure gets a new word. A client must expect words it does
+    /// not know, from newer nodes (see [`ErrorDetail::code`]).
+    ErrorCode {
+        /// 400: a JSON body is empty, is not JSON, gives a key twice, or has
+        /// a missing, unknown or mistyped field; an upload is empty.
+        InvalidBody => "invalid-body",
+        /// 400: a query parameter does not parse (`limit=0`, `force`, the
+        /// event stream's `from`).
+        InvalidQuery => "invalid-query",
+        /// 400: a list's `after` is not the `next` cursor of a previous page.
+        InvalidCursor => "invalid-cursor",
+        /// 400: an entity type or region address in the path breaks the
+        /// naming rule.
+        InvalidName => "invalid-name",
+        /// 400: a path segment does not decode (percent-encoding that is not
+        /// UTF-8).
+        InvalidPath => "invalid-path",
+        /// 400: a shard id is empty, longer than 256 bytes, or has control
+        /// characters.
+        InvalidShardId => "invalid-shard-id",
+        /// 400: a placement's target is not a valid region address.
+        InvalidTarget => "invalid-target",
+        /// 400: the coordinator refused a set of placements (an empty target,
+        /// a shard listed twice…); none was applied.
+        InvalidPlacement => "invalid-placement",
+        /// 400: the coordinator refused a type's signal (larger than 1 MiB).
+        InvalidSignal => "invalid-signal",
+        /// 400: a dry run asks for too many rounds or shards.
+        InvalidDryRun => "invalid-dry-run",
+        /// 400: the event stream's `Last-Event-ID` is not `<term>-<seq>`.
+        InvalidLastEventId => "invalid-last-event-id",
+        /// 400: more shards in one request than it takes (placements,
+        /// rebalance).
+        TooMany => "too-many",
+        /// 400: the request body could not be read (the client broke off).
+        UnreadableBody => "unreadable-body",
+        /// 401: the admin token (or, on the region WebSocket, the region
+        /// token) is missing or wrong.
+        Unauthorized => "unauthorized",
+        /// 403: a write or WebSocket upgrade comes from a web origin that is
+        /// not the node's own.
+        CrossOrigin => "cross-origin",
+        /// 404: no endpoint has this path.
+        NoRoute => "no-route",
+        /// 404: no entity type has this name.
+        UnknownType => "unknown-type",
+        /// 404: no region with this address is registered.
+        UnknownRegion => "unknown-region",
+        /// 404: the shard has no home, placement or hand-off.
+        UnknownShard => "unknown-shard",
+        /// 404: the shard has no placement to remove.
+        NoPlacement => "no-placement",
+        /// 404: no built-in or uploaded strategy has this name or digest.
+        UnknownStrategy => "unknown-strategy",
+        /// 404: the dashboard has no file of this name.
+        NoAsset => "no-asset",
+        /// 405: the endpoint does not take this method.
+        MethodNotAllowed => "method-not-allowed",
+        /// 408: the request body did not arrive in time.
+        BodyTimeout => "body-timeout",
+        /// 409: the type has registered regions and the delete was not
+        /// forced.
+        TypeHasRegions => "type-has-regions",
+        /// 409: a forced delete of the type is under way.
+        TypeBeingDeleted => "type-being-deleted",
+        /// 409: the type would hold more placements than it may.
+        TooManyPlacements => "too-many-placements",
+        /// 409: a built-in strategy cannot be deleted.
+        Builtin => "builtin",
+        /// 409: the component is active or shadowing in some type.
+        StrategyInUse => "strategy-in-use",
+        /// 409: a rollback with no previous strategy to go back to.
+        NoPreviousStrategy => "no-previous-strategy",
+        /// 413: the body is larger than the endpoint accepts (4 MiB of JSON,
+        /// 32 MiB for an upload); the connection is closed.
+        BodyTooLarge => "body-too-large",
+        /// 414: the request target is over 8 KiB.
+        UriTooLong => "uri-too-long",
+        /// 415: a body sent without its media type (`application/json`,
+        /// `application/wasm` for an upload).
+        UnsupportedMediaType => "unsupported-media-type",
+        /// 421: on a node without an admin token, the `Host` is not one of
+        /// the node's own names.
+        UnknownHost => "unknown-host",
+        /// 422: the upload is not a valid component for this host.
+        InvalidComponent => "invalid-component",
+        /// 422: the upload is over the compile budget (functions, locals,
+        /// code); nothing was compiled.
+        OverCompileBudget => "over-compile-budget",
+        /// 422: the upload did not compile within `compile-timeout-ms`.
+        CompileTimeout => "compile-timeout",
+        /// 422: the strategy does not load, refuses its configuration, or
+        /// cannot be rolled back to.
+        StrategyRefused => "strategy-refused",
+        /// 422: the candidate failed (or ran out of time in) its dry run.
+        DryRunFailed => "dry-run-failed",
+        /// 429: too many placement writes wait; retry after `Retry-After`.
+        WritesBusy => "writes-busy",
+        /// 429: too many reads of a whole type (snapshots) run; retry after
+        /// `Retry-After`.
+        ReadsBusy => "reads-busy",
+        /// 429: a dry run of the type, or as many as run at once, is under
+        /// way; retry after `Retry-After`.
+        DryRunBusy => "dry-run-busy",
+        /// 429: the node serves as many event streams as it allows
+        /// (`--max-event-streams`); retry after `Retry-After`.
+        TooManyStreams => "too-many-streams",
+        /// 429: the stream would replay while as many replay as may; retry
+        /// after `Retry-After`, or start from now.
+        ReplaysBusy => "replays-busy",
+        /// 431: the request headers are over 64 KiB.
+        HeadersTooLarge => "headers-too-large",
+        /// 500: the catch-all, something the node did not expect; the
+        /// node's log has the detail.
+        Internal => "internal",
+        /// 500: the store failed to read or write.
+        Store => "store",
+        /// 500: the compiler process failed (not the component: that is
+        /// `invalid-component`).
+        Compiler => "compiler",
+        /// 503: the node is shutting down or its input queue is full; retry.
+        Unavailable => "unavailable",
+        /// 503: with etcd, this node does not lead and knows no leader.
+        NoLeader => "no-leader",
+        /// 503: with etcd, the leader this node forwarded to did not answer;
+        /// retry after `Retry-After`.
+        LeaderUnavailable => "leader-unavailable",
+        /// 503 (`/readyz`): a declared type has fewer than `min-regions`
+        /// regions.
+        NotReady => "not-ready",
+        /// 503 (`/livez`): the driver thread has finished no turn for 30 s.
+        Stalled => "stalled",
+        /// 503 (`/livez`): the driver thread of a node alone has stopped.
+        DriverStopped => "driver-stopped",
+        /// 503 (`/livez`): this node's leader election has ended.
+        ElectionStopped => "election-stopped",
+        /// 503: as many compiles as may run are under way and none ended
+        /// within the upload's compile time.
+        CompileBusy => "compile-busy",
+        /// 507: the node's quota of stored components is full.
+        ComponentQuota => "component-quota",
+    }
+}
+
 /// The body of every error response.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -360,10 +520,28 @@ pub struct ErrorBody {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorDetail {
-    /// A stable, machine-readable code (`unknown-type`, `invalid-body`…).
+    /// A stable, machine-readable code: one of the `ErrorCode` words. A
+    /// newer node may answer a word this version does not list; go by the
+    /// status then. That is why the Rust type is a `String`, not
+    /// `ErrorCode`: an enum would refuse the whole body of such an error
+    /// (the admin client would report a status without the node's code and
+    /// message). `ErrorDetail::error_code` gives the code when it is known.
+    #[cfg_attr(feature = "openapi", schema(value_type = ErrorCode))]
     pub code: String,
     /// A sentence naming the problem.
     pub message: String,
+}
+
+impl ErrorDetail {
+    /// An error with a known code.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ErrorDetail { code: code.as_str().to_owned(), message: message.into() }
+    }
+
+    /// The code, when it is one this version knows.
+    pub fn error_code(&self) -> Option<ErrorCode> {
+        ErrorCode::from_word(&self.code)
+    }
 }
 
 /// One placement: the shard belongs on the target region.
@@ -741,6 +919,112 @@ mod tests {
         let rebalance: RebalanceRequest = serde_json::from_str(r#"{"shardIds":[42,"43"]}"#).unwrap();
         assert_eq!(rebalance.shard_ids, ["42".into(), ShardId::from("43")]);
         assert!(!rebalance.immediate);
+    }
+
+    /// The words are a contract: this list is what nodes of this and
+    /// earlier versions answer, and clients match on it.
+    #[test]
+    fn error_codes_keep_their_wire_spelling() {
+        let words: Vec<&str> = ErrorCode::ALL.iter().map(|code| code.as_str()).collect();
+        assert_eq!(
+            words,
+            [
+                "invalid-body",
+                "invalid-query",
+                "invalid-cursor",
+                "invalid-name",
+                "invalid-path",
+                "invalid-shard-id",
+                "invalid-target",
+                "invalid-placement",
+                "invalid-signal",
+                "invalid-dry-run",
+                "invalid-last-event-id",
+                "too-many",
+                "unreadable-body",
+                "unauthorized",
+                "cross-origin",
+                "no-route",
+                "unknown-type",
+                "unknown-region",
+                "unknown-shard",
+                "no-placement",
+                "unknown-strategy",
+                "no-asset",
+                "method-not-allowed",
+                "body-timeout",
+                "type-has-regions",
+                "type-being-deleted",
+                "too-many-placements",
+                "builtin",
+                "strategy-in-use",
+                "no-previous-strategy",
+                "body-too-large",
+                "uri-too-long",
+                "unsupported-media-type",
+                "unknown-host",
+                "invalid-component",
+                "over-compile-budget",
+                "compile-timeout",
+                "strategy-refused",
+                "dry-run-failed",
+                "writes-busy",
+                "reads-busy",
+                "dry-run-busy",
+                "too-many-streams",
+                "replays-busy",
+                "headers-too-large",
+                "internal",
+                "store",
+                "compiler",
+                "unavailable",
+                "no-leader",
+                "leader-unavailable",
+                "not-ready",
+                "stalled",
+                "driver-stopped",
+                "election-stopped",
+                "compile-busy",
+                "component-quota",
+            ]
+        );
+        for &code in ErrorCode::ALL {
+            assert_eq!(serde_json::to_value(code).unwrap(), code.as_str(), "{code:?}");
+            assert_eq!(serde_json::from_value::<ErrorCode>(code.as_str().into()).unwrap(), code);
+            assert_eq!(ErrorCode::from_word(code.as_str()), Some(code));
+            let detail = ErrorDetail::new(code, "m");
+            assert_eq!(detail.error_code(), Some(code));
+        }
+    }
+
+    /// A newer node may answer a code this client does not know: the body
+    /// still parses, with the code as it came.
+    #[test]
+    fn error_bodies_with_unknown_codes_still_parse() {
+        let body: ErrorBody =
+            serde_json::from_str(r#"{"error":{"code":"a-code-from-a-newer-node","message":"m"}}"#).unwrap();
+        assert_eq!(body.error.code, "a-code-from-a-newer-node");
+        assert_eq!(body.error.error_code(), None);
+        let body: ErrorBody = serde_json::from_str(r#"{"error":{"code":"unknown-type","message":"m"}}"#).unwrap();
+        assert_eq!(body.error.error_code(), Some(ErrorCode::UnknownType));
+        assert_eq!(serde_json::to_string(&body).unwrap(), r#"{"error":{"code":"unknown-type","message":"m"}}"#);
+    }
+
+    /// Every closed set of words is spelt in JSON as `as_str` spells it.
+    #[test]
+    fn words_are_spelt_alike_in_json_and_as_str() {
+        fn check<T: Copy + Serialize + fmt::Debug>(all: &[T], as_str: fn(T) -> &'static str) {
+            for &word in all {
+                assert_eq!(serde_json::to_value(word).unwrap(), as_str(word), "{word:?}");
+            }
+        }
+        check(RegionStatus::ALL, RegionStatus::as_str);
+        check(HomeReason::ALL, HomeReason::as_str);
+        check(ActivationCause::ALL, ActivationCause::as_str);
+        check(RejectReason::ALL, RejectReason::as_str);
+        check(EventKind::ALL, EventKind::as_str);
+        check(ChangedBy::ALL, ChangedBy::as_str);
+        check(ErrorCode::ALL, ErrorCode::as_str);
     }
 
     #[test]
