@@ -103,7 +103,7 @@ fn main() -> anyhow::Result<()> {
         Some("sysfree") => sysfree::check(&root, &target_dir(&root)),
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\n  setup       install the wasm32 toolchain (rustup target, else Debian rustc-web)\n  test        formatting, the code's shape, lints and every test (what CI runs)\n  shape       check the code's shape: server file sizes, import direction, no OpenAPI JSON\n  demo        build and start a node with three simulated regions (--ha: three etcd members, three nodes)\n  fuzz        [--target NAME]… [--minutes N] [--jobs J]: run the fuzz targets (libFuzzer, stable Rust) and keep what they find\n  soak-sim    --seeds N [--jobs J]: the coordinator's fault simulation over N seeds, resumable\n  soak        --minutes N [--etcd [--kill-every S]] [--out PNG]: the real node under churn for N minutes (soak.csv, events.csv, soak.png in target/soak/); --etcd: three nodes on etcd, the leader killed every S seconds\n              --plot CSV [--events CSV] [--out PNG]: draw a soak's samples and events again, without running it\n  screenshots regenerate the dashboard's screenshots in docs/images/ (runs its browser tests)\n  demo-strategies  show the built-in strategies offline on a generated cluster\n  ha-faults   the long HA fault series on real etcd (ten leader kills, twenty leader SIGTERMs, etcd members lost, rolling restart)\n  component   -p CRATE [--out FILE]: build a strategy crate into a component\n  examples    [NAME…]: build every example strategy (examples/strategies/) by following its README, and check them\n  c-example   build the C example strategy (used by its README)\n  bench       [NAME…]: run every benchmark in one go and print one table of ratios\n  busy-host   [--load NAME]… [--duration S] [--placements N]: the release node pinned to one core (taskset) under the attack's five loads; home-answer p99 and regions removed per load (target/busy-host/results.md)\n  image       [--no-test]: build the OCI image shardalloc:latest (Containerfile, podman) and check its probes\n  etcd-api    regenerate the etcd client's protocol code from etcd-api/proto/ (no system protoc)\n  sysfree     only the guard: the node builds with protoc and protobuf's include files hidden"
+                "usage: cargo xtask <command>\n\n  setup       install the wasm32 toolchain (rustup target, else Debian rustc-web)\n  test        formatting, the code's shape, lints and every test (what CI runs)\n  shape       check the code's shape: server file sizes, import direction, no OpenAPI JSON, no I/O under shardalloc-proto, the core free of the client crate\n  demo        build and start a node with three simulated regions (--ha: three etcd members, three nodes)\n  fuzz        [--target NAME]… [--minutes N] [--jobs J]: run the fuzz targets (libFuzzer, stable Rust) and keep what they find\n  soak-sim    --seeds N [--jobs J]: the coordinator's fault simulation over N seeds, resumable\n  soak        --minutes N [--etcd [--kill-every S]] [--out PNG]: the real node under churn for N minutes (soak.csv, events.csv, soak.png in target/soak/); --etcd: three nodes on etcd, the leader killed every S seconds\n              --plot CSV [--events CSV] [--out PNG]: draw a soak's samples and events again, without running it\n  screenshots regenerate the dashboard's screenshots in docs/images/ (runs its browser tests)\n  demo-strategies  show the built-in strategies offline on a generated cluster\n  ha-faults   the long HA fault series on real etcd (ten leader kills, twenty leader SIGTERMs, etcd members lost, rolling restart)\n  component   -p CRATE [--out FILE]: build a strategy crate into a component\n  examples    [NAME…]: build every example strategy (examples/strategies/) by following its README, and check them\n  c-example   build the C example strategy (used by its README)\n  bench       [NAME…]: run every benchmark in one go and print one table of ratios\n  busy-host   [--load NAME]… [--duration S] [--placements N]: the release node pinned to one core (taskset) under the attack's five loads; home-answer p99 and regions removed per load (target/busy-host/results.md)\n  image       [--no-test]: build the OCI image shardalloc:latest (Containerfile, podman) and check its probes\n  etcd-api    regenerate the etcd client's protocol code from etcd-api/proto/ (no system protoc)\n  sysfree     only the guard: the node builds with protoc and protobuf's include files hidden"
             );
             bail!("unknown or missing command");
         }
@@ -150,6 +150,21 @@ fn run(root: &Path, program: &str, args: &[&str]) -> anyhow::Result<()> {
 
 fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
+}
+
+/// `cargo metadata --format-version 1 --locked` with `extra` arguments, in
+/// `root`, parsed.
+fn cargo_metadata(root: &Path, extra: &[&str]) -> anyhow::Result<serde_json::Value> {
+    let output = Command::new(cargo())
+        .args(["metadata", "--format-version", "1", "--locked"])
+        .args(extra)
+        .current_dir(root)
+        .output()
+        .context("run cargo metadata")?;
+    if !output.status.success() {
+        bail!("cargo metadata failed: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    serde_json::from_slice(&output.stdout).context("read cargo metadata")
 }
 
 /// Runs a prepared command, failing with its name when it fails.

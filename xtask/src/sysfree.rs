@@ -155,15 +155,7 @@ fn namespaces_work() -> bool {
 /// The packages in the node's dependencies (normal and build, any depth)
 /// whose build script depends on one of [`TOOL_CRATES`] at any depth.
 pub fn reaching_packages(root: &Path) -> anyhow::Result<BTreeSet<String>> {
-    let output = Command::new(crate::cargo())
-        .args(["metadata", "--format-version", "1", "--locked"])
-        .current_dir(root)
-        .output()
-        .context("run cargo metadata")?;
-    if !output.status.success() {
-        bail!("cargo metadata failed: {}", String::from_utf8_lossy(&output.stderr));
-    }
-    let metadata: Value = serde_json::from_slice(&output.stdout).context("read cargo metadata")?;
+    let metadata = crate::cargo_metadata(root, &[])?;
     reaching_in(&metadata, "shardalloc")
 }
 
