@@ -20,8 +20,8 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use shardalloc::coordinator::{
-    Change, Command, Config, Coordinator, Durable, Event, Millis, Observation, OperatorRequest, Registration, Stamp,
-    Step, ToRegion,
+    Change, Command, Config, Coordinator, Durable, Event, Millis, NodeMessage, Observation, OperatorRequest, Register,
+    Stamp, Step,
 };
 use shardalloc::strategy::builtin;
 use shardalloc::strategy::external::{AllocationReason, ExternalAllocation};
@@ -98,9 +98,13 @@ impl Harness {
                     self.incarnations[r] += 1;
                 }
                 self.sequences[r] += 1;
-                let registration =
-                    Registration { address: region(who), incarnation: self.incarnations[r], ..Registration::default() };
-                Event::Register { now, registration, sequence: self.sequences[r] }
+                let register = Register {
+                    address: region(who),
+                    incarnation: self.incarnations[r],
+                    sequence: self.sequences[r],
+                    ..Register::default()
+                };
+                Event::Register { now, register }
             }
             1 => {
                 self.sequences[r] += 1;
@@ -179,7 +183,7 @@ impl Harness {
                 }
                 self.pending.push_back((batch, changes));
             }
-            Command::Send { to, message: ToRegion::ShardHome { shard, home } } => {
+            Command::Send { to, message: NodeMessage::ShardHome { shard, home } } => {
                 let stored = self.persisted.homes.get(&shard).map(|h| h.region.to_string());
                 assert_eq!(
                     stored.as_deref(),

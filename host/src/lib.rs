@@ -5,7 +5,9 @@
 //! `docs/architecture.md` is the map of the whole repository.
 //!
 //! Layout, dependencies pointing one way (cli → server → {store →
-//! coordinator, engine} → strategy → guest SDK):
+//! coordinator, engine} → strategy → clock, guest SDK):
+//! - [`clock`]: the node's monotonic and wall clocks behind one trait,
+//!   read by the driver and the strategy slots alike (tests step them).
 //! - [`strategy`]: the synchronous [`strategy::AllocationStrategy`] trait
 //!   the coordinator calls, the host's view types, native adapters, answer
 //!   checking with fallback, external allocation (placements), dry runs,
@@ -21,6 +23,7 @@
 //!   generated OpenAPI document, region sessions, the event stream, the
 //!   dashboard, leadership and forwarding on etcd, metrics, TLS.
 
+pub mod clock;
 pub mod coordinator;
 pub mod engine;
 pub mod server;

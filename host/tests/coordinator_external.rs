@@ -3,7 +3,7 @@
 mod coordinator;
 
 use coordinator::{Harness, least_shard, sends};
-use shardalloc::coordinator::{Command, Config, Coordinator, Event, Observation, OperatorRequest, Stamp, ToRegion};
+use shardalloc::coordinator::{Command, Config, Coordinator, Event, NodeMessage, Observation, OperatorRequest, Stamp};
 use shardalloc::strategy::external::AllocationReason;
 
 fn allocation(commands: &[Command], shard: &str) -> (String, AllocationReason, Option<String>) {
@@ -32,7 +32,7 @@ fn placement_honoured() {
     h.place(&[("42", "b")]);
     let out = h.get("a", "42");
     assert_eq!(allocation(&out, "42"), ("b".into(), AllocationReason::Placement, None));
-    assert!(sends(&out).contains(&("a".into(), ToRegion::ShardHome { shard: "42".into(), home: "b".into() })));
+    assert!(sends(&out).contains(&("a".into(), NodeMessage::ShardHome { shard: "42".into(), home: "b".into() })));
 }
 
 #[test]
@@ -59,7 +59,7 @@ fn placement_removed_then_strategy_on_next_rebalance() {
     assert_eq!(h.c.durable().regions["b"].shards.len(), 6);
     // Pinned: the strategy's wish to even out is ignored.
     let out = h.tick(10_000);
-    assert!(!sends(&out).iter().any(|(_, m)| matches!(m, ToRegion::BeginHandOff { .. })), "{out:#?}");
+    assert!(!sends(&out).iter().any(|(_, m)| matches!(m, NodeMessage::BeginHandOff { .. })), "{out:#?}");
     h.heartbeat(&["a", "b"]);
     let stamp = Stamp::new(h.now, "test");
     h.operator(OperatorRequest::RemovePlacements { shards: shards.clone(), stamp });
@@ -128,7 +128,7 @@ fn placement_change_pushed_to_all_regions_within_one_tick() {
     let out = h.step(Event::Persisted { now: 0, batch });
     let pushed: Vec<String> = sends(&out)
         .into_iter()
-        .filter(|(_, m)| *m == ToRegion::PlacementChanged { shard: "42".into(), target: Some("c".into()) })
+        .filter(|(_, m)| *m == NodeMessage::PlacementChanged { shard: "42".into(), target: Some("c".into()) })
         .map(|(to, _)| to)
         .collect();
     assert_eq!(pushed, ["a", "b", "c"]);

@@ -7,7 +7,7 @@ mod coordinator;
 
 use coordinator::{Harness, least_shard, sends};
 use shardalloc::coordinator::{
-    Command, Config, Coordinator, Event, OperatorRequest, PlacementError, Registration, Reply, Stamp, ToRegion,
+    Command, Config, Coordinator, Event, NodeMessage, OperatorRequest, PlacementError, Register, Reply, Stamp,
 };
 
 fn reply(commands: &[Command]) -> Reply {
@@ -160,7 +160,7 @@ fn placement_changes_reach_every_region_after_they_are_persisted() {
     let out = h.c.handle(Event::Persisted { now: h.now, batch });
     let mut told: Vec<String> = sends(&out)
         .into_iter()
-        .filter(|(_, m)| matches!(m, ToRegion::PlacementChanged { shard, target } if shard == "42" && target.as_deref() == Some("b")))
+        .filter(|(_, m)| matches!(m, NodeMessage::PlacementChanged { shard, target } if shard == "42" && target.as_deref() == Some("b")))
         .map(|(to, _)| to)
         .collect();
     told.sort();
@@ -171,8 +171,8 @@ fn placement_changes_reach_every_region_after_they_are_persisted() {
 fn proxy_only_regions_join_hand_offs_but_never_get_shards() {
     let mut h = Harness::new(Config::default());
     h.register("a");
-    let registration = Registration { address: "p".into(), incarnation: 1, proxy_only: true, ..Default::default() };
-    h.step(Event::Register { now: h.now, registration, sequence: 0 });
+    let register = Register { address: "p".into(), incarnation: 1, proxy_only: true, ..Default::default() };
+    h.step(Event::Register { now: h.now, register });
     for i in 0..20 {
         h.get("p", &format!("s{i}"));
     }
@@ -180,8 +180,11 @@ fn proxy_only_regions_join_hand_offs_but_never_get_shards() {
     assert_eq!(h.c.durable().regions["a"].shards.len(), 20);
     h.register("b");
     let out = h.tick(10_000);
-    let begins: Vec<String> =
-        sends(&out).into_iter().filter(|(_, m)| matches!(m, ToRegion::BeginHandOff { .. })).map(|(to, _)| to).collect();
+    let begins: Vec<String> = sends(&out)
+        .into_iter()
+        .filter(|(_, m)| matches!(m, NodeMessage::BeginHandOff { .. }))
+        .map(|(to, _)| to)
+        .collect();
     assert!(begins.contains(&"p".to_string()), "the proxy is told to stop routing: {begins:?}");
     let out = h.cooperate(out);
     assert!(!out.is_empty());
@@ -201,8 +204,8 @@ fn the_signal_reaches_the_strategy_and_survives_a_restart() {
     h.c = Coordinator::new(Config::default(), zone()).unwrap();
     for (address, zone) in [("eu-1", "eu"), ("us-1", "us")] {
         let labels = [("zone".to_string(), zone.to_string())].into_iter().collect();
-        let registration = Registration { address: address.into(), incarnation: 1, labels, ..Default::default() };
-        h.step(Event::Register { now: h.now, registration, sequence: 0 });
+        let register = Register { address: address.into(), incarnation: 1, labels, ..Default::default() };
+        h.step(Event::Register { now: h.now, register });
     }
     let refused = reply(&h.operator(OperatorRequest::SetSignal { signal: Some("{not json".into()) }));
     assert!(matches!(&refused, Reply::SignalRefused(m) if m.contains("not JSON")), "{refused:?}");
@@ -219,8 +222,8 @@ fn the_signal_reaches_the_strategy_and_survives_a_restart() {
 fn a_stale_or_malformed_registration_is_refused_and_changes_nothing() {
     let mut h = Harness::new(Config::default());
     let register = |h: &mut Harness, incarnation: u64, address: &str| {
-        let registration = Registration { address: address.into(), incarnation, ..Default::default() };
-        h.step(Event::Register { now: h.now, registration, sequence: 0 })
+        let register = Register { address: address.into(), incarnation, ..Default::default() };
+        h.step(Event::Register { now: h.now, register })
     };
     register(&mut h, 2, "a");
     register(&mut h, 1, "b");
@@ -229,9 +232,9 @@ fn a_stale_or_malformed_registration_is_refused_and_changes_nothing() {
     let before = h.c.durable().clone();
     let out = register(&mut h, 1, "a");
     assert!(
-        sends(&out)
-            .iter()
-            .any(|(to, m)| to == "a" && matches!(m, ToRegion::RegisterRefused { reason } if reason.contains("older"))),
+        sends(&out).iter().any(
+            |(to, m)| to == "a" && matches!(m, NodeMessage::RegisterRefused { reason } if reason.contains("older"))
+        ),
         "{out:#?}"
     );
     assert_eq!(h.c.durable(), &before, "the live incarnation keeps its shards");
@@ -240,7 +243,7 @@ fn a_stale_or_malformed_registration_is_refused_and_changes_nothing() {
     assert!(
         sends(&out)
             .iter()
-            .any(|(_, m)| matches!(m, ToRegion::RegisterRefused { reason } if reason.contains("300 bytes")))
+            .any(|(_, m)| matches!(m, NodeMessage::RegisterRefused { reason } if reason.contains("300 bytes")))
     );
     assert_eq!(h.c.durable(), &before);
 }

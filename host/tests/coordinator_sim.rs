@@ -28,11 +28,11 @@ mod coordinator;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use shardalloc::clock::{self, Clocks, ManualClocks, StampSequence};
 use shardalloc::coordinator::{
-    Change, Command, Config, Coordinator, Durable, Event, Observation, OperatorRequest, Registration, Reply, Stamp,
-    ToRegion,
+    Change, Command, Config, Coordinator, Durable, Event, NodeMessage, Observation, OperatorRequest, Register, Reply,
+    Stamp,
 };
-use shardalloc::server::driver::clock::{self, Clocks, ManualClocks, StampSequence};
 use shardalloc::strategy::external::ExternalAllocation;
 use shardalloc::strategy::guarded::Guarded;
 use shardalloc::strategy::{AllocationStrategy, ClusterView, FaultKind, Info, StrategyError, builtin};
@@ -149,7 +149,7 @@ impl Region {
 
 #[derive(Clone)]
 enum Msg {
-    ToRegion(String, ToRegion),
+    NodeMessage(String, NodeMessage),
     /// A region's event; its `now` is the node's time when it is handled
     /// (`Sim::feed`), as the driver stamps region messages.
     ToCoordinator(String, Event),
@@ -287,7 +287,7 @@ impl Sim {
                     let at = self.now + 1 + self.rng.below(50);
                     self.persists.push_back((at, batch, changes));
                 }
-                Command::Send { to, message } => self.post(&to.clone(), true, Msg::ToRegion(to, message)),
+                Command::Send { to, message } => self.post(&to.clone(), true, Msg::NodeMessage(to, message)),
                 Command::Observe(Observation::RegionRemoved { address, why: "heartbeat timeout", .. }) => {
                     // Removed for silence only when silent for the removal
                     // timeout, on the coordinator's clock as on true time.
@@ -323,7 +323,7 @@ impl Sim {
             Event::Heartbeat { address, incarnation, .. } => {
                 (registered(address) == Some(*incarnation)).then(|| address.clone())
             }
-            Event::Register { registration: r, .. } => {
+            Event::Register { register: r, .. } => {
                 registered(&r.address).is_none_or(|i| r.incarnation >= i).then(|| r.address.clone())
             }
             _ => None,
@@ -382,11 +382,11 @@ impl Sim {
         let now = self.now;
         let r = self.regions.get_mut(address).unwrap();
         let sequence = r.next_sequence(r.local(now));
-        let registration = Registration { address: address.into(), incarnation: r.incarnation, ..Default::default() };
-        self.region_send(address, Event::Register { now, registration, sequence });
+        let register = Register { address: address.into(), incarnation: r.incarnation, sequence, ..Default::default() };
+        self.region_send(address, Event::Register { now, register });
     }
 
-    fn on_region(&mut self, address: &str, message: ToRegion) {
+    fn on_region(&mut self, address: &str, message: NodeMessage) {
         let now = self.now;
         let lease = self.config.lease_ms;
         let r = self.regions.get_mut(address).unwrap();
@@ -395,8 +395,8 @@ impl Sim {
         }
         let mut reply = None;
         match message {
-            ToRegion::Registered { incarnation, sequence, .. }
-            | ToRegion::HeartbeatAck { incarnation, sequence, .. }
+            NodeMessage::Registered { incarnation, sequence, .. }
+            | NodeMessage::HeartbeatAck { incarnation, sequence, .. }
                 if incarnation == r.incarnation =>
             {
                 if let Some(sent) = r.outstanding.get(&sequence) {
@@ -404,24 +404,24 @@ impl Sim {
                 }
                 r.outstanding = r.outstanding.split_off(&(sequence + 1));
             }
-            ToRegion::NotRegistered => {
+            NodeMessage::NotRegistered => {
                 self.register(address);
                 return;
             }
-            ToRegion::ShardHome { shard, home } => {
+            NodeMessage::ShardHome { shard, home } => {
                 r.asked.remove(&shard);
                 if home == address && r.local(now) < r.lease_until {
                     r.running.insert(shard);
                 }
             }
-            ToRegion::BeginHandOff { shard } => {
+            NodeMessage::BeginHandOff { shard } => {
                 reply = Some(Event::BeginHandOffAck { now, region: address.into(), incarnation: r.incarnation, shard });
             }
-            ToRegion::HandOff { shard } => {
+            NodeMessage::HandOff { shard } => {
                 r.running.remove(&shard);
                 reply = Some(Event::ShardStopped { now, region: address.into(), incarnation: r.incarnation, shard });
             }
-            ToRegion::LeaveDone => {
+            NodeMessage::LeaveDone => {
                 r.alive = false;
                 r.running.clear();
                 r.asked.clear();
@@ -440,7 +440,7 @@ impl Sim {
         r.asked.clear();
         // Its sessions die with it.
         self.net.retain(|(_, _, m)| match m {
-            Msg::ToRegion(to, _) => to != address,
+            Msg::NodeMessage(to, _) => to != address,
             Msg::ToCoordinator(from, _) => from != address,
         });
     }
@@ -543,7 +543,7 @@ impl Sim {
         };
         for (_, _, msg) in due {
             match msg {
-                Msg::ToRegion(to, message) => self.on_region(&to, message),
+                Msg::NodeMessage(to, message) => self.on_region(&to, message),
                 Msg::ToCoordinator(_, event) => self.feed(event),
             }
         }

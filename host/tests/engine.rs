@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{engine, generous, misbehaving_bytes};
+use shardalloc::clock::ManualClocks;
 use shardalloc::engine::cache::CacheOutcome;
 use shardalloc::engine::limits::Limits;
 use shardalloc::engine::load::LoadError;
@@ -334,6 +335,35 @@ fn a_new_strategy_that_keeps_failing_is_rolled_back_automatically() {
     let stats = slot.stats();
     assert_eq!(stats.auto_rollbacks, 1);
     assert_eq!(stats.fallbacks["misbehaving@0.1.0"]["error"], 4);
+}
+
+/// The window is measured on the node's monotonic clock, the one the leases
+/// use: faults spread wider than the window never roll back, however close
+/// they are in real time, and the same faults within it do. Activation
+/// times come from the same clocks' wall clock.
+#[test]
+fn the_auto_rollback_window_runs_on_the_slots_clocks() {
+    let clocks = Arc::new(ManualClocks::anchored_at(10_000_000));
+    let engine = engine();
+    let least = engine.compile_source(&StrategySource::Builtin("least-shard".into()), None).unwrap();
+    let policy = AutoRollback { max_faults: 2, window: Duration::from_secs(60) };
+    let slot = Slot::clocked("Counter", engine.clone(), policy, least, "", generous(), clocks.clone()).unwrap();
+    let faulty = engine.compile(misbehaving_bytes()).unwrap();
+    clocks.step_wall(-3_600_000);
+    slot.activate(faulty, r#"{"allocate":"error"}"#, generous()).unwrap();
+    assert_eq!(slot.active().at, 10_000_000 - 3_600_000, "activation time from the slot's wall clock");
+    let mut guarded = Guarded::new(Box::new(slot.handle()));
+    for i in 0..6 {
+        guarded.allocate(&view(), &format!("spread-{i}"), None).unwrap();
+        clocks.advance(61_000);
+    }
+    assert_eq!(slot.active().compiled.info.name, "misbehaving", "faults a window apart rolled back");
+    for i in 0..3 {
+        guarded.allocate(&view(), &format!("close-{i}"), None).unwrap();
+        clocks.advance(1_000);
+    }
+    assert_eq!(slot.active().compiled.info.name, "least-shard");
+    assert_eq!(slot.active().cause, ActivationCause::AutoRollback);
 }
 
 #[test]

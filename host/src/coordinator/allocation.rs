@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::{Change, Coordinator, Home, Observation, ToRegion};
+use super::{Change, Coordinator, Home, NodeMessage, Observation};
 
 /// The longest shard id accepted, in bytes.
 pub use shardalloc_proto::protocol::MAX_SHARD_ID_BYTES;
@@ -15,30 +15,30 @@ impl Coordinator {
 
     pub(super) fn on_get_home(&mut self, requester: String, shard: String) {
         if !self.durable.regions.contains_key(&requester) {
-            self.send_now(&requester, ToRegion::NotRegistered);
+            self.send_now(&requester, NodeMessage::NotRegistered);
             return;
         }
         let moving = self.durable.handoffs.contains_key(&shard);
         if !moving && let Some(home) = self.durable.homes.get(&shard) {
             let home = home.region.to_string();
-            self.reveal(&requester, ToRegion::ShardHome { shard, home });
+            self.reveal(&requester, NodeMessage::ShardHome { shard, home });
             return;
         }
         if let Err(reason) = shardalloc_proto::protocol::check_shard_id(&shard) {
-            self.send_now(&requester, ToRegion::ShardRefused { shard, reason });
+            self.send_now(&requester, NodeMessage::ShardRefused { shard, reason });
             return;
         }
         if !moving && !self.pending.contains_key(&shard) {
             if self.durable.homes.len() >= self.config.max_shards {
                 self.observe(Observation::Limit { what: "max_shards" });
                 let reason = format!("the type has {} shards, the most allowed", self.config.max_shards);
-                self.send_now(&requester, ToRegion::ShardRefused { shard, reason });
+                self.send_now(&requester, NodeMessage::ShardRefused { shard, reason });
                 return;
             }
             if self.pending.len() >= self.config.max_pending_shards {
                 self.observe(Observation::Limit { what: "max_pending_shards" });
                 let reason = "too many shards are waiting for a home; retry".to_owned();
-                self.send_now(&requester, ToRegion::ShardRefused { shard, reason });
+                self.send_now(&requester, NodeMessage::ShardRefused { shard, reason });
                 return;
             }
         }
@@ -78,7 +78,7 @@ impl Coordinator {
                 });
                 for waiting in self.pending.remove(shard).unwrap_or_default() {
                     if self.durable.regions.contains_key(&waiting) {
-                        self.reveal(&waiting, ToRegion::ShardHome { shard: shard.to_owned(), home: region.clone() });
+                        self.reveal(&waiting, NodeMessage::ShardHome { shard: shard.to_owned(), home: region.clone() });
                     }
                 }
                 Some(region)
@@ -111,7 +111,7 @@ impl Coordinator {
         let Some(home) = self.durable.homes.get(shard).map(|h| h.region.to_string()) else { return };
         for waiting in self.pending.remove(shard).unwrap_or_default() {
             if self.durable.regions.contains_key(&waiting) {
-                self.reveal(&waiting, ToRegion::ShardHome { shard: shard.to_owned(), home: home.clone() });
+                self.reveal(&waiting, NodeMessage::ShardHome { shard: shard.to_owned(), home: home.clone() });
             }
         }
     }

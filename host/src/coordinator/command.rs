@@ -1,5 +1,6 @@
 //! What the coordinator asks the driver to do.
 
+use super::NodeMessage;
 use super::event::RequestId;
 use super::state::{Change, Stamp};
 use crate::strategy::external::AllocationReason;
@@ -20,7 +21,7 @@ pub enum Command {
         /// The region's address.
         to: String,
         /// The message.
-        message: ToRegion,
+        message: NodeMessage,
     },
     /// Answer an operator.
     Reply {
@@ -31,77 +32,6 @@ pub enum Command {
     },
     /// Tell observers (logs, metrics, the "why" endpoint). Never waits for a persist.
     Observe(Observation),
-}
-
-/// A message to a region. Each variant goes on the wire as the
-/// `shardalloc_proto::protocol::NodeMessage` of the same name, field for
-/// field (the server's `wire.rs` is the whole mapping); the coordinator
-/// itself knows no wire format.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ToRegion {
-    /// Registration accepted; heartbeat every `heartbeat_interval_ms`. The
-    /// region holds a lease of `lease_ms` from when it sent the registration
-    /// numbered `sequence`, and must stop all its shards when it runs out
-    /// unrenewed.
-    Registered {
-        /// The incarnation registered.
-        incarnation: u64,
-        /// The registration's sequence number: the lease counts from its send.
-        sequence: u64,
-        /// The lease.
-        lease_ms: u64,
-        /// How often to heartbeat.
-        heartbeat_interval_ms: u64,
-    },
-    /// Registration refused (malformed, stale incarnation, too many regions).
-    RegisterRefused {
-        /// Why.
-        reason: String,
-    },
-    /// Heartbeat received: the lease runs `lease_ms` from when it was sent.
-    HeartbeatAck {
-        /// The incarnation.
-        incarnation: u64,
-        /// The heartbeat's sequence number: the lease counts from its send.
-        sequence: u64,
-        /// The lease.
-        lease_ms: u64,
-    },
-    /// The coordinator does not know this region (incarnation): register again.
-    NotRegistered,
-    /// Where a shard lives.
-    ShardHome {
-        /// The shard.
-        shard: String,
-        /// Its home's address.
-        home: String,
-    },
-    /// A new shard was refused (a limit, a bad id).
-    ShardRefused {
-        /// The shard.
-        shard: String,
-        /// Why.
-        reason: String,
-    },
-    /// Stop routing to the shard, buffer its messages, acknowledge.
-    BeginHandOff {
-        /// The shard.
-        shard: String,
-    },
-    /// Stop the shard and report `ShardStopped`.
-    HandOff {
-        /// The shard.
-        shard: String,
-    },
-    /// An operator's placement changed (`None`: removed).
-    PlacementChanged {
-        /// The shard.
-        shard: String,
-        /// The new target.
-        target: Option<String>,
-    },
-    /// A leaving region holds no shards any more and may stop.
-    LeaveDone,
 }
 
 /// Why a shard named in `rebalance-now` was not accepted.

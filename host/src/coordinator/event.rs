@@ -7,26 +7,10 @@ use super::state::Stamp;
 /// The driver's clock, in milliseconds: the one definition, shared with the
 /// region client's core.
 pub use shardalloc_proto::protocol::Millis;
+use shardalloc_proto::protocol::Register;
 
 /// Identifies an operator request, echoed in its [`Reply`](super::Reply).
 pub type RequestId = u64;
-
-/// A region's registration.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Registration {
-    /// Its address.
-    pub address: String,
-    /// Chosen by the region at start-up; a restart is a new incarnation.
-    pub incarnation: u64,
-    /// Cluster roles.
-    pub roles: Vec<String>,
-    /// Application version.
-    pub app_version: String,
-    /// Labels (zone, dc…).
-    pub labels: BTreeMap<String, String>,
-    /// Routes messages, never hosts shards.
-    pub proxy_only: bool,
-}
 
 /// Something that happened; every event carries the time.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,11 +19,10 @@ pub enum Event {
     Register {
         /// The time.
         now: Millis,
-        /// Who.
-        registration: Registration,
-        /// Chosen by the region, echoed in [`ToRegion::Registered`](super::ToRegion::Registered)
-        /// so it knows which of its sends the lease counts from.
-        sequence: u64,
+        /// Who, as the region sent it: its `sequence` is echoed in
+        /// [`NodeMessage::Registered`](super::NodeMessage::Registered) so the region knows which of its sends
+        /// the lease counts from.
+        register: Register,
     },
     /// A region is alive; renews its lease.
     Heartbeat {
@@ -52,7 +35,7 @@ pub enum Event {
         /// Its latest metrics (`mem-used-ratio`, `cpu`, custom gauges).
         metrics: BTreeMap<String, f64>,
         /// Chosen by the region (increasing), echoed in
-        /// [`ToRegion::HeartbeatAck`](super::ToRegion::HeartbeatAck): the
+        /// [`NodeMessage::HeartbeatAck`](super::NodeMessage::HeartbeatAck): the
         /// lease runs from when *this* heartbeat was sent.
         sequence: u64,
     },

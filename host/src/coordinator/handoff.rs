@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{Change, Coordinator, Flight, NotAccepted, Observation, Reply, RequestId, Step, ToRegion};
+use super::{Change, Coordinator, Flight, NodeMessage, NotAccepted, Observation, Reply, RequestId, Step};
 
 impl Coordinator {
     /// Starts a hand-off of a homed shard that is not moving; false when the
@@ -21,7 +21,7 @@ impl Coordinator {
     pub(super) fn begin_flight(&mut self, shard: &str, from: &str) {
         let waiting: BTreeSet<String> = self.durable.regions.keys().cloned().collect();
         for region in &waiting {
-            self.reveal(region, ToRegion::BeginHandOff { shard: shard.to_owned() });
+            self.reveal(region, NodeMessage::BeginHandOff { shard: shard.to_owned() });
         }
         let deadline = self.now.saturating_add(self.config.handoff_timeout_ms);
         let ack_deadline = self.now.saturating_add(self.config.handoff_ack_timeout_ms);
@@ -38,10 +38,10 @@ impl Coordinator {
         for (shard, flight) in &self.flights {
             match flight.step {
                 Step::Begin if flight.waiting.contains(address) => {
-                    again.push(ToRegion::BeginHandOff { shard: shard.clone() })
+                    again.push(NodeMessage::BeginHandOff { shard: shard.clone() })
                 }
                 Step::Stop if self.durable.handoffs.get(shard).is_some_and(|from| from == address) => {
-                    again.push(ToRegion::HandOff { shard: shard.clone() })
+                    again.push(NodeMessage::HandOff { shard: shard.clone() })
                 }
                 _ => {}
             }
@@ -60,7 +60,7 @@ impl Coordinator {
         flight.step = Step::Stop;
         flight.deadline = self.now.saturating_add(self.config.handoff_timeout_ms);
         let from = self.durable.handoffs[shard].clone();
-        self.reveal(&from, ToRegion::HandOff { shard: shard.to_owned() });
+        self.reveal(&from, NodeMessage::HandOff { shard: shard.to_owned() });
         self.observe(Observation::HandOff { shard: shard.to_owned(), from, step: Step::Stop });
     }
 

@@ -53,7 +53,7 @@
 //!
 //! ## Liveness and leases
 //!
-//! Regions heartbeat; each [`ToRegion::HeartbeatAck`] renews a lease of
+//! Regions heartbeat; each [`NodeMessage::HeartbeatAck`] renews a lease of
 //! `lease_ms` counted from when the region *sent* the heartbeat. A region
 //! that cannot renew stops all its shards when its lease runs out. A region
 //! silent for `unreachable_after_ms` is unreachable (status in the strategy's
@@ -87,9 +87,13 @@ use std::sync::Arc;
 
 use shardalloc_guest::{Region, RegionStatus, Topology};
 
-pub use command::{Command, NotAccepted, Observation, PlacementError, Reply, Step, ToRegion};
+pub use command::{Command, NotAccepted, Observation, PlacementError, Reply, Step};
 pub use config::{Config, ConfigError};
-pub use event::{Event, Millis, OperatorRequest, Registration, RequestId};
+pub use event::{Event, Millis, OperatorRequest, RequestId};
+/// The coordinator speaks the region protocol's own types: it takes a
+/// region's [`Register`] as sent and answers with [`NodeMessage`]s, so the
+/// wire and the core cannot drift apart (the driver maps nothing).
+pub use shardalloc_proto::protocol::{NodeMessage, Register};
 pub use state::{Change, Durable, Home, PlacementEntry, RegionRecord, Stamp};
 
 use crate::strategy::ClusterView;
@@ -205,7 +209,7 @@ impl Coordinator {
     pub fn handle(&mut self, event: Event) -> Vec<Command> {
         self.now = self.now.max(event.now());
         match event {
-            Event::Register { registration, sequence, .. } => self.on_register(registration, sequence),
+            Event::Register { register, .. } => self.on_register(register),
             Event::Heartbeat { address, incarnation, metrics, sequence, .. } => {
                 self.on_heartbeat(address, incarnation, metrics, sequence)
             }
@@ -218,7 +222,7 @@ impl Coordinator {
                 if self.durable.regions.get(&requester).is_some_and(|r| r.incarnation == incarnation) {
                     self.on_get_home(requester, shard)
                 } else {
-                    self.send_now(&requester, ToRegion::NotRegistered)
+                    self.send_now(&requester, NodeMessage::NotRegistered)
                 }
             }
             Event::BeginHandOffAck { region, incarnation, shard, .. } => {
@@ -282,6 +286,20 @@ impl Coordinator {
     /// True when the region is registered and reachable.
     pub fn is_reachable(&self, address: &str) -> bool {
         self.live.get(address).is_some_and(|l| !l.unreachable)
+    }
+
+    /// A registered region's status: the one rule behind both the
+    /// strategy's topology and the status the REST API reports.
+    /// Unreachable once it missed its lease, leaving while it leaves, up
+    /// otherwise (`joining` is the contract's, never given today).
+    pub fn region_status(&self, region: &RegionRecord) -> RegionStatus {
+        if !self.is_reachable(&region.address) {
+            RegionStatus::Unreachable
+        } else if region.leaving {
+            RegionStatus::Leaving
+        } else {
+            RegionStatus::Up
+        }
     }
 
     /// The strategy with its placements.
@@ -376,23 +394,14 @@ impl Coordinator {
         }
         let regions = records
             .into_iter()
-            .map(|r| {
-                let unreachable = self.live.get(&r.address).is_some_and(|l| l.unreachable);
-                Region {
-                    address: r.address.clone(),
-                    status: if unreachable {
-                        RegionStatus::Unreachable
-                    } else if r.leaving {
-                        RegionStatus::Leaving
-                    } else {
-                        RegionStatus::Up
-                    },
-                    app_version: r.app_version.clone(),
-                    join_order: r.join_order,
-                    labels: r.labels.clone(),
-                    proxy_only: r.proxy_only,
-                    draining: r.draining,
-                }
+            .map(|r| Region {
+                address: r.address.clone(),
+                status: self.region_status(r),
+                app_version: r.app_version.clone(),
+                join_order: r.join_order,
+                labels: r.labels.clone(),
+                proxy_only: r.proxy_only,
+                draining: r.draining,
             })
             .collect();
         let topology = Arc::new(Topology::new(regions, names.into_iter().collect(), self.durable.signal.clone()));
@@ -430,7 +439,7 @@ impl Coordinator {
     }
 
     /// A command revealing a decision: released after the persist.
-    fn reveal(&mut self, to: &str, message: ToRegion) {
+    fn reveal(&mut self, to: &str, message: NodeMessage) {
         self.reveals.push(Command::Send { to: to.to_owned(), message });
     }
 
@@ -460,7 +469,7 @@ impl Coordinator {
     }
 
     /// A command that reveals nothing and may go at once.
-    fn send_now(&mut self, to: &str, message: ToRegion) {
+    fn send_now(&mut self, to: &str, message: NodeMessage) {
         self.out.push(Command::Send { to: to.to_owned(), message });
     }
 
@@ -486,7 +495,7 @@ impl Coordinator {
             for command in reveals {
                 // A home answer overtaken by a later change (the region
                 // restarted, the shard moved) is dropped: the region asks again.
-                if let Command::Send { message: ToRegion::ShardHome { shard, home }, .. } = &command
+                if let Command::Send { message: NodeMessage::ShardHome { shard, home }, .. } = &command
                     && self.durable.homes.get(shard).is_none_or(|h| *h.region != **home)
                 {
                     continue;

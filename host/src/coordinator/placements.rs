@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use super::allocation::MAX_SHARD_ID_BYTES;
-use super::{Change, Coordinator, Observation, PlacementEntry, PlacementError, Reply, RequestId, Stamp, ToRegion};
+use super::{Change, Coordinator, NodeMessage, Observation, PlacementEntry, PlacementError, Reply, RequestId, Stamp};
 
 fn check_shard(index: usize, shard: &str, seen: &mut BTreeSet<String>) -> Result<(), PlacementError> {
     if shard.is_empty() {
@@ -107,7 +107,7 @@ impl Coordinator {
         }
         let regions: Vec<String> = self.durable.regions.keys().cloned().collect();
         for region in regions {
-            self.reveal(&region, ToRegion::PlacementChanged { shard: shard.to_owned(), target: target.clone() });
+            self.reveal(&region, NodeMessage::PlacementChanged { shard: shard.to_owned(), target: target.clone() });
         }
         self.observe(Observation::PlacementChanged { shard: shard.to_owned(), target, stamp: stamp.clone() });
         true

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Change, Coordinator, Observation, RegionRecord, Registration, Reply, RequestId, ToRegion};
+use super::{Change, Coordinator, NodeMessage, Observation, RegionRecord, Register, Reply, RequestId};
 
 /// Most labels a region may register with.
 pub const MAX_LABELS: usize = 64;
@@ -14,7 +14,7 @@ pub const MAX_METRICS: usize = 64;
 pub const MAX_FIELD_BYTES: usize = 256;
 
 /// Why a registration is malformed, if it is.
-fn malformed(registration: &Registration) -> Option<String> {
+fn malformed(registration: &Register) -> Option<String> {
     let too_long = |what: &str, text: &str| {
         (text.len() > MAX_FIELD_BYTES).then(|| format!("{what} is {} bytes; at most {MAX_FIELD_BYTES}", text.len()))
     };
@@ -39,10 +39,11 @@ fn malformed(registration: &Registration) -> Option<String> {
 }
 
 impl Coordinator {
-    pub(super) fn on_register(&mut self, registration: Registration, sequence: u64) {
+    pub(super) fn on_register(&mut self, registration: Register) {
+        let sequence = registration.sequence;
         let address = registration.address.clone();
         if let Some(reason) = malformed(&registration) {
-            self.send_now(&address, ToRegion::RegisterRefused { reason });
+            self.send_now(&address, NodeMessage::RegisterRefused { reason });
             return;
         }
         let existing = self.durable.regions.get(&address).cloned();
@@ -56,13 +57,13 @@ impl Coordinator {
                 registration.incarnation, old.incarnation
             );
             self.observe(Observation::RegionFenced { address: address.clone(), reason: reason.clone() });
-            self.send_now(&address, ToRegion::RegisterRefused { reason });
+            self.send_now(&address, NodeMessage::RegisterRefused { reason });
             return;
         }
         if existing.is_none() && self.durable.regions.len() >= self.config.max_regions {
             self.observe(Observation::Limit { what: "max_regions" });
             let reason = format!("{} regions registered, the most allowed", self.config.max_regions);
-            self.send_now(&address, ToRegion::RegisterRefused { reason });
+            self.send_now(&address, NodeMessage::RegisterRefused { reason });
             return;
         }
         let mut rehomed = Vec::new();
@@ -110,7 +111,7 @@ impl Coordinator {
         }
         self.reveal(
             &address,
-            ToRegion::Registered {
+            NodeMessage::Registered {
                 incarnation: registration.incarnation,
                 sequence,
                 lease_ms: self.config.lease_ms,
@@ -136,7 +137,7 @@ impl Coordinator {
         sequence: u64,
     ) {
         if self.durable.regions.get(&address).is_none_or(|r| r.incarnation != incarnation) {
-            self.send_now(&address, ToRegion::NotRegistered);
+            self.send_now(&address, NodeMessage::NotRegistered);
             return;
         }
         let now = self.now;
@@ -157,7 +158,7 @@ impl Coordinator {
         if changed {
             self.topology_changed();
         }
-        self.send_now(&address, ToRegion::HeartbeatAck { incarnation, sequence, lease_ms: self.config.lease_ms });
+        self.send_now(&address, NodeMessage::HeartbeatAck { incarnation, sequence, lease_ms: self.config.lease_ms });
     }
 
     pub(super) fn on_leave(&mut self, address: &str) {
@@ -260,7 +261,7 @@ impl Coordinator {
             .collect();
         for address in done {
             self.remove_region(&address, "left");
-            self.reveal(&address, ToRegion::LeaveDone);
+            self.reveal(&address, NodeMessage::LeaveDone);
         }
     }
 

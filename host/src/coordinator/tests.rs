@@ -14,8 +14,7 @@ fn strategy_reason() -> AllocationReason {
 }
 
 fn register(now: Millis, address: &str, incarnation: u64) -> Event {
-    let registration = Registration { address: address.into(), incarnation, ..Default::default() };
-    Event::Register { now, registration, sequence: 0 }
+    Event::Register { now, register: Register { address: address.into(), incarnation, ..Default::default() } }
 }
 
 /// A home request from incarnation 1.
@@ -27,12 +26,12 @@ fn get_from(now: Millis, requester: &str, incarnation: u64, shard: &str) -> Even
     Event::GetShardHome { now, requester: requester.into(), incarnation, shard: shard.into() }
 }
 
-fn send(to: &str, message: ToRegion) -> Command {
+fn send(to: &str, message: NodeMessage) -> Command {
     Command::Send { to: to.into(), message }
 }
 
 fn home(shard: &str, region: &str) -> Command {
-    send(region_of(region), ToRegion::ShardHome { shard: shard.into(), home: region.into() })
+    send(region_of(region), NodeMessage::ShardHome { shard: shard.into(), home: region.into() })
 }
 
 fn region_of(r: &str) -> &str {
@@ -40,11 +39,11 @@ fn region_of(r: &str) -> &str {
 }
 
 fn home_to(to: &str, shard: &str, region: &str) -> Command {
-    send(to, ToRegion::ShardHome { shard: shard.into(), home: region.into() })
+    send(to, NodeMessage::ShardHome { shard: shard.into(), home: region.into() })
 }
 
 fn registered(to: &str, incarnation: u64) -> Command {
-    send(to, ToRegion::Registered { incarnation, sequence: 0, lease_ms: 10_000, heartbeat_interval_ms: 1_000 })
+    send(to, NodeMessage::Registered { incarnation, sequence: 0, lease_ms: 10_000, heartbeat_interval_ms: 1_000 })
 }
 
 fn allocated(shard: &str, region: &str) -> Command {
@@ -123,7 +122,7 @@ fn registration_and_allocation_are_revealed_only_after_persist() {
     // A known shard's home comes from the state, at once.
     assert_eq!(c.handle(get_from(5, "a", 7, "s")), [home("s", "a")]);
     // A request from another incarnation is told to register.
-    assert_eq!(c.handle(get_from(6, "a", 6, "s")), [send("a", ToRegion::NotRegistered)]);
+    assert_eq!(c.handle(get_from(6, "a", 6, "s")), [send("a", NodeMessage::NotRegistered)]);
 }
 
 #[test]
@@ -139,9 +138,9 @@ fn allocation_waits_for_the_minimum_number_of_regions() {
 #[test]
 fn unknown_regions_are_told_to_register() {
     let mut c = Coordinator::new(Config::default(), least_shard()).unwrap();
-    assert_eq!(c.handle(get(0, "x", "s")), [send("x", ToRegion::NotRegistered)]);
+    assert_eq!(c.handle(get(0, "x", "s")), [send("x", NodeMessage::NotRegistered)]);
     let hb = Event::Heartbeat { now: 0, address: "x".into(), incarnation: 1, metrics: Default::default(), sequence: 1 };
-    assert_eq!(c.handle(hb), [send("x", ToRegion::NotRegistered)]);
+    assert_eq!(c.handle(hb), [send("x", NodeMessage::NotRegistered)]);
 }
 
 fn begin(shard: &str, from: &str) -> Command {
@@ -185,15 +184,15 @@ fn hand_off_step_by_step() {
     assert_eq!(
         c.handle(Event::Persisted { now: 11, batch: 5 }),
         [
-            send("a", ToRegion::BeginHandOff { shard: "s".into() }),
-            send("b", ToRegion::BeginHandOff { shard: "s".into() }),
+            send("a", NodeMessage::BeginHandOff { shard: "s".into() }),
+            send("b", NodeMessage::BeginHandOff { shard: "s".into() }),
             Command::Reply { request: 9, reply: Reply::Rebalance { accepted: vec!["s".into()], rejected: vec![] } },
         ]
     );
     // Requests while moving are held.
     assert_eq!(c.handle(get(12, "b", "s")), []);
     assert_eq!(c.handle(ack(13, "a", "s")), []);
-    assert_eq!(c.handle(ack(14, "b", "s")), [stop("s", "a"), send("a", ToRegion::HandOff { shard: "s".into() })]);
+    assert_eq!(c.handle(ack(14, "b", "s")), [stop("s", "a"), send("a", NodeMessage::HandOff { shard: "s".into() })]);
     // A stop from the wrong region is ignored.
     assert_eq!(
         c.handle(stopped(15, "b", "s")),
@@ -263,11 +262,11 @@ fn a_dead_region_counts_as_acknowledged() {
     c.handle(Event::Tick { now: 8_003 });
     let out = c.handle(Event::Tick { now: 15_003 });
     assert!(
-        out.contains(&send("a", ToRegion::HandOff { shard: "s".into() })) || {
+        out.contains(&send("a", NodeMessage::HandOff { shard: "s".into() })) || {
             // Held behind the removal's batch.
             let batch = batch_of(&out);
             c.handle(Event::Persisted { now: 15_003, batch })
-                .contains(&send("a", ToRegion::HandOff { shard: "s".into() }))
+                .contains(&send("a", NodeMessage::HandOff { shard: "s".into() }))
         }
     );
 }
@@ -347,8 +346,8 @@ fn recovery_restarts_hand_offs_from_begin() {
         out,
         [
             begin("s", "a"),
-            send("a", ToRegion::BeginHandOff { shard: "s".into() }),
-            send("b", ToRegion::BeginHandOff { shard: "s".into() }),
+            send("a", NodeMessage::BeginHandOff { shard: "s".into() }),
+            send("b", NodeMessage::BeginHandOff { shard: "s".into() }),
         ]
     );
     assert_eq!(&*c.home("s").unwrap().region, "a");
@@ -364,14 +363,14 @@ fn leaving_region_is_drained_and_told() {
     let mut c = two_regions();
     let out = settle(&mut c, Event::Leave { now: 10, address: "a".into(), incarnation: 1 });
     assert_eq!(c.moving().cloned().collect::<Vec<_>>(), ["s", "t"]);
-    assert!(out.contains(&send("b", ToRegion::BeginHandOff { shard: "t".into() })));
+    assert!(out.contains(&send("b", NodeMessage::BeginHandOff { shard: "t".into() })));
     for shard in ["s", "t"] {
         c.handle(ack(11, "a", shard));
         c.handle(ack(11, "b", shard));
     }
     settle(&mut c, stopped(12, "a", "s"));
     let out = settle(&mut c, stopped(13, "a", "t"));
-    assert!(out.contains(&send("a", ToRegion::LeaveDone)), "{out:#?}");
+    assert!(out.contains(&send("a", NodeMessage::LeaveDone)), "{out:#?}");
     assert!(!c.durable().regions.contains_key("a"));
     assert_eq!(c.durable().regions["b"].shards, ["s", "t"]);
 }
@@ -398,7 +397,7 @@ fn rebalance_now_explains_refusals() {
     assert_eq!(reveals(&out), [&Command::Reply { request: 5, reply }]);
     // The next tick moves it.
     let out = settle(&mut c, Event::Tick { now: 10_011 });
-    assert!(out.contains(&send("a", ToRegion::BeginHandOff { shard: "s".into() })), "{out:#?}");
+    assert!(out.contains(&send("a", NodeMessage::BeginHandOff { shard: "s".into() })), "{out:#?}");
 }
 
 #[test]
@@ -442,11 +441,11 @@ fn heartbeat_ack_names_the_heartbeat() {
     };
     assert_eq!(
         c.handle(hb(41)),
-        [send("b", ToRegion::HeartbeatAck { incarnation: 1, sequence: 41, lease_ms: 10_000 })]
+        [send("b", NodeMessage::HeartbeatAck { incarnation: 1, sequence: 41, lease_ms: 10_000 })]
     );
     assert_eq!(
         c.handle(hb(40)),
-        [send("b", ToRegion::HeartbeatAck { incarnation: 1, sequence: 40, lease_ms: 10_000 })]
+        [send("b", NodeMessage::HeartbeatAck { incarnation: 1, sequence: 40, lease_ms: 10_000 })]
     );
 }
 
@@ -457,12 +456,12 @@ fn a_reconnecting_region_is_told_again_what_a_hand_off_waits_for() {
     // a acknowledged, b's acknowledgement was lost with its session.
     c.handle(ack(11, "a", "s"));
     let out = settle(&mut c, register(12, "b", 1));
-    assert!(out.contains(&send("b", ToRegion::BeginHandOff { shard: "s".into() })), "{out:#?}");
+    assert!(out.contains(&send("b", NodeMessage::BeginHandOff { shard: "s".into() })), "{out:#?}");
     c.handle(ack(13, "b", "s"));
     // Now the owner's HandOff is lost: a reconnects and hears it again.
     let out = settle(&mut c, register(14, "a", 1));
-    assert!(out.contains(&send("a", ToRegion::HandOff { shard: "s".into() })), "{out:#?}");
-    assert!(!out.contains(&send("a", ToRegion::BeginHandOff { shard: "s".into() })), "{out:#?}");
+    assert!(out.contains(&send("a", NodeMessage::HandOff { shard: "s".into() })), "{out:#?}");
+    assert!(!out.contains(&send("a", NodeMessage::BeginHandOff { shard: "s".into() })), "{out:#?}");
 }
 
 #[test]
@@ -471,7 +470,7 @@ fn the_last_region_leaving_hands_its_shards_off_to_nowhere() {
     settle(&mut c, Event::Leave { now: 10, address: "b".into(), incarnation: 1 });
     let out = settle(&mut c, Event::Leave { now: 11, address: "a".into(), incarnation: 1 });
     // b had no shards and left at once; a's shards go through the hand-off.
-    assert!(out.contains(&send("a", ToRegion::BeginHandOff { shard: "s".into() })), "{out:#?}");
+    assert!(out.contains(&send("a", NodeMessage::BeginHandOff { shard: "s".into() })), "{out:#?}");
     for shard in ["s", "t"] {
         c.handle(ack(12, "a", shard));
         settle(&mut c, stopped(13, "a", shard));
@@ -496,7 +495,7 @@ fn a_region_that_does_not_acknowledge_in_time_no_longer_holds_the_hand_off() {
         [
             Command::Observe(Observation::HandOffAckTimedOut { shard: "s".into(), missing: vec!["b".into()] }),
             stop("s", "a"),
-            send("a", ToRegion::HandOff { shard: "s".into() }),
+            send("a", NodeMessage::HandOff { shard: "s".into() }),
         ]
     );
     // b's late acknowledgement is ignored; the owner's stop moves the shard.
@@ -517,7 +516,7 @@ fn a_silent_owner_still_keeps_its_shard() {
     // The owner did not acknowledge: the hand-off goes on to HandOff, which
     // it must still answer; it does not, and the step times out.
     let out = c.handle(Event::Tick { now: 2_010 });
-    assert!(out.contains(&send("a", ToRegion::HandOff { shard: "s".into() })), "{out:#?}");
+    assert!(out.contains(&send("a", NodeMessage::HandOff { shard: "s".into() })), "{out:#?}");
     let out = c.handle(Event::Tick { now: 7_010 });
     assert!(
         out.iter().any(|c| matches!(c, Command::Observe(Observation::HandOffTimedOut { step: Step::Stop, .. }))),
@@ -533,7 +532,7 @@ fn retiring_hands_every_shard_off_to_nowhere_and_lets_every_region_go() {
     let out = settle(&mut c, retire);
     assert!(out.contains(&Command::Reply { request: 3, reply: Reply::Done }), "{out:#?}");
     // b holds nothing and goes at once; a's shards stop through the hand-off.
-    assert!(out.contains(&send("b", ToRegion::LeaveDone)), "{out:#?}");
+    assert!(out.contains(&send("b", NodeMessage::LeaveDone)), "{out:#?}");
     assert_eq!(c.moving().cloned().collect::<Vec<_>>(), ["s", "t"]);
     for shard in ["s", "t"] {
         c.handle(ack(11, "a", shard));

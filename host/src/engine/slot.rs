@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Duration;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 
@@ -33,11 +33,14 @@ use super::Engine;
 use super::instance::Sandboxed;
 use super::limits::Limits;
 use super::load::{Compiled, LoadError};
+use crate::clock::{Clocks, SystemClocks};
 pub use crate::strategy::ActivationCause;
 use crate::strategy::{AllocationStrategy, ClusterView, Info, StrategyError};
+use shardalloc_proto::protocol::Millis;
 
-/// How many past activations a slot remembers.
-pub const HISTORY_LIMIT: usize = 100;
+/// How many past activations a slot remembers: the activation history's
+/// one limit.
+pub use crate::strategy::ACTIVATION_HISTORY as HISTORY_LIMIT;
 
 /// One activation of a strategy in a slot.
 #[derive(Debug)]
@@ -52,8 +55,9 @@ pub struct Activation {
     pub limits: Limits,
     /// Why it was activated.
     pub cause: ActivationCause,
-    /// When.
-    pub at: SystemTime,
+    /// When, on the wall clock (milliseconds since the Unix epoch): shown to
+    /// people, never compared.
+    pub at: Millis,
     /// The validated, warmed instance, until the first caller takes it.
     warm: Mutex<Option<Sandboxed>>,
 }
@@ -124,7 +128,8 @@ pub struct SlotStats {
 #[derive(Default)]
 struct Faults {
     activation: u64,
-    times: VecDeque<Instant>,
+    /// When each counted fault happened, on the slot's monotonic clock.
+    times: VecDeque<Millis>,
 }
 
 /// One entity type's strategy slot.
@@ -145,6 +150,9 @@ pub struct Slot {
     /// than on a caller's first call after the swap (returning a store's
     /// memory to the pool costs tens of microseconds).
     retired: Mutex<Vec<Sandboxed>>,
+    /// The node's clocks: the auto-rollback window on the monotonic one,
+    /// activation times on the wall clock (`crate::clock`).
+    clocks: Arc<dyn Clocks>,
 }
 
 /// Most swapped-out instances kept for dropping later; beyond it the caller
@@ -155,7 +163,8 @@ pub const MAX_RETIRED: usize = 8;
 pub const WARM_UP_SHARD: &str = "shardalloc-warm-up";
 
 impl Slot {
-    /// A slot with its first strategy, validated by instantiating it.
+    /// A slot with its first strategy, validated by instantiating it, on
+    /// the system's clocks.
     pub fn new(
         type_name: impl Into<String>,
         engine: Arc<Engine>,
@@ -164,8 +173,23 @@ impl Slot {
         config: &str,
         limits: Limits,
     ) -> Result<Arc<Self>, LoadError> {
+        Self::clocked(type_name, engine, policy, compiled, config, limits, Arc::new(SystemClocks::new()))
+    }
+
+    /// [`Slot::new`] on `clocks`: the node's own (the driver passes its
+    /// clocks, so one clock times leases and the auto-rollback window), or
+    /// a test's manual ones.
+    pub fn clocked(
+        type_name: impl Into<String>,
+        engine: Arc<Engine>,
+        policy: AutoRollback,
+        compiled: Arc<Compiled>,
+        config: &str,
+        limits: Limits,
+        clocks: Arc<dyn Clocks>,
+    ) -> Result<Arc<Self>, LoadError> {
         let instance = engine.instantiate(&compiled, config, limits)?;
-        let first = Arc::new(activation(compiled, config, limits, ActivationCause::Initial, instance));
+        let first = Arc::new(activation(compiled, config, limits, ActivationCause::Initial, instance, clocks.wall()));
         Ok(Arc::new(Slot {
             type_name: type_name.into(),
             engine,
@@ -178,6 +202,7 @@ impl Slot {
             changes: OnceLock::new(),
             recent_view: Mutex::new(None),
             retired: Mutex::new(Vec::new()),
+            clocks,
         }))
     }
 
@@ -215,7 +240,7 @@ impl Slot {
         limits: Limits,
     ) -> Result<Arc<Activation>, LoadError> {
         let instance = self.warmed(&compiled, config, limits)?;
-        Ok(self.install(activation(compiled, config, limits, ActivationCause::Operator, instance)))
+        Ok(self.install(activation(compiled, config, limits, ActivationCause::Operator, instance, self.clocks.wall())))
     }
 
     /// Validates and activates a strategy recorded with `cause`: a rollback
@@ -229,7 +254,7 @@ impl Slot {
         cause: ActivationCause,
     ) -> Result<Arc<Activation>, LoadError> {
         let instance = self.warmed(&compiled, config, limits)?;
-        Ok(self.install(activation(compiled, config, limits, cause, instance)))
+        Ok(self.install(activation(compiled, config, limits, cause, instance, self.clocks.wall())))
     }
 
     /// Instantiates and configures a candidate (its validation) and warms
@@ -308,7 +333,8 @@ impl Slot {
                 .ok_or(RollbackError::NoPrevious)?
         };
         let instance = self.warmed(&previous.compiled, &previous.config, previous.limits)?;
-        Ok(self.install(activation(previous.compiled.clone(), &previous.config, previous.limits, cause, instance)))
+        let at = self.clocks.wall();
+        Ok(self.install(activation(previous.compiled.clone(), &previous.config, previous.limits, cause, instance, at)))
     }
 
     /// Sets (or with `None` clears) the shadow candidate, validated first.
@@ -316,7 +342,8 @@ impl Slot {
         match candidate {
             Some((compiled, config, limits)) => {
                 let instance = self.warmed(&compiled, config, limits)?;
-                let candidate = activation(compiled, config, limits, ActivationCause::Operator, instance);
+                let at = self.clocks.wall();
+                let candidate = activation(compiled, config, limits, ActivationCause::Operator, instance, at);
                 self.replace_shadow(Some(Arc::new(candidate)));
             }
             None => self.replace_shadow(None),
@@ -357,14 +384,15 @@ impl Slot {
         if self.policy.max_faults == 0 || activation.cause != ActivationCause::Operator {
             return;
         }
-        let now = Instant::now();
+        let now = self.clocks.monotonic();
+        let window = self.policy.window.as_millis() as Millis;
         let exceeded = {
             let mut faults = self.faults.lock().expect("faults lock");
             if faults.activation != activation.id {
                 *faults = Faults { activation: activation.id, times: VecDeque::new() };
             }
             faults.times.push_back(now);
-            while faults.times.front().is_some_and(|t| now.duration_since(*t) > self.policy.window) {
+            while faults.times.front().is_some_and(|t| now.saturating_sub(*t) > window) {
                 faults.times.pop_front();
             }
             faults.times.len() > self.policy.max_faults as usize
@@ -394,6 +422,7 @@ fn activation(
     limits: Limits,
     cause: ActivationCause,
     warm: Sandboxed,
+    at: Millis,
 ) -> Activation {
     Activation {
         id: NEXT_ACTIVATION.fetch_add(1, Ordering::Relaxed),
@@ -401,7 +430,7 @@ fn activation(
         config: config.to_owned(),
         limits,
         cause,
-        at: SystemTime::now(),
+        at,
         warm: Mutex::new(Some(warm)),
     }
 }

@@ -18,8 +18,8 @@
 //!   driver publishes to after each commit, and the SSE handler.
 //! - `ui/`: the dashboard at `/ui/`, plain HTML, CSS and ES modules embedded
 //!   in the binary.
-//! - `sessions.rs`: the region sessions' WebSocket tasks; `wire.rs`: the one
-//!   mapping between coordinator messages and wire messages.
+//! - `sessions.rs`: the region sessions' WebSocket tasks (the coordinator
+//!   speaks the wire's own `Register` and `NodeMessage`: nothing to map).
 //! - `metrics.rs`: Prometheus metrics with typed labels; `auth.rs`: bearer
 //!   tokens; `guard.rs`: no cross-site writes (Origin, content types); `api_error.rs`: the one error type; `body.rs`: extractors;
 //!   `tls.rs`: optional TLS on the port.
@@ -54,7 +54,6 @@ pub mod throttle;
 pub mod tls;
 pub mod ui;
 pub mod uploads;
-mod wire;
 
 pub use self::conn::no_delay;
 pub use self::node::{ClusterSettings, DEFAULT_LEADER_LEASE, Node, NodeError, NodeSettings};

@@ -121,7 +121,7 @@ pub async fn upload(state: &AppState, body: bytes::Bytes) -> Result<StoredStrate
         name: compiled.info.name.clone(),
         version: compiled.info.version.clone(),
         size,
-        uploaded_at_ms: crate::server::driver::clock::wall_clock_ms(),
+        uploaded_at_ms: crate::clock::wall_clock_ms(),
     };
     // The bytes first, then the record: a crash between leaves bytes that
     // the next start collects, never a record without bytes.
@@ -148,7 +148,7 @@ pub async fn collect(state: &AppState) -> Result<Vec<String>, ApiError> {
     let retention_ms = state.uploads.settings.retention.as_millis() as u64;
     let engine = state.engine.clone();
     let in_flight = Box::new(move |digest: &str| engine.holds(digest));
-    let now_ms = crate::server::driver::clock::wall_clock_ms();
+    let now_ms = crate::clock::wall_clock_ms();
     let collected =
         state.driver.ask(|reply| AdminRequest::CollectComponents { now_ms, retention_ms, in_flight, reply }).await?;
     let (store, digests) = (state.store.clone(), collected.clone());

@@ -24,7 +24,7 @@ use super::{
     ACTIVATION_HISTORY, ActivationRecord, ComponentRecord, Revision, SCHEMA_VERSION, Store, StoreError, Turn,
     TypeRecord,
 };
-use crate::coordinator::{Command, Config, Coordinator, Event, Home, OperatorRequest, Registration, Stamp, ToRegion};
+use crate::coordinator::{Command, Config, Coordinator, Event, Home, NodeMessage, OperatorRequest, Register, Stamp};
 use crate::strategy::builtin;
 use crate::strategy::external::ExternalAllocation;
 use crate::strategy::guarded::Guarded;
@@ -240,11 +240,11 @@ impl Scenario<'_> {
                         self.revision = self.store.commit(self.revision, &turn).expect("coordinator state: commit");
                         queue.push(Event::Persisted { now: self.now, batch });
                     }
-                    Command::Send { to, message: ToRegion::BeginHandOff { shard } } => {
+                    Command::Send { to, message: NodeMessage::BeginHandOff { shard } } => {
                         let incarnation = self.c.durable().regions.get(&to).map_or(0, |r| r.incarnation);
                         queue.push(Event::BeginHandOffAck { now: self.now, region: to, incarnation, shard });
                     }
-                    Command::Send { to, message: ToRegion::HandOff { shard } } if self.rand(4) > 0 => {
+                    Command::Send { to, message: NodeMessage::HandOff { shard } } if self.rand(4) > 0 => {
                         let incarnation = self.c.durable().regions.get(&to).map_or(0, |r| r.incarnation);
                         queue.push(Event::ShardStopped { now: self.now, region: to, incarnation, shard });
                     }
@@ -266,8 +266,7 @@ impl Scenario<'_> {
                 let labels = [("zone".to_string(), format!("z{}", self.rand(2)))].into();
                 Event::Register {
                     now,
-                    registration: Registration { address: region, incarnation, labels, ..Default::default() },
-                    sequence: 0,
+                    register: Register { address: region, incarnation, labels, ..Default::default() },
                 }
             }
             50..53 => Event::Leave { now, address: region, incarnation },

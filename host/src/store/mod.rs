@@ -67,8 +67,8 @@ use crate::strategy::{ActivationCause, StrategySource};
 /// the schema-1 data is kept (docs/operations.md, "Store format").
 pub const SCHEMA_VERSION: u64 = records::SCHEMA_V2;
 
-/// How many activations per type are kept.
-pub const ACTIVATION_HISTORY: usize = 100;
+/// How many activations per type are kept (the strategy layer's limit).
+pub use crate::strategy::ACTIVATION_HISTORY;
 
 /// A store's revision: increases by one with every commit.
 pub type Revision = u64;

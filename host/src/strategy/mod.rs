@@ -33,6 +33,11 @@ pub mod view;
 pub use shardalloc_guest::Info;
 use shardalloc_guest::Level;
 pub use shardalloc_proto::api::ActivationCause;
+
+/// How many activations per entity type are remembered: the one limit of
+/// the activation history, wherever it is kept (a slot's rollback list in
+/// `engine::slot`, the type catalog's copy, every store backend).
+pub const ACTIVATION_HISTORY: usize = 100;
 pub use source::StrategySource;
 pub use view::ClusterView;
 

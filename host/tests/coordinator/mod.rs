@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use shardalloc::coordinator::{
-    Command, Config, Coordinator, Durable, Event, Millis, OperatorRequest, Registration, Stamp, ToRegion,
+    Command, Config, Coordinator, Durable, Event, Millis, NodeMessage, OperatorRequest, Register, Stamp,
 };
 use shardalloc::strategy::builtin;
 use shardalloc::strategy::external::ExternalAllocation;
@@ -74,8 +74,8 @@ impl Harness {
 
     /// Registers a region.
     pub fn register(&mut self, address: &str) -> Vec<Command> {
-        let registration = Registration { address: address.into(), incarnation: 1, ..Default::default() };
-        self.step(Event::Register { now: self.now, registration, sequence: 0 })
+        let register = Register { address: address.into(), incarnation: 1, ..Default::default() };
+        self.step(Event::Register { now: self.now, register })
     }
 
     /// The registered incarnation of a region (1 when it is unknown).
@@ -128,10 +128,10 @@ impl Harness {
                 if let Command::Send { to, message } = &command {
                     let (now, region, incarnation) = (self.now, to.clone(), self.incarnation(to));
                     let reply = match message {
-                        ToRegion::BeginHandOff { shard } => {
+                        NodeMessage::BeginHandOff { shard } => {
                             Some(Event::BeginHandOffAck { now, region, incarnation, shard: shard.clone() })
                         }
-                        ToRegion::HandOff { shard } => {
+                        NodeMessage::HandOff { shard } => {
                             Some(Event::ShardStopped { now, region, incarnation, shard: shard.clone() })
                         }
                         _ => None,
@@ -149,7 +149,7 @@ impl Harness {
 }
 
 /// The messages sent in `commands`, as (to, message).
-pub fn sends(commands: &[Command]) -> Vec<(String, ToRegion)> {
+pub fn sends(commands: &[Command]) -> Vec<(String, NodeMessage)> {
     commands
         .iter()
         .filter_map(|c| match c {

@@ -8,11 +8,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, channel};
-use std::time::UNIX_EPOCH;
 
 use shardalloc_proto::api::RegionStatus;
 
 use super::request::{Candidate, Refusal};
+use crate::clock::Clocks;
 use crate::coordinator::{Command, Config, Coordinator, Durable, Millis};
 use crate::engine::Engine;
 use crate::engine::limits::Limits;
@@ -41,6 +41,8 @@ pub struct CatalogSettings {
     /// The strategy of a type created by a region's registration (and of a
     /// stored type that was never declared).
     pub default_strategy: StrategySource,
+    /// The driver's clocks, which every slot reads too (`crate::clock`).
+    pub clocks: Arc<dyn Clocks>,
 }
 
 /// One entity type.
@@ -56,14 +58,15 @@ pub struct TypeEntry {
 }
 
 impl TypeEntry {
-    /// A registered region's status.
+    /// A registered region's status: the coordinator's rule ([`Coordinator::region_status`]) in the REST
+    /// API's words; a region the type does not know is unreachable.
     pub fn region_status(&self, address: &str) -> RegionStatus {
-        if !self.coordinator.is_reachable(address) {
-            RegionStatus::Unreachable
-        } else if self.coordinator.durable().regions.get(address).is_some_and(|r| r.leaving) {
-            RegionStatus::Leaving
-        } else {
-            RegionStatus::Up
+        use shardalloc_guest::RegionStatus as Topology;
+        let region = self.coordinator.durable().regions.get(address);
+        match region.map(|region| self.coordinator.region_status(region)) {
+            Some(Topology::Up | Topology::Joining) => RegionStatus::Up,
+            Some(Topology::Leaving) => RegionStatus::Leaving,
+            Some(Topology::Unreachable) | None => RegionStatus::Unreachable,
         }
     }
 }
@@ -208,7 +211,7 @@ impl TypeCatalog {
                     name: compiled.info.name.clone(),
                     version: compiled.info.version.clone(),
                     size: bytes.len() as u64,
-                    uploaded_at_ms: crate::server::driver::clock::wall_clock_ms(),
+                    uploaded_at_ms: self.settings.clocks.wall(),
                 };
                 self.add_component(record, turn);
                 (StrategySource::Digest(compiled.digest.clone()), compiled)
@@ -234,9 +237,9 @@ impl TypeCatalog {
         now: Millis,
     ) -> Result<Vec<Command>, String> {
         let settings = &self.settings;
-        let slot =
-            Slot::new(name, self.engine.clone(), settings.auto_rollback, compiled, &record.config, settings.limits)
-                .map_err(|e| e.to_string())?;
+        let (engine, clocks, policy) = (self.engine.clone(), settings.clocks.clone(), settings.auto_rollback);
+        let slot = Slot::clocked(name, engine, policy, compiled, &record.config, settings.limits, clocks)
+            .map_err(|e| e.to_string())?;
         slot.report_changes(self.report.clone());
         let strategy = ExternalAllocation::new(Guarded::new(Box::new(self.metrics.timed(name, slot.handle()))));
         let (coordinator, commands) = Coordinator::recover(settings.coordinator.clone(), strategy, durable, now)
@@ -391,6 +394,6 @@ pub fn activation_record(activation: &Activation, source: &StrategySource) -> Ac
         version: activation.compiled.info.version.clone(),
         config: activation.config.clone(),
         cause: activation.cause,
-        at_ms: activation.at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
+        at_ms: activation.at,
     }
 }

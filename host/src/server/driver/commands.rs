@@ -1,5 +1,6 @@
 //! What the coordinators' commands do on the driver: persists join the
-//! turn, messages go to the sessions (through `wire.rs`'s mapping), replies
+//! turn, messages go to the sessions (the wire's `NodeMessage`s, as the
+//! coordinator made them), replies
 //! to whoever waits, observations to the metrics and the log.
 
 use super::{Driver, Waiter, request, sessions};
@@ -29,7 +30,7 @@ impl Driver {
                     self.batches.insert(entity_type.to_owned(), batch);
                 }
                 Command::Send { to, message } => {
-                    if let Err(why) = self.sessions.send(entity_type, &to, message.into())
+                    if let Err(why) = self.sessions.send(entity_type, &to, message)
                         && why != sessions::Undelivered::NoRoute
                     {
                         tracing::warn!(r#type = entity_type, region = %to, ?why, "closed a region session");

@@ -5,9 +5,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::catalog::{CatalogSettings, TypeCatalog};
-use super::clock::StampSequence;
 use super::sessions::Sessions;
 use super::{Driver, DriverError, DriverSettings};
+use crate::clock::StampSequence;
 use crate::coordinator::Millis;
 use crate::engine::Engine;
 use crate::server::metrics::Metrics;
@@ -48,6 +48,7 @@ impl Driver {
             limits: settings.limits,
             auto_rollback: settings.auto_rollback,
             default_strategy: settings.default_strategy.clone(),
+            clocks: settings.clocks.clone(),
         };
         let catalog = TypeCatalog::new(engine, store.clone(), metrics.clone(), catalog_settings, loaded.components);
         // Placement writes are ordered after every one the store holds.

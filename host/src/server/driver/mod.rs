@@ -32,11 +32,10 @@
 //!
 //! The thread itself ([`start`]) only waits for inputs or the next tick and
 //! calls [`Driver::step`] with the coordinator's monotonic time
-//! (`clock.rs`); tests call `step` directly.
+//! (`crate::clock`); tests call `step` directly.
 
 mod admin;
 pub mod catalog;
-pub mod clock;
 mod commands;
 mod components;
 mod deletion;
@@ -116,8 +115,8 @@ pub struct DriverSettings {
     pub term: u64,
     /// Where the decision events go once their turn is committed.
     pub events: Arc<EventHub>,
-    /// The clocks the driver's thread reads (`clock.rs`).
-    pub clocks: Arc<dyn clock::Clocks>,
+    /// The clocks the driver's thread reads (`crate::clock`).
+    pub clocks: Arc<dyn crate::clock::Clocks>,
 }
 
 impl Default for DriverSettings {
@@ -133,7 +132,7 @@ impl Default for DriverSettings {
             lease: None,
             term: 1,
             events: Arc::default(),
-            clocks: Arc::new(clock::SystemClocks::new()),
+            clocks: Arc::new(crate::clock::SystemClocks::new()),
         }
     }
 }
@@ -213,7 +212,7 @@ pub struct Driver {
     now: Millis,
     next_tick: Millis,
     next_gauges: Millis,
-    stamps: clock::StampSequence,
+    stamps: crate::clock::StampSequence,
     /// Placement writes waiting or under way, a slice per turn.
     writes: writes::PlacementWrites,
 }

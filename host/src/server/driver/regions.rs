@@ -11,7 +11,7 @@ use shardalloc_proto::protocol::{NodeMessage, RegionMessage, Register};
 
 use super::sessions::SessionId;
 use super::{Driver, Waiter};
-use crate::coordinator::{Command, Event, OperatorRequest, ToRegion};
+use crate::coordinator::{Command, Event, OperatorRequest};
 
 impl Driver {
     pub(super) fn on_region(&mut self, session: SessionId, message: RegionMessage) {
@@ -81,18 +81,18 @@ impl Driver {
         // registration, the region limit); the session is routed only if it
         // accepts, so a refusal reaches the session that asked and the live
         // incarnation's session keeps its route.
-        let (address, incarnation, sequence) = (register.address.clone(), register.incarnation, register.sequence);
-        let event = Event::Register { now: self.now, registration: register.into(), sequence };
+        let (address, incarnation) = (register.address.clone(), register.incarnation);
+        let event = Event::Register { now: self.now, register };
         let Ok(entry) = self.catalog.get_mut(&entity_type) else { return };
         let mut commands = entry.coordinator.handle(event);
         let refusal = commands.iter().position(|command| {
-            matches!(command, Command::Send { to, message: ToRegion::RegisterRefused { .. } } if *to == address)
+            matches!(command, Command::Send { to, message: NodeMessage::RegisterRefused { .. } } if *to == address)
         });
         match refusal {
             Some(at) => {
                 let Command::Send { message, .. } = commands.remove(at) else { unreachable!("matched above") };
                 tracing::warn!(r#type = %entity_type, %address, incarnation, ?message, "registration refused");
-                let _ = self.sessions.send_to(session, message.into());
+                let _ = self.sessions.send_to(session, message);
             }
             None => self.sessions.register(session, &address, incarnation),
         }

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::clock::{Clocks, coordinator_time};
 use super::handle::ADMIN_QUEUE;
 use super::progress::Progress;
 use super::request::AdminRequest;
@@ -15,6 +14,7 @@ use super::{
     Driver, DriverError, DriverHandle, DriverSettings, Flow, INPUT_QUEUE, Input, MAX_ADMIN_PER_TURN,
     MAX_INPUTS_PER_TURN,
 };
+use crate::clock::{Clocks, coordinator_time};
 use crate::engine::Engine;
 use crate::server::metrics::Metrics;
 use crate::store::Store;

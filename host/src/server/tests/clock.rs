@@ -9,8 +9,8 @@ use shardalloc_proto::protocol::{NodeMessage, RegionMessage, Register};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{engine, settings_with};
+use crate::clock::SteppedClocks;
 use crate::coordinator::{Config, Millis};
-use crate::server::driver::clock::SteppedClocks;
 use crate::server::driver::request::{AdminRequest, Operation};
 use crate::server::driver::{Driver, DriverHandle, DriverSettings, Input};
 use crate::server::metrics::Metrics;

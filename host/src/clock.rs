@@ -1,4 +1,5 @@
-//! The driver's clocks, behind one trait so tests can step them.
+//! The node's clocks, behind one trait so tests can step them: the one
+//! home of time for the driver and the strategy slots.
 //!
 //! Every duration the coordinators measure (leases, heartbeat and removal
 //! timeouts, hand-off deadlines, rebalance intervals, tombstone retention)
@@ -9,6 +10,10 @@
 //! placement was written) stay readable, but it then moves only with
 //! `Instant`. A new leader anchors its own, and gives every region a whole
 //! lease from its start.
+//!
+//! The strategy slots (`engine::slot`) read the same clocks: the
+//! auto-rollback window on the monotonic one, activation times on the wall
+//! clock.
 //!
 //! [`Clocks::wall`] is the wall clock: only for timestamps shown to people.
 //! Nothing is ordered by either clock: placements are ordered by the order
@@ -24,7 +29,7 @@
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use crate::coordinator::Millis;
+use shardalloc_proto::protocol::Millis;
 
 /// The driver's two clocks. See the module documentation.
 pub trait Clocks: Send + Sync + std::fmt::Debug {
