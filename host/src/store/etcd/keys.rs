@@ -71,6 +71,11 @@ impl Keys {
         format!("{}leader", self.prefix)
     }
 
+    /// The key naming the node that migrates the store now (`migrate.rs`).
+    pub fn migrating(&self) -> String {
+        format!("{}migrating", self.prefix)
+    }
+
     /// One part of the turn that made `revision`.
     pub fn log_part(&self, revision: u64, part: u32) -> String {
         format!("{}log/{revision:020}/{part:04}", self.prefix)

@@ -109,7 +109,7 @@ fn refusal(inner: &Inner, based_on: Revision) -> StoreError {
 }
 
 /// A number no other commit of any process uses for its parts.
-fn nonce() -> u64 {
+pub(super) fn nonce() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();

@@ -5,15 +5,21 @@
 //!    goes when its lease runs out).
 //! 2. The state is read as schema 1 (checkpoint and log) at one etcd
 //!    revision.
-//! 3. Every key of that revision but the blobs and the leader's is copied
-//!    under `{prefix}v1/` (one put a request: each value is at most a chunk
-//!    or a log part), after deleting what an earlier attempt left there.
+//! 3. The node takes the migration over: in one transaction it deletes
+//!    what an earlier attempt left under `{prefix}v1/` and writes its own
+//!    token to `{prefix}migrating`. Every key of that revision but the
+//!    blobs and the leader's is then copied under `{prefix}v1/` (one put a
+//!    request: each value is at most a chunk or a log part), each put only
+//!    while the token is still this node's. A node that starts migrating
+//!    later takes over, and the earlier one, its next write refused, waits
+//!    (at most [`TAKEN_OVER_WAIT`]) for the later one's switch: the copy
+//!    that stands is always one node's whole copy.
 //! 4. The state is written as a schema-2 checkpoint's chunks
 //!    (`checkpoint-v2/`, which schema 1 never reads).
 //! 5. One transaction makes schema 2 visible: if the schema, the revision
 //!    and the absent leader are unchanged, it points `checkpoint` to the
-//!    new chunks, deletes the schema-1 log and checkpoint data, and moves
-//!    `schema` to 2. Until it succeeds the store is the schema-1 store it
+//!    new chunks, deletes the schema-1 log and checkpoint data and the
+//!    token, and moves `schema` to 2 (only while the token is this node's). Until it succeeds the store is the schema-1 store it
 //!    was (a crash midway only leaves keys no schema-1 reader looks at), so
 //!    the next start migrates again.
 //!
@@ -25,6 +31,10 @@ use shardalloc_etcd::ops;
 
 use super::{BACKEND, Inner, checkpoint, log};
 use crate::store::{SCHEMA_VERSION, StoreError};
+
+/// How long a node whose migration another node took over waits for that
+/// node to finish before it gives up (and says to start again).
+pub const TAKEN_OVER_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 fn refused(detail: String) -> StoreError {
     StoreError::Backend { backend: BACKEND, source: detail.into() }
@@ -53,15 +63,22 @@ pub(super) fn migrate(inner: &Inner, found: u64) -> Result<(), StoreError> {
     // Every write below holds only while the store is still at `found`: a
     // node migrating beside this one never has its copy or switch undone.
     let unchanged = || vec![ops::value_is(keys.schema(), found.to_string())];
+    let (owner, token) = (keys.migrating(), super::log::nonce().to_string());
+    let mine = || {
+        let mut compares = unchanged();
+        compares.push(ops::value_is(owner.clone(), token.clone()));
+        compares
+    };
 
-    // The copy of every schema-1 key, as of `at`.
+    // The copy of every schema-1 key, as of `at`, by this node alone.
     let copy = keys.v1_copy();
     let copy_end = String::from_utf8(ops::prefix_end(copy.as_bytes())).expect("a prefix ending in `/`");
-    if !inner.txn(ops::txn(unchanged(), vec![ops::delete_range(copy.clone(), copy_end)], Vec::new()))?.succeeded {
+    let take_over = vec![ops::delete_range(copy.clone(), copy_end), ops::put(owner.clone(), token.clone())];
+    if !inner.txn(ops::txn(unchanged(), take_over, Vec::new()))?.succeeded {
         return migrated_elsewhere(inner, found);
     }
     let prefix_end = String::from_utf8(ops::prefix_end(keys.prefix().as_bytes())).expect("a UTF-8 prefix");
-    let skipped = [keys.blobs(), keys.leader(), copy.clone()];
+    let skipped = [keys.blobs(), keys.leader(), copy.clone(), owner.clone()];
     let mut copied = 0usize;
     for kv in inner.range(keys.prefix().to_owned(), &prefix_end, at, 1_000, true)? {
         let key = String::from_utf8(kv.key).map_err(|e| super::corrupt("a key", e))?;
@@ -70,8 +87,8 @@ pub(super) fn migrate(inner: &Inner, found: u64) -> Result<(), StoreError> {
         }
         let Some(value) = inner.get_one(key.clone(), at)? else { continue };
         let name = &key[keys.prefix().len()..];
-        if !inner.txn(ops::txn(unchanged(), vec![ops::put(format!("{copy}{name}"), value)], Vec::new()))?.succeeded {
-            return migrated_elsewhere(inner, found);
+        if !inner.txn(ops::txn(mine(), vec![ops::put(format!("{copy}{name}"), value)], Vec::new()))?.succeeded {
+            return taken_over(inner, found);
         }
         copied += 1;
     }
@@ -80,6 +97,7 @@ pub(super) fn migrate(inner: &Inner, found: u64) -> Result<(), StoreError> {
     let revision_key = keys.revision();
     let mut compares = vec![
         ops::value_is(keys.schema(), found.to_string()),
+        ops::value_is(owner.clone(), token.clone()),
         ops::version_is(keys.leader(), 0),
         if revision == 0 {
             ops::version_is(revision_key, 0)
@@ -91,6 +109,7 @@ pub(super) fn migrate(inner: &Inner, found: u64) -> Result<(), StoreError> {
         ops::delete_range(keys.log_start(), keys.log_end()),
         ops::delete_range(keys.v1_checkpoint_data_start(), keys.v1_checkpoint_data_end()),
         ops::put(keys.schema(), SCHEMA_VERSION.to_string()),
+        ops::delete(owner.clone()),
     ];
     let mut bytes = 0;
     if revision > 0 {
@@ -104,6 +123,9 @@ pub(super) fn migrate(inner: &Inner, found: u64) -> Result<(), StoreError> {
     if !inner.txn(ops::txn(compares, writes, Vec::new()))?.succeeded {
         if schema_now(inner)? == Some(SCHEMA_VERSION) {
             return migrated_elsewhere(inner, found);
+        }
+        if owner_now(inner)?.as_deref() != Some(token.as_str()) {
+            return taken_over(inner, found);
         }
         return Err(refused(format!(
             "{what} changed while it was migrated from schema {found} (a node of the older version wrote to it); \
@@ -131,6 +153,34 @@ pub(super) fn migrate(inner: &Inner, found: u64) -> Result<(), StoreError> {
          delete them"
     );
     Ok(())
+}
+
+/// The token of the node migrating the store now, if any.
+fn owner_now(inner: &Inner) -> Result<Option<String>, StoreError> {
+    let kvs = inner.get(ops::range(inner.keys.migrating()))?;
+    Ok(kvs.first().map(|kv| String::from_utf8_lossy(&kv.value).into_owned()))
+}
+
+/// Another node took this node's migration over (or finished it): wait, at
+/// most [`TAKEN_OVER_WAIT`], for the store to reach the current schema.
+fn taken_over(inner: &Inner, found: u64) -> Result<(), StoreError> {
+    let until = std::time::Instant::now() + TAKEN_OVER_WAIT;
+    loop {
+        match schema_now(inner)? {
+            Some(SCHEMA_VERSION) => return migrated_elsewhere(inner, found),
+            Some(schema) if schema == found && std::time::Instant::now() < until => {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            _ => {
+                return Err(refused(format!(
+                    "{} was being migrated from schema {found} by another node, which took the migration over \
+                     from this one and has not finished it within {} s: start this node again",
+                    inner.describe,
+                    TAKEN_OVER_WAIT.as_secs()
+                )));
+            }
+        }
+    }
 }
 
 /// The schema the store holds now, if it says.
