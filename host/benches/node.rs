@@ -157,7 +157,18 @@ fn serve_rss_mib(data: &std::path::Path) -> (f64, f64, Duration) {
         .spawn()
         .expect("start the node");
     let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    assert!(lines.any(|l| l.is_ok_and(|l| l.contains("listening"))), "the node did not start");
+    let mut listening = false;
+    for line in lines.by_ref().map_while(Result::ok) {
+        // Where the start went: the store's read and the coordinators' recovery.
+        if line.contains("read_ms") {
+            println!("node: {}", line.trim());
+        }
+        if line.contains("listening") {
+            listening = true;
+            break;
+        }
+    }
+    assert!(listening, "the node did not start");
     let load = started.elapsed();
     let at_start = rss_mib(child.id());
     std::thread::sleep(Duration::from_secs(15));
@@ -170,7 +181,12 @@ fn serve_rss_mib(data: &std::path::Path) -> (f64, f64, Duration) {
 /// Not a timing: prints the resident memory a node needs for 1,000 regions
 /// and 1,000,000 shards, loaded from its store as after a restart.
 fn memory(_: &mut Criterion) {
-    let data = tempfile::tempdir().unwrap();
+    let mut data = tempfile::tempdir().unwrap();
+    // To profile a start by hand: `SHARDALLOC_BENCH_KEEP=1` keeps the store.
+    if std::env::var_os("SHARDALLOC_BENCH_KEEP").is_some() {
+        data.disable_cleanup(true);
+        println!("the store is kept in {}", data.path().display());
+    }
     {
         let store = RedbStore::open(data.path()).unwrap();
         let mut revision = 0;

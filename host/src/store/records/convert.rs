@@ -346,10 +346,10 @@ impl From<Durable> for core::Durable {
             signal: d.signal,
             ..core::Durable::default()
         };
-        for (shard, home) in d.homes {
-            let home = durable.interned.home(home.into());
-            durable.homes.insert(shard, home);
-        }
+        // Built in one go (full B-tree nodes), the homes sharing their
+        // addresses and reasons.
+        let interned = &mut durable.interned;
+        durable.homes = d.homes.into_iter().map(|(shard, home)| (shard, interned.home(home.into()))).collect();
         durable
     }
 }
