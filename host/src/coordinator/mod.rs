@@ -94,7 +94,7 @@ pub use event::{Event, Millis, OperatorRequest, RequestId};
 /// region's [`Register`] as sent and answers with [`NodeMessage`]s, so the
 /// wire and the core cannot drift apart (the driver maps nothing).
 pub use shardalloc_proto::protocol::{NodeMessage, Register};
-pub use state::{Change, Durable, Home, PlacementEntry, RegionRecord, Stamp};
+pub use state::{Change, Durable, Home, Interned, PlacementEntry, RegionRecord, Stamp};
 
 use crate::strategy::ClusterView;
 use crate::strategy::external::ExternalAllocation;

@@ -180,7 +180,8 @@ pub struct Durable {
 /// strings, not a million. Derived data: never compared, never stored.
 #[derive(Debug, Clone, Default)]
 pub struct Interned {
-    addresses: std::collections::HashSet<Arc<str>>,
+    /// foldhash, not SipHash: a start looks an address up once per home.
+    addresses: std::collections::HashSet<Arc<str>, foldhash::fast::RandomState>,
     /// The most recent distinct reasons (at most [`INTERNED_REASONS`]).
     reasons: Vec<Arc<AllocationReason>>,
 }
@@ -205,17 +206,42 @@ impl Interned {
                 home.region
             }
         };
-        let reason = match self.reasons.iter().position(|r| **r == *home.reason) {
+        let Home { reason, at, .. } = home;
+        let reason = self.reason_by(|r| *r == *reason, || reason.clone());
+        Home { region, reason, at }
+    }
+
+    /// `address`, shared with the homes that name it; allocated only the
+    /// first time (the store's start reads addresses it has not copied).
+    pub fn address(&mut self, address: &str) -> Arc<str> {
+        match self.addresses.get(address) {
+            Some(shared) => shared.clone(),
+            None => {
+                let shared: Arc<str> = Arc::from(address);
+                self.addresses.insert(shared.clone());
+                shared
+            }
+        }
+    }
+
+    /// The kept reason that is `same`, or the one `make` builds, kept
+    /// from now on (the oldest is let go past [`INTERNED_REASONS`]).
+    pub fn reason_by(
+        &mut self,
+        same: impl Fn(&AllocationReason) -> bool,
+        make: impl FnOnce() -> Arc<AllocationReason>,
+    ) -> Arc<AllocationReason> {
+        match self.reasons.iter().position(|r| same(r)) {
             Some(i) => self.reasons[i].clone(),
             None => {
                 if self.reasons.len() == INTERNED_REASONS {
                     self.reasons.remove(0);
                 }
-                self.reasons.push(home.reason.clone());
-                home.reason
+                let reason = make();
+                self.reasons.push(reason.clone());
+                reason
             }
-        };
-        Home { region, reason, at: home.at }
+        }
     }
 
     /// Forgets an address no home uses any more (its region was removed).

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use super::{
-    Activation, Cause, Change, Checkpoint, Component, Declaration, Durable, Fault, Home, HomeRow, LoadedType,
-    Placement, Reason, Region, Stamp, Turn, TypeRow,
+    Activation, Cause, Change, Checkpoint, Component, Declaration, Durable, Fault, Home, HomeRef, HomeRow, HomeRowRef,
+    LoadedType, Placement, Reason, ReasonRef, Region, Stamp, Turn, TypeRow,
 };
 use crate::coordinator as core;
 use crate::store::{self, ActivationRecord, ComponentRecord, Loaded, TypeRecord};
@@ -89,12 +89,51 @@ impl From<Reason> for AllocationReason {
             Reason::Refused(text) => AllocationReason::Fallback(StrategyError::Refused(text)),
             Reason::Invalid(text) => AllocationReason::Fallback(StrategyError::Invalid(text)),
             Reason::Fault { kind, detail } => {
-                let kind = match kind {
-                    Fault::Trap => FaultKind::Trap,
-                    Fault::Deadline => FaultKind::Deadline,
-                    Fault::Memory => FaultKind::Memory,
-                };
-                AllocationReason::Fallback(StrategyError::Fault { kind, detail })
+                AllocationReason::Fallback(StrategyError::Fault { kind: kind.into(), detail })
+            }
+        }
+    }
+}
+
+impl From<Fault> for FaultKind {
+    fn from(kind: Fault) -> Self {
+        match kind {
+            Fault::Trap => FaultKind::Trap,
+            Fault::Deadline => FaultKind::Deadline,
+            Fault::Memory => FaultKind::Memory,
+        }
+    }
+}
+
+impl ReasonRef<'_> {
+    /// Whether it reads as `reason`, compared without copying.
+    fn is(&self, reason: &AllocationReason) -> bool {
+        match (self, reason) {
+            (ReasonRef::Placement, AllocationReason::Placement) => true,
+            (ReasonRef::Strategy { name, version }, AllocationReason::Strategy { name: n, version: v }) => {
+                name == n && version == v
+            }
+            (ReasonRef::Refused(text), AllocationReason::Fallback(StrategyError::Refused(t)))
+            | (ReasonRef::Invalid(text), AllocationReason::Fallback(StrategyError::Invalid(t))) => text == t,
+            (
+                ReasonRef::Fault { kind, detail },
+                AllocationReason::Fallback(StrategyError::Fault { kind: k, detail: d }),
+            ) => FaultKind::from(*kind) == *k && detail == d,
+            _ => false,
+        }
+    }
+
+    /// The core's reason, copied.
+    fn to_core(&self) -> AllocationReason {
+        match *self {
+            ReasonRef::Placement => AllocationReason::Placement,
+            ReasonRef::Strategy { name, version } => {
+                AllocationReason::Strategy { name: name.to_owned(), version: version.to_owned() }
+            }
+            ReasonRef::Refused(text) => AllocationReason::Fallback(StrategyError::Refused(text.to_owned())),
+            ReasonRef::Invalid(text) => AllocationReason::Fallback(StrategyError::Invalid(text.to_owned())),
+            ReasonRef::Fault { kind, detail } => {
+                AllocationReason::Fallback(StrategyError::Fault { kind: kind.into(), detail: detail.to_owned() })
             }
         }
     }
@@ -263,6 +302,28 @@ impl From<TypeRow> for (Option<TypeRecord>, Option<String>, u64) {
     fn from(row: TypeRow) -> Self {
         (row.record.map(Into::into), row.signal, row.next_join_order)
     }
+}
+
+/// A schema-2 `homes` row read in place: its region's address (borrowed
+/// from `bytes`, for the caller to resolve against the regions it holds),
+/// its reason shared through `interned`, its time and allocation order.
+/// Nothing is copied but a reason met for the first time: the same values
+/// as decoding a [`HomeRow`], without its allocations.
+pub fn read_home_row<'a>(bytes: &'a [u8], interned: &mut core::Interned) -> Result<(&'a str, HomeRead), String> {
+    let HomeRowRef { home: HomeRef { region, reason, at }, order } = super::decode(bytes)?;
+    let reason = interned.reason_by(|kept| reason.is(kept), || Arc::new(reason.to_core()));
+    Ok((region, HomeRead { reason, at, order }))
+}
+
+/// What [`read_home_row`] reads besides the region.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HomeRead {
+    /// Why, shared.
+    pub reason: Arc<AllocationReason>,
+    /// When (milliseconds).
+    pub at: u64,
+    /// Its allocation order.
+    pub order: u64,
 }
 
 /// redb's `homes` row of a home.

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use super::{checkpoint, decode, decode_as, encode, home_row, turn, type_row};
-use crate::coordinator::{Change, Home, PlacementEntry, RegionRecord, Stamp};
+use super::{checkpoint, decode, decode_as, encode, home_row, read_home_row, turn, type_row};
+use crate::coordinator::{Change, Home, Interned, PlacementEntry, RegionRecord, Stamp};
 use crate::store::{ActivationRecord, ComponentRecord, Loaded, MemoryStore, Store, Turn, TypeRecord};
 use crate::strategy::external::AllocationReason;
 use crate::strategy::{ActivationCause, FaultKind, StrategyError, StrategySource};
@@ -137,7 +137,14 @@ fn redb_rows_round_trip() {
         let want = home("r9", reason);
         let bytes = encode(&home_row(&want, 77));
         let (back, order): (Home, u64) = decode_as::<super::v1::HomeRow, super::HomeRow, _>(2, &bytes).unwrap();
-        assert_eq!((back, order), (want, 77));
+        assert_eq!((&back, order), (&want, 77));
+        // Read in place, as a start reads it: the same values.
+        let mut interned = Interned::default();
+        let (region, read) = read_home_row(&bytes, &mut interned).unwrap();
+        assert_eq!((region, &*read.reason, read.at, read.order), (&*want.region, &*want.reason, want.at, 77));
+        // A second row with the same reason shares it.
+        let again = read_home_row(&bytes, &mut interned).unwrap().1;
+        assert!(Arc::ptr_eq(&read.reason, &again.reason), "{want:?}");
     }
     let record = TypeRecord { strategy: StrategySource::Builtin("least-shard".into()), config: String::new() };
     for (record, signal) in [(Some(&record), Some("{}")), (None, None)] {
@@ -174,5 +181,8 @@ fn damage_is_an_error() {
     let mut long = bytes.clone();
     long.push(0);
     assert!(decode::<super::HomeRow>(&long).is_err(), "bytes after the record");
+    let mut interned = Interned::default();
+    assert!(read_home_row(&bytes[..bytes.len() - 1], &mut interned).is_err(), "a short record, in place");
+    assert!(read_home_row(&long, &mut interned).is_err(), "bytes after the record, in place");
     assert!(decode_as::<super::v1::HomeRow, super::HomeRow, (Home, u64)>(3, &bytes).is_err(), "another schema");
 }
