@@ -133,3 +133,45 @@ async fn hot_swap_and_rollback_under_load_fail_no_home_lookup() {
         region.shutdown().await;
     }
 }
+
+/// The four built-ins as `shardalloc:strategy@0.1.0` built them
+/// (`contracts/strategy-0.1/`, guarded in the engine by
+/// `contract_strategy.rs`) run in a node: each is uploaded, activated and
+/// chooses the homes of new shards, by its own name.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_0_1_builtins_run_in_a_node() {
+    let node = Node::start(&fast_args(&[])).await;
+    let journal = Journal::default();
+    let network = InMemoryTransport::new();
+    let regions = vec![
+        node.region("cart", "a", &journal, &network, |_| {}),
+        node.region("cart", "b", &journal, &network, |_| {}),
+    ];
+    for region in &regions {
+        registered(region).await;
+    }
+    let admin = node.admin();
+    for name in ["least-shard", "hash", "capacity", "zone"] {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../contracts/strategy-0.1/{name}.wasm"));
+        let stored = admin.upload_strategy(std::fs::read(&path).unwrap()).await.unwrap();
+        assert_eq!(stored.name, name, "{stored:?}");
+        let request = ActivateRequest { strategy: stored.digest.clone(), config: None, force: false };
+        let activated = admin.activate("cart", &request).await.unwrap();
+        assert_eq!(activated.active.name, name, "{activated:?}");
+        for n in 0..10 {
+            let shard = format!("{name}-{n}");
+            let home = tokio::time::timeout(Duration::from_secs(20), regions[n % 2].home_of(&shard))
+                .await
+                .unwrap_or_else(|_| panic!("{shard}: no home in 20 s"))
+                .unwrap_or_else(|e| panic!("{shard}: {e}"));
+            let state = admin.shard("cart", &shard).await.unwrap();
+            assert_eq!(state.home.as_deref(), Some(home.as_str()), "{state:?}");
+            let detail = state.detail.clone().unwrap_or_default();
+            assert!(detail.starts_with(&format!("{name}@")), "{shard} was placed by {detail}, not {name}: {state:?}");
+        }
+    }
+    for region in regions {
+        region.shutdown().await;
+    }
+}
