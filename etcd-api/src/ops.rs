@@ -101,6 +101,18 @@ pub fn txn_reads(answer: &pb::TxnResponse) -> impl Iterator<Item = &[KeyValue]> 
     })
 }
 
+/// How many keys a transaction's deletes removed, over all its operations.
+pub fn txn_deleted(answer: &pb::TxnResponse) -> i64 {
+    answer
+        .responses
+        .iter()
+        .filter_map(|op| match &op.response {
+            Some(response_op::Response::ResponseDeleteRange(deleted)) => Some(deleted.deleted),
+            _ => None,
+        })
+        .sum()
+}
+
 /// The etcd revision an answer was made at (0 without a header).
 pub fn revision_of(header: Option<&pb::ResponseHeader>) -> i64 {
     header.map(|h| h.revision).unwrap_or(0)

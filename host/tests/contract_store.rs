@@ -610,3 +610,69 @@ fn an_etcd_store_of_a_newer_schema_is_refused() {
     let message = error.to_string();
     assert!(message.contains("schema version 3") && message.contains("up to 2"), "{message}");
 }
+
+/// `shardalloc store drop-v1 …`: (exit code, stdout, stderr).
+fn drop_v1(args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_shardalloc"))
+        .args(["store", "drop-v1"])
+        .args(args)
+        .env("SHARDALLOC_CACHE_DIR", "off")
+        .output()
+        .expect("run shardalloc");
+    let text = |bytes: Vec<u8>| String::from_utf8(bytes).unwrap();
+    (out.status.code().unwrap_or(-1), text(out.stdout), text(out.stderr))
+}
+
+#[test]
+fn store_drop_v1_drops_the_copy_a_redb_migration_kept() {
+    let (dir, store) = open_redb(1);
+    drop(store);
+    let copy = dir.path().join(V1_COPY);
+    let size = std::fs::metadata(&copy).expect("the migration kept a copy").len();
+    let data = dir.path().to_str().unwrap();
+    let (status, out, err) = drop_v1(&["--data", data]);
+    assert_eq!(status, 0, "{err}");
+    assert!(out.contains("dropped") && out.contains(&format!("({size} bytes)")), "{out}");
+    assert!(!copy.exists(), "the copy is still there");
+    check(&RedbStore::open(dir.path()).expect("the store opens without its copy"), 1, "redb (its copy dropped)");
+    let (status, out, err) = drop_v1(&["--data", data]);
+    assert_eq!(status, 0, "{err}");
+    assert!(out.contains("nothing to drop"), "{out}");
+}
+
+#[test]
+fn store_drop_v1_drops_the_keys_an_etcd_migration_kept() {
+    let etcd = Etcd::start();
+    let keys = dumped(&etcd, 1);
+    let prefix = "/dropped/";
+    restore(&etcd, &keys, prefix);
+    let args = ["--etcd", etcd.url.as_str(), "--etcd-prefix", prefix];
+    // Not migrated yet: its schema-1 keys are the store, not a copy.
+    let (status, _, err) = drop_v1(&args);
+    assert_eq!(status, 1, "a schema-1 store's keys were dropped");
+    assert!(err.contains("schema 1") && err.contains('2'), "{err}");
+    assert_eq!(get(&etcd, &format!("{prefix}schema")).as_deref(), Some(&b"1"[..]), "the refusal wrote");
+    // Migrated, with its copy kept.
+    let store = open_etcd(&etcd, 1, prefix);
+    let kept: Vec<&DumpedKey> = keys.iter().filter(|k| !k.key.starts_with("blobs/")).collect();
+    // Refused while a node migrates it (its token in `migrating`).
+    let (runtime, client) = client(&etcd);
+    let put = ops::txn(Vec::new(), vec![ops::put(format!("{prefix}migrating"), "token")], Vec::new());
+    runtime.block_on(client.txn(put)).unwrap();
+    let refused = store.drop_v1_copy().expect_err("dropped during a migration");
+    assert!(refused.to_string().contains("being migrated"), "{refused}");
+    let delete = ops::txn(Vec::new(), vec![ops::delete(format!("{prefix}migrating"))], Vec::new());
+    runtime.block_on(client.txn(delete)).unwrap();
+    assert!(get(&etcd, &format!("{prefix}v1/{}", kept[0].key)).is_some(), "the refusal dropped keys");
+
+    let (status, out, err) = drop_v1(&args);
+    assert_eq!(status, 0, "{err}");
+    assert!(out.contains(&format!("dropped {} keys under {prefix}v1/", kept.len())), "{out}");
+    for key in &kept {
+        assert_eq!(get(&etcd, &format!("{prefix}v1/{}", key.key)), None, "{} is still kept", key.key);
+    }
+    check(&open_etcd(&etcd, 2, prefix), 1, "etcd.json (its copy dropped)");
+    let (status, out, err) = drop_v1(&args);
+    assert_eq!(status, 0, "{err}");
+    assert!(out.contains("nothing to drop"), "{out}");
+}

@@ -1,5 +1,6 @@
 //! `shardalloc store`: looks at a node's data directory while the node is
-//! stopped, and copies it into etcd (moving a node alone to several nodes).
+//! stopped, copies it into etcd (moving a node alone to several nodes), and
+//! drops the copy of a schema-1 store a migration kept.
 
 use std::path::PathBuf;
 
@@ -17,6 +18,27 @@ pub enum StoreCommand {
     /// Copy a stopped node's embedded store into an empty etcd prefix, with
     /// every uploaded component: then start nodes with `--etcd`.
     Copy(CopyArgs),
+    /// Delete the copy of the schema-1 store a migration kept (the data
+    /// directory's `shardalloc.v1.redb`, or etcd's `{prefix}v1/` keys):
+    /// after it, the store cannot go back to a shardalloc of schema 1.
+    #[command(name = "drop-v1")]
+    DropV1(DropV1Args),
+}
+
+/// `shardalloc store drop-v1` flags: one store, embedded or etcd.
+#[derive(Debug, Args)]
+#[group(skip)]
+#[command(group = clap::ArgGroup::new("store").required(true).args(["data", "etcd"]))]
+pub struct DropV1Args {
+    /// The node's data directory (embedded store).
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// etcd client URLs, comma-separated.
+    #[arg(long, value_name = "URL[,URL…]", value_delimiter = ',')]
+    etcd: Option<Vec<String>>,
+    /// The store's key prefix in etcd.
+    #[arg(long, default_value = shardalloc::store::etcd::DEFAULT_PREFIX, requires = "etcd")]
+    etcd_prefix: String,
 }
 
 /// `shardalloc store copy` flags.
@@ -51,7 +73,34 @@ pub fn run(command: StoreCommand) -> anyhow::Result<()> {
     match command {
         StoreCommand::Check(args) => check(&args),
         StoreCommand::Copy(args) => copy(&args),
+        StoreCommand::DropV1(args) => drop_v1(&args),
     }
+}
+
+fn drop_v1(args: &DropV1Args) -> anyhow::Result<()> {
+    if let Some(dir) = &args.data {
+        let copy = super::shown(&dir.join(V1_COPY).display().to_string()).to_string();
+        match shardalloc::store::redb::drop_v1_copy(dir)? {
+            Some(bytes) => println!("dropped {copy} ({bytes} bytes): the store can no longer go back to schema 1"),
+            None => println!("no copy of a schema-1 store is kept in {}: nothing to drop", dir.display()),
+        }
+    }
+    if let Some(endpoints) = &args.etcd {
+        // Not migrated here: a store of schema 1 is refused, naming both
+        // versions (its schema-1 keys are the store itself, not a copy).
+        let config =
+            EtcdConfig { prefix: args.etcd_prefix.clone(), migrate: false, ..EtcdConfig::new(endpoints.clone()) };
+        let store = EtcdStore::open(&config)?;
+        let copy = format!("{}v1/", args.etcd_prefix);
+        match store.drop_v1_copy()? {
+            0 => println!("no copy of a schema-1 store is kept under {copy} in {}: nothing to drop", store.describe()),
+            keys => println!(
+                "dropped {keys} keys under {copy} in {}: the store can no longer go back to schema 1",
+                store.describe()
+            ),
+        }
+    }
+    Ok(())
 }
 
 fn copy(args: &CopyArgs) -> anyhow::Result<()> {

@@ -271,6 +271,23 @@ impl RedbStore {
     }
 }
 
+/// Deletes the copy of the schema-1 file a migration kept in `dir`
+/// ([`V1_COPY`], `shardalloc store drop-v1`); answers its size, `None`
+/// when there is none. Safe while a node runs (it never reads the copy)
+/// and after a migration that did not finish (the store is then still the
+/// whole schema-1 file, and the next migration copies it again).
+pub fn drop_v1_copy(dir: &Path) -> Result<Option<u64>, StoreError> {
+    let copy = dir.join(V1_COPY);
+    let io = |error| StoreError::Io { path: copy.display().to_string(), error };
+    let bytes = match std::fs::metadata(&copy) {
+        Ok(metadata) => metadata.len(),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(io(error)),
+    };
+    std::fs::remove_file(&copy).map_err(io)?;
+    Ok(Some(bytes))
+}
+
 /// Sets a file's or directory's mode.
 fn owner_only(path: &Path, mode: u32) -> std::io::Result<()> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))

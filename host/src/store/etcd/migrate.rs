@@ -155,6 +155,38 @@ pub(super) fn migrate(inner: &Inner, found: u64) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Deletes the schema-1 keys a migration kept under `{prefix}v1/`, in one
+/// transaction that holds only while the store is at [`SCHEMA_VERSION`]
+/// and no migration is under way; answers how many keys went (0 when none
+/// was kept, or it was dropped before).
+pub(super) fn drop_copy(inner: &Inner) -> Result<i64, StoreError> {
+    let keys = &inner.keys;
+    let copy = keys.v1_copy();
+    let copy_end = String::from_utf8(ops::prefix_end(copy.as_bytes())).expect("a prefix ending in `/`");
+    let guards = vec![ops::value_is(keys.schema(), SCHEMA_VERSION.to_string()), ops::version_is(keys.migrating(), 0)];
+    let answer = inner.txn(ops::txn(guards, vec![ops::delete_range(copy, copy_end)], Vec::new()))?;
+    if answer.succeeded {
+        return Ok(ops::txn_deleted(&answer));
+    }
+    Err(refused(match (schema_now(inner)?, owner_now(inner)?) {
+        (_, Some(_)) => format!(
+            "{} is being migrated by a node now: its schema-1 copy is dropped only after the migration, \
+             try again once that node has started",
+            inner.describe
+        ),
+        (Some(schema), None) if schema < SCHEMA_VERSION => format!(
+            "{} holds schema {schema}: it is not migrated yet, so its schema-1 keys are the store itself, not a \
+             copy; start a node of this version to migrate it first",
+            inner.describe
+        ),
+        (schema, None) => format!(
+            "{} holds schema {}, not {SCHEMA_VERSION}: this shardalloc does not drop its keys",
+            inner.describe,
+            schema.map_or_else(|| "none".to_owned(), |v| v.to_string())
+        ),
+    }))
+}
+
 /// The token of the node migrating the store now, if any.
 fn owner_now(inner: &Inner) -> Result<Option<String>, StoreError> {
     let kvs = inner.get(ops::range(inner.keys.migrating()))?;

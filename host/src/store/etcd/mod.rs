@@ -225,6 +225,14 @@ impl EtcdStore {
         checkpoint::write(&self.inner)
     }
 
+    /// Drops the copy of the schema-1 keys a migration kept under
+    /// `{prefix}v1/` (`shardalloc store drop-v1`): answers how many keys
+    /// went. Refused while the store is not yet migrated, or a migration
+    /// is under way.
+    pub fn drop_v1_copy(&self) -> Result<i64, StoreError> {
+        migrate::drop_copy(&self.inner)
+    }
+
     /// Makes `loaded` (another store's whole state) this store's, when its
     /// prefix holds nothing yet (`shardalloc store copy`). Blobs are copied
     /// by the caller with [`Store::put_blob`].
