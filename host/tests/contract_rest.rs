@@ -10,6 +10,7 @@
 //! `SHARDALLOC_BLESS=1 cargo test -p shardalloc --test contract_rest`
 //! writes the fixtures instead (never when `CI` is set).
 
+mod bless;
 #[path = "contract_rest/samples.rs"]
 mod samples;
 
@@ -19,6 +20,7 @@ use std::sync::LazyLock;
 
 use serde_json::Value;
 
+use bless::blessing;
 use samples::{Sample, samples};
 
 /// The fixtures' directory.
@@ -40,17 +42,6 @@ const REGENERATE: &str = "SHARDALLOC_BLESS=1 cargo test -p shardalloc --test con
 
 const COMPATIBLE: &str = "removing, renaming or retyping a field or a word breaks clients; adding an optional \
                           field is compatible only for readers that ignore unknown fields (see contracts/README.md)";
-
-/// Whether to write the fixtures instead of comparing: `SHARDALLOC_BLESS`
-/// set (not to `0`), and `CI` not set.
-fn blessing() -> bool {
-    let bless = std::env::var("SHARDALLOC_BLESS").is_ok_and(|v| !v.is_empty() && v != "0");
-    if bless && std::env::var_os("CI").is_some() {
-        eprintln!("SHARDALLOC_BLESS is ignored when CI is set: the fixtures are compared, never written");
-        return false;
-    }
-    bless
-}
 
 /// The document's body schemas, by name.
 fn schemas() -> &'static serde_json::Map<String, Value> {

@@ -10,10 +10,12 @@
 //! are): `SHARDALLOC_BLESS=1 cargo test -p shardalloc --test
 //! contract_strategy` (ignored when `CI` is set).
 
+mod bless;
 mod common;
 
 use std::path::PathBuf;
 
+use bless::blessing;
 use common::{CONFIGURATIONS, HostSubject, engine, generous};
 use serde::{Deserialize, Serialize};
 use shardalloc::engine::instance::Sandboxed;
@@ -105,15 +107,6 @@ fn answer(
         allocations,
         rebalance: subject.rebalance(snapshot),
     }
-}
-
-fn blessing() -> bool {
-    let bless = std::env::var("SHARDALLOC_BLESS").is_ok_and(|v| !v.is_empty() && v != "0");
-    if bless && std::env::var_os("CI").is_some() {
-        eprintln!("SHARDALLOC_BLESS is ignored when CI is set: the answers are compared, never written");
-        return false;
-    }
-    bless
 }
 
 #[test]

@@ -23,6 +23,17 @@ fn names_and_causes(state: &StrategyState) -> Vec<(&str, &str)> {
     state.history.iter().map(|a| (a.name.as_str(), a.cause.as_str())).collect()
 }
 
+/// Regions `a` and `b` of type `cart` on `node`, registered.
+async fn two_regions(node: &Node, journal: &Journal) -> Vec<RegionHandle<Msg>> {
+    let network = InMemoryTransport::new();
+    let regions =
+        vec![node.region("cart", "a", journal, &network, |_| {}), node.region("cart", "b", journal, &network, |_| {})];
+    for region in &regions {
+        registered(region).await;
+    }
+    regions
+}
+
 struct Load {
     stop: Arc<AtomicBool>,
     done: Arc<AtomicU64>,
@@ -88,14 +99,7 @@ impl Load {
 async fn hot_swap_and_rollback_under_load_fail_no_home_lookup() {
     let node = Node::start(&fast_args(&[])).await;
     let journal = Journal::default();
-    let network = InMemoryTransport::new();
-    let regions = vec![
-        node.region("cart", "a", &journal, &network, |_| {}),
-        node.region("cart", "b", &journal, &network, |_| {}),
-    ];
-    for region in &regions {
-        registered(region).await;
-    }
+    let regions = two_regions(&node, &journal).await;
     let admin = node.admin();
     let load = load(&regions);
     load.progress(100, "before the upload").await;
@@ -142,14 +146,7 @@ async fn hot_swap_and_rollback_under_load_fail_no_home_lookup() {
 async fn the_0_1_builtins_run_in_a_node() {
     let node = Node::start(&fast_args(&[])).await;
     let journal = Journal::default();
-    let network = InMemoryTransport::new();
-    let regions = vec![
-        node.region("cart", "a", &journal, &network, |_| {}),
-        node.region("cart", "b", &journal, &network, |_| {}),
-    ];
-    for region in &regions {
-        registered(region).await;
-    }
+    let regions = two_regions(&node, &journal).await;
     let admin = node.admin();
     for name in ["least-shard", "hash", "capacity", "zone"] {
         let path =
