@@ -64,6 +64,7 @@ fn inspect_prints_name_version_description_schema() {
         assert!(info["version"].as_str().is_some_and(|v| !v.is_empty()));
         assert!(info["description"].as_str().is_some_and(|v| !v.is_empty()));
         assert!(info["config_schema"].is_object());
+        assert_eq!(info["contract"], "shardalloc:strategy@0.1.0", "{info}");
     }
 }
 
@@ -228,7 +229,7 @@ fn wrap_turns_a_core_module_into_a_loadable_component() {
     let core = write(dir.path(), "core.wasm", b"\0asm\x01\0\0\0");
     assert_fails(
         &["strategy", "wrap", core.to_str().unwrap(), "--out", out.to_str().unwrap()],
-        "does not implement shardalloc:strategy/allocator@0.1.0: no export named shardalloc:strategy/allocator@0.1.0 (it exports nothing)",
+        "does not implement a strategy contract this host accepts (shardalloc:strategy/allocator@0.1.0): it exports nothing",
     );
     assert!(!out.exists());
     // The host build leaves the guest core modules next to the components.
@@ -245,6 +246,7 @@ fn wrap_turns_a_core_module_into_a_loadable_component() {
 fn conform_checks_a_component_and_names_each_violation() {
     let out = lines(&shardalloc(&["strategy", "conform", "zone"]));
     assert_eq!(out.last().unwrap()["conformant"], true);
+    assert_eq!(out.last().unwrap()["contract"], "shardalloc:strategy@0.1.0", "the contract it speaks");
     let dir = tempfile::tempdir().unwrap();
     let wasm = write(dir.path(), "misbehaving.wasm", common::misbehaving_bytes());
     let run = shardalloc(&["strategy", "conform", wasm.to_str().unwrap(), "--config", r#"{"rebalance":"duplicate"}"#]);
@@ -255,6 +257,7 @@ fn conform_checks_a_component_and_names_each_violation() {
     let out: Vec<Value> = run.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let (verdict, problems) = out.split_last().unwrap();
     assert_eq!(verdict["conformant"], false, "{verdict}");
+    assert_eq!(verdict["contract"], "shardalloc:strategy@0.1.0", "{verdict}");
     assert_eq!(verdict["distinct"].as_u64().unwrap(), problems.len() as u64);
     let total: u64 = problems.iter().map(|p| p["count"].as_u64().unwrap()).sum();
     assert_eq!(verdict["problems"].as_u64().unwrap(), total);

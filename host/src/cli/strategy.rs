@@ -118,6 +118,7 @@ pub fn run(command: StrategyCommand) -> anyhow::Result<()> {
     match command {
         StrategyCommand::Conform { strategy, config, sandbox } => {
             let loaded = load(&strategy, config.as_deref(), sandbox.limits())?;
+            let contract = loaded.compiled().contract.name();
             let scenarios = shardalloc_guest::conformance::scenarios().len();
             let problems = shardalloc_guest::conformance::run(&mut Conformance(loaded));
             let kinds = problem_kinds(&problems);
@@ -125,12 +126,18 @@ pub fn run(command: StrategyCommand) -> anyhow::Result<()> {
                 println!("{}", json!({ "problem": kind, "count": count, "first": first }));
             }
             if problems.is_empty() {
-                println!("{}", json!({ "conformant": true, "scenarios": scenarios }));
+                println!("{}", json!({ "conformant": true, "contract": contract, "scenarios": scenarios }));
                 return Ok(());
             }
             println!(
                 "{}",
-                json!({ "conformant": false, "scenarios": scenarios, "problems": problems.len(), "distinct": kinds.len() })
+                json!({
+                    "conformant": false,
+                    "contract": contract,
+                    "scenarios": scenarios,
+                    "problems": problems.len(),
+                    "distinct": kinds.len()
+                })
             );
             bail!(
                 "{} conformance problems ({} distinct, each printed once with its count) over {scenarios} scenarios",
@@ -151,6 +158,7 @@ pub fn run(command: StrategyCommand) -> anyhow::Result<()> {
                     "description": info.description,
                     "needs_shard_names": info.needs_shard_names,
                     "config_schema": schema,
+                    "contract": loaded.compiled().contract.name(),
                 })
             );
             Ok(())

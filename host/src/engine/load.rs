@@ -8,12 +8,52 @@ use wasmtime::component::Component;
 use super::cache::CacheOutcome;
 use crate::strategy::Info;
 
-/// The contract this host implements.
+/// The contract's WIT package.
 pub const CONTRACT_PACKAGE: &str = "shardalloc:strategy";
-/// The contract version this host implements.
-pub const CONTRACT_VERSION: &str = "0.1.0";
-/// The export every strategy must have, with its version.
-pub const ALLOCATOR_EXPORT: &str = "shardalloc:strategy/allocator@0.1.0";
+
+/// A version of the strategy contract this host speaks. Which one a
+/// component speaks is decided from its exports before it is
+/// instantiated ([`check_world`]); [`Contract::ACCEPTED`] is every one
+/// this host loads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Contract {
+    /// `shardalloc:strategy@0.1.0` (`wit/strategy.wit`).
+    V0_1,
+}
+
+impl Contract {
+    /// Every contract this host loads, oldest first.
+    pub const ACCEPTED: &[Contract] = &[Contract::V0_1];
+
+    /// Its version, e.g. `0.1.0`.
+    pub fn version(self) -> &'static str {
+        match self {
+            Contract::V0_1 => "0.1.0",
+        }
+    }
+
+    /// Its name, e.g. `shardalloc:strategy@0.1.0`.
+    pub fn name(self) -> String {
+        format!("{CONTRACT_PACKAGE}@{}", self.version())
+    }
+
+    /// The export a component of this contract has, e.g.
+    /// `shardalloc:strategy/allocator@0.1.0`.
+    pub fn export(self) -> String {
+        format!("{CONTRACT_PACKAGE}/allocator@{}", self.version())
+    }
+}
+
+impl std::fmt::Display for Contract {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+/// The exports of the contracts this host accepts, for messages.
+fn accepted_exports() -> String {
+    Contract::ACCEPTED.iter().map(|c| c.export()).collect::<Vec<_>>().join(" or ")
+}
 
 /// Why a component could not be loaded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -41,13 +81,16 @@ pub enum LoadError {
     #[error("the component is not valid: {0}")]
     Invalid(String),
     /// Built for another version of the contract.
-    #[error("the component implements {found}, but this host supports {ALLOCATOR_EXPORT}")]
+    #[error("the component implements {found}, but this host accepts {}", accepted_exports())]
     WrongVersion {
         /// The export it has.
         found: String,
     },
     /// It does not implement the strategy world.
-    #[error("the component does not implement {ALLOCATOR_EXPORT}: {0}")]
+    #[error(
+        "the component does not implement a strategy contract this host accepts ({accepted}): {0}",
+        accepted = accepted_exports()
+    )]
     WrongWorld(String),
     /// Imports this host does not provide.
     #[error(
@@ -90,13 +133,13 @@ pub fn sniff(bytes: &[u8], limit: usize) -> Result<(), LoadError> {
     Ok(())
 }
 
-/// Checks the component's exports for the allocator interface at a version
-/// this host supports, naming what is there otherwise.
-pub fn check_world(engine: &wasmtime::Engine, component: &Component) -> Result<(), LoadError> {
+/// The contract a component speaks, from its exports: the allocator
+/// interface at a version this host accepts; what is there otherwise.
+pub fn check_world(engine: &wasmtime::Engine, component: &Component) -> Result<Contract, LoadError> {
     let ty = component.component_type();
     let exports: Vec<String> = ty.exports(engine).map(|(name, _)| name.to_owned()).collect();
-    if exports.iter().any(|e| e == ALLOCATOR_EXPORT) {
-        return Ok(());
+    if let Some(contract) = Contract::ACCEPTED.iter().find(|c| exports.contains(&c.export())) {
+        return Ok(*contract);
     }
     let prefix = format!("{CONTRACT_PACKAGE}/allocator");
     if let Some(found) = exports.iter().find(|e| e.starts_with(&prefix)) {
@@ -104,7 +147,7 @@ pub fn check_world(engine: &wasmtime::Engine, component: &Component) -> Result<(
     }
     let listed =
         if exports.is_empty() { "it exports nothing".to_owned() } else { format!("it exports {}", exports.join(", ")) };
-    Err(LoadError::WrongWorld(format!("no export named {ALLOCATOR_EXPORT} ({listed})")))
+    Err(LoadError::WrongWorld(listed))
 }
 
 /// A compiled, checked strategy component, ready to instantiate.
@@ -113,6 +156,8 @@ pub struct Compiled {
     pub digest: String,
     /// Its size in bytes.
     pub size: usize,
+    /// The contract it speaks.
+    pub contract: Contract,
     /// What it said about itself (before any configuration).
     pub info: Info,
     /// Whether the artifact came from the cache.

@@ -198,6 +198,15 @@ impl Engine {
         Engine::new(EngineConfig { cache_dir: None, max_instances: 0 })
     }
 
+    /// The wasmtime engine underneath, configured as every strategy runs
+    /// (epoch interruption, pooling, memory reservation): the `strategies`
+    /// benchmark compiles its floor component (an empty call, one crossing
+    /// and nothing else) with it, so the floor and the strategies' calls
+    /// are measured under one configuration.
+    pub fn wasmtime(&self) -> &wasmtime::Engine {
+        &self.wasmtime
+    }
+
     /// Whether a compiled artifact of `bytes` is in the cache (so
     /// [`Engine::compile`] will not compile).
     pub fn is_cached(&self, bytes: &[u8]) -> bool {
@@ -266,14 +275,14 @@ impl Engine {
         digest: String,
         size: usize,
     ) -> Result<Arc<Compiled>, LoadError> {
-        check_world(&self.wasmtime, &component)?;
+        let contract = check_world(&self.wasmtime, &component)?;
         wasi::check_imports(&self.wasmtime, &component).map_err(LoadError::UnsupportedImports)?;
         let linker = wasi::link_for(&self.linker, &self.wasmtime, &component)
             .map_err(|e| LoadError::WrongWorld(format!("{e:#}")))?;
         let pre = linker.instantiate_pre(&component).map_err(|e| LoadError::WrongWorld(format!("{e:#}")))?;
         let pre = StrategyWorldPre::new(pre).map_err(|e| LoadError::WrongWorld(format!("{e:#}")))?;
         let info = describe(&self.wasmtime, &pre)?;
-        Ok(Arc::new(Compiled { digest, size, info, cache, pre }))
+        Ok(Arc::new(Compiled { digest, size, contract, info, cache, pre }))
     }
 
     /// A configured, sandboxed instance of a compiled strategy.
