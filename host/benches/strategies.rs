@@ -1,5 +1,6 @@
 //! The same built-in called natively and through the engine, on identical
-//! inputs, in one run; `docs/performance.md` reports the ratios.
+//! inputs, in one run, beside the floor of one crossing (an empty
+//! component call); `docs/performance.md` reports the ratios.
 //!
 //! `cargo bench -p shardalloc --bench strategies`
 
@@ -33,10 +34,54 @@ fn engine() -> Arc<Engine> {
     Engine::new(EngineConfig::default()).expect("engine")
 }
 
+/// The floor of one crossing into a component, under the engine's own
+/// configuration: an export that does nothing (`empty`), and one with the
+/// shape a scalar `allocate` would have (a shard handle, its hash and a
+/// requester in; a region index out) that answers a constant (`scalar`).
+/// Neither touches linear memory, so no `cabi_realloc` and no post-return.
+const FLOOR: &str = r#"
+(component
+  (core module $m
+    (func (export "empty"))
+    (func (export "scalar") (param i32 i64 i32) (result i64) (i64.const 3)))
+  (core instance $i (instantiate $m))
+  (func (export "empty") (canon lift (core func $i "empty")))
+  (func (export "scalar") (param "shard" u32) (param "hash" u64) (param "requester" s32) (result s64)
+    (canon lift (core func $i "scalar")))
+)
+"#;
+
+/// Measures [`FLOOR`]'s two calls in `group`, each with the epoch
+/// deadline set as the engine sets it before every strategy call.
+fn crossing_floor(engine: &Engine, group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>) {
+    use wasmtime::component::{Component, Linker};
+    let wasmtime = engine.wasmtime();
+    let component = Component::new(wasmtime, wat::parse_str(FLOOR).expect("the floor's text")).expect("compile");
+    let mut store = wasmtime::Store::new(wasmtime, ());
+    store.set_epoch_deadline(u64::MAX / 2);
+    let instance = Linker::new(wasmtime).instantiate(&mut store, &component).expect("instantiate");
+    let empty = instance.get_typed_func::<(), ()>(&mut store, "empty").unwrap();
+    let scalar = instance.get_typed_func::<(u32, u64, i32), (i64,)>(&mut store, "scalar").unwrap();
+    assert_eq!(scalar.call(&mut store, (1, 2, -1)).unwrap(), (3,));
+    group.bench_function("floor/empty-call", |b| {
+        b.iter(|| {
+            store.set_epoch_deadline(u64::MAX / 2);
+            empty.call(&mut store, ()).unwrap()
+        })
+    });
+    group.bench_function("floor/scalar-call", |b| {
+        b.iter(|| {
+            store.set_epoch_deadline(u64::MAX / 2);
+            scalar.call(&mut store, black_box((7, 0x9e37_79b9_7f4a_7c15, -1))).unwrap()
+        })
+    });
+}
+
 fn allocate(c: &mut Criterion) {
     let engine = engine();
     let mut group = c.benchmark_group("allocate");
     group.sample_size(20).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(500));
+    crossing_floor(&engine, &mut group);
     for (regions, shards) in [(10, 100_000), (100, 100_000), (1_000, 100_000), (10_000, 100_000), (1_000, 1_000)] {
         let view = cluster(regions, shards);
         let label = format!("{regions}r-{shards}s");

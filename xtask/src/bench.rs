@@ -20,6 +20,11 @@ const BENCHES: [&str; 7] = ["strategies", "examples", "node", "propagation", "pl
 /// Functions that are the baseline of their group's ratios, by preference.
 const BASELINES: [&str; 3] = ["native", "least-shard", "redb"];
 
+/// The function that measures the floor of one crossing (an empty
+/// component call, `empty-call`): listed under its group's table, with how
+/// far `engine` is above the baseline plus that floor.
+const FLOOR: &str = "floor";
+
 /// One criterion result.
 #[derive(Debug)]
 struct Measured {
@@ -168,6 +173,10 @@ fn table(results: &[Measured]) -> String {
     }
     let mut out = String::new();
     for (group, results) in groups {
+        let (floors, results): (Vec<&Measured>, Vec<&Measured>) = results.iter().partition(|r| r.function == FLOOR);
+        if results.is_empty() {
+            continue;
+        }
         let mut functions: Vec<&str> = results.iter().map(|r| r.function.as_str()).collect();
         functions.sort();
         functions.dedup();
@@ -225,6 +234,24 @@ fn table(results: &[Measured]) -> String {
                 })
                 .collect();
             out.push_str(&format!("\nthroughput against {}: {}\n", parameters[0], rates.join(", ")));
+        }
+        if !floors.is_empty() {
+            let listed: Vec<String> = floors.iter().map(|f| format!("{} {}", f.parameter, describe(f))).collect();
+            out.push_str(&format!("\none crossing ({FLOOR}): {}\n", listed.join(", ")));
+            let empty = floors.iter().find(|f| f.parameter == "empty-call");
+            if let (Some(empty), Some(baseline)) = (empty, known) {
+                let over: Vec<String> = parameters
+                    .iter()
+                    .filter_map(|p| {
+                        let cell = |f: &str| results.iter().find(|r| r.function == f && r.parameter == *p);
+                        let extra = cell("engine")?.median_ns - cell(baseline)?.median_ns - empty.median_ns;
+                        Some(format!("{p}: {}{}", if extra < 0.0 { "−" } else { "+" }, format_ns(extra.abs())))
+                    })
+                    .collect();
+                if !over.is_empty() {
+                    out.push_str(&format!("engine over {baseline} + one empty call: {}\n", over.join(", ")));
+                }
+            }
         }
         out.push('\n');
     }
@@ -313,6 +340,23 @@ mod tests {
              | 10r | 50 ns | 150 ns | 3.00× |\n| 100r | 200 ns | 400.00 ns | 2.00× |\n\n"
                 .replace("400.00 ns", "400 ns")
         );
+    }
+
+    #[test]
+    fn the_floor_is_listed_with_the_engine_above_native_plus_one_crossing() {
+        let results = vec![
+            measured("allocate", "floor", "empty-call", 300.0),
+            measured("allocate", "floor", "scalar-call", 320.0),
+            measured("allocate", "native", "10r", 100.0),
+            measured("allocate", "engine", "10r", 1_500.0),
+            measured("allocate", "native", "100r", 200.0),
+            measured("allocate", "engine", "100r", 450.0),
+        ];
+        let table = table(&results);
+        assert!(table.starts_with("## allocate\n\n| input | native | engine | engine / native |\n"), "{table}");
+        assert!(!table.contains("| empty-call |"), "the floor is not a row: {table}");
+        assert!(table.contains("\none crossing (floor): empty-call 300 ns, scalar-call 320 ns\n"), "{table}");
+        assert!(table.contains("engine over native + one empty call: 10r: +1.10 µs, 100r: −50 ns\n"), "{table}");
     }
 
     #[test]
