@@ -91,7 +91,7 @@ fn drop_v1(args: &DropV1Args) -> anyhow::Result<()> {
         let config =
             EtcdConfig { prefix: args.etcd_prefix.clone(), migrate: false, ..EtcdConfig::new(endpoints.clone()) };
         let store = EtcdStore::open(&config)?;
-        let copy = format!("{}v1/", args.etcd_prefix);
+        let copy = store.keys().v1_copy();
         match store.drop_v1_copy()? {
             0 => println!("no copy of a schema-1 store is kept under {copy} in {}: nothing to drop", store.describe()),
             keys => println!(

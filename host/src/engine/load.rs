@@ -44,12 +44,6 @@ impl Contract {
     }
 }
 
-impl std::fmt::Display for Contract {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.name())
-    }
-}
-
 /// The exports of the contracts this host accepts, for messages.
 fn accepted_exports() -> String {
     Contract::ACCEPTED.iter().map(|c| c.export()).collect::<Vec<_>>().join(" or ")

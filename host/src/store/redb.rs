@@ -84,11 +84,10 @@ fn encode_type_row(row: &TypeRow) -> Vec<u8> {
     records::encode(&records::type_row(row.record.as_ref(), row.signal.as_deref(), row.next_join_order))
 }
 
-/// A `homes` row, its address and reason shared through `interned`.
-fn home_row(schema: u64, bytes: &[u8], interned: &mut Interned) -> Result<(Home, u64), StoreError> {
-    let (home, order) = row::<v1::HomeRow, records::HomeRow, _>(schema, "homes", bytes)?;
-    Ok((interned.home(home), order))
+fn home_row(schema: u64, bytes: &[u8]) -> Result<(Home, u64), StoreError> {
+    row::<v1::HomeRow, records::HomeRow, _>(schema, "homes", bytes)
 }
+
 fn placement(schema: u64, bytes: &[u8]) -> Result<PlacementEntry, StoreError> {
     row::<v1::PlacementEntry, records::Placement, _>(schema, "placements", bytes)
 }
@@ -521,9 +520,9 @@ impl TypeHomes {
             let Some((region, &index)) = self.regions.get_key_value(address) else { return Ok(()) };
             (Home { region: region.clone(), reason: read.reason, at: read.at }, read.order, index)
         } else {
-            let (home, order) = home_row(schema, bytes, &mut self.interned)?;
+            let (home, order) = home_row(schema, bytes)?;
             let Some(&index) = self.regions.get(&*home.region) else { return Ok(()) };
-            (home, order, index)
+            (self.interned.home(home), order, index)
         };
         self.placed[index].push((order, self.kept.len()));
         self.kept.push((shard.to_owned(), home));
@@ -542,7 +541,6 @@ impl TypeHomes {
     }
 }
 
-/// Every type's state (or only `only`'s) as one read transaction sees it,
 /// The loaded type `name`, empty when first met: its name is copied once,
 /// not once per row (a start reads a million rows of one type).
 fn of<'m>(types: &'m mut BTreeMap<String, LoadedType>, name: &str) -> &'m mut LoadedType {
@@ -552,6 +550,7 @@ fn of<'m>(types: &'m mut BTreeMap<String, LoadedType>, name: &str) -> &'m mut Lo
     types.get_mut(name).expect("inserted above")
 }
 
+/// Every type's state (or only `only`'s) as one read transaction sees it,
 /// its rows of `schema`.
 fn read_types(
     txn: &redb::ReadTransaction,
@@ -579,7 +578,12 @@ fn read_types(
         of(&mut types, t).durable.regions.insert(address.to_owned(), record);
     }
     let homes_table = txn.open_table(HOMES).map_err(db)?;
-    let mut unread = usize::try_from(homes_table.len().map_err(db)?).unwrap_or(0);
+    // Every row is read when reading every type; for one type, the table's
+    // length would overstate its share.
+    let mut unread = match only {
+        None => usize::try_from(homes_table.len().map_err(db)?).unwrap_or(0),
+        Some(_) => 0,
+    };
     // The rows come sorted by type: only a row of a new type starts one.
     let mut homes: Vec<(String, TypeHomes)> = Vec::new();
     for entry in rows(&homes_table, only)? {
@@ -808,13 +812,12 @@ impl Store for RedbStore {
             None => Bound::Included((entity_type, "")),
         };
         let mut page = Vec::new();
-        let mut interned = Interned::default();
         for entry in table.range::<(&str, &str)>((start, end)).map_err(db)? {
             if page.len() >= limit {
                 break;
             }
             let (key, value) = entry.map_err(db)?;
-            let (home, _) = home_row(SCHEMA_VERSION, value.value(), &mut interned)?;
+            let (home, _) = home_row(SCHEMA_VERSION, value.value())?;
             if regions.contains(&*home.region) {
                 page.push((key.value().1.to_owned(), home));
             }

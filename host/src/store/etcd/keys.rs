@@ -132,6 +132,11 @@ impl Keys {
         format!("{}v1/", self.prefix)
     }
 
+    /// Past every key of [`Keys::v1_copy`] (`/` + 1).
+    pub fn v1_copy_end(&self) -> String {
+        format!("{}v10", self.prefix)
+    }
+
     /// The prefix of every blob key.
     pub fn blobs(&self) -> String {
         format!("{}blobs/", self.prefix)
@@ -268,6 +273,10 @@ mod tests {
         assert_eq!(keys.digest_of_meta(&keys.blob_chunk("sha256:ab", 0)), None);
         assert!(keys.checkpoint_data_from(5) < keys.checkpoint_chunk(5, 0));
         assert!(keys.checkpoint_chunk(5, 999) < keys.checkpoint_data_from(6));
+        // The copy's range holds every key under `v1/` and nothing else.
+        let end = keys.v1_copy_end();
+        assert_eq!(end.as_bytes(), shardalloc_etcd::ops::prefix_end(keys.v1_copy().as_bytes()));
+        assert!(format!("{}log/\u{10ffff}", keys.v1_copy()) < end, "a copied key inside the range");
     }
 
     #[test]

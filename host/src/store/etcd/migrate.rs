@@ -72,8 +72,7 @@ pub(super) fn migrate(inner: &Inner, found: u64) -> Result<(), StoreError> {
 
     // The copy of every schema-1 key, as of `at`, by this node alone.
     let copy = keys.v1_copy();
-    let copy_end = String::from_utf8(ops::prefix_end(copy.as_bytes())).expect("a prefix ending in `/`");
-    let take_over = vec![ops::delete_range(copy.clone(), copy_end), ops::put(owner.clone(), token.clone())];
+    let take_over = vec![ops::delete_range(copy.clone(), keys.v1_copy_end()), ops::put(owner.clone(), token.clone())];
     if !inner.txn(ops::txn(unchanged(), take_over, Vec::new()))?.succeeded {
         return migrated_elsewhere(inner, found);
     }
@@ -161,10 +160,9 @@ pub(super) fn migrate(inner: &Inner, found: u64) -> Result<(), StoreError> {
 /// was kept, or it was dropped before).
 pub(super) fn drop_copy(inner: &Inner) -> Result<i64, StoreError> {
     let keys = &inner.keys;
-    let copy = keys.v1_copy();
-    let copy_end = String::from_utf8(ops::prefix_end(copy.as_bytes())).expect("a prefix ending in `/`");
     let guards = vec![ops::value_is(keys.schema(), SCHEMA_VERSION.to_string()), ops::version_is(keys.migrating(), 0)];
-    let answer = inner.txn(ops::txn(guards, vec![ops::delete_range(copy, copy_end)], Vec::new()))?;
+    let drop = vec![ops::delete_range(keys.v1_copy(), keys.v1_copy_end())];
+    let answer = inner.txn(ops::txn(guards, drop, Vec::new()))?;
     if answer.succeeded {
         return Ok(ops::txn_deleted(&answer));
     }
