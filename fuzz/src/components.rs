@@ -32,7 +32,7 @@ fn world() -> &'static World {
     WORLD.get_or_init(|| {
         let mut resolve = wit_parser::Resolve::default();
         let package =
-            resolve.push_str("strategy.wit", include_str!("../../wit/strategy.wit")).expect("the contract parses");
+            resolve.push_str("strategy.wit", include_str!("../../wit/0.1/strategy.wit")).expect("the contract parses");
         let world = resolve.select_world(&[package], Some("strategy")).expect("the strategy world");
         let dummy = wit_component::dummy_module(
             &resolve,

@@ -118,7 +118,7 @@ fn dummy_component(wit: &str, world: &str) -> Vec<u8> {
 }
 
 fn contract(version: &str) -> String {
-    include_str!("../../wit/strategy.wit").replace("@0.1.0", &format!("@{version}"))
+    include_str!("../../wit/0.1/strategy.wit").replace("@0.1.0", &format!("@{version}"))
 }
 
 #[test]
@@ -511,8 +511,8 @@ fn concurrent_compiles_of_one_component_share_the_cache_safely() {
 fn the_sdk_carries_the_same_contract() {
     assert_eq!(
         include_str!("../../guest-sdk/wit/strategy.wit"),
-        include_str!("../../wit/strategy.wit"),
-        "guest-sdk/wit/strategy.wit must be a copy of wit/strategy.wit: copy it again"
+        include_str!("../../wit/0.1/strategy.wit"),
+        "guest-sdk/wit/strategy.wit must be a copy of wit/0.1/strategy.wit: copy it again"
     );
 }
 

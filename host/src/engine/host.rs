@@ -4,7 +4,7 @@
 use shardalloc_guest::Level;
 use wasmtime::ResourceLimiter;
 
-use super::bindings::{wit, wit_host};
+use super::bindings::v0_1::{wit, wit_host};
 use super::limits::{MAX_LOG_MESSAGE, cut};
 
 /// What the host keeps in each strategy store.

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use shardalloc_guest::{RegionStatus, Topology};
 use wasmtime::Store;
 
-use super::bindings::{StrategyWorld, wit};
+use super::bindings::v0_1::{World as StrategyWorld, wit};
 use super::host::HostState;
 use super::limits::Limits;
 use super::limits::cut;

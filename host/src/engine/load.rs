@@ -17,7 +17,7 @@ pub const CONTRACT_PACKAGE: &str = "shardalloc:strategy";
 /// this host loads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Contract {
-    /// `shardalloc:strategy@0.1.0` (`wit/strategy.wit`).
+    /// `shardalloc:strategy@0.1.0` (`wit/0.1/strategy.wit`).
     V0_1,
 }
 
@@ -156,7 +156,7 @@ pub struct Compiled {
     pub info: Info,
     /// Whether the artifact came from the cache.
     pub cache: CacheOutcome,
-    pub(super) pre: super::bindings::StrategyWorldPre<super::host::HostState>,
+    pub(super) pre: super::bindings::v0_1::WorldPre<super::host::HostState>,
 }
 
 impl std::fmt::Debug for Compiled {

@@ -63,7 +63,7 @@ use std::thread::JoinHandle;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
 
-use self::bindings::{StrategyWorld, StrategyWorldPre};
+use self::bindings::v0_1::{World as StrategyWorld, WorldPre as StrategyWorldPre};
 use self::cache::{ArtifactCache, CacheOutcome};
 use self::host::HostState;
 use self::instance::Sandboxed;
