@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::thread::LocalKey;
 
+use crate::allocations::ShardIds;
 use crate::host::Level;
 use crate::strategy::Strategy;
-use crate::view::{Allocations, Region, RegionId, RegionStatus, ShardIds, ShardKey, Topology, View};
+use crate::view::{Allocations, Region, RegionId, RegionStatus, ShardKey, Topology, View};
 
 /// The generated bindings, re-exported for [`crate::export_strategy!`].
 pub use crate::bindings;
@@ -77,6 +78,7 @@ pub fn set_topology(topology: wit::Topology) {
             labels: r.labels.into_iter().map(|l| (l.key, l.value)).collect::<BTreeMap<_, _>>(),
             proxy_only: r.proxy_only,
             draining: r.draining,
+            capacity: None,
         })
         .collect();
     let topology = Topology::with_generation(topology.generation, regions, topology.metric_names, topology.signal);
@@ -107,7 +109,7 @@ pub fn allocate<S: Strategy + Default>(
     loads: wit::Loads,
 ) -> Result<u32, String> {
     let view = view(loads)?;
-    let key = ShardKey { id: shard.id, hash: shard.hash };
+    let key = ShardKey::with_hash(shard.id, shard.hash);
     with_strategy(state, |s| s.allocate(&view, &key, requester.map(RegionId))).map(|r| r.0)
 }
 

@@ -12,7 +12,10 @@
 //! Layout:
 //! - [`topology`]: regions, the [`Topology`], version ordering and the
 //!   topology's part of the suitability order;
-//! - [`view`]: the per-call [`View`], the shard key and hash, [`Allocations`];
+//! - [`view`]: the per-call [`View`], the shard key and hash;
+//! - [`allocations`]: [`Allocations`], the shard table `rebalance` reads;
+//! - [`kept`]: the view a component of contract 0.2 keeps from the host's
+//!   batches of changes, and the view checksum;
 //! - [`strategy`]: the [`Strategy`] trait and [`Info`];
 //! - [`order`]: the suitability order of regions and `least_loaded`;
 //! - [`config`]: JSON configuration parsing that names unknown keys;
@@ -23,9 +26,11 @@
 //! - `bindings` (wasm32 only): the contract's generated bindings;
 //! - `export` (wasm32 only): the glue behind [`export_strategy!`].
 
+pub mod allocations;
 pub mod config;
 pub mod conformance;
 pub mod host;
+pub mod kept;
 pub mod order;
 pub mod snapshot;
 pub mod strategy;

@@ -149,6 +149,7 @@ impl Snapshot {
                 labels: r.labels.clone(),
                 proxy_only: r.proxy_only,
                 draining: r.draining,
+                capacity: None,
             })
             .collect();
         Topology::new(regions, metric_names.into_iter().cloned().collect(), self.signal_text())

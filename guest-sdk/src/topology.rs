@@ -63,6 +63,9 @@ pub struct Region {
     pub proxy_only: bool,
     /// Keeps its shards until they are moved, gets no new ones.
     pub draining: bool,
+    /// How much shard load it can carry (in the units shard loads are
+    /// reported in); `None` when it declared no capacity. Contract 0.2.
+    pub capacity: Option<f64>,
 }
 
 impl Region {

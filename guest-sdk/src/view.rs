@@ -1,8 +1,10 @@
-//! The plain types a strategy sees: the topology, the per-call view, the
-//! shard being allocated and the current allocations.
+//! The plain types a strategy sees: the topology, the per-call view and
+//! the shard being allocated ([`Allocations`], the shard table, is in
+//! [`crate::allocations`]).
 
-use std::borrow::Cow;
 use std::sync::Arc;
+
+pub use crate::allocations::Allocations;
 
 pub use crate::topology::{Ranks, Region, RegionId, RegionStatus, Topology, compare_versions};
 
@@ -28,6 +30,22 @@ impl View {
             return Err(format!("metrics has {} values, expected {expected}", metrics.len()));
         }
         Ok(View { topology, shard_counts, metrics })
+    }
+
+    /// Adds `delta` to a region's shard count (the kept view's bookkeeping).
+    pub(crate) fn add_count(&mut self, region: u32, delta: i32) {
+        let count = &mut self.shard_counts[region as usize];
+        *count = count.wrapping_add_signed(delta);
+    }
+
+    /// Replaces the metric matrix, which must fit the topology.
+    pub(crate) fn set_metrics(&mut self, metrics: Vec<f64>) -> Result<(), String> {
+        let expected = self.topology.regions().len() * self.topology.metric_names().len();
+        if metrics.len() != expected {
+            return Err(format!("metrics has {} values, expected {expected}", metrics.len()));
+        }
+        self.metrics = metrics;
+        Ok(())
     }
 
     /// The topology this view is based on.
@@ -111,13 +129,16 @@ impl View {
     }
 }
 
-/// The shard `allocate` is asked about.
+/// The shard `allocate` is asked about: the stable hash of its id, and the
+/// id itself, which a component of contract 0.2 asks the host for only when
+/// the strategy reads it ([`ShardKey::id`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShardKey {
-    /// The shard's id.
-    pub id: String,
     /// [`shard_hash`] of the id.
     pub hash: u64,
+    id: std::cell::OnceCell<String>,
+    /// The host's handle of the shard, to ask for its id.
+    handle: u32,
 }
 
 impl ShardKey {
@@ -125,7 +146,25 @@ impl ShardKey {
     pub fn new(id: impl Into<String>) -> Self {
         let id = id.into();
         let hash = shard_hash(&id);
-        ShardKey { id, hash }
+        ShardKey { hash, id: std::cell::OnceCell::from(id), handle: u32::MAX }
+    }
+
+    /// A key whose id and hash the host sent.
+    #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+    pub(crate) fn with_hash(id: String, hash: u64) -> Self {
+        ShardKey { hash, id: std::cell::OnceCell::from(id), handle: u32::MAX }
+    }
+
+    /// A key whose id the host gives on request (contract 0.2).
+    #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+    pub(crate) fn from_host(handle: u32, hash: u64) -> Self {
+        ShardKey { hash, id: std::cell::OnceCell::new(), handle }
+    }
+
+    /// The shard's id. In a component it is asked of the host the first
+    /// time it is read, so a strategy that places by hash pays nothing.
+    pub fn id(&self) -> &str {
+        self.id.get_or_init(|| crate::host::shard_id(self.handle))
     }
 }
 
@@ -135,220 +174,20 @@ pub fn shard_hash(id: &str) -> u64 {
     xxhash_rust::xxh3::xxh3_64(id.as_bytes())
 }
 
-/// A shard in a `rebalance` call: its handle (valid for this call only) and
-/// the stable hash of its id. Get its id with [`Allocations::shard_id`].
+/// A shard in the table: its handle and the stable hash of its id. Get its
+/// id with [`Allocations::shard_id`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Shard {
-    /// Index into the call's shard table.
+    /// Its handle in the table: in a component of contract 0.2 the host's,
+    /// stable while the shard is in the view.
     pub handle: u32,
     /// [`shard_hash`] of the id.
     pub hash: u64,
 }
 
-/// Where shard ids come from.
-#[derive(Clone, Debug)]
-pub(crate) enum ShardIds {
-    /// Every id, indexed by handle.
-    Known(Vec<String>),
-    /// Asked of the host one at a time (components only).
-    #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
-    FromHost,
-}
-
-/// The current homes: each region's shards in allocation order (oldest
-/// first), plus the shards whose hand-off is in progress.
-#[derive(Clone, Debug)]
-pub struct Allocations {
-    hashes: Vec<u64>,
-    /// `starts[r]..starts[r+1]` are region r's handles; the last entry is the
-    /// number of allocated shards.
-    starts: Vec<u32>,
-    in_progress: Vec<bool>,
-    ids: ShardIds,
-}
-
-impl Allocations {
-    /// Builds the table from per-region shard ids (allocation order) and the
-    /// ids of shards in progress. In-progress ids that are not allocated get
-    /// handles after the allocated ones.
-    pub fn from_ids<S: AsRef<str>>(per_region: &[Vec<S>], in_progress: &[S]) -> Self {
-        let mut ids = Vec::new();
-        let mut starts = Vec::with_capacity(per_region.len() + 1);
-        for shards in per_region {
-            starts.push(ids.len() as u32);
-            ids.extend(shards.iter().map(|s| s.as_ref().to_owned()));
-        }
-        starts.push(ids.len() as u32);
-        let mut moving = vec![false; ids.len()];
-        let index: std::collections::HashMap<&str, usize> =
-            ids.iter().enumerate().map(|(i, s)| (s.as_str(), i)).collect();
-        let mut extra = Vec::new();
-        for id in in_progress {
-            match index.get(id.as_ref()) {
-                Some(&i) => moving[i] = true,
-                None => extra.push(id.as_ref().to_owned()),
-            }
-        }
-        extra.sort();
-        extra.dedup();
-        moving.extend(extra.iter().map(|_| true));
-        ids.extend(extra);
-        let hashes = ids.iter().map(|s| shard_hash(s)).collect();
-        Allocations { hashes, starts, in_progress: moving, ids: ShardIds::Known(ids) }
-    }
-
-    #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
-    /// Builds the table from the contract's flat form (used by the export
-    /// glue): hashes by handle, shard counts per region, in-progress handles.
-    pub(crate) fn from_parts(
-        hashes: Vec<u64>,
-        shard_counts: &[u32],
-        in_progress: &[u32],
-        ids: ShardIds,
-    ) -> Result<Self, String> {
-        let mut starts = Vec::with_capacity(shard_counts.len() + 1);
-        let mut total: u64 = 0;
-        for count in shard_counts {
-            starts.push(total as u32);
-            total += u64::from(*count);
-        }
-        if total > hashes.len() as u64 {
-            return Err(format!("{total} allocated shards but only {} hashes", hashes.len()));
-        }
-        starts.push(total as u32);
-        let mut moving = vec![false; hashes.len()];
-        for &h in in_progress {
-            *moving.get_mut(h as usize).ok_or_else(|| format!("in-progress handle {h} out of range"))? = true;
-        }
-        if let ShardIds::Known(ids) = &ids
-            && ids.len() != hashes.len()
-        {
-            return Err(format!("{} ids for {} shards", ids.len(), hashes.len()));
-        }
-        Ok(Allocations { hashes, starts, in_progress: moving, ids })
-    }
-
-    /// Number of shards in the table (allocated plus homeless in-progress).
-    pub fn len(&self) -> usize {
-        self.hashes.len()
-    }
-
-    /// True when there are no shards at all.
-    pub fn is_empty(&self) -> bool {
-        self.hashes.is_empty()
-    }
-
-    /// Number of regions the table covers.
-    pub fn region_count(&self) -> usize {
-        self.starts.len() - 1
-    }
-
-    fn shard(&self, handle: u32) -> Shard {
-        Shard { handle, hash: self.hashes[handle as usize] }
-    }
-
-    /// The region's shards in allocation order, oldest first.
-    pub fn region_shards(&self, id: RegionId) -> impl DoubleEndedIterator<Item = Shard> + ExactSizeIterator + '_ {
-        let (from, to) = (self.starts[id.index()], self.starts[id.index() + 1]);
-        (from..to).map(|h| self.shard(h))
-    }
-
-    /// Every allocated shard, region by region.
-    pub fn allocated(&self) -> impl Iterator<Item = Shard> + '_ {
-        (0..*self.starts.last().unwrap_or(&0)).map(|h| self.shard(h))
-    }
-
-    /// The shard's current home; `None` for a homeless in-progress shard.
-    pub fn home(&self, shard: Shard) -> Option<RegionId> {
-        if shard.handle >= *self.starts.last()? {
-            return None;
-        }
-        // The region whose range holds the handle: the last start <= handle.
-        let region = self.starts.partition_point(|&s| s <= shard.handle) - 1;
-        Some(RegionId(region as u32))
-    }
-
-    /// True when the shard's hand-off is in progress.
-    pub fn is_in_progress(&self, shard: Shard) -> bool {
-        self.in_progress.get(shard.handle as usize).copied().unwrap_or(false)
-    }
-
-    /// Number of shards whose hand-off is in progress.
-    pub fn in_progress_count(&self) -> usize {
-        self.in_progress.iter().filter(|m| **m).count()
-    }
-
-    /// The shards whose hand-off is in progress.
-    pub fn in_progress(&self) -> impl Iterator<Item = Shard> + '_ {
-        self.in_progress.iter().enumerate().filter(|(_, m)| **m).map(|(h, _)| self.shard(h as u32))
-    }
-
-    /// Every shard's hash, indexed by handle (the contract's flat form).
-    pub fn hashes(&self) -> &[u64] {
-        &self.hashes
-    }
-
-    /// The handles of the shards in progress, ascending.
-    pub fn in_progress_handles(&self) -> Vec<u32> {
-        self.in_progress.iter().enumerate().filter(|(_, m)| **m).map(|(h, _)| h as u32).collect()
-    }
-
-    /// Every shard id indexed by handle, when known up front (always
-    /// natively; in a component only with `needs_shard_names`).
-    pub fn ids(&self) -> Option<&[String]> {
-        match &self.ids {
-            ShardIds::Known(ids) => Some(ids),
-            ShardIds::FromHost => None,
-        }
-    }
-
-    /// The hashes and the shard ids by handle, taken out of the table
-    /// without a copy; the ids are `None` in a component without
-    /// `needs_shard_names`.
-    pub fn into_parts(self) -> (Vec<u64>, Option<Vec<String>>) {
-        let ids = match self.ids {
-            ShardIds::Known(ids) => Some(ids),
-            ShardIds::FromHost => None,
-        };
-        (self.hashes, ids)
-    }
-
-    /// The shard with this handle, if the handle is in the table.
-    pub fn get(&self, handle: u32) -> Option<Shard> {
-        ((handle as usize) < self.hashes.len()).then(|| self.shard(handle))
-    }
-
-    /// The shard's id. In a component without `needs_shard_names` this asks
-    /// the host, one call per id.
-    pub fn shard_id(&self, shard: Shard) -> Cow<'_, str> {
-        match &self.ids {
-            ShardIds::Known(ids) => Cow::Borrowed(ids[shard.handle as usize].as_str()),
-            ShardIds::FromHost => Cow::Owned(crate::host::shard_id(shard.handle)),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn allocations_index_regions_and_in_progress() {
-        let per_region = vec![vec!["a", "b"], vec![], vec!["c"]];
-        let table = Allocations::from_ids(&per_region, &["b", "z"]);
-        assert_eq!(table.len(), 4);
-        let ids: Vec<_> = table.region_shards(RegionId(2)).map(|s| table.shard_id(s).into_owned()).collect();
-        assert_eq!(ids, ["c"]);
-        let b = table.get(1).unwrap();
-        assert_eq!(table.home(b), Some(RegionId(0)));
-        assert!(table.is_in_progress(b));
-        let z = table.get(3).unwrap();
-        assert_eq!(table.shard_id(z), "z");
-        assert_eq!(table.home(z), None);
-        assert_eq!(table.home(table.get(2).unwrap()), Some(RegionId(2)));
-        assert_eq!(table.in_progress_count(), 2);
-        assert_eq!(z.hash, shard_hash("z"));
-    }
 
     #[test]
     fn hash_is_xxh3_seed_zero() {

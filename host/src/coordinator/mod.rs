@@ -402,6 +402,7 @@ impl Coordinator {
                 labels: r.labels.clone(),
                 proxy_only: r.proxy_only,
                 draining: r.draining,
+                capacity: None,
             })
             .collect();
         let topology = Arc::new(Topology::new(regions, names.into_iter().collect(), self.durable.signal.clone()));

@@ -214,7 +214,7 @@ impl Strategy for Capacity {
             Level::Warn,
             "every allocatable region is over the capacity threshold; allocating to the least full",
             &[
-                ("shard", &shard.id),
+                ("shard", shard.id()),
                 ("region", &view.region(best).address),
                 ("metric", &self.config.metric),
                 ("value", &value.to_string()),

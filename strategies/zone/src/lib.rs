@@ -193,7 +193,7 @@ impl Strategy for Zone {
 
     fn allocate(&self, view: &View, shard: &ShardKey, _requester: Option<RegionId>) -> Result<RegionId, String> {
         let map = self.zone_map(view);
-        let zone = map.zone_of(&shard.id);
+        let zone = map.zone_of(shard.id());
         if let Some(zone) = zone
             && let Some(best) = least_loaded(view, view.allocatable().filter(|id| self.in_zone(view, *id, zone)))
         {
@@ -205,12 +205,12 @@ impl Strategy for Zone {
             Some(zone) => host::log(
                 Level::Warn,
                 "no allocatable region in the shard's zone; allocating to the least loaded region outside it",
-                &[("shard", &shard.id), ("zone", zone), ("label", &self.config.label), ("region", address)],
+                &[("shard", shard.id()), ("zone", zone), ("label", &self.config.label), ("region", address)],
             ),
             None => host::log(
                 Level::Info,
                 "the shard maps to no zone; allocating to the least loaded region",
-                &[("shard", &shard.id), ("zone", ""), ("region", address)],
+                &[("shard", shard.id()), ("zone", ""), ("region", address)],
             ),
         }
         Ok(best)

@@ -1,0 +1,365 @@
+//! The view a component of contract 0.2 keeps between calls: loaded whole
+//! once ([`KeptView::load`]), then changed batch by batch
+//! ([`KeptView::apply`]), with the checksum both sides compute
+//! ([`view_checksum`] defines it).
+//!
+//! The types here are the contract's `view` and `changes` as plain Rust, so
+//! the same code runs in a component (behind the export glue) and natively
+//! (the host's record of what a component holds, and tests).
+
+use std::sync::Arc;
+
+use crate::allocations::{Allocations, MOVING, PINNED, ShardIds};
+use crate::view::{Topology, View};
+
+/// Shards that get a home, as three columns of equal length: shard
+/// `shards[i]`, whose id hashes to `hashes[i]`, now lives on region
+/// `regions[i]`, appended to its region's shards in list order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Homed {
+    /// Handles.
+    pub shards: Vec<u32>,
+    /// [`crate::shard_hash`] of each id.
+    pub hashes: Vec<u64>,
+    /// Region indexes in the topology the batch ends with.
+    pub regions: Vec<u32>,
+}
+
+impl Homed {
+    /// Adds one shard.
+    pub fn push(&mut self, shard: u32, hash: u64, region: u32) {
+        self.shards.push(shard);
+        self.hashes.push(hash);
+        self.regions.push(region);
+    }
+
+    /// Number of shards.
+    pub fn len(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.shards.is_empty()
+    }
+}
+
+/// Per-shard loads as two columns of equal length.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ShardLoads {
+    /// Handles.
+    pub shards: Vec<u32>,
+    /// Each shard's load: finite, never negative.
+    pub loads: Vec<f64>,
+}
+
+impl ShardLoads {
+    /// Adds one shard's load.
+    pub fn push(&mut self, shard: u32, load: f64) {
+        self.shards.push(shard);
+        self.loads.push(load);
+    }
+}
+
+/// The whole view (the contract's `view`).
+#[derive(Clone, Debug)]
+pub struct FullView {
+    /// The view's generation; the next batch carries the one after.
+    pub generation: u64,
+    /// Regions, metric names, signal.
+    pub topology: Topology,
+    /// Row-major, one row per region, NaN = not reported.
+    pub metrics: Vec<f64>,
+    /// Every shard with a home, each region's in allocation order.
+    pub homed: Homed,
+    /// Shards in the view without a home (moving).
+    pub homeless: Vec<u32>,
+    /// Hashes of `homeless`, in the same order.
+    pub homeless_hashes: Vec<u64>,
+    /// Shards whose hand-off is in progress.
+    pub moving: Vec<u32>,
+    /// Shards pinned where they are by placements.
+    pub pinned: Vec<u32>,
+    /// Shards with a non-zero load.
+    pub loads: ShardLoads,
+}
+
+/// One batch of changes (the contract's `changes`), applied in field order.
+#[derive(Clone, Debug, Default)]
+pub struct Changes {
+    /// The view's generation after the batch: the one before + 1.
+    pub generation: u64,
+    /// Shards that leave the view.
+    pub retired: Vec<u32>,
+    /// Shards that lose their home and stay in the view.
+    pub unhomed: Vec<u32>,
+    /// Shards new to the view without a home (moving).
+    pub arrived_homeless: Vec<u32>,
+    /// Hashes of `arrived_homeless`, in the same order.
+    pub arrived_hashes: Vec<u64>,
+    /// A new topology (regions matched by address).
+    pub topology: Option<Topology>,
+    /// A new metric matrix; always present with a new topology.
+    pub metrics: Option<Vec<f64>>,
+    /// Shards that get a home.
+    pub homed: Homed,
+    /// Shards whose hand-off started.
+    pub moving: Vec<u32>,
+    /// Shards whose hand-off ended.
+    pub settled: Vec<u32>,
+    /// Shards now pinned.
+    pub pinned: Vec<u32>,
+    /// Shards no longer pinned.
+    pub unpinned: Vec<u32>,
+    /// Shards whose load changed.
+    pub loads: ShardLoads,
+}
+
+/// The splitmix64 finalizer: the contract's mixing function.
+pub fn mix(mut z: u64) -> u64 {
+    z ^= z >> 30;
+    z = z.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z ^= z >> 27;
+    z = z.wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// One shard's part of the view checksum: `home` is its region index + 1
+/// (0 when homeless), `flags` 1 when pinned plus 2 when moving.
+pub fn shard_term(handle: u32, hash: u64, home: u32, flags: u8, load: f64) -> u64 {
+    let handle = u64::from(handle);
+    mix(hash ^ (handle << 32) ^ (u64::from(home) << 2) ^ u64::from(flags)).wrapping_add(mix(load.to_bits() ^ handle))
+}
+
+/// The view checksum of a table, computed from scratch: the wrapping sum of
+/// [`shard_term`] over every shard in it. [`KeptView`] keeps it up to date
+/// batch by batch instead.
+pub fn view_checksum(table: &Allocations) -> u64 {
+    table.handles().fold(0u64, |sum, h| sum.wrapping_add(term(table, h)))
+}
+
+fn term(table: &Allocations, handle: u32) -> u64 {
+    let shard = table.get(handle).expect("a shard in the view");
+    shard_term(handle, shard.hash, table.home_code(handle), table.flags_of(handle), table.load(shard))
+}
+
+/// A view kept from a full load and batches of changes.
+#[derive(Clone, Debug)]
+pub struct KeptView {
+    view: View,
+    table: Allocations,
+    generation: u64,
+    checksum: u64,
+    /// Set while a batch is applied; still set after one that failed.
+    poisoned: bool,
+}
+
+impl KeptView {
+    /// The view of a full load. Shard ids come from the host on request
+    /// (in a component), or from [`KeptView::name`] (natively).
+    pub fn load(full: FullView) -> Result<Self, String> {
+        Self::load_with(full, ShardIds::FromHost)
+    }
+
+    /// [`KeptView::load`] for a native caller that names every shard it
+    /// adds with [`KeptView::name`].
+    pub fn load_named(full: FullView) -> Result<Self, String> {
+        Self::load_with(full, ShardIds::Known(Vec::new()))
+    }
+
+    fn load_with(full: FullView, ids: ShardIds) -> Result<Self, String> {
+        let regions = full.topology.regions().len();
+        let topology = Arc::new(full.topology);
+        let view = View::new(topology, vec![0; regions], full.metrics)?;
+        let mut kept = KeptView {
+            view,
+            table: Allocations::empty(regions, ids),
+            generation: full.generation,
+            checksum: 0,
+            poisoned: false,
+        };
+        kept.home_all(&full.homed)?;
+        kept.add_homeless(&full.homeless, &full.homeless_hashes)?;
+        kept.flag_all(&full.moving, MOVING, true)?;
+        kept.flag_all(&full.pinned, PINNED, true)?;
+        kept.load_all(&full.loads)?;
+        Ok(kept)
+    }
+
+    /// Applies one batch and returns the checksum. An error names the
+    /// first problem and leaves the view unusable (half-applied): load it
+    /// anew. A component traps instead, and the host rebuilds it.
+    pub fn apply(&mut self, changes: Changes) -> Result<u64, String> {
+        if self.poisoned {
+            return Err("an earlier batch failed half-way: the view must be loaded again".to_owned());
+        }
+        if changes.generation != self.generation.wrapping_add(1) {
+            return Err(format!(
+                "a batch for generation {} reached a view at generation {}",
+                changes.generation, self.generation
+            ));
+        }
+        self.poisoned = true;
+        self.apply_in_place(changes)?;
+        self.poisoned = false;
+        Ok(self.checksum)
+    }
+
+    fn apply_in_place(&mut self, c: Changes) -> Result<(), String> {
+        for &shard in &c.retired {
+            self.table.present(shard)?;
+            self.checksum = self.checksum.wrapping_sub(term(&self.table, shard));
+            if let Some(home) = self.table.home(self.table.get(shard).expect("present")) {
+                self.view.add_count(home.0, -1);
+            }
+            self.table.retire(shard)?;
+        }
+        for &shard in &c.unhomed {
+            self.change(shard, |kept| {
+                if let Some(home) = kept.table.home(kept.table.get(shard).expect("present")) {
+                    kept.view.add_count(home.0, -1);
+                }
+                kept.table.unhome(shard)
+            })?;
+        }
+        self.add_homeless(&c.arrived_homeless, &c.arrived_hashes)?;
+        if let Some(topology) = c.topology {
+            let metrics = c.metrics.ok_or("a new topology came without its metric matrix")?;
+            self.replace_topology(topology, metrics)?;
+        } else if let Some(metrics) = c.metrics {
+            self.view.set_metrics(metrics)?;
+        }
+        self.home_all(&c.homed)?;
+        self.flag_all(&c.moving, MOVING, true)?;
+        self.flag_all(&c.settled, MOVING, false)?;
+        self.flag_all(&c.pinned, PINNED, true)?;
+        self.flag_all(&c.unpinned, PINNED, false)?;
+        self.load_all(&c.loads)?;
+        self.generation = c.generation;
+        Ok(())
+    }
+
+    /// Changes one shard in the view, keeping the checksum.
+    fn change(&mut self, shard: u32, f: impl FnOnce(&mut Self) -> Result<(), String>) -> Result<(), String> {
+        self.table.present(shard)?;
+        self.checksum = self.checksum.wrapping_sub(term(&self.table, shard));
+        f(self)?;
+        self.checksum = self.checksum.wrapping_add(term(&self.table, shard));
+        Ok(())
+    }
+
+    fn add_homeless(&mut self, shards: &[u32], hashes: &[u64]) -> Result<(), String> {
+        if shards.len() != hashes.len() {
+            return Err(format!("{} homeless shards with {} hashes", shards.len(), hashes.len()));
+        }
+        for (&shard, &hash) in shards.iter().zip(hashes) {
+            self.table.add_homeless(shard, hash)?;
+            self.checksum = self.checksum.wrapping_add(term(&self.table, shard));
+        }
+        Ok(())
+    }
+
+    fn home_all(&mut self, homed: &Homed) -> Result<(), String> {
+        let n = homed.shards.len();
+        if homed.hashes.len() != n || homed.regions.len() != n {
+            return Err(format!(
+                "homed shards come as columns of equal length: {n} handles, {} hashes, {} regions",
+                homed.hashes.len(),
+                homed.regions.len()
+            ));
+        }
+        for i in 0..n {
+            let (shard, hash, region) = (homed.shards[i], homed.hashes[i], homed.regions[i]);
+            if let Some(old) = self.table.get(shard) {
+                self.checksum = self.checksum.wrapping_sub(term(&self.table, shard));
+                if let Some(home) = self.table.home(old) {
+                    self.view.add_count(home.0, -1);
+                }
+            }
+            self.table.home_at(shard, hash, region)?;
+            self.view.add_count(region, 1);
+            self.checksum = self.checksum.wrapping_add(term(&self.table, shard));
+        }
+        Ok(())
+    }
+
+    fn flag_all(&mut self, shards: &[u32], flag: u8, on: bool) -> Result<(), String> {
+        for &shard in shards {
+            self.change(shard, |kept| {
+                kept.table.set_flag(shard, flag, on);
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+
+    fn load_all(&mut self, loads: &ShardLoads) -> Result<(), String> {
+        if loads.shards.len() != loads.loads.len() {
+            return Err(format!("{} shards with {} loads", loads.shards.len(), loads.loads.len()));
+        }
+        for (&shard, &load) in loads.shards.iter().zip(&loads.loads) {
+            if !load.is_finite() || load < 0.0 {
+                return Err(format!("shard handle {shard} has load {load}: loads are finite and never negative"));
+            }
+            self.change(shard, |kept| {
+                kept.table.set_load(shard, load);
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+
+    fn replace_topology(&mut self, topology: Topology, metrics: Vec<f64>) -> Result<(), String> {
+        let index: std::collections::HashMap<&str, u32> =
+            topology.regions().iter().enumerate().map(|(i, r)| (r.address.as_str(), i as u32)).collect();
+        let to: Vec<Option<u32>> = self.view.regions().iter().map(|r| index.get(r.address.as_str()).copied()).collect();
+        let regions = topology.regions().len();
+        let mut counts = vec![0u32; regions];
+        for (old, new) in to.iter().enumerate() {
+            if let Some(new) = new {
+                counts[*new as usize] = self.view.shard_counts()[old];
+            }
+        }
+        let renumbered = self.table.renumber(&to, regions)?;
+        for (shard, old_region) in renumbered {
+            let (hash, flags, load) = (
+                self.table.hash_of(shard),
+                self.table.flags_of(shard),
+                self.table.load(self.table.get(shard).expect("homed")),
+            );
+            self.checksum = self.checksum.wrapping_sub(shard_term(shard, hash, old_region + 1, flags, load));
+            self.checksum = self.checksum.wrapping_add(term(&self.table, shard));
+        }
+        self.view = View::new(Arc::new(topology), counts, metrics)?;
+        Ok(())
+    }
+
+    /// Names a shard (native callers that loaded with [`KeptView::load_named`]).
+    pub fn name(&mut self, handle: u32, id: impl Into<String>) {
+        self.table.name(handle, id.into());
+    }
+
+    /// The view the strategy reads: topology, counts, metrics.
+    pub fn view(&self) -> &View {
+        &self.view
+    }
+
+    /// The shard table the strategy reads.
+    pub fn allocations(&self) -> &Allocations {
+        &self.table
+    }
+
+    /// The view's generation.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The view checksum, kept batch by batch.
+    pub fn checksum(&self) -> u64 {
+        self.checksum
+    }
+}
+
+#[cfg(test)]
+#[path = "kept_tests.rs"]
+mod tests;
