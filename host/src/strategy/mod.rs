@@ -13,6 +13,8 @@
 //!   an uploaded component's digest, a file), parsed once at the edge.
 //! - [`dry_run`]: what a candidate would do on a snapshot, without applying it.
 //! - [`simulate`]: rounds of rebalance and re-allocation over a snapshot.
+//! - [`table`]: [`table::ShardTable`], every shard by handle with the
+//!   journal of batches a contract 0.2 component's copy of the view follows.
 //!
 //! This layer knows nothing of wasmtime: the engine (`crate::engine`)
 //! implements [`AllocationStrategy`] for components and depends on it, never
@@ -28,6 +30,7 @@ pub mod guarded;
 pub mod native;
 pub mod simulate;
 pub mod source;
+pub mod table;
 pub mod view;
 
 pub use shardalloc_guest::Info;

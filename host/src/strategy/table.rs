@@ -1,0 +1,372 @@
+//! The host's shard table of one entity type, as contract 0.2 shares it:
+//! every shard strategies see, by handle, kept as the same
+//! [`KeptView`] a 0.2 component keeps, and the journal of batches that
+//! brings a component's copy up to date.
+//!
+//! Every change here is one batch: applied to the table's own view at once
+//! (so its generation and checksum are always current) and kept in the
+//! journal, at most [`MAX_JOURNAL_BATCHES`] of them. A component whose copy
+//! is at an older generation still in the journal is sent the batches after
+//! it; one further behind (or new) is sent the whole view.
+//!
+//! Handles are dense: a retired shard's handle goes back to a free list and
+//! is given to the next new shard. A shard being allocated, not yet in the
+//! view, gets a provisional handle so the component can ask for its id.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use shardalloc_guest::kept::{Changes, FullView, Homed, KeptView, ShardLoads};
+use shardalloc_guest::{Allocations, Topology, View, shard_hash};
+
+/// Most batches kept in the journal: a component further behind is sent
+/// the whole view instead.
+pub const MAX_JOURNAL_BATCHES: usize = 4096;
+
+/// Most provisional handles held at once (shards being allocated that did
+/// not get a home yet); past it they are all given back.
+pub const MAX_PROVISIONAL: usize = 4096;
+
+/// Tells tables apart: a component's copy follows one table's history.
+static NEXT_TABLE: AtomicU64 = AtomicU64::new(1);
+
+/// Why the table refused a change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TableError {
+    /// A shard was homed on a region the table's topology does not have.
+    #[error("shard {shard} was homed on region {region}, which is not in the topology")]
+    UnknownRegion {
+        /// The shard.
+        shard: String,
+        /// The region's address.
+        region: String,
+    },
+}
+
+/// Every shard of one entity type that strategies see, by handle.
+#[derive(Clone, Debug)]
+pub struct ShardTable {
+    id: u64,
+    kept: KeptView,
+    regions: HashMap<String, u32>,
+    handles: HashMap<Arc<str>, u32>,
+    provisional: HashMap<Arc<str>, u32>,
+    free: Vec<u32>,
+    next: u32,
+    journal: VecDeque<Changes>,
+}
+
+impl ShardTable {
+    /// An empty table over a topology and its metric matrix.
+    pub fn new(topology: &Topology, metrics: Vec<f64>) -> Self {
+        let full = FullView {
+            generation: 0,
+            topology: topology.clone(),
+            metrics,
+            homed: Homed::default(),
+            homeless: Vec::new(),
+            homeless_hashes: Vec::new(),
+            moving: Vec::new(),
+            pinned: Vec::new(),
+            loads: ShardLoads::default(),
+        };
+        let kept = KeptView::load_named(full).expect("an empty view over a topology is consistent");
+        let mut table = ShardTable {
+            id: NEXT_TABLE.fetch_add(1, Ordering::Relaxed),
+            kept,
+            regions: HashMap::new(),
+            handles: HashMap::new(),
+            provisional: HashMap::new(),
+            free: Vec::new(),
+            next: 0,
+            journal: VecDeque::new(),
+        };
+        table.index_regions();
+        table
+    }
+
+    fn index_regions(&mut self) {
+        self.regions =
+            self.kept.view().regions().iter().enumerate().map(|(i, r)| (r.address.clone(), i as u32)).collect();
+    }
+
+    /// This table's identity: a component's copy follows one table.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The generation of the table's view.
+    pub fn generation(&self) -> u64 {
+        self.kept.generation()
+    }
+
+    /// The view checksum at [`ShardTable::generation`].
+    pub fn checksum(&self) -> u64 {
+        self.kept.checksum()
+    }
+
+    /// The strategy-facing view: topology, counts, metrics.
+    pub fn view(&self) -> &View {
+        self.kept.view()
+    }
+
+    /// The shard table strategies read (ids known by handle).
+    pub fn allocations(&self) -> &Allocations {
+        self.kept.allocations()
+    }
+
+    /// The handle of a shard in the view.
+    pub fn handle(&self, shard: &str) -> Option<u32> {
+        self.handles.get(shard).copied()
+    }
+
+    /// The id of a shard in the view, or of one being allocated.
+    pub fn shard_id(&self, handle: u32) -> Option<&str> {
+        match self.kept.allocations().get(handle) {
+            Some(shard) => {
+                self.kept.allocations().ids().and_then(|ids| ids.get(shard.handle as usize)).map(String::as_str)
+            }
+            None => self.provisional.iter().find(|(_, h)| **h == handle).map(|(id, _)| &**id),
+        }
+    }
+
+    /// The handle `allocate` names a shard by: its own when it is in the
+    /// view (homeless, moving), a provisional one otherwise.
+    pub fn handle_for_allocation(&mut self, shard: &str) -> u32 {
+        if let Some(handle) = self.handle(shard).or_else(|| self.provisional.get(shard).copied()) {
+            return handle;
+        }
+        if self.provisional.len() >= MAX_PROVISIONAL {
+            self.free.extend(self.provisional.drain().map(|(_, h)| h));
+        }
+        let handle = self.take_handle();
+        self.provisional.insert(Arc::from(shard), handle);
+        handle
+    }
+
+    fn take_handle(&mut self) -> u32 {
+        self.free.pop().unwrap_or_else(|| {
+            self.next += 1;
+            self.next - 1
+        })
+    }
+
+    /// Applies one batch to the table's view and keeps it in the journal.
+    fn commit(&mut self, mut changes: Changes) {
+        changes.generation = self.kept.generation() + 1;
+        self.kept.apply(changes.clone()).expect("the table builds only batches its view accepts");
+        if self.journal.len() == MAX_JOURNAL_BATCHES {
+            self.journal.pop_front();
+        }
+        self.journal.push_back(changes);
+    }
+
+    /// Takes a new topology and metric matrix when they differ from the
+    /// view's. Shards of regions that left lose their home first (the
+    /// coordinator removes them before the region, so this is a guard).
+    pub fn set_topology(&mut self, topology: &Arc<Topology>, metrics: &[f64]) {
+        let same_topology =
+            Arc::ptr_eq(self.kept.view().topology(), topology) || same_regions(self.kept.view().topology(), topology);
+        let same_metrics =
+            self.kept.view().metrics().iter().map(|m| m.to_bits()).eq(metrics.iter().map(|m| m.to_bits()));
+        if same_topology && same_metrics {
+            return;
+        }
+        let mut changes = Changes { metrics: Some(metrics.to_vec()), ..Changes::default() };
+        let mut retired = Vec::new();
+        if !same_topology {
+            // A gone region's shards leave it: those in a hand-off stay in
+            // the view without a home, the others leave the view.
+            let staying: std::collections::HashSet<&str> =
+                topology.regions().iter().map(|r| r.address.as_str()).collect();
+            let allocations = self.kept.allocations();
+            for (index, region) in self.kept.view().regions().iter().enumerate() {
+                if !staying.contains(region.address.as_str()) {
+                    for shard in allocations.region_shards(shardalloc_guest::RegionId(index as u32)) {
+                        if allocations.is_in_progress(shard) {
+                            changes.unhomed.push(shard.handle);
+                        } else {
+                            changes.retired.push(shard.handle);
+                            retired.push(allocations.shard_id(shard).into_owned());
+                        }
+                    }
+                }
+            }
+            changes.topology = Some((**topology).clone());
+        }
+        self.commit(changes);
+        for shard in retired {
+            self.forget(&shard);
+        }
+        if !same_topology {
+            self.index_regions();
+        }
+    }
+
+    /// Homes a shard (new, homeless or moving) on `region`, the newest there.
+    pub fn home(&mut self, shard: &str, region: &str) -> Result<(), TableError> {
+        let Some(&index) = self.regions.get(region) else {
+            return Err(TableError::UnknownRegion { shard: shard.to_owned(), region: region.to_owned() });
+        };
+        let handle = match self.handle(shard) {
+            Some(handle) => handle,
+            None => {
+                let (id, handle) = match self.provisional.remove_entry(shard) {
+                    Some(entry) => entry,
+                    None => (Arc::from(shard), self.take_handle()),
+                };
+                self.kept.name(handle, shard);
+                self.handles.insert(id, handle);
+                handle
+            }
+        };
+        let mut homed = Homed::default();
+        homed.push(handle, shard_hash(shard), index);
+        self.commit(Changes { homed, ..Changes::default() });
+        Ok(())
+    }
+
+    /// Takes a shard's home away: it stays in the view while its hand-off
+    /// is in progress, and leaves it otherwise.
+    pub fn unhome(&mut self, shard: &str) {
+        let Some(handle) = self.handle(shard) else { return };
+        let table = self.kept.allocations();
+        let entry = table.get(handle).expect("a handle in the view");
+        if table.is_in_progress(entry) {
+            if table.home(entry).is_some() {
+                self.commit(Changes { unhomed: vec![handle], ..Changes::default() });
+            }
+        } else {
+            self.retire(shard, handle);
+        }
+    }
+
+    fn retire(&mut self, shard: &str, handle: u32) {
+        self.commit(Changes { retired: vec![handle], ..Changes::default() });
+        self.forget(shard);
+    }
+
+    /// Gives a retired shard's handle back.
+    fn forget(&mut self, shard: &str) {
+        if let Some(handle) = self.handles.remove(shard) {
+            self.kept.name(handle, String::new());
+            self.free.push(handle);
+        }
+    }
+
+    /// Marks a shard's hand-off started or ended. A shard that ends its
+    /// hand-off without a home leaves the view; one that starts it without
+    /// being in the view enters it, homeless.
+    pub fn set_moving(&mut self, shard: &str, moving: bool) {
+        match (self.handle(shard), moving) {
+            (Some(handle), true) => {
+                if !self.kept.allocations().is_in_progress(self.kept.allocations().get(handle).expect("in the view")) {
+                    self.commit(Changes { moving: vec![handle], ..Changes::default() });
+                }
+            }
+            (Some(handle), false) => {
+                let table = self.kept.allocations();
+                let entry = table.get(handle).expect("in the view");
+                if table.home(entry).is_none() {
+                    self.retire(shard, handle);
+                } else if table.is_in_progress(entry) {
+                    self.commit(Changes { settled: vec![handle], ..Changes::default() });
+                }
+            }
+            (None, true) => {
+                let handle = match self.provisional.remove_entry(shard) {
+                    Some((id, handle)) => {
+                        self.handles.insert(id, handle);
+                        handle
+                    }
+                    None => {
+                        let handle = self.take_handle();
+                        self.handles.insert(Arc::from(shard), handle);
+                        handle
+                    }
+                };
+                self.kept.name(handle, shard);
+                self.commit(Changes {
+                    arrived_homeless: vec![handle],
+                    arrived_hashes: vec![shard_hash(shard)],
+                    moving: vec![handle],
+                    ..Changes::default()
+                });
+            }
+            (None, false) => {}
+        }
+    }
+
+    /// Pins a shard where it is, or unpins it.
+    pub fn set_pinned(&mut self, shard: &str, pinned: bool) {
+        let Some(handle) = self.handle(shard) else { return };
+        let table = self.kept.allocations();
+        if table.is_pinned(table.get(handle).expect("in the view")) == pinned {
+            return;
+        }
+        let changes = if pinned {
+            Changes { pinned: vec![handle], ..Changes::default() }
+        } else {
+            Changes { unpinned: vec![handle], ..Changes::default() }
+        };
+        self.commit(changes);
+    }
+
+    /// The batches after `generation`, oldest first; `None` when the
+    /// journal no longer reaches back that far (or `generation` is not one
+    /// of this table's).
+    pub fn batches_since(&self, generation: u64) -> Option<impl Iterator<Item = &Changes>> {
+        let current = self.kept.generation();
+        let behind = current.checked_sub(generation)? as usize;
+        (behind <= self.journal.len()).then(|| self.journal.range(self.journal.len() - behind..))
+    }
+
+    /// The whole view, for a component with no copy of it.
+    pub fn full_view(&self) -> FullView {
+        let view = self.kept.view();
+        let table = self.kept.allocations();
+        let mut full = FullView {
+            generation: self.kept.generation(),
+            topology: (**view.topology()).clone(),
+            metrics: view.metrics().to_vec(),
+            homed: Homed::default(),
+            homeless: Vec::new(),
+            homeless_hashes: Vec::new(),
+            moving: Vec::new(),
+            pinned: Vec::new(),
+            loads: ShardLoads::default(),
+        };
+        for region in view.region_ids() {
+            for shard in table.region_shards(region) {
+                full.homed.push(shard.handle, shard.hash, region.0);
+            }
+        }
+        for shard in table.in_progress() {
+            if table.home(shard).is_none() {
+                full.homeless.push(shard.handle);
+                full.homeless_hashes.push(shard.hash);
+            }
+            full.moving.push(shard.handle);
+        }
+        full.pinned.extend(table.pinned().map(|s| s.handle));
+        let homeless = full.homeless.iter().filter_map(|h| table.get(*h));
+        for shard in table.allocated().chain(homeless) {
+            let load = table.load(shard);
+            if load != 0.0 {
+                full.loads.push(shard.handle, load);
+            }
+        }
+        full
+    }
+}
+
+/// True when two topologies describe the same regions (everything a
+/// strategy reads of them).
+fn same_regions(a: &Topology, b: &Topology) -> bool {
+    a.regions() == b.regions() && a.metric_names() == b.metric_names() && a.signal() == b.signal()
+}
+
+#[cfg(test)]
+#[path = "table_tests.rs"]
+mod tests;

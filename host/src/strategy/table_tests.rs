@@ -1,0 +1,208 @@
+//! The shard table: the literal batches each change makes, handles given
+//! back and reused, the journal's reach, and random histories after which a
+//! component's copy (kept from the journal or loaded whole) matches the
+//! table.
+
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use shardalloc_guest::kept::{Changes, Homed, KeptView, view_checksum};
+use shardalloc_guest::{Region, RegionId, Topology, shard_hash};
+
+use super::*;
+
+fn topology(addresses: &[&str]) -> Arc<Topology> {
+    let regions = addresses.iter().map(|a| Region { address: (*a).to_owned(), ..Region::default() }).collect();
+    Arc::new(Topology::new(regions, Vec::new(), None))
+}
+
+fn table(addresses: &[&str]) -> ShardTable {
+    ShardTable::new(&topology(addresses), Vec::new())
+}
+
+fn homed(entries: &[(u32, &str, u32)]) -> Homed {
+    let mut homed = Homed::default();
+    for (handle, shard, region) in entries {
+        homed.push(*handle, shard_hash(shard), *region);
+    }
+    homed
+}
+
+/// The journal's batches, generations numbered from 1.
+fn journal(table: &ShardTable) -> Vec<Changes> {
+    table.batches_since(0).expect("the whole journal").cloned().collect()
+}
+
+fn same(a: &Changes, b: &Changes) -> bool {
+    format!("{a:?}") == format!("{b:?}")
+}
+
+#[test]
+fn each_change_is_one_literal_batch() {
+    let mut t = table(&["a", "b"]);
+    t.home("s1", "a").unwrap();
+    t.home("s2", "a").unwrap();
+    t.set_moving("s1", true);
+    t.unhome("s1");
+    t.home("s1", "b").unwrap();
+    t.set_moving("s1", false);
+    t.set_pinned("s2", true);
+    t.unhome("s2");
+    let want = [
+        Changes { generation: 1, homed: homed(&[(0, "s1", 0)]), ..Changes::default() },
+        Changes { generation: 2, homed: homed(&[(1, "s2", 0)]), ..Changes::default() },
+        Changes { generation: 3, moving: vec![0], ..Changes::default() },
+        Changes { generation: 4, unhomed: vec![0], ..Changes::default() },
+        Changes { generation: 5, homed: homed(&[(0, "s1", 1)]), ..Changes::default() },
+        Changes { generation: 6, settled: vec![0], ..Changes::default() },
+        Changes { generation: 7, pinned: vec![1], ..Changes::default() },
+        Changes { generation: 8, retired: vec![1], ..Changes::default() },
+    ];
+    let got = journal(&t);
+    assert_eq!(got.len(), want.len());
+    for (got, want) in got.iter().zip(&want) {
+        assert!(same(got, want), "got {got:?}\nwant {want:?}");
+    }
+    assert_eq!(t.handle("s2"), None, "a shard without home or hand-off leaves the view");
+    t.home("s3", "a").unwrap();
+    assert_eq!(t.handle("s3"), Some(1), "its handle is given to the next shard");
+    assert_eq!(t.shard_id(1), Some("s3"));
+}
+
+#[test]
+fn a_shard_being_allocated_keeps_its_handle_when_homed() {
+    let mut t = table(&["a"]);
+    let handle = t.handle_for_allocation("s");
+    assert_eq!(t.handle_for_allocation("s"), handle, "asked again, the same handle");
+    assert_eq!(t.shard_id(handle), Some("s"));
+    assert_eq!(t.allocations().get(handle), None, "not in the view yet");
+    t.home("s", "a").unwrap();
+    assert_eq!(t.handle("s"), Some(handle));
+    assert_eq!(t.shard_id(handle), Some("s"));
+    assert_eq!(t.home("x", "nowhere"), Err(TableError::UnknownRegion { shard: "x".into(), region: "nowhere".into() }));
+}
+
+#[test]
+fn provisional_handles_are_bounded() {
+    let mut t = table(&["a"]);
+    for i in 0..MAX_PROVISIONAL + 10 {
+        t.handle_for_allocation(&format!("s{i}"));
+    }
+    assert!(t.provisional.len() <= MAX_PROVISIONAL);
+    assert!(t.next as usize <= MAX_PROVISIONAL + 10);
+}
+
+#[test]
+fn the_journal_reaches_back_a_bounded_number_of_batches() {
+    let mut t = table(&["a", "b"]);
+    t.home("s", "a").unwrap();
+    assert_eq!(t.batches_since(0).map(|b| b.count()), Some(1));
+    assert_eq!(t.batches_since(1).map(|b| b.count()), Some(0));
+    assert!(t.batches_since(2).is_none(), "a generation the table has not reached");
+    for i in 0..MAX_JOURNAL_BATCHES {
+        t.home("s", if i % 2 == 0 { "b" } else { "a" }).unwrap();
+    }
+    assert!(t.batches_since(0).is_none(), "too far behind: load the whole view");
+    assert_eq!(t.batches_since(1).map(|b| b.count()), Some(MAX_JOURNAL_BATCHES));
+}
+
+#[test]
+fn a_new_topology_is_one_batch_and_unhomes_what_a_gone_region_held() {
+    let mut t = table(&["a", "b"]);
+    t.home("s", "b").unwrap();
+    t.set_moving("s", true);
+    let before = t.generation();
+    t.set_topology(&topology(&["a", "b"]), &[]);
+    assert_eq!(t.generation(), before, "the same regions are no change");
+    t.set_topology(&topology(&["a", "c"]), &[]);
+    let last = journal(&t).pop().unwrap();
+    assert_eq!(last.unhomed, [0]);
+    assert_eq!(last.topology.as_ref().map(|t| t.regions().len()), Some(2));
+    t.home("s", "c").unwrap();
+    assert_eq!(t.allocations().home(t.allocations().get(0).unwrap()), Some(RegionId(1)));
+}
+
+/// One step of a coordinator's history.
+#[derive(Clone, Debug)]
+enum Step {
+    Home { shard: u8, region: u8 },
+    Unhome { shard: u8 },
+    Moving { shard: u8, on: bool },
+    Pin { shard: u8, on: bool },
+    Allocating { shard: u8 },
+    Regions { mask: u8 },
+    Sync,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        5 => (0u8..40, 0u8..5).prop_map(|(shard, region)| Step::Home { shard, region }),
+        2 => (0u8..40).prop_map(|shard| Step::Unhome { shard }),
+        2 => (0u8..40, any::<bool>()).prop_map(|(shard, on)| Step::Moving { shard, on }),
+        2 => (0u8..40, any::<bool>()).prop_map(|(shard, on)| Step::Pin { shard, on }),
+        1 => (0u8..40).prop_map(|shard| Step::Allocating { shard }),
+        1 => (1u8..32).prop_map(|mask| Step::Regions { mask }),
+        2 => Just(Step::Sync),
+    ]
+}
+
+const ADDRESSES: [&str; 5] = ["a", "b", "c", "d", "e"];
+
+/// A component's copy: kept from the journal, or loaded whole when the
+/// journal no longer reaches it.
+fn sync(copy: &mut Option<KeptView>, t: &ShardTable) -> Result<(), TestCaseError> {
+    let batches = copy.as_ref().and_then(|c| t.batches_since(c.generation()));
+    match (copy.as_mut(), batches) {
+        (Some(kept), Some(batches)) => {
+            for batch in batches {
+                kept.apply(batch.clone()).map_err(TestCaseError::fail)?;
+            }
+        }
+        _ => *copy = Some(KeptView::load(t.full_view()).map_err(TestCaseError::fail)?),
+    }
+    let kept = copy.as_ref().expect("synced");
+    prop_assert_eq!(kept.checksum(), t.checksum());
+    prop_assert_eq!(kept.checksum(), view_checksum(kept.allocations()));
+    prop_assert_eq!(kept.view().shard_counts(), t.view().shard_counts());
+    for region in t.view().region_ids() {
+        let a: Vec<u32> = kept.allocations().region_shards(region).map(|s| s.handle).collect();
+        let b: Vec<u32> = t.allocations().region_shards(region).map(|s| s.handle).collect();
+        prop_assert_eq!(a, b);
+    }
+    let whole = KeptView::load(t.full_view()).map_err(TestCaseError::fail)?;
+    prop_assert_eq!(whole.checksum(), t.checksum());
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn a_components_copy_follows_the_table(steps in prop::collection::vec(step(), 1..150)) {
+        let mut t = table(&ADDRESSES);
+        let mut regions: Vec<&str> = ADDRESSES.to_vec();
+        let mut copy: Option<KeptView> = None;
+        for step in steps.iter().chain([Step::Sync].iter()) {
+            match *step {
+                Step::Home { shard, region } => {
+                    let address = ADDRESSES[region as usize];
+                    let result = t.home(&format!("s{shard}"), address);
+                    prop_assert_eq!(result.is_ok(), regions.contains(&address));
+                }
+                Step::Unhome { shard } => t.unhome(&format!("s{shard}")),
+                Step::Moving { shard, on } => t.set_moving(&format!("s{shard}"), on),
+                Step::Pin { shard, on } => t.set_pinned(&format!("s{shard}"), on),
+                Step::Allocating { shard } => {
+                    let id = format!("s{shard}");
+                    let handle = t.handle_for_allocation(&id);
+                    prop_assert_eq!(t.shard_id(handle), Some(id.as_str()));
+                }
+                Step::Regions { mask } => {
+                    regions = ADDRESSES.iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0).map(|(_, a)| *a).collect();
+                    t.set_topology(&topology(&regions), &[]);
+                }
+                Step::Sync => sync(&mut copy, &t)?,
+            }
+        }
+    }
+}
