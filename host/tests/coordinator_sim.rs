@@ -620,6 +620,11 @@ impl Sim {
         // A shard that had a home gets one again in bounded time while some region can take it.
         let now = self.now;
         let allocatable = self.c.view().regions().iter().any(|r| r.is_allocatable());
+        // The shard table strategies of contract 0.2 follow, kept change by
+        // change, is what the durable state says.
+        if let Some(drift) = self.c.table_differs() {
+            panic!("t={now}: the shard table drifted from the durable state: {drift}");
+        }
         let homes: Vec<String> = self.c.durable().homes.keys().cloned().collect();
         for shard in homes {
             self.homeless_since.insert(shard, u64::MAX);

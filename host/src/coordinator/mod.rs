@@ -98,6 +98,7 @@ pub use state::{Change, Durable, Home, Interned, PlacementEntry, RegionRecord, S
 
 use crate::strategy::ClusterView;
 use crate::strategy::external::ExternalAllocation;
+use crate::strategy::table::ShardTable;
 
 /// The largest signal a type may have, in bytes: it is sent to the strategy
 /// whenever the topology changes.
@@ -135,6 +136,10 @@ pub struct Coordinator {
     next_batch: u64,
     last_rebalance: Option<Millis>,
     topology: Option<Arc<Topology>>,
+    /// Every shard strategies see, by handle, with the journal a contract
+    /// 0.2 component's copy follows; built at the first view and kept in
+    /// step with every change after.
+    table: Option<Arc<ShardTable>>,
     /// The tombstones by when they were written: the tick purges the
     /// expired ones without walking every placement.
     tombstones: BTreeSet<(Millis, String)>,
@@ -190,6 +195,7 @@ impl Coordinator {
             next_batch: 1,
             last_rebalance: Some(now),
             topology: None,
+            table: None,
             tombstones,
             now,
             changes: Vec::new(),
@@ -322,7 +328,75 @@ impl Coordinator {
             .iter()
             .map(|region| self.durable.regions.get(&region.address).map_or(0, |r| r.shards.len() as u32))
             .collect();
-        ClusterView::for_allocation(topology, metrics, counts).expect("the view is consistent by construction")
+        let table = self.table_at(&topology, &metrics);
+        ClusterView::for_allocation(topology, metrics, counts)
+            .expect("the view is consistent by construction")
+            .with_table(table)
+    }
+
+    /// The shard table at the current topology and metrics, built from the
+    /// durable state the first time.
+    fn table_at(&mut self, topology: &Arc<Topology>, metrics: &[f64]) -> Arc<ShardTable> {
+        let table = match &mut self.table {
+            Some(table) => table,
+            None => self.table.insert(Arc::new(self.durable.shard_table(topology, metrics.to_vec()))),
+        };
+        Arc::make_mut(table).set_topology(topology, metrics);
+        table.clone()
+    }
+
+    /// Where the shard table kept change by change differs from one built
+    /// afresh from the durable state, if it does: a check for tests and
+    /// simulations (it builds a whole table).
+    pub fn table_differs(&mut self) -> Option<String> {
+        self.table.as_ref()?;
+        let topology = self.topology();
+        let metrics = self.metric_matrix(&topology);
+        let kept = self.table_at(&topology, &metrics);
+        let fresh = self.durable.shard_table(&topology, metrics);
+        kept.differs_from(&fresh)
+    }
+
+    /// Keeps the shard table (when built) in step with a change just applied.
+    fn change_table(&mut self, change: &Change) {
+        let Some(table) = &mut self.table else { return };
+        let pinned_at = |durable: &Durable, shard: &str| {
+            durable
+                .placements
+                .get(shard)
+                .and_then(|p| p.target.as_deref())
+                .zip(durable.homes.get(shard))
+                .is_some_and(|(target, home)| *target == *home.region)
+        };
+        match change {
+            Change::HomeSet { shard, home } => {
+                let table = Arc::make_mut(table);
+                if table.home(shard, &home.region).is_err() {
+                    // A region registered this turn: the table learns the
+                    // topology first.
+                    self.table_now();
+                    let table = Arc::make_mut(self.table.as_mut().expect("built"));
+                    table.home(shard, &home.region).expect("the region is in the topology it was just given");
+                }
+                let pinned = pinned_at(&self.durable, shard);
+                Arc::make_mut(self.table.as_mut().expect("built")).set_pinned(shard, pinned);
+            }
+            Change::HomeRemoved { shard } => Arc::make_mut(table).unhome(shard),
+            Change::HandOffStarted { shard, .. } => Arc::make_mut(table).set_moving(shard, true),
+            Change::HandOffEnded { shard } => Arc::make_mut(table).set_moving(shard, false),
+            Change::PlacementWritten { shard, .. } | Change::PlacementPurged { shard } => {
+                let pinned = pinned_at(&self.durable, shard);
+                Arc::make_mut(table).set_pinned(shard, pinned);
+            }
+            _ => {}
+        }
+    }
+
+    /// Brings the shard table's topology and metrics up to date.
+    fn table_now(&mut self) {
+        let topology = self.topology();
+        let metrics = self.metric_matrix(&topology);
+        self.table_at(&topology, &metrics);
     }
 
     fn metric_matrix(&self, topology: &Topology) -> Vec<f64> {
@@ -347,7 +421,10 @@ impl Coordinator {
             .map(|region| self.durable.regions.get(&region.address).map(|r| r.shards.clone()).unwrap_or_default())
             .collect();
         let in_progress = self.durable.handoffs.keys().cloned().collect();
-        ClusterView::new(topology, metrics, homes, in_progress).expect("the view is consistent by construction")
+        let table = self.table_at(&topology, &metrics);
+        ClusterView::new(topology, metrics, homes, in_progress)
+            .expect("the view is consistent by construction")
+            .with_table(table)
     }
 
     /// The state in the snapshot format `shardalloc strategy eval` reads:
@@ -428,6 +505,7 @@ impl Coordinator {
             self.tombstones.insert((entry.written_at, shard.clone()));
         }
         self.durable.apply(&change);
+        self.change_table(&change);
         match &change {
             Change::RegionRegistered(_)
             | Change::RegionRemoved { .. }

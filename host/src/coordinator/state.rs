@@ -9,6 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::strategy::external::AllocationReason;
+use crate::strategy::table::ShardTable;
+use shardalloc_guest::Topology;
 
 use shardalloc_proto::protocol::Millis;
 
@@ -320,6 +322,21 @@ impl Durable {
         {
             r.shards.retain(|s| s != shard);
         }
+    }
+
+    /// The shard table strategies see over `topology`: every home, region
+    /// by region in allocation order, the hand-offs in flight, and the
+    /// shards pinned where they are.
+    pub fn shard_table(&self, topology: &Topology, metrics: Vec<f64>) -> ShardTable {
+        let homes = topology.regions().iter().enumerate().flat_map(|(index, region)| {
+            let shards = self.regions.get(&region.address).map(|r| r.shards.as_slice()).unwrap_or_default();
+            shards.iter().map(move |shard| (shard.as_str(), index as u32))
+        });
+        let pinned = self
+            .live_placements()
+            .filter(|(shard, target)| self.homes.get(*shard).is_some_and(|home| *home.region == ***target))
+            .map(|(shard, _)| shard.as_str());
+        ShardTable::build(topology, metrics, homes, self.handoffs.keys().map(String::as_str), pinned)
     }
 
     /// The live placements: shard → target.

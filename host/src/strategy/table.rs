@@ -11,7 +11,8 @@
 //!
 //! Handles are dense: a retired shard's handle goes back to a free list and
 //! is given to the next new shard. A shard being allocated, not yet in the
-//! view, gets a provisional handle so the component can ask for its id.
+//! view, is named by the handle the next new shard would get
+//! ([`ShardTable::allocation_handle`]): one no copy of the view holds.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -23,10 +24,6 @@ use shardalloc_guest::{Allocations, Topology, View, shard_hash};
 /// Most batches kept in the journal: a component further behind is sent
 /// the whole view instead.
 pub const MAX_JOURNAL_BATCHES: usize = 4096;
-
-/// Most provisional handles held at once (shards being allocated that did
-/// not get a home yet); past it they are all given back.
-pub const MAX_PROVISIONAL: usize = 4096;
 
 /// Tells tables apart: a component's copy follows one table's history.
 static NEXT_TABLE: AtomicU64 = AtomicU64::new(1);
@@ -51,7 +48,6 @@ pub struct ShardTable {
     kept: KeptView,
     regions: HashMap<String, u32>,
     handles: HashMap<Arc<str>, u32>,
-    provisional: HashMap<Arc<str>, u32>,
     free: Vec<u32>,
     next: u32,
     journal: VecDeque<Changes>,
@@ -77,13 +73,111 @@ impl ShardTable {
             kept,
             regions: HashMap::new(),
             handles: HashMap::new(),
-            provisional: HashMap::new(),
             free: Vec::new(),
             next: 0,
             journal: VecDeque::new(),
         };
         table.index_regions();
         table
+    }
+
+    /// A table built in one pass (at a coordinator's first view): `homes`
+    /// names each homed shard with its region's index, region by region in
+    /// allocation order; `moving` the shards whose hand-off is in progress
+    /// (those not homed enter the view homeless); `pinned` the shards pinned
+    /// where they are.
+    pub fn build<'a>(
+        topology: &Topology,
+        metrics: Vec<f64>,
+        homes: impl IntoIterator<Item = (&'a str, u32)>,
+        moving: impl IntoIterator<Item = &'a str>,
+        pinned: impl IntoIterator<Item = &'a str>,
+    ) -> Self {
+        let mut full = FullView {
+            generation: 0,
+            topology: topology.clone(),
+            metrics,
+            homed: Homed::default(),
+            homeless: Vec::new(),
+            homeless_hashes: Vec::new(),
+            moving: Vec::new(),
+            pinned: Vec::new(),
+            loads: ShardLoads::default(),
+        };
+        let mut handles: HashMap<Arc<str>, u32> = HashMap::new();
+        let mut names: Vec<&str> = Vec::new();
+        let mut add = |shard: &'a str, handles: &mut HashMap<Arc<str>, u32>| {
+            let handle = names.len() as u32;
+            names.push(shard);
+            handles.insert(Arc::from(shard), handle);
+            handle
+        };
+        for (shard, region) in homes {
+            let handle = add(shard, &mut handles);
+            full.homed.push(handle, shard_hash(shard), region);
+        }
+        for shard in moving {
+            let handle = match handles.get(shard) {
+                Some(handle) => *handle,
+                None => {
+                    let handle = add(shard, &mut handles);
+                    full.homeless.push(handle);
+                    full.homeless_hashes.push(shard_hash(shard));
+                    handle
+                }
+            };
+            full.moving.push(handle);
+        }
+        full.pinned.extend(pinned.into_iter().filter_map(|shard| handles.get(shard).copied()));
+        let mut kept = KeptView::load_named(full).expect("a view built from consistent parts");
+        for (handle, shard) in names.iter().enumerate() {
+            kept.name(handle as u32, *shard);
+        }
+        let mut table = ShardTable {
+            id: NEXT_TABLE.fetch_add(1, Ordering::Relaxed),
+            kept,
+            regions: HashMap::new(),
+            next: names.len() as u32,
+            handles,
+            free: Vec::new(),
+            journal: VecDeque::new(),
+        };
+        table.index_regions();
+        table
+    }
+
+    /// Where this table differs from `other` in what strategies see
+    /// (regions, each region's shards by id in order, hand-offs, pins), or
+    /// `None`: a check for tests and simulations, costing a walk of both.
+    pub fn differs_from(&self, other: &ShardTable) -> Option<String> {
+        let ids = |t: &ShardTable, shards: &mut dyn Iterator<Item = shardalloc_guest::Shard>| -> Vec<String> {
+            shards.map(|s| t.allocations().shard_id(s).into_owned()).collect()
+        };
+        if !same_regions(self.view().topology(), other.view().topology()) {
+            return Some("the regions differ".to_owned());
+        }
+        for region in self.view().region_ids() {
+            let (a, b) = (
+                ids(self, &mut self.allocations().region_shards(region)),
+                ids(other, &mut other.allocations().region_shards(region)),
+            );
+            if a != b {
+                return Some(format!("region {} holds {a:?} here and {b:?} there", self.view().region(region).address));
+            }
+        }
+        let sorted = |mut v: Vec<String>| {
+            v.sort();
+            v
+        };
+        let moving = |t: &ShardTable| sorted(ids(t, &mut t.allocations().in_progress()));
+        if moving(self) != moving(other) {
+            return Some(format!("hand-offs {:?} here and {:?} there", moving(self), moving(other)));
+        }
+        let pinned = |t: &ShardTable| sorted(ids(t, &mut t.allocations().pinned()));
+        if pinned(self) != pinned(other) {
+            return Some(format!("pins {:?} here and {:?} there", pinned(self), pinned(other)));
+        }
+        None
     }
 
     fn index_regions(&mut self) {
@@ -121,28 +215,17 @@ impl ShardTable {
         self.handles.get(shard).copied()
     }
 
-    /// The id of a shard in the view, or of one being allocated.
+    /// The id of a shard in the view.
     pub fn shard_id(&self, handle: u32) -> Option<&str> {
-        match self.kept.allocations().get(handle) {
-            Some(shard) => {
-                self.kept.allocations().ids().and_then(|ids| ids.get(shard.handle as usize)).map(String::as_str)
-            }
-            None => self.provisional.iter().find(|(_, h)| **h == handle).map(|(id, _)| &**id),
-        }
+        let shard = self.kept.allocations().get(handle)?;
+        self.kept.allocations().ids().and_then(|ids| ids.get(shard.handle as usize)).map(String::as_str)
     }
 
     /// The handle `allocate` names a shard by: its own when it is in the
-    /// view (homeless, moving), a provisional one otherwise.
-    pub fn handle_for_allocation(&mut self, shard: &str) -> u32 {
-        if let Some(handle) = self.handle(shard).or_else(|| self.provisional.get(shard).copied()) {
-            return handle;
-        }
-        if self.provisional.len() >= MAX_PROVISIONAL {
-            self.free.extend(self.provisional.drain().map(|(_, h)| h));
-        }
-        let handle = self.take_handle();
-        self.provisional.insert(Arc::from(shard), handle);
-        handle
+    /// view (homeless, moving), otherwise the one the next new shard would
+    /// get, which no copy of the view holds.
+    pub fn allocation_handle(&self, shard: &str) -> u32 {
+        self.handle(shard).unwrap_or_else(|| self.free.last().copied().unwrap_or(self.next))
     }
 
     fn take_handle(&mut self) -> u32 {
@@ -212,12 +295,9 @@ impl ShardTable {
         let handle = match self.handle(shard) {
             Some(handle) => handle,
             None => {
-                let (id, handle) = match self.provisional.remove_entry(shard) {
-                    Some(entry) => entry,
-                    None => (Arc::from(shard), self.take_handle()),
-                };
+                let handle = self.take_handle();
                 self.kept.name(handle, shard);
-                self.handles.insert(id, handle);
+                self.handles.insert(Arc::from(shard), handle);
                 handle
             }
         };
@@ -275,17 +355,8 @@ impl ShardTable {
                 }
             }
             (None, true) => {
-                let handle = match self.provisional.remove_entry(shard) {
-                    Some((id, handle)) => {
-                        self.handles.insert(id, handle);
-                        handle
-                    }
-                    None => {
-                        let handle = self.take_handle();
-                        self.handles.insert(Arc::from(shard), handle);
-                        handle
-                    }
-                };
+                let handle = self.take_handle();
+                self.handles.insert(Arc::from(shard), handle);
                 self.kept.name(handle, shard);
                 self.commit(Changes {
                     arrived_homeless: vec![handle],

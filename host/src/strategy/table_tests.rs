@@ -70,26 +70,16 @@ fn each_change_is_one_literal_batch() {
 }
 
 #[test]
-fn a_shard_being_allocated_keeps_its_handle_when_homed() {
+fn a_shard_being_allocated_is_named_by_a_handle_no_view_holds() {
     let mut t = table(&["a"]);
-    let handle = t.handle_for_allocation("s");
-    assert_eq!(t.handle_for_allocation("s"), handle, "asked again, the same handle");
-    assert_eq!(t.shard_id(handle), Some("s"));
-    assert_eq!(t.allocations().get(handle), None, "not in the view yet");
+    t.home("x", "a").unwrap();
+    let handle = t.allocation_handle("s");
+    assert_eq!(t.allocations().get(handle), None, "not in the view");
     t.home("s", "a").unwrap();
-    assert_eq!(t.handle("s"), Some(handle));
+    assert_eq!(t.handle("s"), Some(handle), "the next new shard gets it");
+    assert_eq!(t.allocation_handle("s"), handle, "a shard in the view keeps its own");
     assert_eq!(t.shard_id(handle), Some("s"));
-    assert_eq!(t.home("x", "nowhere"), Err(TableError::UnknownRegion { shard: "x".into(), region: "nowhere".into() }));
-}
-
-#[test]
-fn provisional_handles_are_bounded() {
-    let mut t = table(&["a"]);
-    for i in 0..MAX_PROVISIONAL + 10 {
-        t.handle_for_allocation(&format!("s{i}"));
-    }
-    assert!(t.provisional.len() <= MAX_PROVISIONAL);
-    assert!(t.next as usize <= MAX_PROVISIONAL + 10);
+    assert_eq!(t.home("y", "nowhere"), Err(TableError::UnknownRegion { shard: "y".into(), region: "nowhere".into() }));
 }
 
 #[test]
@@ -194,8 +184,11 @@ proptest! {
                 Step::Pin { shard, on } => t.set_pinned(&format!("s{shard}"), on),
                 Step::Allocating { shard } => {
                     let id = format!("s{shard}");
-                    let handle = t.handle_for_allocation(&id);
-                    prop_assert_eq!(t.shard_id(handle), Some(id.as_str()));
+                    let handle = t.allocation_handle(&id);
+                    match t.handle(&id) {
+                        Some(own) => prop_assert_eq!(handle, own),
+                        None => prop_assert!(t.allocations().get(handle).is_none()),
+                    }
                 }
                 Step::Regions { mask } => {
                     regions = ADDRESSES.iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0).map(|(_, a)| *a).collect();

@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use shardalloc_guest::{Allocations, Region, Snapshot, Topology, View};
 
+use super::table::ShardTable;
+
 /// Checks that per-region data (`per_region` entries of `what`) and the
 /// metric matrix fit the topology.
 fn check_shape(topology: &Topology, metrics: &[f64], per_region: usize, what: &str) -> Result<(), String> {
@@ -41,6 +43,9 @@ pub struct ClusterView {
     homes: Vec<Vec<String>>,
     in_progress: BTreeSet<String>,
     has_homes: bool,
+    /// The coordinator's shard table at this view, when the view comes from
+    /// one: a contract 0.2 component's copy follows it batch by batch.
+    table: Option<Arc<ShardTable>>,
 }
 
 impl ClusterView {
@@ -54,7 +59,13 @@ impl ClusterView {
     ) -> Result<Self, String> {
         check_shape(&topology, &metrics, homes.len(), "shard lists")?;
         let counts = homes.iter().map(|h| h.len() as u32).collect();
-        Ok(ClusterView { view: consistent(topology, counts, metrics), homes, in_progress, has_homes: true })
+        Ok(ClusterView {
+            view: consistent(topology, counts, metrics),
+            homes,
+            in_progress,
+            has_homes: true,
+            table: None,
+        })
     }
 
     /// A view for `allocate` only: per-region shard counts, no shard lists.
@@ -66,6 +77,7 @@ impl ClusterView {
             homes,
             in_progress: BTreeSet::new(),
             has_homes: false,
+            table: None,
         })
     }
 
@@ -76,7 +88,18 @@ impl ClusterView {
         let homes = snapshot.regions.iter().map(|r| r.shards.clone()).collect();
         let in_progress = snapshot.in_progress.iter().cloned().collect();
         let counts = snapshot.regions.iter().map(|r| r.shards.len() as u32).collect();
-        ClusterView { view: consistent(topology, counts, metrics), homes, in_progress, has_homes: true }
+        ClusterView { view: consistent(topology, counts, metrics), homes, in_progress, has_homes: true, table: None }
+    }
+
+    /// The same view, with the shard table it was taken from.
+    pub fn with_table(mut self, table: Arc<ShardTable>) -> Self {
+        self.table = Some(table);
+        self
+    }
+
+    /// The shard table this view was taken from, if any.
+    pub fn table(&self) -> Option<&Arc<ShardTable>> {
+        self.table.as_ref()
     }
 
     /// The shared topology.
@@ -168,7 +191,13 @@ impl ClusterView {
                 first
             })
             .collect();
-        Some(ClusterView { view: self.view.clone(), homes, in_progress: self.in_progress.clone(), has_homes: true })
+        Some(ClusterView {
+            view: self.view.clone(),
+            homes,
+            in_progress: self.in_progress.clone(),
+            has_homes: true,
+            table: self.table.clone(),
+        })
     }
 
     /// The strategy-facing allocation table (handles in contract order).
