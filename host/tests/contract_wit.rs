@@ -65,8 +65,8 @@ fn the_next_strategy_contract_changes_only_deliberately() {
 fn the_guest_sdk_builds_against_the_same_contract() {
     assert_eq!(
         read("guest-sdk/wit/strategy.wit"),
-        read("wit/0.1/strategy.wit"),
-        "guest-sdk/wit/strategy.wit differs from wit/0.1/strategy.wit: strategies would be built against another contract"
+        read("wit/0.2/strategy.wit"),
+        "guest-sdk/wit/strategy.wit differs from wit/0.2/strategy.wit: strategies would be built against another contract"
     );
 }
 

@@ -4,15 +4,24 @@
 use shardalloc_guest::Level;
 use wasmtime::ResourceLimiter;
 
-use super::bindings::v0_1::{wit, wit_host};
+use std::sync::Arc;
+
+use super::bindings::{v0_1, v0_2};
 use super::limits::{MAX_LOG_MESSAGE, cut};
+use crate::strategy::table::ShardTable;
 
 /// What the host keeps in each strategy store.
 pub struct HostState {
     /// `name@version`, for logs.
     pub label: String,
-    /// The current rebalance call's shard ids, by handle.
+    /// The current rebalance call's shard ids, by handle (contract 0.1).
     pub shard_ids: Vec<String>,
+    /// The shard table of the current call (contract 0.2): lent for the
+    /// call and taken back after it, so the store never keeps it alive.
+    pub table: Option<Arc<ShardTable>>,
+    /// The shard the current `allocate` is about, by handle and id
+    /// (contract 0.2): not in the view yet.
+    pub allocating: Option<(u32, String)>,
     /// Linear memory cap of this store, in bytes.
     pub memory_limit: usize,
     /// Set when a memory growth was refused: a trap that follows is
@@ -45,18 +54,10 @@ pub const MAX_LOG_FIELDS: usize = 32;
 /// Longest key or value of a log field kept from a strategy.
 pub const MAX_LOG_FIELD: usize = 256;
 
-impl wit::Host for HostState {}
-
-impl wit_host::Host for HostState {
-    fn log(&mut self, level: wit_host::Level, mut message: String, fields: Vec<(String, String)>) {
-        let level = match level {
-            wit_host::Level::Trace => Level::Trace,
-            wit_host::Level::Debug => Level::Debug,
-            wit_host::Level::Info => Level::Info,
-            wit_host::Level::Warn => Level::Warn,
-            wit_host::Level::Error => Level::Error,
-        };
-        message = cut(message, MAX_LOG_MESSAGE);
+impl HostState {
+    /// A strategy's log record, bounded, in the node's log.
+    fn log_record(&mut self, level: Level, message: String, fields: Vec<(String, String)>) {
+        let message = cut(message, MAX_LOG_MESSAGE);
         let fields: Vec<(String, String)> = fields
             .into_iter()
             .take(MAX_LOG_FIELDS)
@@ -64,10 +65,53 @@ impl wit_host::Host for HostState {
             .collect();
         crate::strategy::emit_strategy_log(&self.label, level, &message, &fields);
     }
+}
+
+impl v0_1::wit::Host for HostState {}
+
+impl v0_1::wit_host::Host for HostState {
+    fn log(&mut self, level: v0_1::wit_host::Level, message: String, fields: Vec<(String, String)>) {
+        use v0_1::wit_host::Level as L;
+        let level = match level {
+            L::Trace => Level::Trace,
+            L::Debug => Level::Debug,
+            L::Info => Level::Info,
+            L::Warn => Level::Warn,
+            L::Error => Level::Error,
+        };
+        self.log_record(level, message, fields);
+    }
 
     fn shard_id(&mut self, handle: u32) -> String {
         // Out of range yields "", which names no shard; answers are checked.
         self.shard_ids.get(handle as usize).cloned().unwrap_or_default()
+    }
+}
+
+impl v0_2::wit::Host for HostState {}
+
+impl v0_2::wit_host::Host for HostState {
+    fn log(&mut self, level: v0_2::wit_host::Level, message: String, fields: Vec<(String, String)>) {
+        use v0_2::wit_host::Level as L;
+        let level = match level {
+            L::Trace => Level::Trace,
+            L::Debug => Level::Debug,
+            L::Info => Level::Info,
+            L::Warn => Level::Warn,
+            L::Error => Level::Error,
+        };
+        self.log_record(level, message, fields);
+    }
+
+    fn shard_id(&mut self, handle: u32) -> String {
+        // A handle that names no shard yields "", which names no shard;
+        // answers are checked.
+        if let Some((allocating, id)) = &self.allocating
+            && *allocating == handle
+        {
+            return id.clone();
+        }
+        self.table.as_ref().and_then(|t| t.shard_id(handle)).unwrap_or_default().to_owned()
     }
 }
 

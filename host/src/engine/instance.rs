@@ -8,21 +8,33 @@
 
 use std::sync::Arc;
 
-use shardalloc_guest::{RegionStatus, Topology};
+use shardalloc_guest::Topology;
 use wasmtime::Store;
 
-use super::bindings::v0_1::{World as StrategyWorld, wit};
+use super::bindings::v0_1::wit;
+use super::bindings::{v0_1, v0_2};
 use super::host::HostState;
 use super::limits::Limits;
 use super::limits::cut;
-use super::load::{Compiled, LoadError};
+use super::load::Contract;
+use super::load::{Compiled, LoadError, Pre};
+use super::lower;
+use crate::strategy::table::ShardTable;
 use crate::strategy::{AllocationStrategy, ClusterView, FaultKind, Info, StrategyError};
 
 /// A live instance with its store.
 struct Live {
     store: Store<HostState>,
-    world: StrategyWorld,
-    sent_generation: Option<u64>,
+    guest: Guest,
+}
+
+/// A live instance through the bindings of its contract.
+enum Guest {
+    /// Contract 0.1: the topology is sent when its generation changes.
+    V0_1 { world: v0_1::World, sent_generation: Option<u64> },
+    /// Contract 0.2: the instance keeps a copy of a shard table's view, at
+    /// (table id, generation); `topology` is that view's topology generation.
+    V0_2 { world: v0_2::World, copy: Option<(u64, u64)>, topology: Option<u64> },
 }
 
 /// A compiled strategy, configured and sandboxed, behind [`AllocationStrategy`].
@@ -102,7 +114,11 @@ impl Sandboxed {
 
     /// The generation of the topology its live instance holds, if any.
     pub fn topology_generation(&self) -> Option<u64> {
-        self.live.as_ref().and_then(|live| live.sent_generation)
+        match self.live.as_ref().map(|live| &live.guest) {
+            Some(Guest::V0_1 { sent_generation, .. }) => *sent_generation,
+            Some(Guest::V0_2 { topology, .. }) => *topology,
+            None => None,
+        }
     }
 
     /// How many stores it has created (1 + one per fault recovered from).
@@ -115,6 +131,8 @@ impl Sandboxed {
         let state = HostState {
             label: label.clone(),
             shard_ids: Vec::new(),
+            table: None,
+            allocating: None,
             memory_limit: self.limits.memory,
             memory_denied: false,
             wasi: super::wasi::StoreWasi::new(&label),
@@ -138,14 +156,30 @@ impl Sandboxed {
             let mut store = self.new_store();
             store.set_epoch_deadline(ticks);
             store.data().wasi.begin_call();
-            let world = self.compiled.pre.instantiate(&mut store).map_err(|e| {
-                let denied = store.data().memory_denied;
-                ("while instantiating", classify(e, denied))
-            })?;
+            let instantiating = |e: wasmtime::Error, store: &Store<HostState>| {
+                ("while instantiating", classify(e, store.data().memory_denied))
+            };
+            let guest = match &self.compiled.pre {
+                Pre::V0_1(pre) => {
+                    let world = pre.instantiate(&mut store).map_err(|e| instantiating(e, &store))?;
+                    Guest::V0_1 { world, sent_generation: None }
+                }
+                Pre::V0_2(pre) => {
+                    let world = pre.instantiate(&mut store).map_err(|e| instantiating(e, &store))?;
+                    Guest::V0_2 { world, copy: None, topology: None }
+                }
+            };
             self.instantiations += 1;
             store.set_epoch_deadline(ticks);
-            let allocator = world.shardalloc_strategy_allocator();
-            match allocator.call_configure(&mut store, &self.config) {
+            let configured = match &guest {
+                Guest::V0_1 { world, .. } => {
+                    world.shardalloc_strategy_allocator().call_configure(&mut store, &self.config)
+                }
+                Guest::V0_2 { world, .. } => {
+                    world.shardalloc_strategy_allocator().call_configure(&mut store, &self.config)
+                }
+            };
+            match configured {
                 Ok(Ok(())) => {}
                 Ok(Err(message)) => return Err(("in configure", StrategyError::Refused(bounded(message)))),
                 Err(e) => {
@@ -154,22 +188,25 @@ impl Sandboxed {
                 }
             }
             store.set_epoch_deadline(ticks);
-            let described = allocator.call_describe(&mut store).map_err(|e| {
-                let denied = store.data().memory_denied;
-                ("in describe", classify(e, denied))
-            })?;
-            // A setting may change what the strategy needs (shard names).
-            self.info.needs_shard_names = described.needs_shard_names;
-            self.live = Some(Live { store, world, sent_generation: None });
+            // A setting may change what the strategy needs (shard names, 0.1).
+            if let Guest::V0_1 { world, .. } = &guest {
+                let described = world.shardalloc_strategy_allocator().call_describe(&mut store).map_err(|e| {
+                    let denied = store.data().memory_denied;
+                    ("in describe", classify(e, denied))
+                })?;
+                self.info.needs_shard_names = described.needs_shard_names;
+            }
+            self.live = Some(Live { store, guest });
         }
         Ok(self.live.as_mut().expect("just made"))
     }
 
-    /// Runs one call under the deadline; a fault drops the store.
+    /// Runs one call under the deadline; a fault drops the store. Before
+    /// it, a 0.1 instance is sent the topology when its generation changed.
     fn call<R>(
         &mut self,
         topology: &Arc<Topology>,
-        f: impl FnOnce(&StrategyWorld, &mut Store<HostState>) -> wasmtime::Result<R>,
+        f: impl FnOnce(&mut Guest, &mut Store<HostState>) -> wasmtime::Result<R>,
     ) -> Result<R, StrategyError> {
         let ticks = self.limits.deadline_ticks();
         let live = self.live().map_err(|(during, error)| match error {
@@ -181,11 +218,13 @@ impl Sandboxed {
         live.store.data_mut().memory_denied = false;
         live.store.data().wasi.begin_call();
         let result = (|| {
-            if live.sent_generation != Some(topology.generation()) {
-                live.sent_generation = None;
+            if let Guest::V0_1 { world, sent_generation } = &mut live.guest
+                && *sent_generation != Some(topology.generation())
+            {
+                *sent_generation = None;
                 live.store.set_epoch_deadline(ticks);
-                let labels = wit_labels(topology);
-                let regions = wit_regions(topology, &labels);
+                let labels = lower::v1::labels(topology);
+                let regions = lower::v1::regions(topology, &labels);
                 let metric_names: Vec<&str> = topology.metric_names().iter().map(String::as_str).collect();
                 let wit_topology = wit::Topology {
                     generation: topology.generation(),
@@ -193,12 +232,15 @@ impl Sandboxed {
                     metric_names: &metric_names,
                     signal: topology.signal(),
                 };
-                live.world.shardalloc_strategy_allocator().call_set_topology(&mut live.store, wit_topology)?;
-                live.sent_generation = Some(topology.generation());
+                world.shardalloc_strategy_allocator().call_set_topology(&mut live.store, wit_topology)?;
+                *sent_generation = Some(topology.generation());
             }
             live.store.set_epoch_deadline(ticks);
-            f(&live.world, &mut live.store)
+            f(&mut live.guest, &mut live.store)
         })();
+        // The store never keeps the shard table past a call.
+        live.store.data_mut().table = None;
+        live.store.data_mut().allocating = None;
         match result {
             Ok(value) => Ok(value),
             Err(error) => {
@@ -208,39 +250,6 @@ impl Sandboxed {
             }
         }
     }
-}
-
-/// Each region's labels as the contract's records, borrowing their text.
-fn wit_labels(topology: &Topology) -> Vec<Vec<wit::Label<'_>>> {
-    topology.regions().iter().map(|r| r.labels.iter().map(|(k, v)| wit::Label { key: k, value: v }).collect()).collect()
-}
-
-/// The topology's regions as the contract's records, borrowing their text.
-fn wit_regions<'a>(topology: &'a Topology, labels: &'a [Vec<wit::Label<'a>>]) -> Vec<wit::Region<'a>> {
-    topology
-        .regions()
-        .iter()
-        .zip(labels)
-        .map(|(r, labels)| wit::Region {
-            address: &r.address,
-            status: match r.status {
-                RegionStatus::Up => wit::RegionStatus::Up,
-                RegionStatus::Joining => wit::RegionStatus::Joining,
-                RegionStatus::Leaving => wit::RegionStatus::Leaving,
-                RegionStatus::Unreachable => wit::RegionStatus::Unreachable,
-            },
-            app_version: &r.app_version,
-            join_order: r.join_order,
-            labels,
-            proxy_only: r.proxy_only,
-            draining: r.draining,
-        })
-        .collect()
-}
-
-/// The per-call numbers, lent to the call as they are in the view.
-fn loads(view: &ClusterView) -> wit::Loads<'_> {
-    wit::Loads { generation: view.topology().generation(), shard_counts: view.shard_counts(), metrics: view.metrics() }
 }
 
 fn requester_index(view: &ClusterView, requester: Option<&str>) -> Result<Option<u32>, StrategyError> {
@@ -259,11 +268,91 @@ impl AllocationStrategy for Sandboxed {
     }
 
     fn allocate(&mut self, view: &ClusterView, shard: &str, requester: Option<&str>) -> Result<String, StrategyError> {
+        match self.compiled.contract {
+            Contract::V0_1 => self.allocate_v0_1(view, shard, requester),
+            Contract::V0_2 => self.allocate_v0_2(view, shard, requester),
+        }
+    }
+
+    fn rebalance(&mut self, view: &ClusterView) -> Result<Vec<String>, StrategyError> {
+        match self.compiled.contract {
+            Contract::V0_1 => self.rebalance_v0_1(view),
+            Contract::V0_2 => self.rebalance_v0_2(view),
+        }
+    }
+}
+
+/// The shard table a 0.2 instance follows for `view`: the coordinator's, or
+/// for a view made without one (a snapshot's, in a dry run or the CLI) one
+/// built from the view's homes.
+fn table_of(view: &ClusterView) -> Result<Arc<ShardTable>, StrategyError> {
+    if let Some(table) = view.table() {
+        return Ok(table.clone());
+    }
+    view.built_table().map(Arc::new).ok_or_else(|| {
+        StrategyError::Invalid(
+            "a contract 0.2 strategy needs the view's shard table, and this allocation view has none".to_owned(),
+        )
+    })
+}
+
+/// Brings a 0.2 instance's copy of the view to the table's generation: the
+/// journal's batches after its copy, or the whole view (under the loading
+/// deadline) when it has none or the journal no longer reaches it. A
+/// checksum that is not the table's is an error, handled like a trap.
+fn sync(
+    world: &v0_2::World,
+    copy: &mut Option<(u64, u64)>,
+    store: &mut Store<HostState>,
+    table: &ShardTable,
+    limits: &Limits,
+) -> wasmtime::Result<()> {
+    let allocator = world.shardalloc_strategy_allocator();
+    let batches = copy.filter(|(id, _)| *id == table.id()).and_then(|(_, generation)| table.batches_since(generation));
+    *copy = None;
+    let checksum = match batches {
+        Some(batches) => {
+            let mut checksum = None;
+            for batch in batches {
+                checksum = Some(lower::v2::with_changes(batch, |changes| allocator.call_apply(&mut *store, changes))?);
+            }
+            checksum
+        }
+        None => {
+            store.set_epoch_deadline(limits.load_deadline_ticks());
+            let full = table.full_view();
+            let checksum = lower::v2::with_view(&full, |view| allocator.call_load_view(&mut *store, view))?;
+            store.set_epoch_deadline(limits.deadline_ticks());
+            Some(checksum)
+        }
+    };
+    if let Some(checksum) = checksum
+        && checksum != table.checksum()
+    {
+        return Err(wasmtime::Error::msg(format!(
+            "the strategy's view checksum {checksum:#018x} is not the host's {:#018x} at generation {}: its copy of \
+             the view went wrong",
+            table.checksum(),
+            table.generation()
+        )));
+    }
+    *copy = Some((table.id(), table.generation()));
+    Ok(())
+}
+
+impl Sandboxed {
+    fn allocate_v0_1(
+        &mut self,
+        view: &ClusterView,
+        shard: &str,
+        requester: Option<&str>,
+    ) -> Result<String, StrategyError> {
         let requester = requester_index(view, requester)?;
         let key = wit::ShardKey { id: shard, hash: shardalloc_guest::shard_hash(shard) };
-        let loads = loads(view);
+        let loads = lower::v1::loads(view);
         let index = self
-            .call(view.topology(), |world, store| {
+            .call(view.topology(), |guest, store| {
+                let Guest::V0_1 { world, .. } = guest else { unreachable!("a 0.1 component has 0.1 instances") };
                 world.shardalloc_strategy_allocator().call_allocate(store, key, requester, loads)
             })?
             .map_err(|m| StrategyError::Refused(bounded(m)))?;
@@ -272,7 +361,7 @@ impl AllocationStrategy for Sandboxed {
         })
     }
 
-    fn rebalance(&mut self, view: &ClusterView) -> Result<Vec<String>, StrategyError> {
+    fn rebalance_v0_1(&mut self, view: &ClusterView) -> Result<Vec<String>, StrategyError> {
         let table = view.allocations();
         let in_progress = table.in_progress_handles();
 
@@ -288,9 +377,10 @@ impl AllocationStrategy for Sandboxed {
             in_progress: &in_progress,
             ids: self.info.needs_shard_names.then_some(names.as_slice()),
         };
-        let loads = loads(view);
+        let loads = lower::v1::loads(view);
         let handles = self
-            .call(view.topology(), |world, store| {
+            .call(view.topology(), |guest, store| {
+                let Guest::V0_1 { world, .. } = guest else { unreachable!("a 0.1 component has 0.1 instances") };
                 store.data_mut().shard_ids = ids;
                 world.shardalloc_strategy_allocator().call_rebalance(&mut *store, loads, allocations)
             })?
@@ -305,6 +395,64 @@ impl AllocationStrategy for Sandboxed {
                 ids.get(h as usize).cloned().ok_or_else(|| {
                     StrategyError::Invalid(format!("shard handle {h} out of range ({} shards)", ids.len()))
                 })
+            })
+            .collect()
+    }
+
+    fn allocate_v0_2(
+        &mut self,
+        view: &ClusterView,
+        shard: &str,
+        requester: Option<&str>,
+    ) -> Result<String, StrategyError> {
+        let requester = requester_index(view, requester)?;
+        let table = table_of(view)?;
+        let handle = table.allocation_handle(shard);
+        let hash = shardalloc_guest::shard_hash(shard);
+        let limits = self.limits;
+        let answer = self.call(view.topology(), |guest, store| {
+            let Guest::V0_2 { world, copy, topology } = guest else {
+                unreachable!("a 0.2 component has 0.2 instances")
+            };
+            sync(world, copy, store, &table, &limits)?;
+            *topology = Some(table.view().topology().generation());
+            store.data_mut().table = Some(table.clone());
+            store.data_mut().allocating = Some((handle, shard.to_owned()));
+            let allocator = world.shardalloc_strategy_allocator();
+            let index = allocator.call_allocate(&mut *store, handle, hash, requester)?;
+            if index < 0 {
+                return Ok(Err(allocator.call_last_error(&mut *store)?));
+            }
+            Ok(Ok(index as u64))
+        })?;
+        let index = answer.map_err(|m| StrategyError::Refused(bounded(m)))?;
+        let regions = table.view().regions();
+        regions.get(index as usize).map(|r| r.address.clone()).ok_or_else(|| {
+            StrategyError::Invalid(format!("region index {index} out of range ({} regions)", regions.len()))
+        })
+    }
+
+    fn rebalance_v0_2(&mut self, view: &ClusterView) -> Result<Vec<String>, StrategyError> {
+        let table = table_of(view)?;
+        let limits = self.limits;
+        let handles = self
+            .call(view.topology(), |guest, store| {
+                let Guest::V0_2 { world, copy, topology } = guest else {
+                    unreachable!("a 0.2 component has 0.2 instances")
+                };
+                sync(world, copy, store, &table, &limits)?;
+                *topology = Some(table.view().topology().generation());
+                store.data_mut().table = Some(table.clone());
+                world.shardalloc_strategy_allocator().call_rebalance(&mut *store)
+            })?
+            .map_err(|m| StrategyError::Refused(bounded(m)))?;
+        handles
+            .into_iter()
+            .map(|h| {
+                table
+                    .shard_id(h)
+                    .map(str::to_owned)
+                    .ok_or_else(|| StrategyError::Invalid(format!("shard handle {h} names no shard in the view")))
             })
             .collect()
     }

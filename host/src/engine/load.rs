@@ -19,16 +19,19 @@ pub const CONTRACT_PACKAGE: &str = "shardalloc:strategy";
 pub enum Contract {
     /// `shardalloc:strategy@0.1.0` (`wit/0.1/strategy.wit`).
     V0_1,
+    /// `shardalloc:strategy@0.2.0` (`wit/0.2/strategy.wit`).
+    V0_2,
 }
 
 impl Contract {
     /// Every contract this host loads, oldest first.
-    pub const ACCEPTED: &[Contract] = &[Contract::V0_1];
+    pub const ACCEPTED: &[Contract] = &[Contract::V0_1, Contract::V0_2];
 
     /// Its version, e.g. `0.1.0`.
     pub fn version(self) -> &'static str {
         match self {
             Contract::V0_1 => "0.1.0",
+            Contract::V0_2 => "0.2.0",
         }
     }
 
@@ -156,7 +159,15 @@ pub struct Compiled {
     pub info: Info,
     /// Whether the artifact came from the cache.
     pub cache: CacheOutcome,
-    pub(super) pre: super::bindings::v0_1::WorldPre<super::host::HostState>,
+    pub(super) pre: Pre,
+}
+
+/// A component pre-instantiated through the bindings of its contract.
+pub(super) enum Pre {
+    /// Contract 0.1.
+    V0_1(super::bindings::v0_1::WorldPre<super::host::HostState>),
+    /// Contract 0.2.
+    V0_2(super::bindings::v0_2::WorldPre<super::host::HostState>),
 }
 
 impl std::fmt::Debug for Compiled {

@@ -5,8 +5,9 @@
 //!   wasm, a core module), compiled once with cranelift in parallel — or
 //!   loaded by mmap from the precompiled-artifact cache ([`cache`]), keyed by
 //!   the component's sha256 and the engine's compatibility hash — checked to
-//!   export `shardalloc:strategy/allocator@0.1.0`, pre-instantiated, and
-//!   described.
+//!   export the allocator of a contract this host speaks (0.1 or 0.2, told
+//!   apart by the export's version: [`load::Contract`]), pre-instantiated
+//!   through that contract's bindings ([`bindings`]), and described.
 //! - **Sandbox** ([`instance::Sandboxed`], limits in [`limits`]): every call
 //!   runs under a deadline (epoch interruption driven by a ticker thread;
 //!   default 50 ms) and a memory cap (default 64 MiB). A trap, a deadline or
@@ -48,6 +49,7 @@ pub mod host;
 pub mod instance;
 pub mod limits;
 pub mod load;
+pub mod lower;
 pub mod precompiled;
 pub mod slot;
 pub mod source;
@@ -63,12 +65,12 @@ use std::thread::JoinHandle;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
 
-use self::bindings::v0_1::{World as StrategyWorld, WorldPre as StrategyWorldPre};
+use self::bindings::{v0_1, v0_2};
 use self::cache::{ArtifactCache, CacheOutcome};
 use self::host::HostState;
 use self::instance::Sandboxed;
 use self::limits::{EPOCH_TICK, Limits, MAX_COMPONENT_SIZE, MAX_MEMORY_LIMIT, MEMORY_GUARD, MEMORY_RESERVATION};
-use self::load::{Compiled, LoadError, check_world, sniff};
+use self::load::{Compiled, Contract, LoadError, Pre, check_world, sniff};
 use crate::strategy::Info;
 use crate::strategy::source::digest_of as digest;
 
@@ -179,7 +181,9 @@ impl Engine {
             )),
         })?;
         let mut linker = Linker::new(&wasmtime);
-        StrategyWorld::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
+        v0_1::World::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
+            .map_err(|e| EngineError::Config(format!("{e:#}")))?;
+        v0_2::World::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
             .map_err(|e| EngineError::Config(format!("{e:#}")))?;
         wasi::add_to_linker(&mut linker).map_err(|e| EngineError::Config(format!("{e:#}")))?;
         let cache = match config.cache_dir {
@@ -280,7 +284,11 @@ impl Engine {
         let linker = wasi::link_for(&self.linker, &self.wasmtime, &component)
             .map_err(|e| LoadError::WrongWorld(format!("{e:#}")))?;
         let pre = linker.instantiate_pre(&component).map_err(|e| LoadError::WrongWorld(format!("{e:#}")))?;
-        let pre = StrategyWorldPre::new(pre).map_err(|e| LoadError::WrongWorld(format!("{e:#}")))?;
+        let wrong = |e: wasmtime::Error| LoadError::WrongWorld(format!("{e:#}"));
+        let pre = match contract {
+            Contract::V0_1 => Pre::V0_1(v0_1::WorldPre::new(pre).map_err(wrong)?),
+            Contract::V0_2 => Pre::V0_2(v0_2::WorldPre::new(pre).map_err(wrong)?),
+        };
         let info = describe(&self.wasmtime, &pre)?;
         Ok(Arc::new(Compiled { digest, size, contract, info, cache, pre }))
     }
@@ -322,11 +330,13 @@ fn pool(max_instances: u32) -> PoolingAllocationConfig {
 }
 
 /// Calls `describe` on a throwaway instance, under the default limits.
-fn describe(engine: &wasmtime::Engine, pre: &StrategyWorldPre<HostState>) -> Result<Info, LoadError> {
+fn describe(engine: &wasmtime::Engine, pre: &Pre) -> Result<Info, LoadError> {
     let limits = Limits::default();
     let state = HostState {
         label: "(describing)".into(),
         shard_ids: Vec::new(),
+        table: None,
+        allocating: None,
         memory_limit: limits.memory,
         memory_denied: false,
         wasi: wasi::StoreWasi::new("(describing)"),
@@ -334,21 +344,29 @@ fn describe(engine: &wasmtime::Engine, pre: &StrategyWorldPre<HostState>) -> Res
     let mut store = Store::new(engine, state);
     store.limiter(|s| s);
     store.set_epoch_deadline(limits.load_deadline_ticks());
-    let world = pre
-        .instantiate(&mut store)
-        .map_err(|e| LoadError::Fault { during: "while instantiating", detail: format!("{e:#}") })?;
-    let info = world
-        .shardalloc_strategy_allocator()
-        .call_describe(&mut store)
-        .map_err(|e| LoadError::Fault { during: "in describe", detail: format!("{e:#}") })?;
+    let instantiating =
+        |e: wasmtime::Error| LoadError::Fault { during: "while instantiating", detail: format!("{e:#}") };
+    let describing = |e: wasmtime::Error| LoadError::Fault { during: "in describe", detail: format!("{e:#}") };
+    let (name, version, description, config_schema, needs_shard_names) = match pre {
+        Pre::V0_1(pre) => {
+            let world = pre.instantiate(&mut store).map_err(instantiating)?;
+            let info = world.shardalloc_strategy_allocator().call_describe(&mut store).map_err(describing)?;
+            (info.name, info.version, info.description, info.config_schema, info.needs_shard_names)
+        }
+        Pre::V0_2(pre) => {
+            let world = pre.instantiate(&mut store).map_err(instantiating)?;
+            let info = world.shardalloc_strategy_allocator().call_describe(&mut store).map_err(describing)?;
+            (info.name, info.version, info.description, info.config_schema, false)
+        }
+    };
     // Guest-supplied text is recorded with decisions and shown to
     // operators: keep it bounded.
     use self::limits::cut;
     Ok(Info {
-        name: cut(info.name, MAX_INFO_FIELD),
-        version: cut(info.version, MAX_INFO_FIELD),
-        description: cut(info.description, 4 * MAX_INFO_FIELD),
-        config_schema: cut(info.config_schema, MAX_CONFIG_SCHEMA),
-        needs_shard_names: info.needs_shard_names,
+        name: cut(name, MAX_INFO_FIELD),
+        version: cut(version, MAX_INFO_FIELD),
+        description: cut(description, 4 * MAX_INFO_FIELD),
+        config_schema: cut(config_schema, MAX_CONFIG_SCHEMA),
+        needs_shard_names,
     })
 }

@@ -35,6 +35,7 @@ use super::limits::Limits;
 use super::load::{Compiled, LoadError};
 use crate::clock::{Clocks, SystemClocks};
 pub use crate::strategy::ActivationCause;
+use crate::strategy::table::ShardTable;
 use crate::strategy::{AllocationStrategy, ClusterView, Info, StrategyError};
 use shardalloc_proto::protocol::Millis;
 
@@ -283,11 +284,16 @@ impl Slot {
         drop(oldest);
     }
 
-    /// Remembers `view` as the one to warm new activations on.
+    /// Remembers `view` as the one to warm new activations on: its
+    /// topology, metrics and counts, with a shard table of its own holding
+    /// no shards (the caller's table is never kept past its call, so the
+    /// coordinator can keep changing it in place).
     fn note_view(&self, view: &ClusterView) {
+        let table = ShardTable::new(view.topology(), view.metrics().to_vec());
         let latest =
             ClusterView::for_allocation(view.topology().clone(), view.metrics().to_vec(), view.shard_counts().to_vec())
-                .expect("the parts of a consistent view");
+                .expect("the parts of a consistent view")
+                .with_table(Arc::new(table));
         *self.recent_view.lock().expect("recent view lock") = Some(latest);
     }
 

@@ -32,8 +32,14 @@ use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, 
 
 use super::limits::{MAX_LOG_MESSAGE, cut};
 
-/// The imports of the contract itself.
-pub const CONTRACT_IMPORTS: [&str; 2] = ["shardalloc:strategy/types@0.1.0", "shardalloc:strategy/host@0.1.0"];
+/// The imports of the contracts themselves, at every version this host
+/// speaks.
+pub const CONTRACT_IMPORTS: [&str; 4] = [
+    "shardalloc:strategy/types@0.1.0",
+    "shardalloc:strategy/host@0.1.0",
+    "shardalloc:strategy/types@0.2.0",
+    "shardalloc:strategy/host@0.2.0",
+];
 
 /// Most bytes of stdout and stderr together that one strategy call may log;
 /// the rest is dropped and counted in one line.

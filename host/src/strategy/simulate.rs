@@ -14,6 +14,7 @@ use shardalloc_guest::Snapshot;
 
 use super::ClusterView;
 use super::external::ExternalAllocation;
+use super::table::ShardTable;
 
 /// What one round did.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -75,17 +76,28 @@ pub fn simulate_within(
     let metrics = base.metrics().to_vec();
     let mut homes: Vec<Vec<String>> = base.homes().to_vec();
     let mut in_progress: BTreeSet<String> = base.in_progress().clone();
-    let view_of = |homes: &Vec<Vec<String>>, in_progress: &BTreeSet<String>| {
+    // The shard table a contract 0.2 strategy follows, kept in step with
+    // the simulated homes as the coordinator keeps its own.
+    let mut table = {
+        let homes = homes
+            .iter()
+            .enumerate()
+            .flat_map(|(region, shards)| shards.iter().map(move |shard| (shard.as_str(), region as u32)));
+        Arc::new(ShardTable::build(&topology, metrics.clone(), homes, in_progress.iter().map(String::as_str), []))
+    };
+    let view_of = |homes: &Vec<Vec<String>>, in_progress: &BTreeSet<String>, table: &Arc<ShardTable>| {
         ClusterView::new(topology.clone(), metrics.clone(), homes.clone(), in_progress.clone())
             .expect("simulation keeps the view consistent")
+            .with_table(table.clone())
     };
     let mut all = Vec::with_capacity(rounds);
     for round in 1..=rounds {
         if late() {
             return Err(Stopped::TimedOut(round - 1));
         }
-        let view = view_of(&homes, &in_progress);
+        let view = view_of(&homes, &in_progress, &table);
         let decision = external.rebalance(&view);
+        drop(view);
         let mut fallbacks: Vec<String> = decision.fallback.iter().map(|e| format!("rebalance: {e}")).collect();
         if bounds.stop_at_fallback
             && let Some(first) = fallbacks.first()
@@ -97,6 +109,13 @@ pub fn simulate_within(
         for shards in &mut homes {
             shards.retain(|s| !moving.contains(s.as_str()));
         }
+        let changing = Arc::make_mut(&mut table);
+        for shard in &in_progress {
+            changing.set_moving(shard, false);
+        }
+        for shard in &moving {
+            changing.unhome(shard);
+        }
         in_progress.clear();
         let mut unallocated = Vec::new();
         for shard in &moving {
@@ -106,8 +125,11 @@ pub fn simulate_within(
             // allocate needs only counts: no per-shard copy per decision.
             let counts = homes.iter().map(|h| h.len() as u32).collect();
             let view = ClusterView::for_allocation(topology.clone(), metrics.clone(), counts)
-                .expect("simulation keeps the view consistent");
-            match external.allocate(&view, shard, None) {
+                .expect("simulation keeps the view consistent")
+                .with_table(table.clone());
+            let allocation = external.allocate(&view, shard, None);
+            drop(view);
+            match allocation {
                 Ok(allocation) => {
                     if let super::external::AllocationReason::Fallback(e) = &allocation.reason {
                         fallbacks.push(format!("allocate {shard}: {e}"));
@@ -115,8 +137,13 @@ pub fn simulate_within(
                             return Err(Stopped::Fallback(format!("round {round}, allocate {shard}: {e}")));
                         }
                     }
-                    let index = view.region_index(&allocation.region).expect("allocations name known regions");
+                    let index = topology
+                        .regions()
+                        .iter()
+                        .position(|r| r.address == allocation.region)
+                        .expect("allocations name known regions");
                     homes[index].push((*shard).to_owned());
+                    Arc::make_mut(&mut table).home(shard, &allocation.region).expect("a region of the topology");
                 }
                 Err(_) => unallocated.push((*shard).to_owned()),
             }

@@ -91,10 +91,32 @@ impl ClusterView {
         ClusterView { view: consistent(topology, counts, metrics), homes, in_progress, has_homes: true, table: None }
     }
 
+    /// True when the view has each region's shard list (not made
+    /// [`for_allocation`](Self::for_allocation)).
+    pub fn has_homes(&self) -> bool {
+        self.has_homes
+    }
+
     /// The same view, with the shard table it was taken from.
     pub fn with_table(mut self, table: Arc<ShardTable>) -> Self {
         self.table = Some(table);
         self
+    }
+
+    /// A shard table built from this view's own homes and hand-offs (for a
+    /// view made without one: a snapshot's). `None` for a view made
+    /// [`for_allocation`](Self::for_allocation), which has no homes.
+    pub fn built_table(&self) -> Option<ShardTable> {
+        if !self.has_homes {
+            return None;
+        }
+        let homes = self
+            .homes
+            .iter()
+            .enumerate()
+            .flat_map(|(region, shards)| shards.iter().map(move |shard| (shard.as_str(), region as u32)));
+        let moving = self.in_progress.iter().map(String::as_str);
+        Some(ShardTable::build(self.topology(), self.metrics().to_vec(), homes, moving, std::iter::empty()))
     }
 
     /// The shard table this view was taken from, if any.
@@ -205,6 +227,13 @@ impl ClusterView {
         debug_assert!(self.has_homes, "an allocation-only view has no shard lists");
         let in_progress: Vec<&str> = self.in_progress.iter().map(String::as_str).collect();
         let homes: Vec<Vec<&str>> = self.homes.iter().map(|h| h.iter().map(String::as_str).collect()).collect();
-        Allocations::from_ids(&homes, &in_progress)
+        let mut allocations = Allocations::from_ids(&homes, &in_progress);
+        // The pins the coordinator's table marks (placements on the shard's
+        // own region), for native strategies as for components.
+        if let Some(table) = &self.table {
+            let pinned = table.allocations();
+            allocations.pin_ids(pinned.pinned().map(|s| pinned.shard_id(s)).collect::<Vec<_>>().iter().map(|s| &**s));
+        }
+        allocations
     }
 }

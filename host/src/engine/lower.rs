@@ -1,0 +1,145 @@
+//! The host's values as each contract's records, borrowing their text and
+//! numbers rather than copying them: what crosses into a strategy call.
+
+use shardalloc_guest::kept::{Changes, FullView};
+use shardalloc_guest::{RegionStatus, Topology};
+
+use super::bindings::{v0_1, v0_2};
+use crate::strategy::ClusterView;
+
+/// Contract 0.1.
+pub mod v1 {
+    use super::*;
+    use v0_1::wit;
+
+    /// Each region's labels as the contract's records.
+    pub fn labels(topology: &Topology) -> Vec<Vec<wit::Label<'_>>> {
+        topology
+            .regions()
+            .iter()
+            .map(|r| r.labels.iter().map(|(k, v)| wit::Label { key: k, value: v }).collect())
+            .collect()
+    }
+
+    /// The topology's regions as the contract's records.
+    pub fn regions<'a>(topology: &'a Topology, labels: &'a [Vec<wit::Label<'a>>]) -> Vec<wit::Region<'a>> {
+        topology
+            .regions()
+            .iter()
+            .zip(labels)
+            .map(|(r, labels)| wit::Region {
+                address: &r.address,
+                status: match r.status {
+                    RegionStatus::Up => wit::RegionStatus::Up,
+                    RegionStatus::Joining => wit::RegionStatus::Joining,
+                    RegionStatus::Leaving => wit::RegionStatus::Leaving,
+                    RegionStatus::Unreachable => wit::RegionStatus::Unreachable,
+                },
+                app_version: &r.app_version,
+                join_order: r.join_order,
+                labels,
+                proxy_only: r.proxy_only,
+                draining: r.draining,
+            })
+            .collect()
+    }
+
+    /// The per-call numbers, lent to the call as they are in the view.
+    pub fn loads(view: &ClusterView) -> wit::Loads<'_> {
+        wit::Loads {
+            generation: view.topology().generation(),
+            shard_counts: view.shard_counts(),
+            metrics: view.metrics(),
+        }
+    }
+}
+
+/// Contract 0.2.
+pub mod v2 {
+    use super::*;
+    use v0_2::wit;
+
+    /// A topology's parts the records borrow.
+    struct Parts<'a> {
+        labels: Vec<Vec<wit::Label<'a>>>,
+        names: Vec<&'a str>,
+    }
+
+    fn parts(topology: &Topology) -> Parts<'_> {
+        Parts {
+            labels: topology
+                .regions()
+                .iter()
+                .map(|r| r.labels.iter().map(|(k, v)| wit::Label { key: k, value: v }).collect())
+                .collect(),
+            names: topology.metric_names().iter().map(String::as_str).collect(),
+        }
+    }
+
+    fn regions<'a>(topology: &'a Topology, parts: &'a Parts<'a>) -> Vec<wit::Region<'a>> {
+        topology
+            .regions()
+            .iter()
+            .zip(&parts.labels)
+            .map(|(r, labels)| wit::Region {
+                address: &r.address,
+                status: match r.status {
+                    RegionStatus::Up => wit::RegionStatus::Up,
+                    RegionStatus::Joining => wit::RegionStatus::Joining,
+                    RegionStatus::Leaving => wit::RegionStatus::Leaving,
+                    RegionStatus::Unreachable => wit::RegionStatus::Unreachable,
+                },
+                app_version: &r.app_version,
+                join_order: r.join_order,
+                labels,
+                proxy_only: r.proxy_only,
+                draining: r.draining,
+                capacity: r.capacity,
+            })
+            .collect()
+    }
+
+    /// Calls `f` with a batch as the contract's `changes`.
+    pub fn with_changes<R>(c: &Changes, f: impl FnOnce(wit::Changes<'_>) -> R) -> R {
+        let parts = c.topology.as_ref().map(parts);
+        let regions = c.topology.as_ref().zip(parts.as_ref()).map(|(t, p)| regions(t, p));
+        let topology = c
+            .topology
+            .as_ref()
+            .zip(parts.as_ref())
+            .zip(regions.as_ref())
+            .map(|((t, p), regions)| wit::Topology { regions, metric_names: &p.names, signal: t.signal() });
+        f(wit::Changes {
+            generation: c.generation,
+            retired: &c.retired,
+            unhomed: &c.unhomed,
+            arrived_homeless: &c.arrived_homeless,
+            arrived_hashes: &c.arrived_hashes,
+            topology,
+            metrics: c.metrics.as_deref(),
+            homed: wit::Homed { shards: &c.homed.shards, hashes: &c.homed.hashes, regions: &c.homed.regions },
+            moving: &c.moving,
+            settled: &c.settled,
+            pinned: &c.pinned,
+            unpinned: &c.unpinned,
+            loads: wit::ShardLoads { shards: &c.loads.shards, loads: &c.loads.loads },
+        })
+    }
+
+    /// Calls `f` with a whole view as the contract's `view`.
+    pub fn with_view<R>(v: &FullView, f: impl FnOnce(wit::View<'_>) -> R) -> R {
+        let parts = parts(&v.topology);
+        let regions = regions(&v.topology, &parts);
+        f(wit::View {
+            generation: v.generation,
+            topology: wit::Topology { regions: &regions, metric_names: &parts.names, signal: v.topology.signal() },
+            metrics: &v.metrics,
+            homed: wit::Homed { shards: &v.homed.shards, hashes: &v.homed.hashes, regions: &v.homed.regions },
+            homeless: &v.homeless,
+            homeless_hashes: &v.homeless_hashes,
+            moving: &v.moving,
+            pinned: &v.pinned,
+            loads: wit::ShardLoads { shards: &v.loads.shards, loads: &v.loads.loads },
+        })
+    }
+}

@@ -1,0 +1,132 @@
+//! Contract 0.1 and 0.2 side by side in one engine: a 0.2 component's copy
+//! of the view, kept from the shard table's batches, gives the answers the
+//! native strategy gives on the same views, without a rebuild; a copy that
+//! goes wrong is caught by its checksum; and the 0.1 builds of the built-ins
+//! (the fixtures) and their 0.2 builds swap into and shadow each other.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{engine, generous, native};
+use shardalloc::engine::instance::Sandboxed;
+use shardalloc::engine::load::Contract;
+use shardalloc::engine::slot::{AutoRollback, Slot};
+use shardalloc::strategy::table::ShardTable;
+use shardalloc::strategy::{AllocationStrategy, ClusterView, StrategySource};
+use shardalloc_guest::testing::Scenario;
+use shardalloc_guest::{Region, Topology};
+
+fn fixture(name: &str) -> Vec<u8> {
+    let path = format!("{}/../contracts/strategy-0.1/{name}.wasm", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn topology(regions: usize) -> Arc<Topology> {
+    let regions =
+        (0..regions).map(|i| Region { address: format!("r{i}"), join_order: i as u64, ..Region::default() }).collect();
+    Arc::new(Topology::new(regions, Vec::new(), None))
+}
+
+/// The coordinator's two views over a table: counts only, and with homes.
+fn views(table: &Arc<ShardTable>, homes: &[Vec<String>]) -> (ClusterView, ClusterView) {
+    let topology = table.view().topology().clone();
+    let counts = homes.iter().map(|h| h.len() as u32).collect();
+    let allocation =
+        ClusterView::for_allocation(topology.clone(), Vec::new(), counts).unwrap().with_table(table.clone());
+    let full =
+        ClusterView::new(topology, Vec::new(), homes.to_vec(), Default::default()).unwrap().with_table(table.clone());
+    (allocation, full)
+}
+
+#[test]
+fn a_0_2_component_follows_the_table_batch_by_batch_and_answers_as_native() {
+    for (name, config) in [("least-shard", ""), ("hash", ""), ("least-shard", r#"{"algorithm":"classic"}"#)] {
+        let mut component: Sandboxed = common::component(name, config);
+        assert_eq!(component.compiled().contract, Contract::V0_2, "{name}");
+        let mut native = native(name, config);
+        let topology = topology(4);
+        let mut table = Arc::new(ShardTable::new(&topology, Vec::new()));
+        let mut homes: Vec<Vec<String>> = vec![Vec::new(); 4];
+        for i in 0..120 {
+            let shard = format!("s{i}");
+            let (allocation, full) = views(&table, &homes);
+            let ours = component.allocate(&allocation, &shard, None).unwrap();
+            assert_eq!(ours, native.allocate(&full, &shard, None).unwrap(), "{name} {config}: allocate {shard}");
+            drop((allocation, full));
+            let region = topology.regions().iter().position(|r| r.address == ours).unwrap();
+            homes[region].push(shard.clone());
+            Arc::make_mut(&mut table).home(&shard, &ours).unwrap();
+            if i % 10 == 9 {
+                // A move, as a rebalance round makes: off the first region
+                // with shards, onto the last.
+                let from = homes.iter().position(|h| !h.is_empty()).unwrap();
+                let moved = homes[from].remove(0);
+                homes[3].push(moved.clone());
+                Arc::make_mut(&mut table).home(&moved, "r3").unwrap();
+                let (_, full) = views(&table, &homes);
+                assert_eq!(
+                    component.rebalance(&full).unwrap(),
+                    native.rebalance(&full).unwrap(),
+                    "{name} {config}: rebalance after {shard}"
+                );
+            }
+        }
+        assert_eq!(component.instantiations(), 1, "{name} {config}: no rebuild: every checksum matched");
+    }
+}
+
+#[test]
+fn a_copy_from_another_table_is_loaded_whole_and_a_wrong_one_is_rebuilt() {
+    let mut component = common::component("least-shard", "");
+    let topology = topology(2);
+    let mut first = Arc::new(ShardTable::new(&topology, Vec::new()));
+    Arc::make_mut(&mut first).home("a", "r0").unwrap();
+    let (allocation, _) = views(&first, &[vec!["a".into()], vec![]]);
+    assert_eq!(component.allocate(&allocation, "b", None).unwrap(), "r1");
+    // Another table (a new coordinator after a failover, say): its own
+    // history, so the component loads it whole and answers on it.
+    let mut second = Arc::new(ShardTable::new(&topology, Vec::new()));
+    for shard in ["x", "y", "z"] {
+        Arc::make_mut(&mut second).home(shard, "r1").unwrap();
+    }
+    let (allocation, _) = views(&second, &[vec![], vec!["x".into(), "y".into(), "z".into()]]);
+    assert_eq!(component.allocate(&allocation, "w", None).unwrap(), "r0");
+    assert_eq!(component.instantiations(), 1);
+}
+
+#[test]
+fn the_0_1_fixtures_and_the_0_2_builtins_swap_and_shadow_each_other() {
+    let engine = engine();
+    let old = engine.compile(&fixture("least-shard")).unwrap();
+    assert_eq!(old.contract, Contract::V0_1);
+    let new = engine.compile_source(&StrategySource::Builtin("least-shard".into()), None).unwrap();
+    assert_eq!(new.contract, Contract::V0_2);
+    let view = ClusterView::from_snapshot(&Scenario::parse("a=1,2,3,4,5,6 b=7 c=").snapshot);
+    for (active, shadow) in [(&new, &old), (&old, &new)] {
+        let slot =
+            Slot::new("Counter", engine.clone(), AutoRollback::default(), active.clone(), "", generous()).unwrap();
+        slot.set_shadow(Some((shadow.clone(), "", generous()))).unwrap();
+        let mut handle = slot.handle();
+        for i in 0..10 {
+            assert_eq!(handle.allocate(&view, &format!("n{i}"), None).unwrap(), "c");
+        }
+        assert_eq!(handle.rebalance(&view).unwrap(), ["1"]);
+        let stats = slot.stats();
+        assert_eq!(
+            (stats.shadow_calls, stats.shadow_disagreements),
+            (11, 0),
+            "{:?} shadowed by {:?}",
+            active.contract,
+            shadow.contract
+        );
+        // Hot swap to the other contract and back.
+        slot.activate(shadow.clone(), "", generous()).unwrap();
+        assert_eq!(handle.allocate(&view, "after-swap", None).unwrap(), "c");
+        assert_eq!(slot.active().compiled.contract, shadow.contract);
+        slot.rollback().unwrap();
+        assert_eq!(handle.rebalance(&view).unwrap(), ["1"]);
+        assert_eq!(slot.active().compiled.contract, active.contract);
+        assert!(slot.stats().fallbacks.is_empty(), "{:?}", slot.stats().fallbacks);
+    }
+}
