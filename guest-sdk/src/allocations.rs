@@ -325,6 +325,20 @@ impl Allocations {
         Ok(())
     }
 
+    /// Marks the shards with these ids pinned where they are (for a host or
+    /// a test that built the table with [`Allocations::from_ids`]); ids not
+    /// in the table are passed over.
+    pub fn pin_ids<'a>(&mut self, ids: impl IntoIterator<Item = &'a str>) {
+        let ShardIds::Known(known) = &self.ids else { return };
+        let index: HashMap<&str, u32> = known.iter().enumerate().map(|(h, id)| (id.as_str(), h as u32)).collect();
+        let handles: Vec<u32> = ids.into_iter().filter_map(|id| index.get(id).copied()).collect();
+        for handle in handles {
+            if self.homes[handle as usize] != ABSENT {
+                self.set_flag(handle, PINNED, true);
+            }
+        }
+    }
+
     /// Sets or clears one of a shard's flags.
     pub(crate) fn set_flag(&mut self, handle: u32, flag: u8, on: bool) {
         let h = handle as usize;

@@ -1,16 +1,19 @@
-//! The component glue (wasm32 only): the contract's bindings, the conversion
-//! from its flat types to the plain view types, and the per-instance state
-//! that [`crate::export_strategy!`] wires to a strategy type.
+//! The component glue (wasm32 only): contract 0.2's bindings, the kept view
+//! the host's batches update, and the per-instance state that
+//! [`crate::export_strategy!`] wires to a strategy type.
+//!
+//! A batch the kept view refuses, or one that leaves its checksum off the
+//! host's, is a bug on one side: the glue panics, the call traps, and the
+//! host drops the instance and loads a fresh one whole.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::thread::LocalKey;
 
-use crate::allocations::ShardIds;
 use crate::host::Level;
+use crate::kept::{Changes, FullView, Homed, KeptView, ShardLoads};
 use crate::strategy::Strategy;
-use crate::view::{Allocations, Region, RegionId, RegionStatus, ShardKey, Topology, View};
+use crate::view::{Region, RegionId, RegionStatus, ShardKey, Topology};
 
 /// The generated bindings, re-exported for [`crate::export_strategy!`].
 pub use crate::bindings;
@@ -21,7 +24,8 @@ use bindings::shardalloc::strategy::types as wit;
 pub type State<S> = LocalKey<RefCell<Option<S>>>;
 
 thread_local! {
-    static TOPOLOGY: RefCell<Option<Arc<Topology>>> = const { RefCell::new(None) };
+    static KEPT: RefCell<Option<KeptView>> = const { RefCell::new(None) };
+    static LAST_ERROR: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
 /// Sends a panic's message to the host log before the panic traps, so the
@@ -51,7 +55,6 @@ pub fn describe<S: Strategy + Default>(state: &'static State<S>) -> wit::Info {
         version: info.version,
         description: info.description,
         config_schema: info.config_schema,
-        needs_shard_names: info.needs_shard_names,
     }
 }
 
@@ -60,8 +63,7 @@ pub fn configure<S: Strategy + Default>(state: &'static State<S>, config: String
     with_strategy(state, |s| s.configure(&config))
 }
 
-/// `set-topology`.
-pub fn set_topology(topology: wit::Topology) {
+fn topology(topology: wit::Topology, generation: u64) -> Topology {
     let regions = topology
         .regions
         .into_iter()
@@ -78,53 +80,91 @@ pub fn set_topology(topology: wit::Topology) {
             labels: r.labels.into_iter().map(|l| (l.key, l.value)).collect::<BTreeMap<_, _>>(),
             proxy_only: r.proxy_only,
             draining: r.draining,
-            capacity: None,
+            capacity: r.capacity,
         })
         .collect();
-    let topology = Topology::with_generation(topology.generation, regions, topology.metric_names, topology.signal);
-    TOPOLOGY.with(|t| *t.borrow_mut() = Some(Arc::new(topology)));
+    Topology::with_generation(generation, regions, topology.metric_names, topology.signal)
 }
 
-fn view(loads: wit::Loads) -> Result<View, String> {
-    let topology = TOPOLOGY.with(|t| t.borrow().clone());
-    let topology = match topology {
-        Some(t) if t.generation() == loads.generation => t,
-        Some(t) => {
-            return Err(format!(
-                "loads are for topology generation {} but the strategy holds generation {}",
-                loads.generation,
-                t.generation()
-            ));
-        }
-        None => return Err("no topology was set before the call".to_owned()),
+fn homed(homed: wit::Homed) -> Homed {
+    Homed { shards: homed.shards, hashes: homed.hashes, regions: homed.regions }
+}
+
+fn loads(loads: wit::ShardLoads) -> ShardLoads {
+    ShardLoads { shards: loads.shards, loads: loads.loads }
+}
+
+/// `load-view`.
+pub fn load_view(view: wit::View) -> u64 {
+    install_panic_hook();
+    let full = FullView {
+        generation: view.generation,
+        topology: topology(view.topology, view.generation),
+        metrics: view.metrics,
+        homed: homed(view.homed),
+        homeless: view.homeless,
+        homeless_hashes: view.homeless_hashes,
+        moving: view.moving,
+        pinned: view.pinned,
+        loads: loads(view.loads),
     };
-    View::new(topology, loads.shard_counts, loads.metrics)
+    let kept = KeptView::load(full).unwrap_or_else(|e| panic!("the host's view does not load: {e}"));
+    let checksum = kept.checksum();
+    KEPT.with(|k| *k.borrow_mut() = Some(kept));
+    checksum
 }
 
-/// `allocate`.
-pub fn allocate<S: Strategy + Default>(
-    state: &'static State<S>,
-    shard: wit::ShardKey,
-    requester: Option<u32>,
-    loads: wit::Loads,
-) -> Result<u32, String> {
-    let view = view(loads)?;
-    let key = ShardKey::with_hash(shard.id, shard.hash);
-    with_strategy(state, |s| s.allocate(&view, &key, requester.map(RegionId))).map(|r| r.0)
+/// `apply`.
+pub fn apply(changes: wit::Changes) -> u64 {
+    install_panic_hook();
+    let generation = changes.generation;
+    let changes = Changes {
+        generation,
+        retired: changes.retired,
+        unhomed: changes.unhomed,
+        arrived_homeless: changes.arrived_homeless,
+        arrived_hashes: changes.arrived_hashes,
+        topology: changes.topology.map(|t| topology(t, generation)),
+        metrics: changes.metrics,
+        homed: homed(changes.homed),
+        moving: changes.moving,
+        settled: changes.settled,
+        pinned: changes.pinned,
+        unpinned: changes.unpinned,
+        loads: loads(changes.loads),
+    };
+    KEPT.with(|k| match k.borrow_mut().as_mut() {
+        Some(kept) => kept.apply(changes).unwrap_or_else(|e| panic!("the host's batch does not apply: {e}")),
+        None => panic!("a batch came before any view was loaded"),
+    })
+}
+
+/// `allocate`: the region's index, or -1 with the reason kept for `last-error`.
+pub fn allocate<S: Strategy + Default>(state: &'static State<S>, shard: u32, hash: u64, requester: Option<u32>) -> i64 {
+    let key = ShardKey::from_host(shard, hash);
+    let answer = KEPT.with(|k| match k.borrow().as_ref() {
+        Some(kept) => with_strategy(state, |s| s.allocate(kept.view(), &key, requester.map(RegionId))),
+        None => Err("no view was loaded before the call".to_owned()),
+    });
+    match answer {
+        Ok(region) => i64::from(region.0),
+        Err(message) => {
+            LAST_ERROR.with(|e| *e.borrow_mut() = message);
+            -1
+        }
+    }
+}
+
+/// `last-error`.
+pub fn last_error() -> String {
+    LAST_ERROR.with(|e| std::mem::take(&mut *e.borrow_mut()))
 }
 
 /// `rebalance`.
-pub fn rebalance<S: Strategy + Default>(
-    state: &'static State<S>,
-    loads: wit::Loads,
-    allocations: wit::Allocations,
-) -> Result<Vec<u32>, String> {
-    let ids = match allocations.ids {
-        Some(ids) => ShardIds::Known(ids),
-        None => ShardIds::FromHost,
-    };
-    let table = Allocations::from_parts(allocations.hashes, &loads.shard_counts, &allocations.in_progress, ids)?;
-    let view = view(loads)?;
-    let shards = with_strategy(state, |s| s.rebalance(&view, &table))?;
-    Ok(shards.into_iter().map(|s| s.handle).collect())
+pub fn rebalance<S: Strategy + Default>(state: &'static State<S>) -> Result<Vec<u32>, String> {
+    KEPT.with(|k| match k.borrow().as_ref() {
+        Some(kept) => with_strategy(state, |s| s.rebalance(kept.view(), kept.allocations()))
+            .map(|shards| shards.into_iter().map(|s| s.handle).collect()),
+        None => Err("no view was loaded before the call".to_owned()),
+    })
 }

@@ -52,7 +52,7 @@ pub use view::{
 };
 
 /// The version of the `shardalloc:strategy` contract this SDK implements.
-pub const CONTRACT_VERSION: &str = "0.1.0";
+pub const CONTRACT_VERSION: &str = "0.2.0";
 
 #[doc(hidden)]
 #[cfg(target_arch = "wasm32")]
@@ -90,21 +90,20 @@ macro_rules! export_strategy {
                 fn configure(config: ::std::string::String) -> ::core::result::Result<(), ::std::string::String> {
                     $crate::__private::configure(&__SHARDALLOC_STATE, config)
                 }
-                fn set_topology(topology: __types::Topology) {
-                    $crate::__private::set_topology(topology)
+                fn load_view(view: __types::View) -> u64 {
+                    $crate::__private::load_view(view)
                 }
-                fn allocate(
-                    shard: __types::ShardKey,
-                    requester: ::core::option::Option<u32>,
-                    loads: __types::Loads,
-                ) -> ::core::result::Result<u32, ::std::string::String> {
-                    $crate::__private::allocate(&__SHARDALLOC_STATE, shard, requester, loads)
+                fn apply(changes: __types::Changes) -> u64 {
+                    $crate::__private::apply(changes)
                 }
-                fn rebalance(
-                    loads: __types::Loads,
-                    allocations: __types::Allocations,
-                ) -> ::core::result::Result<::std::vec::Vec<u32>, ::std::string::String> {
-                    $crate::__private::rebalance(&__SHARDALLOC_STATE, loads, allocations)
+                fn allocate(shard: u32, hash: u64, requester: ::core::option::Option<u32>) -> i64 {
+                    $crate::__private::allocate(&__SHARDALLOC_STATE, shard, hash, requester)
+                }
+                fn last_error() -> ::std::string::String {
+                    $crate::__private::last_error()
+                }
+                fn rebalance() -> ::core::result::Result<::std::vec::Vec<u32>, ::std::string::String> {
+                    $crate::__private::rebalance(&__SHARDALLOC_STATE)
                 }
             }
             $crate::__private::bindings::__export_strategy_world!(__ShardallocExports with_types_in $crate::__private::bindings);

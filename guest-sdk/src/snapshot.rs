@@ -171,7 +171,16 @@ impl Snapshot {
         let per_region: Vec<Vec<&str>> =
             self.regions.iter().map(|r| r.shards.iter().map(String::as_str).collect()).collect();
         let in_progress: Vec<&str> = self.in_progress.iter().map(String::as_str).collect();
-        Allocations::from_ids(&per_region, &in_progress)
+        let mut table = Allocations::from_ids(&per_region, &in_progress);
+        // A shard is pinned when a placement targets the region it is on.
+        table.pin_ids(self.regions.iter().flat_map(|region| {
+            region
+                .shards
+                .iter()
+                .filter(|shard| self.placements.get(*shard).is_some_and(|target| *target == region.address))
+                .map(String::as_str)
+        }));
+        table
     }
 
     /// The region that owns `shard`, by index.

@@ -125,6 +125,13 @@ impl Scenario {
         self
     }
 
+    /// An operator's placement of `shard` on `address`: the shard is pinned
+    /// when it sits there.
+    pub fn placement(mut self, shard: &str, address: &str) -> Self {
+        self.snapshot.placements.insert(shard.to_owned(), address.to_owned());
+        self
+    }
+
     /// The view a strategy would see.
     pub fn view(&self) -> View {
         self.snapshot.view(Arc::new(self.snapshot.topology()))

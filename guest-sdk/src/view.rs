@@ -149,12 +149,6 @@ impl ShardKey {
         ShardKey { hash, id: std::cell::OnceCell::from(id), handle: u32::MAX }
     }
 
-    /// A key whose id and hash the host sent.
-    #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
-    pub(crate) fn with_hash(id: String, hash: u64) -> Self {
-        ShardKey { hash, id: std::cell::OnceCell::from(id), handle: u32::MAX }
-    }
-
     /// A key whose id the host gives on request (contract 0.2).
     #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
     pub(crate) fn from_host(handle: u32, hash: u64) -> Self {

@@ -258,7 +258,9 @@ impl Strategy for Capacity {
         });
         Ok(over
             .into_iter()
-            .filter_map(|(id, _)| allocations.region_shards(id).find(|s| !allocations.is_in_progress(*s)))
+            .filter_map(|(id, _)| {
+                allocations.region_shards(id).find(|s| !allocations.is_in_progress(*s) && !allocations.is_pinned(*s))
+            })
             .collect())
     }
 }

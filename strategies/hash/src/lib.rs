@@ -204,7 +204,7 @@ impl Strategy for RendezvousHash {
                 if moves.len() == limit {
                     return Ok(moves);
                 }
-                if allocations.is_in_progress(shard) {
+                if allocations.is_in_progress(shard) || allocations.is_pinned(shard) {
                     continue;
                 }
                 if winner(&candidates, shard.hash) != Some(region) {

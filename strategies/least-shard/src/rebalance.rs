@@ -91,7 +91,8 @@ pub(crate) fn current(config: &Config, view: &View, table: &Allocations) -> Vec<
     for &id in &order {
         let target = if receives(id) { optimal } else { 0 };
         let excess = size(id).saturating_sub(target);
-        selected.extend(table.region_shards(id).take(excess));
+        // Pinned shards stay where they are: the excess is taken from the others.
+        selected.extend(table.region_shards(id).filter(|s| !table.is_pinned(*s)).take(excess));
         if selected.len() >= limit {
             break;
         }
@@ -111,7 +112,7 @@ pub(crate) fn current(config: &Config, view: &View, table: &Allocations) -> Vec<
     order
         .iter()
         .filter(|id| receives(**id) && size(**id) >= optimal)
-        .filter_map(|id| table.region_shards(*id).next())
+        .filter_map(|id| table.region_shards(*id).find(|s| !table.is_pinned(*s)))
         .take(below.min(limit))
         .collect()
 }
@@ -146,7 +147,7 @@ pub(crate) fn classic(config: &Config, view: &View, table: &Allocations) -> Vec<
     let n = (difference - threshold).min(threshold).min(room);
     let mut candidates: Vec<(String, Shard)> = table
         .region_shards(most)
-        .filter(|s| !table.is_in_progress(*s))
+        .filter(|s| !table.is_in_progress(*s) && !table.is_pinned(*s))
         .map(|s| (table.shard_id(s).into_owned(), s))
         .collect();
     candidates.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));

@@ -463,3 +463,23 @@ fn rebalance_rejects_a_table_that_does_not_match_the_view() {
     let err = s.rebalance(&view, &table).unwrap_err();
     assert!(err.contains("1 regions") && err.contains("has 2"), "{err}");
 }
+
+// ------------------------------------------------------------------ pins
+
+/// Shards pinned where they are by placements cannot move: both algorithms
+/// pick past them. Before pins were in the view (contract 0.1), `classic`
+/// picked the lowest ids, 1 and 2, at every round, the host dropped them,
+/// and 3…6 never moved.
+#[test]
+fn pinned_shards_are_never_picked_so_a_region_still_drains() {
+    let pinned = Scenario::parse("a=1,2,3,4,5,6 b=7 c=").placement("1", "a").placement("2", "a");
+    assert_eq!(pinned.rebalance(&classic(1, 3)).unwrap(), ["3"]);
+    assert_eq!(pinned.rebalance(&strategy("")).unwrap(), ["3"]);
+    // Without the placements the same cluster moves the lowest id and the oldest.
+    let free = Scenario::parse("a=1,2,3,4,5,6 b=7 c=");
+    assert_eq!(free.rebalance(&classic(1, 3)).unwrap(), ["1"]);
+    assert_eq!(free.rebalance(&strategy("")).unwrap(), ["1"]);
+    // A placement on another region does not pin: the shard may move.
+    let elsewhere = Scenario::parse("a=1,2,3,4,5,6 b=7 c=").placement("1", "c");
+    assert_eq!(elsewhere.rebalance(&classic(1, 3)).unwrap(), ["1"]);
+}

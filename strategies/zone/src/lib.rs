@@ -241,7 +241,7 @@ impl Strategy for Zone {
         for region in (0..regions).map(RegionId) {
             let home_zone = view.region(region).label(&self.config.label);
             for shard in allocations.region_shards(region) {
-                if allocations.is_in_progress(shard) {
+                if allocations.is_in_progress(shard) || allocations.is_pinned(shard) {
                     continue;
                 }
                 let id = allocations.shard_id(shard);

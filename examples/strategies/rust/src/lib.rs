@@ -138,7 +138,9 @@ impl Strategy for LatencyAware {
             return Ok(Vec::new());
         }
         let moves = self.settings.max_moves.min(gap / 2) as usize;
-        let shards: Vec<Shard> = allocations.region_shards(fullest).take(moves).collect();
+        // Shards pinned by placements stay: move the oldest of the others.
+        let shards: Vec<Shard> =
+            allocations.region_shards(fullest).filter(|s| !allocations.is_pinned(*s)).take(moves).collect();
         log(
             Level::Debug,
             "moving shards",
