@@ -42,7 +42,11 @@ fn cluster(regions: usize, shards: usize) -> ClusterView {
         region.metrics.insert("latency_ms".into(), 5.0 + (i * 37 % 101) as f64);
         region.labels.insert("zone".into(), format!("z{}", i % 3));
     }
-    ClusterView::from_snapshot(&snapshot)
+    // As the coordinator's views do, the view carries its shard table, so
+    // a 0.2 component keeps its copy between calls.
+    let view = ClusterView::from_snapshot(&snapshot);
+    let table = std::sync::Arc::new(view.built_table().expect("a view with homes"));
+    view.with_table(table)
 }
 
 /// Generous: a busy machine must not trip the deadline, and the JavaScript

@@ -22,7 +22,11 @@ use shardalloc::strategy::{AllocationStrategy, ClusterView, StrategySource, buil
 use shardalloc_guest::testing::{Shape, generate};
 
 fn cluster(regions: usize, shards: usize) -> ClusterView {
-    ClusterView::from_snapshot(&generate(7, &Shape::healthy(regions, shards)).snapshot)
+    // As the coordinator's views do, the view carries its shard table, so
+    // a 0.2 component keeps its copy between calls.
+    let view = ClusterView::from_snapshot(&generate(7, &Shape::healthy(regions, shards)).snapshot);
+    let table = std::sync::Arc::new(view.built_table().expect("a view with homes"));
+    view.with_table(table)
 }
 
 /// Benchmarks must not trip the decision deadline on a busy machine.

@@ -143,6 +143,50 @@ async fn hot_swap_and_rollback_under_load_fail_no_home_lookup() {
 /// `contract_strategy.rs`) run in a node: each is uploaded, activated and
 /// chooses the homes of new shards, by its own name.
 #[tokio::test(flavor = "multi_thread")]
+async fn contracts_0_1_and_0_2_swap_and_shadow_each_other_in_a_node() {
+    let node = Node::start(&fast_args(&[])).await;
+    let journal = Journal::default();
+    let regions = two_regions(&node, &journal).await;
+    let admin = node.admin();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../contracts/strategy-0.1/least-shard.wasm");
+    let old = admin.upload_strategy(std::fs::read(&path).unwrap()).await.unwrap();
+    let home = |shard: String, n: usize| {
+        let region = &regions[n % 2];
+        async move {
+            tokio::time::timeout(Duration::from_secs(20), region.home_of(&shard))
+                .await
+                .unwrap_or_else(|_| panic!("{shard}: no home in 20 s"))
+                .unwrap_or_else(|e| panic!("{shard}: {e}"))
+        }
+    };
+    // The 0.2 built-in active, its 0.1 build shadowing: they agree.
+    let request = |strategy: &str| ActivateRequest { strategy: strategy.to_owned(), config: None, force: false };
+    admin.set_shadow("cart", &request(&old.digest)).await.unwrap();
+    for n in 0..10 {
+        home(format!("a-{n}"), n).await;
+    }
+    let state = admin.strategy("cart").await.unwrap();
+    assert_eq!(state.active.name, "least-shard");
+    assert!(state.shadow_calls >= 10, "{state:?}");
+    assert_eq!(state.shadow_disagreements, 0, "{state:?}");
+    // Swapped: the 0.1 build active, the 0.2 built-in shadowing.
+    admin.activate("cart", &request(&old.digest)).await.unwrap();
+    admin.set_shadow("cart", &request("least-shard")).await.unwrap();
+    for n in 0..10 {
+        home(format!("b-{n}"), n).await;
+    }
+    let state = admin.strategy("cart").await.unwrap();
+    assert_eq!(state.active.digest, old.digest, "{state:?}");
+    assert!(state.shadow_calls >= 10, "{state:?}");
+    assert_eq!(state.shadow_disagreements, 0, "{state:?}");
+    let shard = admin.shard("cart", "b-3").await.unwrap();
+    assert!(shard.detail.unwrap_or_default().starts_with("least-shard@"));
+    for region in regions {
+        region.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn the_0_1_builtins_run_in_a_node() {
     let node = Node::start(&fast_args(&[])).await;
     let journal = Journal::default();

@@ -64,7 +64,11 @@ impl Coordinator {
             return None;
         }
         let view = self.allocation_view();
-        match self.external.allocate(&view, shard, requester) {
+        let decision = self.external.allocate(&view, shard, requester);
+        // The view lends the shard table: let it go before the table changes,
+        // or the change copies the whole table.
+        drop(view);
+        match decision {
             Ok(allocation) => {
                 let region = allocation.region.clone();
                 let home =

@@ -360,6 +360,11 @@ impl Coordinator {
     /// Keeps the shard table (when built) in step with a change just applied.
     fn change_table(&mut self, change: &Change) {
         let Some(table) = &mut self.table else { return };
+        debug_assert_eq!(
+            Arc::strong_count(table),
+            1,
+            "a view still holds the shard table as it changes: the change copies the whole table"
+        );
         let pinned_at = |durable: &Durable, shard: &str| {
             durable
                 .placements
