@@ -173,6 +173,8 @@ fn at(mut event: Event, now: u64) -> Event {
 
 struct Sim {
     rng: Rng,
+    /// Checks made, to compare the shard table every 10th.
+    checks: u64,
     /// True time: the network's, the regions' (each through its drift) and
     /// the checks'.
     now: u64,
@@ -228,6 +230,7 @@ impl Sim {
             .collect();
         Sim {
             rng: Rng(seed.max(1)),
+            checks: 0,
             now: 0,
             clocks,
             stamps: StampSequence::default(),
@@ -621,8 +624,12 @@ impl Sim {
         let now = self.now;
         let allocatable = self.c.view().regions().iter().any(|r| r.is_allocatable());
         // The shard table strategies of contract 0.2 follow, kept change by
-        // change, is what the durable state says.
-        if let Some(drift) = self.c.table_differs() {
+        // change, is what the durable state says. Built afresh to compare,
+        // so every 10th step: a drift stays until it is seen.
+        self.checks += 1;
+        if self.checks.is_multiple_of(10)
+            && let Some(drift) = self.c.table_differs()
+        {
             panic!("t={now}: the shard table drifted from the durable state: {drift}");
         }
         let homes: Vec<String> = self.c.durable().homes.keys().cloned().collect();
