@@ -84,6 +84,23 @@ pub struct FullView {
     pub loads: ShardLoads,
 }
 
+impl FullView {
+    /// A view of `topology` with no shards, at generation 0.
+    pub fn empty(topology: Topology, metrics: Vec<f64>) -> Self {
+        FullView {
+            generation: 0,
+            topology,
+            metrics,
+            homed: Homed::default(),
+            homeless: Vec::new(),
+            homeless_hashes: Vec::new(),
+            moving: Vec::new(),
+            pinned: Vec::new(),
+            loads: ShardLoads::default(),
+        }
+    }
+}
+
 /// One batch of changes (the contract's `changes`), applied in field order.
 #[derive(Clone, Debug, Default)]
 pub struct Changes {

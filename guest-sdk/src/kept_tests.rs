@@ -16,17 +16,7 @@ fn topology(addresses: &[&str]) -> Topology {
 }
 
 fn empty(addresses: &[&str]) -> FullView {
-    FullView {
-        generation: 7,
-        topology: topology(addresses),
-        metrics: vec![f64::NAN; addresses.len()],
-        homed: Homed::default(),
-        homeless: Vec::new(),
-        homeless_hashes: Vec::new(),
-        moving: Vec::new(),
-        pinned: Vec::new(),
-        loads: ShardLoads::default(),
-    }
+    FullView { generation: 7, ..FullView::empty(topology(addresses), vec![f64::NAN; addresses.len()]) }
 }
 
 fn homed(entries: &[(u32, u32)]) -> Homed {

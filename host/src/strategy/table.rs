@@ -18,7 +18,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use shardalloc_guest::kept::{Changes, FullView, Homed, KeptView, ShardLoads};
+use shardalloc_guest::kept::{Changes, FullView, Homed, KeptView};
 use shardalloc_guest::{Allocations, Topology, View, shard_hash};
 
 /// Most batches kept in the journal: a component further behind is sent
@@ -56,17 +56,7 @@ pub struct ShardTable {
 impl ShardTable {
     /// An empty table over a topology and its metric matrix.
     pub fn new(topology: &Topology, metrics: Vec<f64>) -> Self {
-        let full = FullView {
-            generation: 0,
-            topology: topology.clone(),
-            metrics,
-            homed: Homed::default(),
-            homeless: Vec::new(),
-            homeless_hashes: Vec::new(),
-            moving: Vec::new(),
-            pinned: Vec::new(),
-            loads: ShardLoads::default(),
-        };
+        let full = FullView::empty(topology.clone(), metrics);
         let kept = KeptView::load_named(full).expect("an empty view over a topology is consistent");
         let mut table = ShardTable {
             id: NEXT_TABLE.fetch_add(1, Ordering::Relaxed),
@@ -93,17 +83,7 @@ impl ShardTable {
         moving: impl IntoIterator<Item = &'a str>,
         pinned: impl IntoIterator<Item = &'a str>,
     ) -> Self {
-        let mut full = FullView {
-            generation: 0,
-            topology: topology.clone(),
-            metrics,
-            homed: Homed::default(),
-            homeless: Vec::new(),
-            homeless_hashes: Vec::new(),
-            moving: Vec::new(),
-            pinned: Vec::new(),
-            loads: ShardLoads::default(),
-        };
+        let mut full = FullView::empty(topology.clone(), metrics);
         let mut handles: HashMap<Arc<str>, u32> = HashMap::new();
         let mut names: Vec<&str> = Vec::new();
         let mut add = |shard: &'a str, handles: &mut HashMap<Arc<str>, u32>| {
@@ -397,17 +377,8 @@ impl ShardTable {
     pub fn full_view(&self) -> FullView {
         let view = self.kept.view();
         let table = self.kept.allocations();
-        let mut full = FullView {
-            generation: self.kept.generation(),
-            topology: (**view.topology()).clone(),
-            metrics: view.metrics().to_vec(),
-            homed: Homed::default(),
-            homeless: Vec::new(),
-            homeless_hashes: Vec::new(),
-            moving: Vec::new(),
-            pinned: Vec::new(),
-            loads: ShardLoads::default(),
-        };
+        let mut full = FullView::empty((**view.topology()).clone(), view.metrics().to_vec());
+        full.generation = self.kept.generation();
         for region in view.region_ids() {
             for shard in table.region_shards(region) {
                 full.homed.push(shard.handle, shard.hash, region.0);
