@@ -330,8 +330,13 @@ impl Allocations {
     /// in the table are passed over.
     pub fn pin_ids<'a>(&mut self, ids: impl IntoIterator<Item = &'a str>) {
         let ShardIds::Known(known) = &self.ids else { return };
+        let wanted: Vec<&str> = ids.into_iter().collect();
+        if wanted.is_empty() {
+            // No pins (the usual case): no index of every id to build.
+            return;
+        }
         let index: HashMap<&str, u32> = known.iter().enumerate().map(|(h, id)| (id.as_str(), h as u32)).collect();
-        let handles: Vec<u32> = ids.into_iter().filter_map(|id| index.get(id).copied()).collect();
+        let handles: Vec<u32> = wanted.into_iter().filter_map(|id| index.get(id).copied()).collect();
         for handle in handles {
             if self.homes[handle as usize] != ABSENT {
                 self.set_flag(handle, PINNED, true);
