@@ -243,9 +243,16 @@ fn check_runs_redbs_integrity_check_and_finds_what_would_panic_later() {
     assert!(matches!(RedbStore::check(dir.path()), Ok(redb::Checked::Sound(_))), "the good store is sound");
     let page = 4096;
     let mut panicking = 0;
-    // Eight flipped bytes in each page past the header's, one page at a
-    // time: wherever redb would panic on the file, `store check` says damaged.
-    for start in (page..good.len()).step_by(page) {
+    // Eight flipped bytes in a page past the header's, one page at a time:
+    // wherever redb would panic on the file, `store check` says damaged.
+    // Each case repairs and commits (fsyncs) a whole database, so not every
+    // page of the file (~2,000, most of them blob bytes and free space) is
+    // tried: every one of the first 64, where redb keeps its trees and
+    // allocator state (measured: the panicking flips are all in pages 1–15),
+    // then every 64th.
+    let pages = good.len() / page;
+    let tried = (1..pages.min(64)).chain((64..pages).step_by(64));
+    for start in tried.map(|index| index * page) {
         for at in [64, page / 2] {
             let mut damaged = good.clone();
             for byte in damaged.iter_mut().skip(start + at).take(8) {
