@@ -18,6 +18,7 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use shardalloc::engine::limits::Limits;
 use shardalloc::engine::slot::{AutoRollback, Slot};
 use shardalloc::engine::{Engine, EngineConfig};
+use shardalloc::strategy::table::ShardTable;
 use shardalloc::strategy::{AllocationStrategy, ClusterView, StrategySource, builtin};
 use shardalloc_guest::testing::{Shape, generate};
 
@@ -83,6 +84,8 @@ fn crossing_floor(engine: &Engine, group: &mut criterion::BenchmarkGroup<'_, cri
 
 fn allocate(c: &mut Criterion) {
     let engine = engine();
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/../contracts/strategy-0.1/least-shard.wasm");
+    let fixture_0_1 = engine.compile(&std::fs::read(fixture).unwrap()).unwrap();
     let mut group = c.benchmark_group("allocate");
     group.sample_size(20).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(500));
     crossing_floor(&engine, &mut group);
@@ -97,6 +100,13 @@ fn allocate(c: &mut Criterion) {
         });
         group.bench_with_input(BenchmarkId::new("engine", &label), &view, |b, view| {
             b.iter(|| wasm.allocate(black_box(view), "shard-x", None).unwrap())
+        });
+        // The committed 0.1 build of least-shard through this host: 0.1
+        // components must be no slower than before 0.2 came.
+        let mut old = engine.instantiate(&fixture_0_1, "", limits()).unwrap();
+        old.allocate(&view, "warm-up", None).unwrap();
+        group.bench_with_input(BenchmarkId::new("engine-0.1", &label), &view, |b, view| {
+            b.iter(|| old.allocate(black_box(view), "shard-x", None).unwrap())
         });
     }
     group.finish();
@@ -181,5 +191,101 @@ fn first_calls(_: &mut Criterion) {
     common::first_call::print_first_calls(&engine, &compiled, &cluster(100, 10_000), limits());
 }
 
-criterion_group!(benches, allocate, rebalance, loading, swaps, first_calls);
+/// The resident set of this process, in bytes (Linux's `/proc/self/statm`).
+fn resident_bytes() -> usize {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: usize = statm.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
+    pages * 4096
+}
+
+/// A table of `regions` × `shards` built in one pass, as a coordinator's
+/// first view builds it, and an allocation view lending it.
+fn table_of(regions: usize, shards: usize, ids: &[String]) -> (Arc<ShardTable>, ClusterView) {
+    let topology = Arc::new(shardalloc_guest::Topology::new(
+        (0..regions)
+            .map(|i| shardalloc_guest::Region {
+                address: format!("region-{i}"),
+                join_order: i as u64,
+                ..Default::default()
+            })
+            .collect(),
+        Vec::new(),
+        None,
+    ));
+    let homes = ids.iter().take(shards).enumerate().map(|(i, id)| (id.as_str(), (i % regions) as u32));
+    let table = Arc::new(ShardTable::build(&topology, Vec::new(), homes, [], []));
+    let counts = (0..regions).map(|r| (shards / regions + usize::from(r < shards % regions)) as u32).collect();
+    let view = ClusterView::for_allocation(topology, Vec::new(), counts).unwrap().with_table(table.clone());
+    (table, view)
+}
+
+/// Contract 0.2's kept view (least-shard through the engine): a component's
+/// copy brought up to date after 1,000 hand-offs (each four batches:
+/// moving, unhomed, homed elsewhere, settled), against one allocation with
+/// nothing to bring; and a whole view loaded at 1,000 regions × 1,000,000
+/// shards. Also prints what the host's table holds per shard.
+fn kept_view(c: &mut Criterion) {
+    let engine = engine();
+    let compiled = engine.compile_source(&StrategySource::Builtin("least-shard".into()), None).unwrap();
+    let roomy = Limits { memory: 512 << 20, ..limits() };
+    let ids: Vec<String> = (0..1_000_000).map(|i| format!("shard-{i:07}")).collect();
+    let mut group = c.benchmark_group("view");
+    group.sample_size(10).measurement_time(Duration::from_secs(5)).warm_up_time(Duration::from_millis(500));
+
+    let (mut table, _) = table_of(100, 10_000, &ids);
+    let mut component = engine.instantiate(&compiled, "", roomy).unwrap();
+    let lend = |table: &Arc<ShardTable>| {
+        let counts = vec![100; 100];
+        ClusterView::for_allocation(table.view().topology().clone(), Vec::new(), counts).unwrap().with_table(table.clone())
+    };
+    component.allocate(&lend(&table), "first", None).unwrap();
+    group.bench_function("allocate-nothing-to-bring", |b| {
+        let view = lend(&table);
+        b.iter(|| component.allocate(black_box(&view), "s", None).unwrap())
+    });
+    let mut round = 0usize;
+    group.bench_function("allocate-after-1000-hand-offs", |b| {
+        b.iter_custom(|iters| {
+            let mut took = Duration::ZERO;
+            for _ in 0..iters {
+                for n in 0..1000 {
+                    let shard = &ids[(round * 1000 + n) % 10_000];
+                    let table = Arc::make_mut(&mut table);
+                    let to = format!("region-{}", (round + n + 1) % 100);
+                    table.set_moving(shard, true);
+                    table.unhome(shard);
+                    table.home(shard, &to).unwrap();
+                    table.set_moving(shard, false);
+                }
+                round += 1;
+                let view = lend(&table);
+                let started = std::time::Instant::now();
+                component.allocate(black_box(&view), "s", None).unwrap();
+                took += started.elapsed();
+            }
+            took
+        })
+    });
+    drop(table);
+
+    let before = resident_bytes();
+    let (first, first_view) = table_of(1000, 1_000_000, &ids);
+    let per_shard = resident_bytes().saturating_sub(before) as f64 / 1e6;
+    println!("the host's shard table at 1,000 regions × 1,000,000 shards: about {per_shard:.0} bytes per shard");
+    let (_second, second_view) = table_of(1000, 1_000_000, &ids);
+    drop(first);
+    let mut component = engine.instantiate(&compiled, "", roomy).unwrap();
+    let mut flip = false;
+    group.bench_function("load-whole-view-1000x1000000", |b| {
+        b.iter(|| {
+            // Each call is lent the other table: the copy is loaded whole.
+            flip = !flip;
+            let view = if flip { &first_view } else { &second_view };
+            component.allocate(black_box(view), "s", None).unwrap()
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, allocate, rebalance, loading, swaps, kept_view, first_calls);
 criterion_main!(benches);

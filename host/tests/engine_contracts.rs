@@ -11,7 +11,7 @@ use std::sync::Arc;
 use common::{engine, generous, native};
 use shardalloc::engine::instance::Sandboxed;
 use shardalloc::engine::load::Contract;
-use shardalloc::engine::slot::{AutoRollback, Slot};
+use shardalloc::engine::slot::{ActivationCause, AutoRollback, Slot};
 use shardalloc::strategy::table::ShardTable;
 use shardalloc::strategy::{AllocationStrategy, ClusterView, StrategySource};
 use shardalloc_guest::testing::Scenario;
@@ -129,4 +129,40 @@ fn the_0_1_fixtures_and_the_0_2_builtins_swap_and_shadow_each_other() {
         assert_eq!(slot.active().compiled.contract, active.contract);
         assert!(slot.stats().fallbacks.is_empty(), "{:?}", slot.stats().fallbacks);
     }
+}
+
+#[test]
+fn an_activation_warmed_on_the_callers_view_takes_its_first_call_without_loading_the_view_again() {
+    let engine = engine();
+    let compiled = engine.compile_source(&StrategySource::Builtin("least-shard".into()), None).unwrap();
+    let topology = topology(3);
+    let mut table = Arc::new(ShardTable::new(&topology, Vec::new()));
+    let mut homes: Vec<Vec<String>> = vec![Vec::new(); 3];
+    for i in 0..300 {
+        let shard = format!("s{i}");
+        Arc::make_mut(&mut table).home(&shard, &format!("r{}", i % 3)).unwrap();
+        homes[i % 3].push(shard);
+    }
+    let slot = Slot::new("Counter", engine.clone(), AutoRollback::default(), compiled.clone(), "", generous()).unwrap();
+    let mut handle = slot.handle();
+    let (allocation, _) = views(&table, &homes);
+    handle.allocate(&allocation, "first", None).unwrap();
+    assert_eq!(handle.view_loads(), 1, "the first instance loads the view once");
+    drop(allocation);
+    // Warmed on the slot's recent view (no shards of its own): the first call
+    // loads the whole view again.
+    slot.activate(compiled.clone(), "", generous()).unwrap();
+    Arc::make_mut(&mut table).home("between", "r0").unwrap();
+    let (allocation, _) = views(&table, &homes);
+    handle.allocate(&allocation, "after-a-plain-activation", None).unwrap();
+    assert_eq!(handle.view_loads(), 2, "warm-up on the recent view, then the caller's");
+    // Warmed on the caller's view: the warm-up loads it, and the first call
+    // is brought up to date by the table's batches since.
+    slot.activate_on(compiled, "", generous(), ActivationCause::Operator, Some(&allocation)).unwrap();
+    drop(allocation);
+    Arc::make_mut(&mut table).home("meanwhile", "r1").unwrap();
+    let (allocation, _) = views(&table, &homes);
+    assert_eq!(handle.allocate(&allocation, "after-a-warm-activation", None).unwrap(), "r2");
+    assert_eq!(handle.view_loads(), 1, "loaded once, at warm-up");
+    assert_eq!(slot.stats().cold_instances, 0);
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use shardalloc::engine::Engine;
 use shardalloc::engine::limits::Limits;
 use shardalloc::engine::load::Compiled;
-use shardalloc::engine::slot::{AutoRollback, Slot};
+use shardalloc::engine::slot::{ActivationCause, AutoRollback, Slot};
 use shardalloc::strategy::{AllocationStrategy, ClusterView};
 
 /// Swaps measured per strategy.
@@ -40,7 +40,8 @@ pub fn print_first_calls(
         handle.allocate(view, "seen", None).expect("an answer");
         let (mut first, mut steady, mut cold) = (Vec::new(), Vec::new(), Vec::new());
         for i in 0..SWAPS {
-            slot.activate(compiled.clone(), "", limits).expect("activated");
+            // As the node's driver activates: warmed on the caller's view.
+            slot.activate_on(compiled.clone(), "", limits, ActivationCause::Operator, Some(view)).expect("activated");
             let started = Instant::now();
             handle.allocate(view, &format!("first-{i}"), None).expect("an answer");
             first.push(started.elapsed());

@@ -319,8 +319,10 @@ impl Coordinator {
     }
 
     /// The view `allocate` needs: shard counts only, so an allocation
-    /// costs nothing per shard in the cluster.
-    pub(super) fn allocation_view(&mut self) -> ClusterView {
+    /// costs nothing per shard in the cluster. It lends the shard table:
+    /// drop it before the coordinator's next change. The node's driver also
+    /// warms new strategy instances on it (`Slot::activate_on`).
+    pub fn allocation_view(&mut self) -> ClusterView {
         let topology = self.topology();
         let metrics = self.metric_matrix(&topology);
         let counts = topology
@@ -341,6 +343,7 @@ impl Coordinator {
             Some(table) => table,
             None => self.table.insert(Arc::new(self.durable.shard_table(topology, metrics.to_vec()))),
         };
+        debug_assert_eq!(Arc::strong_count(table), 1, "a view still holds the shard table: a new view copies it");
         Arc::make_mut(table).set_topology(topology, metrics);
         table.clone()
     }

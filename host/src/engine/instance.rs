@@ -47,6 +47,7 @@ pub struct Sandboxed {
     info: Info,
     live: Option<Live>,
     instantiations: u64,
+    view_loads: u64,
 }
 
 /// Longest text kept from a strategy's error; it is logged and may be
@@ -94,6 +95,7 @@ impl Sandboxed {
             limits,
             live: None,
             instantiations: 0,
+            view_loads: 0,
         };
         match sandboxed.live() {
             Ok(_) => Ok(sandboxed),
@@ -124,6 +126,13 @@ impl Sandboxed {
     /// How many stores it has created (1 + one per fault recovered from).
     pub fn instantiations(&self) -> u64 {
         self.instantiations
+    }
+
+    /// How many times a 0.2 instance was sent the whole view (`load-view`)
+    /// rather than the table's batches since its copy: once per new store,
+    /// and again whenever it is lent a table its copy does not follow.
+    pub fn view_loads(&self) -> u64 {
+        self.view_loads
     }
 
     fn new_store(&self) -> Store<HostState> {
@@ -306,10 +315,11 @@ fn sync(
     store: &mut Store<HostState>,
     table: &ShardTable,
     limits: &Limits,
-) -> wasmtime::Result<()> {
+) -> wasmtime::Result<bool> {
     let allocator = world.shardalloc_strategy_allocator();
     let batches = copy.filter(|(id, _)| *id == table.id()).and_then(|(_, generation)| table.batches_since(generation));
     *copy = None;
+    let loaded_whole = batches.is_none();
     let checksum = match batches {
         Some(batches) => {
             let mut checksum = None;
@@ -337,7 +347,7 @@ fn sync(
         )));
     }
     *copy = Some((table.id(), table.generation()));
-    Ok(())
+    Ok(loaded_whole)
 }
 
 impl Sandboxed {
@@ -410,11 +420,12 @@ impl Sandboxed {
         let handle = table.allocation_handle(shard);
         let hash = shardalloc_guest::shard_hash(shard);
         let limits = self.limits;
+        let mut loaded_whole = false;
         let answer = self.call(view.topology(), |guest, store| {
             let Guest::V0_2 { world, copy, topology } = guest else {
                 unreachable!("a 0.2 component has 0.2 instances")
             };
-            sync(world, copy, store, &table, &limits)?;
+            loaded_whole = sync(world, copy, store, &table, &limits)?;
             *topology = Some(table.view().topology().generation());
             store.data_mut().table = Some(table.clone());
             store.data_mut().allocating = Some((handle, shard.to_owned()));
@@ -424,8 +435,9 @@ impl Sandboxed {
                 return Ok(Err(allocator.call_last_error(&mut *store)?));
             }
             Ok(Ok(index as u64))
-        })?;
-        let index = answer.map_err(|m| StrategyError::Refused(bounded(m)))?;
+        });
+        self.view_loads += u64::from(loaded_whole);
+        let index = answer?.map_err(|m| StrategyError::Refused(bounded(m)))?;
         let regions = table.view().regions();
         regions.get(index as usize).map(|r| r.address.clone()).ok_or_else(|| {
             StrategyError::Invalid(format!("region index {index} out of range ({} regions)", regions.len()))
@@ -435,16 +447,18 @@ impl Sandboxed {
     fn rebalance_v0_2(&mut self, view: &ClusterView) -> Result<Vec<String>, StrategyError> {
         let table = table_of(view)?;
         let limits = self.limits;
-        let handles = self
-            .call(view.topology(), |guest, store| {
-                let Guest::V0_2 { world, copy, topology } = guest else {
-                    unreachable!("a 0.2 component has 0.2 instances")
-                };
-                sync(world, copy, store, &table, &limits)?;
-                *topology = Some(table.view().topology().generation());
-                store.data_mut().table = Some(table.clone());
-                world.shardalloc_strategy_allocator().call_rebalance(&mut *store)
-            })?
+        let mut loaded_whole = false;
+        let answer = self.call(view.topology(), |guest, store| {
+            let Guest::V0_2 { world, copy, topology } = guest else {
+                unreachable!("a 0.2 component has 0.2 instances")
+            };
+            loaded_whole = sync(world, copy, store, &table, &limits)?;
+            *topology = Some(table.view().topology().generation());
+            store.data_mut().table = Some(table.clone());
+            world.shardalloc_strategy_allocator().call_rebalance(&mut *store)
+        });
+        self.view_loads += u64::from(loaded_whole);
+        let handles = answer?
             .map_err(|m| StrategyError::Refused(bounded(m)))?;
         handles
             .into_iter()

@@ -20,6 +20,10 @@
 //! topology the slot's callers used, and asked one allocation on that view
 //! (its answer is discarded). The first caller after the swap takes that
 //! instance, so its first production call is as fast as its hundredth.
+//! A contract 0.2 instance keeps a copy of the caller's shard table, which
+//! the slot cannot keep between calls; the node's driver therefore warms on
+//! its coordinator's current view ([`Slot::activate_on`]), and the first
+//! call only applies the table's batches since.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -240,8 +244,7 @@ impl Slot {
         config: &str,
         limits: Limits,
     ) -> Result<Arc<Activation>, LoadError> {
-        let instance = self.warmed(&compiled, config, limits)?;
-        Ok(self.install(activation(compiled, config, limits, ActivationCause::Operator, instance, self.clocks.wall())))
+        self.activate_on(compiled, config, limits, ActivationCause::Operator, None)
     }
 
     /// Validates and activates a strategy recorded with `cause`: a rollback
@@ -254,20 +257,51 @@ impl Slot {
         limits: Limits,
         cause: ActivationCause,
     ) -> Result<Arc<Activation>, LoadError> {
-        let instance = self.warmed(&compiled, config, limits)?;
+        self.activate_on(compiled, config, limits, cause, None)
+    }
+
+    /// [`Slot::activate_as`], warming the new instance on `view` when one is
+    /// given: the caller's current view, shard table and all, so a contract
+    /// 0.2 instance starts with a copy of the very table later calls lend,
+    /// and its first call brings it up to date from the table's journal
+    /// instead of loading the whole view (see [`Slot::warmed`]).
+    pub fn activate_on(
+        &self,
+        compiled: Arc<Compiled>,
+        config: &str,
+        limits: Limits,
+        cause: ActivationCause,
+        view: Option<&ClusterView>,
+    ) -> Result<Arc<Activation>, LoadError> {
+        let instance = self.warmed(&compiled, config, limits, view)?;
         Ok(self.install(activation(compiled, config, limits, cause, instance, self.clocks.wall())))
     }
 
     /// Instantiates and configures a candidate (its validation) and warms
-    /// it on the most recent view: the topology sent, one allocation made.
+    /// it with one allocation (its answer discarded) on `view`, else on the
+    /// most recent view a caller allocated on. That one keeps no shards (a
+    /// caller's table is never kept past its call, so the coordinator can
+    /// go on changing it in place): a 0.2 instance warmed on it loads the
+    /// whole view at its first real call, on the caller's thread. Callers
+    /// that have the current view (the node's driver, which activates) pass
+    /// it, so that cost is paid here instead.
     /// A warm-up call the strategy refuses or faults on is logged, not an
     /// error: the same view may not be what it will be asked about.
-    fn warmed(&self, compiled: &Arc<Compiled>, config: &str, limits: Limits) -> Result<Sandboxed, LoadError> {
+    fn warmed(
+        &self,
+        compiled: &Arc<Compiled>,
+        config: &str,
+        limits: Limits,
+        view: Option<&ClusterView>,
+    ) -> Result<Sandboxed, LoadError> {
         drop(std::mem::take(&mut *self.retired.lock().expect("retired lock")));
         let mut instance = self.engine.instantiate(compiled, config, limits)?;
-        let view = self.recent_view.lock().expect("recent view lock").clone();
-        if let Some(view) = view
-            && let Err(error) = instance.allocate(&view, WARM_UP_SHARD, None)
+        let recent = match view {
+            Some(_) => None,
+            None => self.recent_view.lock().expect("recent view lock").clone(),
+        };
+        if let Some(view) = view.or(recent.as_ref())
+            && let Err(error) = instance.allocate(view, WARM_UP_SHARD, None)
         {
             tracing::warn!(r#type = %self.type_name, strategy = %compiled.info.name, "warm-up allocation failed: {error}");
         }
@@ -322,10 +356,20 @@ impl Slot {
 
     /// Activates again the strategy that was active before the current one.
     pub fn rollback(&self) -> Result<Arc<Activation>, RollbackError> {
-        self.rollback_with(ActivationCause::Rollback)
+        self.rollback_on(None)
     }
 
-    fn rollback_with(&self, cause: ActivationCause) -> Result<Arc<Activation>, RollbackError> {
+    /// [`Slot::rollback`], warming the instance on `view` when one is given
+    /// (as [`Slot::activate_on`] does).
+    pub fn rollback_on(&self, view: Option<&ClusterView>) -> Result<Arc<Activation>, RollbackError> {
+        self.rollback_with(ActivationCause::Rollback, view)
+    }
+
+    fn rollback_with(
+        &self,
+        cause: ActivationCause,
+        view: Option<&ClusterView>,
+    ) -> Result<Arc<Activation>, RollbackError> {
         let current = self.active();
         let previous = {
             let history = self.history.lock().expect("history lock");
@@ -338,16 +382,26 @@ impl Slot {
                 .cloned()
                 .ok_or(RollbackError::NoPrevious)?
         };
-        let instance = self.warmed(&previous.compiled, &previous.config, previous.limits)?;
+        let instance = self.warmed(&previous.compiled, &previous.config, previous.limits, view)?;
         let at = self.clocks.wall();
         Ok(self.install(activation(previous.compiled.clone(), &previous.config, previous.limits, cause, instance, at)))
     }
 
     /// Sets (or with `None` clears) the shadow candidate, validated first.
     pub fn set_shadow(&self, candidate: Option<(Arc<Compiled>, &str, Limits)>) -> Result<(), LoadError> {
+        self.set_shadow_on(candidate, None)
+    }
+
+    /// [`Slot::set_shadow`], warming the candidate on `view` when one is
+    /// given (as [`Slot::activate_on`] does).
+    pub fn set_shadow_on(
+        &self,
+        candidate: Option<(Arc<Compiled>, &str, Limits)>,
+        view: Option<&ClusterView>,
+    ) -> Result<(), LoadError> {
         match candidate {
             Some((compiled, config, limits)) => {
-                let instance = self.warmed(&compiled, config, limits)?;
+                let instance = self.warmed(&compiled, config, limits, view)?;
                 let at = self.clocks.wall();
                 let candidate = activation(compiled, config, limits, ActivationCause::Operator, instance, at);
                 self.replace_shadow(Some(Arc::new(candidate)));
@@ -404,7 +458,7 @@ impl Slot {
             faults.times.len() > self.policy.max_faults as usize
         };
         if exceeded && self.active().id == activation.id {
-            match self.rollback_with(ActivationCause::AutoRollback) {
+            match self.rollback_with(ActivationCause::AutoRollback, None) {
                 Ok(back) => {
                     self.stats.lock().expect("stats lock").auto_rollbacks += 1;
                     tracing::error!(
@@ -507,6 +561,12 @@ impl SlotHandle {
             }
         }
         Ok(())
+    }
+
+    /// [`Sandboxed::view_loads`] of the instance this handle calls now (0
+    /// before its first call): what warming on the caller's view saves.
+    pub fn view_loads(&self) -> u64 {
+        self.current.as_ref().map_or(0, |(_, instance)| instance.view_loads())
     }
 
     fn compare<T: PartialEq + std::fmt::Debug>(

@@ -268,10 +268,11 @@ impl TypeCatalog {
     pub fn activate(&mut self, name: &str, candidate: Candidate) -> Result<(), Refusal> {
         self.known(&candidate)?;
         let limits = self.settings.limits;
-        let entry = self.get(name)?;
+        let entry = self.get_mut(name)?;
+        let view = entry.coordinator.allocation_view();
         entry
             .slot
-            .activate(candidate.compiled, &candidate.config, limits)
+            .activate_on(candidate.compiled, &candidate.config, limits, ActivationCause::Operator, Some(&view))
             .map_err(|e| Refusal::StrategyRefused(e.to_string()))?;
         Ok(())
     }
@@ -280,8 +281,14 @@ impl TypeCatalog {
     /// from the slot's memory, else (after a restart) from the persisted
     /// history, compiling the older strategy on this thread.
     pub fn rollback(&mut self, name: &str) -> Result<(), Refusal> {
-        let entry = self.get(name)?;
-        match entry.slot.rollback() {
+        let entry = self.get_mut(name)?;
+        // Each view is dropped before the next is made: one still lending
+        // the table would make the coordinator copy it.
+        let rolled_back = {
+            let view = entry.coordinator.allocation_view();
+            entry.slot.rollback_on(Some(&view))
+        };
+        match rolled_back {
             Ok(_) => return Ok(()),
             Err(RollbackError::NoPrevious) => {}
             Err(error @ RollbackError::Load(_)) => return Err(Refusal::StrategyRefused(error.to_string())),
@@ -296,9 +303,11 @@ impl TypeCatalog {
             .ok_or(Refusal::NoPreviousStrategy)?;
         let compiled = self.compile(&previous.strategy).map_err(|e| Refusal::StrategyRefused(e.to_string()))?;
         let limits = self.settings.limits;
-        self.get(name)?
+        let entry = self.get_mut(name)?;
+        let view = entry.coordinator.allocation_view();
+        entry
             .slot
-            .activate_as(compiled, &previous.config, limits, ActivationCause::Rollback)
+            .activate_on(compiled, &previous.config, limits, ActivationCause::Rollback, Some(&view))
             .map_err(|e| Refusal::StrategyRefused(e.to_string()))?;
         Ok(())
     }
@@ -309,9 +318,10 @@ impl TypeCatalog {
             self.known(candidate)?;
         }
         let limits = self.settings.limits;
-        let entry = self.get(name)?;
+        let entry = self.get_mut(name)?;
         let candidate = candidate.as_ref().map(|c| (c.compiled.clone(), c.config.as_str(), limits));
-        entry.slot.set_shadow(candidate).map_err(|e| Refusal::StrategyRefused(e.to_string()))
+        let view = entry.coordinator.allocation_view();
+        entry.slot.set_shadow_on(candidate, Some(&view)).map_err(|e| Refusal::StrategyRefused(e.to_string()))
     }
 
     /// Records every change of an active strategy reported since the last
