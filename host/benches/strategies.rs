@@ -236,7 +236,9 @@ fn kept_view(c: &mut Criterion) {
     let mut component = engine.instantiate(&compiled, "", roomy).unwrap();
     let lend = |table: &Arc<ShardTable>| {
         let counts = vec![100; 100];
-        ClusterView::for_allocation(table.view().topology().clone(), Vec::new(), counts).unwrap().with_table(table.clone())
+        ClusterView::for_allocation(table.view().topology().clone(), Vec::new(), counts)
+            .unwrap()
+            .with_table(table.clone())
     };
     component.allocate(&lend(&table), "first", None).unwrap();
     group.bench_function("allocate-nothing-to-bring", |b| {

@@ -19,9 +19,12 @@ pub struct HostState {
     /// The shard table of the current call (contract 0.2): lent for the
     /// call and taken back after it, so the store never keeps it alive.
     pub table: Option<Arc<ShardTable>>,
-    /// The shard the current `allocate` is about, by handle and id
-    /// (contract 0.2): not in the view yet.
-    pub allocating: Option<(u32, String)>,
+    /// The handle of the shard the current `allocate` is about (contract
+    /// 0.2): not in the view yet, its id in `allocating_id`.
+    pub allocating: Option<u32>,
+    /// The id of the shard being allocated: a buffer kept between calls,
+    /// so an allocation allocates no string on the host.
+    pub allocating_id: String,
     /// Linear memory cap of this store, in bytes.
     pub memory_limit: usize,
     /// Set when a memory growth was refused: a trap that follows is
@@ -106,10 +109,8 @@ impl v0_2::wit_host::Host for HostState {
     fn shard_id(&mut self, handle: u32) -> String {
         // A handle that names no shard yields "", which names no shard;
         // answers are checked.
-        if let Some((allocating, id)) = &self.allocating
-            && *allocating == handle
-        {
-            return id.clone();
+        if self.allocating == Some(handle) {
+            return self.allocating_id.clone();
         }
         self.table.as_ref().and_then(|t| t.shard_id(handle)).unwrap_or_default().to_owned()
     }

@@ -32,9 +32,21 @@ struct Live {
 enum Guest {
     /// Contract 0.1: the topology is sent when its generation changes.
     V0_1 { world: v0_1::World, sent_generation: Option<u64> },
-    /// Contract 0.2: the instance keeps a copy of a shard table's view, at
-    /// (table id, generation); `topology` is that view's topology generation.
-    V0_2 { world: v0_2::World, copy: Option<(u64, u64)>, topology: Option<u64> },
+    /// Contract 0.2: the instance keeps a copy of a shard table's view;
+    /// `topology` is that view's topology generation.
+    V0_2 { world: v0_2::World, copy: Option<CopyAt>, topology: Option<u64> },
+}
+
+/// Where a 0.2 instance's copy of the view stands.
+#[derive(Clone, Copy, Debug)]
+struct CopyAt {
+    /// The table it follows.
+    table: u64,
+    /// The table's generation it holds.
+    at: u64,
+    /// The copy's own generation: the full view's, plus one per batch sent
+    /// since (merged batches stand for several of the table's).
+    generation: u64,
 }
 
 /// A compiled strategy, configured and sandboxed, behind [`AllocationStrategy`].
@@ -142,6 +154,7 @@ impl Sandboxed {
             shard_ids: Vec::new(),
             table: None,
             allocating: None,
+            allocating_id: String::new(),
             memory_limit: self.limits.memory,
             memory_denied: false,
             wasi: super::wasi::StoreWasi::new(&label),
@@ -306,34 +319,39 @@ fn table_of(view: &ClusterView) -> Result<Arc<ShardTable>, StrategyError> {
 }
 
 /// Brings a 0.2 instance's copy of the view to the table's generation: the
-/// journal's batches after its copy, or the whole view (under the loading
+/// journal's batches after its copy, merged ([`crate::strategy::coalesce`]),
+/// or the whole view (under the loading
 /// deadline) when it has none or the journal no longer reaches it. A
 /// checksum that is not the table's is an error, handled like a trap.
 fn sync(
     world: &v0_2::World,
-    copy: &mut Option<(u64, u64)>,
+    copy: &mut Option<CopyAt>,
     store: &mut Store<HostState>,
     table: &ShardTable,
     limits: &Limits,
 ) -> wasmtime::Result<bool> {
     let allocator = world.shardalloc_strategy_allocator();
-    let batches = copy.filter(|(id, _)| *id == table.id()).and_then(|(_, generation)| table.batches_since(generation));
+    let since = copy.filter(|c| c.table == table.id());
+    let batches = since.and_then(|c| Some((c, table.batches_since(c.at)?)));
     *copy = None;
     let loaded_whole = batches.is_none();
-    let checksum = match batches {
-        Some(batches) => {
+    let (checksum, generation) = match batches {
+        Some((since, batches)) => {
             let mut checksum = None;
-            for batch in batches {
-                checksum = Some(lower::v2::with_changes(batch, |changes| allocator.call_apply(&mut *store, changes))?);
+            let mut generation = since.generation;
+            for mut batch in crate::strategy::coalesce::coalesce(batches) {
+                generation += 1;
+                batch.generation = generation;
+                checksum = Some(lower::v2::with_changes(&batch, |changes| allocator.call_apply(&mut *store, changes))?);
             }
-            checksum
+            (checksum, generation)
         }
         None => {
             store.set_epoch_deadline(limits.load_deadline_ticks());
             let full = table.full_view();
             let checksum = lower::v2::with_view(&full, |view| allocator.call_load_view(&mut *store, view))?;
             store.set_epoch_deadline(limits.deadline_ticks());
-            Some(checksum)
+            (Some(checksum), full.generation)
         }
     };
     if let Some(checksum) = checksum
@@ -346,7 +364,7 @@ fn sync(
             table.generation()
         )));
     }
-    *copy = Some((table.id(), table.generation()));
+    *copy = Some(CopyAt { table: table.id(), at: table.generation(), generation });
     Ok(loaded_whole)
 }
 
@@ -428,7 +446,10 @@ impl Sandboxed {
             loaded_whole = sync(world, copy, store, &table, &limits)?;
             *topology = Some(table.view().topology().generation());
             store.data_mut().table = Some(table.clone());
-            store.data_mut().allocating = Some((handle, shard.to_owned()));
+            let state = store.data_mut();
+            state.allocating = Some(handle);
+            state.allocating_id.clear();
+            state.allocating_id.push_str(shard);
             let allocator = world.shardalloc_strategy_allocator();
             let index = allocator.call_allocate(&mut *store, handle, hash, requester)?;
             if index < 0 {
@@ -458,8 +479,7 @@ impl Sandboxed {
             world.shardalloc_strategy_allocator().call_rebalance(&mut *store)
         });
         self.view_loads += u64::from(loaded_whole);
-        let handles = answer?
-            .map_err(|m| StrategyError::Refused(bounded(m)))?;
+        let handles = answer?.map_err(|m| StrategyError::Refused(bounded(m)))?;
         handles
             .into_iter()
             .map(|h| {

@@ -337,6 +337,7 @@ fn describe(engine: &wasmtime::Engine, pre: &Pre) -> Result<Info, LoadError> {
         shard_ids: Vec::new(),
         table: None,
         allocating: None,
+        allocating_id: String::new(),
         memory_limit: limits.memory,
         memory_denied: false,
         wasi: wasi::StoreWasi::new("(describing)"),

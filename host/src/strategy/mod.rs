@@ -24,6 +24,7 @@
 //! never accepts another answer.
 
 pub mod builtin;
+pub mod coalesce;
 pub mod dry_run;
 pub mod external;
 pub mod guarded;

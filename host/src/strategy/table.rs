@@ -21,6 +21,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use shardalloc_guest::kept::{Changes, FullView, Homed, KeptView};
 use shardalloc_guest::{Allocations, Topology, View, shard_hash};
 
+type Fold = foldhash::fast::RandomState;
+
 /// Most batches kept in the journal: a component further behind is sent
 /// the whole view instead.
 pub const MAX_JOURNAL_BATCHES: usize = 4096;
@@ -46,8 +48,11 @@ pub enum TableError {
 pub struct ShardTable {
     id: u64,
     kept: KeptView,
-    regions: HashMap<String, u32>,
-    handles: HashMap<Arc<str>, u32>,
+    regions: HashMap<String, u32, Fold>,
+    /// Looked up on every allocation: foldhash, not SipHash (shard ids are
+    /// chosen by clients, but a table holds only ids the node accepted and
+    /// homed, each bounded in length).
+    handles: HashMap<Arc<str>, u32, Fold>,
     free: Vec<u32>,
     next: u32,
     journal: VecDeque<Changes>,
@@ -61,8 +66,8 @@ impl ShardTable {
         let mut table = ShardTable {
             id: NEXT_TABLE.fetch_add(1, Ordering::Relaxed),
             kept,
-            regions: HashMap::new(),
-            handles: HashMap::new(),
+            regions: HashMap::default(),
+            handles: HashMap::default(),
             free: Vec::new(),
             next: 0,
             journal: VecDeque::new(),
@@ -84,9 +89,9 @@ impl ShardTable {
         pinned: impl IntoIterator<Item = &'a str>,
     ) -> Self {
         let mut full = FullView::empty(topology.clone(), metrics);
-        let mut handles: HashMap<Arc<str>, u32> = HashMap::new();
+        let mut handles: HashMap<Arc<str>, u32, Fold> = HashMap::default();
         let mut names: Vec<&str> = Vec::new();
-        let mut add = |shard: &'a str, handles: &mut HashMap<Arc<str>, u32>| {
+        let mut add = |shard: &'a str, handles: &mut HashMap<Arc<str>, u32, Fold>| {
             let handle = names.len() as u32;
             names.push(shard);
             handles.insert(Arc::from(shard), handle);
@@ -116,7 +121,7 @@ impl ShardTable {
         let mut table = ShardTable {
             id: NEXT_TABLE.fetch_add(1, Ordering::Relaxed),
             kept,
-            regions: HashMap::new(),
+            regions: HashMap::default(),
             next: names.len() as u32,
             handles,
             free: Vec::new(),

@@ -10,6 +10,7 @@ use shardalloc_guest::kept::{Changes, Homed, KeptView, view_checksum};
 use shardalloc_guest::{Region, RegionId, Topology, shard_hash};
 
 use super::*;
+use crate::strategy::coalesce::coalesce;
 
 fn topology(addresses: &[&str]) -> Arc<Topology> {
     let regions = addresses.iter().map(|a| Region { address: (*a).to_owned(), ..Region::default() }).collect();
@@ -83,6 +84,44 @@ fn a_shard_being_allocated_is_named_by_a_handle_no_view_holds() {
 }
 
 #[test]
+fn hand_offs_merge_into_one_batch_and_changes_out_of_field_order_do_not() {
+    let mut t = table(&["a", "b"]);
+    for shard in ["s1", "s2", "s3"] {
+        t.home(shard, "a").unwrap();
+    }
+    let start = t.generation();
+    for shard in ["s1", "s2"] {
+        t.set_moving(shard, true);
+        t.unhome(shard);
+        t.home(shard, "b").unwrap();
+        t.set_moving(shard, false);
+    }
+    let merged = coalesce(t.batches_since(start).unwrap());
+    assert_eq!(merged.len(), 1, "{merged:?}");
+    let (s1, s2) = (t.handle("s1").unwrap(), t.handle("s2").unwrap());
+    let one = &merged[0];
+    assert_eq!(
+        (one.generation, &one.unhomed, &one.moving, &one.settled),
+        (t.generation(), &vec![s1, s2], &vec![s1, s2], &vec![s1, s2])
+    );
+    assert_eq!((&one.homed.shards, &one.homed.regions), (&vec![s1, s2], &vec![1, 1]));
+    // Homed, then retired: applied in field order the retirement would
+    // come first, so the two stay apart.
+    let start = t.generation();
+    t.home("s4", "a").unwrap();
+    t.unhome("s4");
+    assert_eq!(coalesce(t.batches_since(start).unwrap()).len(), 2);
+    // A new topology stands alone: region indexes change with it.
+    let start = t.generation();
+    t.home("s5", "a").unwrap();
+    t.set_topology(&topology(&["b", "a"]), &[]);
+    t.home("s6", "a").unwrap();
+    t.home("s7", "b").unwrap();
+    let merged = coalesce(t.batches_since(start).unwrap());
+    assert_eq!(merged.iter().map(|b| b.topology.is_some()).collect::<Vec<_>>(), [false, true, false]);
+}
+
+#[test]
 fn the_journal_reaches_back_a_bounded_number_of_batches() {
     let mut t = table(&["a", "b"]);
     t.home("s", "a").unwrap();
@@ -138,19 +177,28 @@ fn step() -> impl Strategy<Value = Step> {
 
 const ADDRESSES: [&str; 5] = ["a", "b", "c", "d", "e"];
 
-/// A component's copy: kept from the journal, or loaded whole when the
-/// journal no longer reaches it.
-fn sync(copy: &mut Option<KeptView>, t: &ShardTable) -> Result<(), TestCaseError> {
-    let batches = copy.as_ref().and_then(|c| t.batches_since(c.generation()));
+/// A component's copy, with the table's generation it holds: kept from the
+/// journal (batch by batch, or merged as the engine sends them), or loaded
+/// whole when the journal no longer reaches it.
+fn sync(copy: &mut Option<(KeptView, u64)>, t: &ShardTable, merged: bool) -> Result<(), TestCaseError> {
+    let batches = copy.as_ref().and_then(|(_, at)| t.batches_since(*at));
     match (copy.as_mut(), batches) {
-        (Some(kept), Some(batches)) => {
+        (Some((kept, _)), Some(batches)) if merged => {
+            for mut batch in coalesce(batches) {
+                batch.generation = kept.generation() + 1;
+                kept.apply(batch).map_err(TestCaseError::fail)?;
+            }
+        }
+        (Some((kept, _)), Some(batches)) => {
             for batch in batches {
                 kept.apply(batch.clone()).map_err(TestCaseError::fail)?;
             }
         }
-        _ => *copy = Some(KeptView::load(t.full_view()).map_err(TestCaseError::fail)?),
+        _ => *copy = Some((KeptView::load(t.full_view()).map_err(TestCaseError::fail)?, 0)),
     }
-    let kept = copy.as_ref().expect("synced");
+    let (kept, at) = copy.as_mut().expect("synced");
+    *at = t.generation();
+    let kept = &*kept;
     prop_assert_eq!(kept.checksum(), t.checksum());
     prop_assert_eq!(kept.checksum(), view_checksum(kept.allocations()));
     prop_assert_eq!(kept.view().shard_counts(), t.view().shard_counts());
@@ -171,7 +219,8 @@ proptest! {
     fn a_components_copy_follows_the_table(steps in prop::collection::vec(step(), 1..150)) {
         let mut t = table(&ADDRESSES);
         let mut regions: Vec<&str> = ADDRESSES.to_vec();
-        let mut copy: Option<KeptView> = None;
+        let mut copy: Option<(KeptView, u64)> = None;
+        let mut merged: Option<(KeptView, u64)> = None;
         for step in steps.iter().chain([Step::Sync].iter()) {
             match *step {
                 Step::Home { shard, region } => {
@@ -194,7 +243,10 @@ proptest! {
                     regions = ADDRESSES.iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0).map(|(_, a)| *a).collect();
                     t.set_topology(&topology(&regions), &[]);
                 }
-                Step::Sync => sync(&mut copy, &t)?,
+                Step::Sync => {
+                    sync(&mut copy, &t, false)?;
+                    sync(&mut merged, &t, true)?;
+                }
             }
         }
     }
