@@ -9,8 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, channel};
 
-use shardalloc_proto::api::RegionStatus;
-
+pub use super::entry::TypeEntry;
 use super::request::{Candidate, Refusal};
 use crate::clock::Clocks;
 use crate::coordinator::{Command, Config, Coordinator, Durable, Millis};
@@ -43,32 +42,6 @@ pub struct CatalogSettings {
     pub default_strategy: StrategySource,
     /// The driver's clocks, which every slot reads too (`crate::clock`).
     pub clocks: Arc<dyn Clocks>,
-}
-
-/// One entity type.
-pub struct TypeEntry {
-    /// Its coordinator.
-    pub coordinator: Coordinator,
-    /// Its strategy slot.
-    pub slot: Arc<Slot>,
-    /// Its declared (active) strategy.
-    pub record: TypeRecord,
-    /// Its activation history, oldest first (persisted).
-    pub activations: Vec<ActivationRecord>,
-}
-
-impl TypeEntry {
-    /// A registered region's status: the coordinator's rule ([`Coordinator::region_status`]) in the REST
-    /// API's words; a region the type does not know is unreachable.
-    pub fn region_status(&self, address: &str) -> RegionStatus {
-        use shardalloc_guest::RegionStatus as Topology;
-        let region = self.coordinator.durable().regions.get(address);
-        match region.map(|region| self.coordinator.region_status(region)) {
-            Some(Topology::Up | Topology::Joining) => RegionStatus::Up,
-            Some(Topology::Leaving) => RegionStatus::Leaving,
-            Some(Topology::Unreachable) | None => RegionStatus::Unreachable,
-        }
-    }
 }
 
 /// Every entity type and uploaded component. See the module documentation.
@@ -268,13 +241,7 @@ impl TypeCatalog {
     pub fn activate(&mut self, name: &str, candidate: Candidate) -> Result<(), Refusal> {
         self.known(&candidate)?;
         let limits = self.settings.limits;
-        let entry = self.get_mut(name)?;
-        let view = entry.coordinator.allocation_view();
-        entry
-            .slot
-            .activate_on(candidate.compiled, &candidate.config, limits, ActivationCause::Operator, Some(&view))
-            .map_err(|e| Refusal::StrategyRefused(e.to_string()))?;
-        Ok(())
+        self.get_mut(name)?.activate(candidate.compiled, &candidate.config, limits, ActivationCause::Operator)
     }
 
     /// Rolls a type back to the strategy active before the current one:
@@ -303,13 +270,7 @@ impl TypeCatalog {
             .ok_or(Refusal::NoPreviousStrategy)?;
         let compiled = self.compile(&previous.strategy).map_err(|e| Refusal::StrategyRefused(e.to_string()))?;
         let limits = self.settings.limits;
-        let entry = self.get_mut(name)?;
-        let view = entry.coordinator.allocation_view();
-        entry
-            .slot
-            .activate_on(compiled, &previous.config, limits, ActivationCause::Rollback, Some(&view))
-            .map_err(|e| Refusal::StrategyRefused(e.to_string()))?;
-        Ok(())
+        self.get_mut(name)?.activate(compiled, &previous.config, limits, ActivationCause::Rollback)
     }
 
     /// Sets (or clears) a type's shadow candidate.

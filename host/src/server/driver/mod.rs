@@ -39,6 +39,7 @@ pub mod catalog;
 mod commands;
 mod components;
 mod deletion;
+mod entry;
 mod handle;
 pub mod lease;
 mod load;
