@@ -199,7 +199,7 @@ int64_t latency_allocate(const latency_settings *settings, const latency_region 
 }
 
 uint32_t latency_rebalance(const latency_settings *settings, const latency_region *regions, size_t count,
-                           size_t in_progress, uint32_t *first) {
+                           size_t in_progress, uint32_t *from) {
     int64_t fullest = -1, emptiest = -1;
     if (in_progress > 0) return 0;
     for (size_t i = 0; i < count; i++) {
@@ -210,9 +210,6 @@ uint32_t latency_rebalance(const latency_settings *settings, const latency_regio
     if (fullest < 0) return 0;
     uint32_t gap = regions[fullest].shards - regions[emptiest].shards;
     if (gap <= settings->max_imbalance) return 0;
-    uint32_t moves = gap / 2 < settings->max_moves ? gap / 2 : settings->max_moves;
-    uint32_t start = 0;
-    for (int64_t i = 0; i < fullest; i++) start += regions[i].shards;
-    *first = start;
-    return moves;
+    *from = (uint32_t)fullest;
+    return gap / 2 < settings->max_moves ? gap / 2 : settings->max_moves;
 }

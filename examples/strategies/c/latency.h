@@ -37,11 +37,11 @@ int latency_parse_config(const char *text, size_t len, latency_settings *setting
 int64_t latency_allocate(const latency_settings *settings, const latency_region *regions, size_t count,
                          int64_t requester);
 
-/* The shards to move: *first is the first handle and the count is
- * returned (handles first, first+1, …). in_progress is the number of
- * hand-offs in progress. */
+/* How many shards to move this round, from the region *from (its oldest
+ * shards that are not pinned: component.c picks them from its view).
+ * in_progress is the number of hand-offs in progress. */
 uint32_t latency_rebalance(const latency_settings *settings, const latency_region *regions, size_t count,
-                           size_t in_progress, uint32_t *first);
+                           size_t in_progress, uint32_t *from);
 
 /* Appends text (or a number) to the NUL-terminated buf of capacity cap,
  * cutting it short rather than overflowing: stdio's formatting would pull

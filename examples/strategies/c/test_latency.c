@@ -81,20 +81,20 @@ static void test_allocate(void) {
 static void test_rebalance(void) {
     latency_settings defaults;
     latency_defaults(&defaults);
-    uint32_t first = 999;
+    uint32_t from = 999;
     latency_region balanced[] = {R(NULL, 1, 3), R(NULL, 1, 1)};
-    CHECK(latency_rebalance(&defaults, balanced, 2, 0, &first) == 0, "balanced enough");
+    CHECK(latency_rebalance(&defaults, balanced, 2, 0, &from) == 0, "balanced enough");
     latency_region gap4[] = {R(NULL, 1, 5), R(NULL, 1, 1)};
-    CHECK(latency_rebalance(&defaults, gap4, 2, 0, &first) == 2 && first == 0, "gap 4: two moves");
-    CHECK(latency_rebalance(&defaults, gap4, 2, 1, &first) == 0, "waits for hand-offs in progress");
+    CHECK(latency_rebalance(&defaults, gap4, 2, 0, &from) == 2 && from == 0, "gap 4: two moves");
+    CHECK(latency_rebalance(&defaults, gap4, 2, 1, &from) == 0, "waits for hand-offs in progress");
     latency_region middle[] = {R(NULL, 1, 1), R(NULL, 1, 6), R(NULL, 1, 0)};
-    CHECK(latency_rebalance(&defaults, middle, 3, 0, &first) == 3 && first == 1, "handles are region-major");
+    CHECK(latency_rebalance(&defaults, middle, 3, 0, &from) == 3 && from == 1, "from the fullest region");
     latency_region held[] = {{0, NULL, 0, 1, 4}, R(NULL, 1, 9), R(NULL, 1, 0)};
-    CHECK(latency_rebalance(&defaults, held, 3, 0, &first) == 4 && first == 4, "counts a draining region's shards");
+    CHECK(latency_rebalance(&defaults, held, 3, 0, &from) == 4 && from == 1, "counts a draining region's shards");
     latency_settings one = defaults;
     one.max_moves = 1;
     latency_region big[] = {R(NULL, 1, 8), R(NULL, 1, 0)};
-    CHECK(latency_rebalance(&one, big, 2, 0, &first) == 1, "capped by max_moves");
+    CHECK(latency_rebalance(&one, big, 2, 0, &from) == 1, "capped by max_moves");
 }
 
 int main(void) {
