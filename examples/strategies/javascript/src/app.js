@@ -1,19 +1,23 @@
 // latency-aware-js: the component's entry point. It exports the WIT
-// interface `shardalloc:strategy/allocator@0.1.0` as the object `allocator`
-// and keeps the strategy's state in this module between calls. The logic is
-// in latency.js (no bindings there, so `node --test` can test it).
-import { log } from 'shardalloc:strategy/host@0.1.0';
+// interface `shardalloc:strategy/allocator@0.2.0` as the object `allocator`
+// and keeps the strategy's state in this module between calls: the
+// configuration and its copy of the view (kept.js). The logic is in
+// latency.js and kept.js (no bindings there, so `node --test` can test it).
+import { log } from 'shardalloc:strategy/host@0.2.0';
+import { KeptView } from './kept.js';
 import * as latency from './latency.js';
 
 // State lives at module level: the component keeps one instance between
-// calls. After a fault the host starts a fresh instance and calls
-// `configure` and `set-topology` again.
+// calls. After a fault the host starts a fresh instance, calls `configure`
+// and sends it the whole view again (`load-view`).
 let config = latency.DEFAULT_CONFIG;
-let view = null;
+const view = new KeptView();
+let lastError = '';
 
 // A WIT `result` error is returned by throwing a string. Any other exception
-// (an Error, a TypeError from a bug) traps: the host counts a fault and falls
-// back to its built-in strategy, and the message is lost.
+// (an Error, a TypeError from a bug, a ViewError from a batch that does not
+// fit the copy) traps: the host counts a fault and falls back to its
+// built-in strategy for that call, and rebuilds the instance.
 function answer(f) {
   try {
     return f();
@@ -30,7 +34,6 @@ export const allocator = {
       version: latency.VERSION,
       description: latency.DESCRIPTION,
       configSchema: latency.CONFIG_SCHEMA,
-      needsShardNames: false,
     };
   },
 
@@ -39,15 +42,31 @@ export const allocator = {
     config = answer(() => latency.parseConfig(text));
   },
 
-  setTopology(topology) {
-    view = latency.viewOf(topology);
+  loadView(whole) {
+    return view.load(whole);
   },
 
-  allocate(shard, requester, loads) {
-    return answer(() => latency.allocate(config, view, shard, requester, loads));
+  apply(changes) {
+    return view.apply(changes);
   },
 
-  rebalance(loads, allocations) {
-    return answer(() => latency.rebalance(config, view, loads, allocations, log));
+  // Scalars in, one s64 out: the region index, or -1 with the reason kept
+  // for `lastError`.
+  allocate(shard, hash, requester) {
+    try {
+      return BigInt(latency.allocate(config, view, requester));
+    } catch (e) {
+      if (!(e instanceof latency.StrategyError)) throw e;
+      lastError = e.message;
+      return -1n;
+    }
+  },
+
+  lastError() {
+    return lastError;
+  },
+
+  rebalance() {
+    return answer(() => latency.rebalance(config, view, log));
   },
 };

@@ -10,12 +10,12 @@
 //   `max_imbalance` shards above the emptiest one, move
 //   min(max_moves, gap / 2) of its oldest shards. One round at a time.
 //
-// Values arrive as componentize-js passes them: u64 as BigInt, list<u32> as
-// Uint32Array, list<u64> as BigUint64Array, list<f64> as Float64Array, enums
-// as strings, an absent option as undefined. The tests pass the same types.
+// Both read the strategy's copy of the view (kept.js): its regions, metric
+// matrix, each region's count, the hand-offs in progress and each region's
+// shards in allocation order.
 
 export const NAME = 'latency-aware-js';
-export const VERSION = '0.1.0';
+export const VERSION = '0.2.0';
 export const DESCRIPTION =
   "Places a shard on the lowest-latency region near the emptiest, preferring the requester's zone, " +
   'and moves a few of the oldest shards off the fullest region when the imbalance exceeds a limit.';
@@ -90,31 +90,6 @@ export function parseConfig(text) {
   return Object.freeze(config);
 }
 
-/**
- * The part of a WIT `topology` the strategy uses, prepared once per
- * `set-topology` (which the host sends only when the generation changes).
- */
-export function viewOf(topology) {
-  return {
-    generation: topology.generation,
-    regions: topology.regions.map((r) => ({
-      address: r.address,
-      allocatable: r.status === 'up' && !r.proxyOnly && !r.draining,
-      labels: new Map(r.labels.map((l) => [l.key, l.value])),
-    })),
-    metricNames: Array.from(topology.metricNames),
-  };
-}
-
-function checkGeneration(view, loads) {
-  if (view === null || view === undefined) throw new StrategyError('no topology yet');
-  if (loads.generation !== view.generation) {
-    throw new StrategyError(
-      `loads generation ${loads.generation} does not match topology generation ${view.generation}`,
-    );
-  }
-}
-
 function candidates(view) {
   const out = [];
   view.regions.forEach((r, i) => {
@@ -124,10 +99,10 @@ function candidates(view) {
 }
 
 /** The region's value of `metric`; +Infinity when absent or NaN. */
-export function latencyOf(view, loads, metric, index) {
+export function latencyOf(view, metric, index) {
   const column = view.metricNames.indexOf(metric);
   if (column < 0) return Infinity;
-  const value = loads.metrics[index * view.metricNames.length + column];
+  const value = view.metrics[index * view.metricNames.length + column];
   return value === undefined || Number.isNaN(value) ? Infinity : value;
 }
 
@@ -136,15 +111,15 @@ export function latencyOf(view, loads, metric, index) {
  * emptiest of the pool take part (so allocation never undoes what rebalance
  * evens out), and of those the lowest (latency, shard count, index).
  */
-function best(config, view, loads, pool) {
+function best(config, view, pool) {
   if (pool.length === 0) return undefined;
-  const floor = pool.reduce((min, i) => Math.min(min, loads.shardCounts[i]), Infinity);
+  const floor = pool.reduce((min, i) => Math.min(min, view.counts[i]), Infinity);
   const ceiling = floor + config.max_imbalance;
   let bestKey;
   for (const i of pool) {
-    const count = loads.shardCounts[i];
+    const count = view.counts[i];
     if (count > ceiling) continue;
-    const key = [latencyOf(view, loads, config.metric, i), count, i];
+    const key = [latencyOf(view, config.metric, i), count, i];
     if (bestKey === undefined || lessThan(key, bestKey)) bestKey = key;
   }
   return bestKey?.[2];
@@ -162,31 +137,31 @@ function lessThan(a, b) {
  * Picks a home: the region index. `requester` is a region index or
  * undefined. Throws StrategyError when no region is allocatable.
  */
-export function allocate(config, view, shard, requester, loads) {
-  checkGeneration(view, loads);
+export function allocate(config, view, requester) {
+  if (view.generation === undefined) throw new StrategyError('no view yet');
   const pool = candidates(view);
   const label = config.zone_label;
   const zone = requester === undefined || requester === null ? undefined : view.regions[requester]?.labels.get(label);
   if (zone !== undefined) {
-    const inZone = best(config, view, loads, pool.filter((i) => view.regions[i].labels.get(label) === zone));
+    const inZone = best(config, view, pool.filter((i) => view.regions[i].labels.get(label) === zone));
     if (inZone !== undefined) return inZone;
   }
-  const any = best(config, view, loads, pool);
+  const any = best(config, view, pool);
   if (any === undefined) throw new StrategyError('no allocatable region');
   return any;
 }
 
 /**
- * Picks shard handles to move. `log(level, message, fields)` receives one
- * debug record when shards move. Throws StrategyError on a missing or stale
- * topology.
+ * Picks shard handles to move: the fullest region's oldest shards that are
+ * not pinned. `log(level, message, fields)` receives one debug record when
+ * shards move. Throws StrategyError before the first view.
  */
-export function rebalance(config, view, loads, allocations, log = () => {}) {
-  checkGeneration(view, loads);
-  if (allocations.inProgress.length > 0) return [];
+export function rebalance(config, view, log = () => {}) {
+  if (view.generation === undefined) throw new StrategyError('no view yet');
+  if (view.moving > 0) return [];
   const pool = candidates(view);
   if (pool.length < 2) return [];
-  const counts = loads.shardCounts;
+  const counts = view.counts;
   let most = pool[0];
   let least = pool[0];
   for (const i of pool) {
@@ -196,14 +171,10 @@ export function rebalance(config, view, loads, allocations, log = () => {}) {
   const diff = counts[most] - counts[least];
   if (diff <= config.max_imbalance) return [];
   const n = Math.min(config.max_moves, Math.floor(diff / 2));
-  // The shard table is region-major over all regions, oldest first.
-  let start = 0;
-  for (let i = 0; i < most; i++) start += counts[i];
-  const handles = [];
-  for (let h = start; h < start + n; h++) handles.push(h);
+  const handles = view.unpinnedShards(most).slice(0, n);
   log('debug', 'moving the oldest shards of the fullest region', [
     ['from', view.regions[most].address],
-    ['count', String(n)],
+    ['count', String(handles.length)],
     ['gap', String(diff)],
   ]);
   return handles;

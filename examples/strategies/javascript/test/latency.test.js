@@ -1,24 +1,17 @@
-// Host-free tests of the decision logic: `node --test test/`.
-// The inputs mimic what componentize-js passes: BigInt generations and
-// hashes, typed arrays for numeric lists, strings for enums.
+// Host-free tests of the decision logic and of the strategy's copy of the
+// view: `node --test test/`. The inputs mimic what componentize-js passes:
+// BigInt generations and hashes, typed arrays for numeric lists, strings
+// for enums.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import {
-  CONFIG_SCHEMA,
-  DEFAULT_CONFIG,
-  StrategyError,
-  allocate,
-  parseConfig,
-  rebalance,
-  viewOf,
-} from '../src/latency.js';
+import { KeptView, ViewError, mix } from '../src/kept.js';
+import { CONFIG_SCHEMA, DEFAULT_CONFIG, StrategyError, allocate, parseConfig, rebalance } from '../src/latency.js';
 
 const GEN = 7n;
 
 /** A WIT-shaped topology: `spec` entries are {address, status?, zone?, proxyOnly?, draining?}. */
-function topology(spec, metricNames = ['latency_ms'], generation = GEN) {
+function topology(spec, metricNames = ['latency_ms']) {
   return {
-    generation,
     regions: spec.map((r, i) => ({
       address: r.address,
       status: r.status ?? 'up',
@@ -27,26 +20,55 @@ function topology(spec, metricNames = ['latency_ms'], generation = GEN) {
       labels: r.zone === undefined ? [] : [{ key: 'zone', value: r.zone }],
       proxyOnly: r.proxyOnly ?? false,
       draining: r.draining ?? false,
+      capacity: undefined,
     })),
     metricNames,
     signal: undefined,
   };
 }
 
-/** WIT-shaped loads: one count per region; `metrics` row-major. */
-function loads(counts, metrics, generation = GEN) {
-  return { generation, shardCounts: Uint32Array.from(counts), metrics: Float64Array.from(metrics) };
+/** Shard counts per region and the metric matrix (row-major). */
+function loads(counts, metrics) {
+  return { counts, metrics: Float64Array.from(metrics) };
 }
 
-function allocations(total, inProgress = []) {
+/**
+ * A WIT-shaped whole view: `counts[i]` shards homed on region i, with
+ * handles numbered region by region from 0 (so a region's oldest shard has
+ * the lowest handle); `moving` and `pinned` name handles.
+ */
+function wholeView(topo, l, moving = [], pinned = []) {
+  const shards = [];
+  const regions = [];
+  l.counts.forEach((count, region) => {
+    for (let i = 0; i < count; i++) {
+      shards.push(shards.length);
+      regions.push(region);
+    }
+  });
   return {
-    hashes: new BigUint64Array(total),
-    inProgress: Uint32Array.from(inProgress),
-    ids: undefined,
+    generation: GEN,
+    topology: topo,
+    metrics: l.metrics,
+    homed: {
+      shards: Uint32Array.from(shards),
+      hashes: BigUint64Array.from(shards.map((h) => BigInt(h) * 1000003n)),
+      regions: Uint32Array.from(regions),
+    },
+    homeless: new Uint32Array(0),
+    homelessHashes: new BigUint64Array(0),
+    moving: Uint32Array.from(moving),
+    pinned: Uint32Array.from(pinned),
+    loads: { shards: new Uint32Array(0), loads: new Float64Array(0) },
   };
 }
 
-const SHARD = { id: 'new-1', hash: 123n };
+function kept(topo, l, moving = [], pinned = []) {
+  const view = new KeptView();
+  view.load(wholeView(topo, l, moving, pinned));
+  return view;
+}
+
 const errorOf = (f) => {
   try {
     f();
@@ -161,32 +183,21 @@ test('allocate', () => {
     ['in the zone, within max_imbalance', ZONES, 1, loads([3, 1, 0, 0], [1, 20, 10, 1]), '', 0],
   ];
   for (const [name, topo, requester, l, text, want] of cases) {
-    assert.equal(allocate(parseConfig(text), viewOf(topo), SHARD, requester, l), want, name);
+    assert.equal(allocate(parseConfig(text), kept(topo, l), requester), want, name);
   }
 });
 
 test('allocate and rebalance errors', () => {
-  const view = viewOf(ZONES);
   const config = DEFAULT_CONFIG;
   const cases = [
-    ['no topology', () => allocate(config, null, SHARD, undefined, ZONE_LOADS), 'no topology yet'],
-    ['no topology (rebalance)', () => rebalance(config, null, ZONE_LOADS, allocations(6)), 'no topology yet'],
-    [
-      'stale loads',
-      () => allocate(config, view, SHARD, undefined, loads([5, 1, 0, 0], [30, 20, 10, 1], 8n)),
-      'loads generation 8 does not match topology generation 7',
-    ],
-    [
-      'stale loads (rebalance)',
-      () => rebalance(config, view, loads([5, 1, 0, 0], [30, 20, 10, 1], 6n), allocations(6)),
-      'loads generation 6 does not match topology generation 7',
-    ],
+    ['no view', () => allocate(config, new KeptView(), undefined), 'no view yet'],
+    ['no view (rebalance)', () => rebalance(config, new KeptView()), 'no view yet'],
     [
       'nothing allocatable',
-      () => allocate(config, viewOf(topology([{ address: 'p', proxyOnly: true }])), SHARD, 0, loads([0], [1])),
+      () => allocate(config, kept(topology([{ address: 'p', proxyOnly: true }]), loads([0], [1])), 0),
       'no allocatable region',
     ],
-    ['empty cluster', () => allocate(config, viewOf(topology([])), SHARD, undefined, loads([], [])), 'no allocatable region'],
+    ['empty cluster', () => allocate(config, kept(topology([]), loads([], [])), undefined), 'no allocatable region'],
   ];
   for (const [name, f, want] of cases) {
     assert.equal(errorOf(f), want, name);
@@ -195,7 +206,7 @@ test('allocate and rebalance errors', () => {
 
 test('rebalance', () => {
   const three = topology([{ address: 'a' }, { address: 'b' }, { address: 'c' }]);
-  // [case, topology, counts, in progress, config, want]
+  // [case, topology, counts, in progress, config, want, pinned]
   const cases = [
     ['gap 2 is not > 2', three, [3, 1, 2], [], '', []],
     ['gap 3: one shard, the oldest of the fullest', three, [4, 1, 2], [], '', [0]],
@@ -216,11 +227,12 @@ test('rebalance', () => {
       [20, 21, 22],
     ],
     ['empty cluster', topology([]), [], [], '', []],
+    ['pinned shards are passed over', three, [2, 9, 1], [], '', [2, 4, 5, 7], [3, 6]],
+    ['a region all pinned moves nothing', three, [4, 1, 2], [], '', [], [0, 1, 2, 3]],
   ];
-  for (const [name, topo, counts, inProgress, text, want] of cases) {
-    const total = counts.reduce((a, b) => a + b, 0);
+  for (const [name, topo, counts, inProgress, text, want, pinned = []] of cases) {
     const l = loads(counts, counts.map(() => 1));
-    const got = rebalance(parseConfig(text), viewOf(topo), l, allocations(total, inProgress));
+    const got = rebalance(parseConfig(text), kept(topo, l, inProgress, pinned));
     assert.deepEqual(got, want, name);
   }
 });
@@ -228,10 +240,10 @@ test('rebalance', () => {
 test('rebalance logs one debug record when it moves shards', () => {
   const records = [];
   const capture = (level, message, fields) => records.push({ level, message, fields });
-  const view = viewOf(topology([{ address: 'a' }, { address: 'b' }]));
-  rebalance(DEFAULT_CONFIG, view, loads([1, 1], [1, 1]), allocations(2), capture);
+  const two = topology([{ address: 'a' }, { address: 'b' }]);
+  rebalance(DEFAULT_CONFIG, kept(two, loads([1, 1], [1, 1])), capture);
   assert.equal(records.length, 0);
-  rebalance(DEFAULT_CONFIG, view, loads([1, 7], [1, 1]), allocations(8), capture);
+  rebalance(DEFAULT_CONFIG, kept(two, loads([1, 7], [1, 1])), capture);
   assert.deepEqual(records, [
     {
       level: 'debug',
@@ -239,4 +251,90 @@ test('rebalance logs one debug record when it moves shards', () => {
       fields: [['from', 'b'], ['count', '3'], ['gap', '6']],
     },
   ]);
+});
+
+/** A WIT-shaped batch: `fields` sets what it changes. */
+function changes(generation, fields = {}) {
+  const none = () => new Uint32Array(0);
+  return {
+    generation,
+    retired: none(),
+    unhomed: none(),
+    arrivedHomeless: none(),
+    arrivedHashes: new BigUint64Array(0),
+    topology: undefined,
+    metrics: undefined,
+    homed: { shards: none(), hashes: new BigUint64Array(0), regions: none() },
+    moving: none(),
+    settled: none(),
+    pinned: none(),
+    unpinned: none(),
+    loads: { shards: none(), loads: new Float64Array(0) },
+    ...fields,
+  };
+}
+
+test('mix is the splitmix64 finalizer (a test vector from the Rust SDK)', () => {
+  // shardalloc_guest::kept::mix(1), from the Rust SDK.
+  assert.equal(mix(1n), 0x5692161d100b05e5n);
+  assert.equal(mix(0n), 0n);
+});
+
+test('a copy kept from batches equals the same view loaded whole', () => {
+  const three = topology([{ address: 'a' }, { address: 'b' }, { address: 'c' }]);
+  const l = loads([3, 1, 0], [1, 2, 3]);
+  const view = kept(three, l);
+  // A hand-off of shard 0 from a to c, shard 3 retired, a new shard 4 on b,
+  // shard 1 pinned, shard 2 carrying load.
+  let checksum = view.apply(
+    changes(GEN + 1n, {
+      retired: Uint32Array.of(3),
+      unhomed: Uint32Array.of(0),
+      homed: { shards: Uint32Array.of(0, 4), hashes: BigUint64Array.of(0n, 4000012n), regions: Uint32Array.of(2, 1) },
+      moving: Uint32Array.of(0),
+      pinned: Uint32Array.of(1),
+      loads: { shards: Uint32Array.of(2), loads: Float64Array.of(2.5) },
+    }),
+  );
+  checksum = view.apply(changes(GEN + 2n, { settled: Uint32Array.of(0) }));
+  assert.deepEqual(view.counts, [2, 1, 1]);
+  const whole = {
+    ...wholeView(three, loads([0, 0, 0], [1, 2, 3])),
+    generation: GEN + 2n,
+    homed: {
+      shards: Uint32Array.of(1, 2, 4, 0),
+      hashes: BigUint64Array.of(1000003n, 2000006n, 4000012n, 0n),
+      regions: Uint32Array.of(0, 0, 1, 2),
+    },
+    pinned: Uint32Array.of(1),
+    loads: { shards: Uint32Array.of(2), loads: Float64Array.of(2.5) },
+  };
+  const fresh = new KeptView();
+  assert.equal(fresh.load(whole), checksum);
+  assert.deepEqual(view.unpinnedShards(0), [2]);
+  assert.deepEqual(fresh.unpinnedShards(0), [2]);
+});
+
+test('a new topology keeps each region\'s shards under its new index', () => {
+  const view = kept(topology([{ address: 'a' }, { address: 'b' }]), loads([2, 1], [1, 1]));
+  view.apply(
+    changes(GEN + 1n, {
+      retired: Uint32Array.of(2),
+      topology: topology([{ address: 'c' }, { address: 'a' }]),
+      metrics: Float64Array.of(1, 1),
+    }),
+  );
+  assert.deepEqual(view.counts, [0, 2]);
+  assert.deepEqual(view.unpinnedShards(1), [0, 1]);
+});
+
+test('a batch that does not fit the copy is refused', () => {
+  const view = kept(topology([{ address: 'a' }]), loads([1], [1]));
+  assert.throws(() => view.apply(changes(GEN + 2n)), ViewError, 'a generation out of turn');
+  assert.throws(() => view.apply(changes(GEN + 1n, { unhomed: Uint32Array.of(9) })), ViewError, 'a handle not in the view');
+  assert.throws(
+    () => view.apply(changes(GEN + 1n, { topology: topology([{ address: 'b' }]), metrics: Float64Array.of(1) })),
+    ViewError,
+    'a homed shard on a region that left',
+  );
 });
