@@ -1,6 +1,7 @@
 """latency-aware-py: the component's entry point. It exports the WIT
-interface ``shardalloc:strategy/allocator@0.1.0`` as the class ``Allocator``.
-The logic is in latency.py (no bindings there, so unittest can test it)."""
+interface ``shardalloc:strategy/allocator@0.2.0`` as the class ``Allocator``.
+The logic is in latency.py and kept.py (no bindings there, so unittest can
+test it)."""
 
 from componentize_py_types import Err
 from wit_world import exports
@@ -8,13 +9,15 @@ from wit_world.imports import host
 from wit_world.imports.types import Info
 
 import latency
+from kept import KeptView
 
 # State lives at module level. componentize-py creates a new Allocator for
 # every call, so anything kept on `self` is gone by the next call. After a
-# fault the host starts a fresh instance (fresh module state too) and calls
-# `configure` and `set_topology` again.
+# fault the host starts a fresh instance (fresh module state too), calls
+# `configure` and sends it the whole view again (`load_view`).
 _config = latency.DEFAULT_CONFIG
-_view = None
+_view = KeptView()
+_last_error = ""
 
 
 def _log(level: str, message: str, fields) -> None:
@@ -23,8 +26,9 @@ def _log(level: str, message: str, fields) -> None:
 
 class Allocator(exports.Allocator):
     # A WIT `result` error is returned by raising componentize_py_types.Err.
-    # Any other exception traps: the host counts a fault and falls back to its
-    # built-in strategy, and the message is lost.
+    # Any other exception (a bug, or a kept.ViewError from a batch that does
+    # not fit the copy) traps: the host counts a fault, falls back to its
+    # built-in strategy for that call and rebuilds the instance.
 
     def describe(self) -> Info:
         return Info(
@@ -32,7 +36,6 @@ class Allocator(exports.Allocator):
             version=latency.VERSION,
             description=latency.DESCRIPTION,
             config_schema=latency.CONFIG_SCHEMA,
-            needs_shard_names=False,
         )
 
     def configure(self, config: str) -> None:
@@ -44,18 +47,27 @@ class Allocator(exports.Allocator):
         # Only a valid configuration replaces the one in force.
         _config = parsed
 
-    def set_topology(self, topology) -> None:
-        global _view
-        _view = latency.view_of(topology)
+    def load_view(self, view) -> int:
+        return _view.load(view)
 
-    def allocate(self, shard, requester, loads) -> int:
+    def apply(self, changes) -> int:
+        return _view.apply(changes)
+
+    def allocate(self, shard: int, hash: int, requester) -> int:
+        # Scalars in, one s64 out: the region index, or -1 with the reason
+        # kept for `last_error`.
+        global _last_error
         try:
-            return latency.allocate(_config, _view, shard, requester, loads)
+            return latency.allocate(_config, _view, requester)
         except latency.StrategyError as e:
-            raise Err(str(e)) from None
+            _last_error = str(e)
+            return -1
 
-    def rebalance(self, loads, allocations) -> list:
+    def last_error(self) -> str:
+        return _last_error
+
+    def rebalance(self) -> list:
         try:
-            return latency.rebalance(_config, _view, loads, allocations, _log)
+            return latency.rebalance(_config, _view, _log)
         except latency.StrategyError as e:
             raise Err(str(e)) from None

@@ -10,20 +10,22 @@
   ``max_imbalance`` shards above the emptiest one, move
   ``min(max_moves, gap // 2)`` of its oldest shards. One round at a time.
 
-Values arrive as componentize-py passes them: records as dataclasses with
-snake_case fields, u32/u64 as int, f64 as float, lists as list, enums as
-``enum.Enum`` members (``RegionStatus.UP``), an absent option as None.
+Both read the strategy's copy of the view (kept.py): its regions, metric
+matrix, each region's count, the hand-offs in progress and each region's
+shards in allocation order.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
+from kept import KeptView
+
 NAME = "latency-aware-py"
-VERSION = "0.1.0"
+VERSION = "0.2.0"
 DESCRIPTION = (
     "Places a shard on the lowest-latency region near the emptiest, preferring the requester's zone, "
     "and moves a few of the oldest shards off the fullest region when the imbalance exceeds a limit."
@@ -108,90 +110,54 @@ def parse_config(text: str) -> Config:
     return Config(**settings)
 
 
-@dataclass(frozen=True)
-class RegionView:
-    address: str
-    allocatable: bool
-    labels: dict = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class TopologyView:
-    """The part of a WIT ``topology`` the strategy uses, prepared once per
-    ``set-topology`` (which the host sends only when the generation changes)."""
-
-    generation: int
-    regions: tuple
-    metric_names: tuple
-
-
-def view_of(topology) -> TopologyView:
-    """Builds the view from a WIT topology (or anything shaped like one:
-    ``region.status.name`` is ``"UP"`` for the enum member ``RegionStatus.UP``)."""
-    return TopologyView(
-        generation=topology.generation,
-        regions=tuple(
-            RegionView(
-                address=r.address,
-                allocatable=r.status.name == "UP" and not r.proxy_only and not r.draining,
-                labels={label.key: label.value for label in r.labels},
-            )
-            for r in topology.regions
-        ),
-        metric_names=tuple(topology.metric_names),
-    )
-
-
-def _check_generation(view: Optional[TopologyView], loads) -> TopologyView:
-    if view is None:
-        raise StrategyError("no topology yet")
-    if loads.generation != view.generation:
-        raise StrategyError(f"loads generation {loads.generation} does not match topology generation {view.generation}")
-    return view
-
-
-def _candidates(view: TopologyView) -> list:
+def _candidates(view: KeptView) -> list:
     return [i for i, r in enumerate(view.regions) if r.allocatable]
 
 
-def latency_of(view: TopologyView, loads, metric: str, index: int) -> float:
+def latency_of(view: KeptView, metric: str, index: int) -> float:
     """The region's value of ``metric``; +inf when absent or NaN."""
     if metric not in view.metric_names:
         return math.inf
     column = view.metric_names.index(metric)
     position = index * len(view.metric_names) + column
-    if position >= len(loads.metrics):
+    if position >= len(view.metrics):
         return math.inf
-    value = loads.metrics[position]
+    value = view.metrics[position]
     return math.inf if math.isnan(value) else value
 
 
-def _best(config: Config, view: TopologyView, loads, pool: list) -> Optional[int]:
+def _best(config: Config, view: KeptView, pool: list) -> Optional[int]:
     """The best of ``pool``: only regions within ``max_imbalance`` shards of
     the emptiest of the pool take part (so allocation never undoes what
     rebalance evens out), and of those the lowest (latency, shard count,
     index)."""
     if not pool:
         return None
-    ceiling = min(loads.shard_counts[i] for i in pool) + config.max_imbalance
-    near = [i for i in pool if loads.shard_counts[i] <= ceiling]
-    return min(near, key=lambda i: (latency_of(view, loads, config.metric, i), loads.shard_counts[i], i))
+    ceiling = min(view.counts[i] for i in pool) + config.max_imbalance
+    near = [i for i in pool if view.counts[i] <= ceiling]
+    return min(near, key=lambda i: (latency_of(view, config.metric, i), view.counts[i], i))
 
 
-def allocate(config: Config, view: Optional[TopologyView], shard, requester: Optional[int], loads) -> int:
+def _loaded(view: KeptView) -> KeptView:
+    if view.generation is None:
+        raise StrategyError("no view yet")
+    return view
+
+
+def allocate(config: Config, view: KeptView, requester: Optional[int]) -> int:
     """Picks a home: the region index. Raises StrategyError when no region
     is allocatable."""
-    view = _check_generation(view, loads)
+    view = _loaded(view)
     pool = _candidates(view)
     label = config.zone_label
     zone = None
     if requester is not None and requester < len(view.regions):
         zone = view.regions[requester].labels.get(label)
     if zone is not None:
-        in_zone = _best(config, view, loads, [i for i in pool if view.regions[i].labels.get(label) == zone])
+        in_zone = _best(config, view, [i for i in pool if view.regions[i].labels.get(label) == zone])
         if in_zone is not None:
             return in_zone
-    best = _best(config, view, loads, pool)
+    best = _best(config, view, pool)
     if best is None:
         raise StrategyError("no allocatable region")
     return best
@@ -200,28 +166,27 @@ def allocate(config: Config, view: Optional[TopologyView], shard, requester: Opt
 Log = Callable[[str, str, Sequence], None]
 
 
-def rebalance(config: Config, view: Optional[TopologyView], loads, allocations, log: Log = lambda *_: None) -> list:
-    """Picks shard handles to move. ``log(level, message, fields)`` receives
-    one "debug" record when shards move. Raises StrategyError on a missing or
-    stale topology."""
-    view = _check_generation(view, loads)
-    if len(allocations.in_progress) > 0:
+def rebalance(config: Config, view: KeptView, log: Log = lambda *_: None) -> list:
+    """Picks shard handles to move: the fullest region's oldest shards that
+    are not pinned. ``log(level, message, fields)`` receives one "debug"
+    record when shards move. Raises StrategyError before the first view."""
+    view = _loaded(view)
+    if view.moving > 0:
         return []
     pool = _candidates(view)
     if len(pool) < 2:
         return []
-    counts = loads.shard_counts
+    counts = view.counts
     most = min(pool, key=lambda i: (-counts[i], i))
     least = min(pool, key=lambda i: (counts[i], i))
     diff = counts[most] - counts[least]
     if diff <= config.max_imbalance:
         return []
     n = min(config.max_moves, diff // 2)
-    # The shard table is region-major over all regions, oldest first.
-    start = sum(counts[:most])
+    handles = view.unpinned_shards(most)[:n]
     log(
         "debug",
         "moving the oldest shards of the fullest region",
-        [("from", view.regions[most].address), ("count", str(n)), ("gap", str(diff))],
+        [("from", view.regions[most].address), ("count", str(len(handles))), ("gap", str(diff))],
     )
-    return list(range(start, start + n))
+    return handles

@@ -1,4 +1,5 @@
-"""Host-free tests of the decision logic: ``python3 -m unittest discover -s tests``.
+"""Host-free tests of the decision logic and of the strategy's copy of the
+view: ``python3 -m unittest discover -s tests``.
 
 The inputs mimic what componentize-py passes: dataclasses with snake_case
 fields, ints, floats, lists, and enum members for region statuses."""
@@ -15,7 +16,8 @@ from typing import List, Optional
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
 import latency  # noqa: E402
-from latency import DEFAULT_CONFIG, StrategyError, allocate, parse_config, rebalance, view_of  # noqa: E402
+from kept import KeptView, ViewError, mix  # noqa: E402
+from latency import DEFAULT_CONFIG, StrategyError, allocate, parse_config, rebalance  # noqa: E402
 
 NAN = math.nan
 GEN = 7
@@ -48,30 +50,60 @@ class Region:
 
 @dataclass
 class Topology:
-    generation: int
     regions: List[Region]
     metric_names: List[str]
     signal: Optional[str] = None
 
 
 @dataclass
-class Loads:
-    generation: int
-    shard_counts: List[int]
-    metrics: List[float]
-
-
-@dataclass
-class ShardKey:
-    id: str
-    hash: int
-
-
-@dataclass
-class Allocations:
+class Homed:
+    shards: List[int]
     hashes: List[int]
-    in_progress: List[int]
-    ids: Optional[List[str]] = None
+    regions: List[int]
+
+
+@dataclass
+class ShardLoads:
+    shards: List[int] = field(default_factory=list)
+    loads: List[float] = field(default_factory=list)
+
+
+@dataclass
+class View:
+    generation: int
+    topology: Topology
+    metrics: List[float]
+    homed: Homed
+    homeless: List[int] = field(default_factory=list)
+    homeless_hashes: List[int] = field(default_factory=list)
+    moving: List[int] = field(default_factory=list)
+    pinned: List[int] = field(default_factory=list)
+    loads: ShardLoads = field(default_factory=ShardLoads)
+
+
+@dataclass
+class Changes:
+    generation: int
+    retired: List[int] = field(default_factory=list)
+    unhomed: List[int] = field(default_factory=list)
+    arrived_homeless: List[int] = field(default_factory=list)
+    arrived_hashes: List[int] = field(default_factory=list)
+    topology: Optional[Topology] = None
+    metrics: Optional[List[float]] = None
+    homed: Homed = field(default_factory=lambda: Homed([], [], []))
+    moving: List[int] = field(default_factory=list)
+    settled: List[int] = field(default_factory=list)
+    pinned: List[int] = field(default_factory=list)
+    unpinned: List[int] = field(default_factory=list)
+    loads: ShardLoads = field(default_factory=ShardLoads)
+
+
+@dataclass
+class Loads:
+    """Shard counts per region and the metric matrix (row-major)."""
+
+    counts: List[int]
+    metrics: List[float]
 
 
 def region(address, zone=None, **kwargs):
@@ -79,19 +111,27 @@ def region(address, zone=None, **kwargs):
     return Region(address, labels=labels, **kwargs)
 
 
-def topology(regions, metric_names=("latency_ms",), generation=GEN):
-    return Topology(generation, list(regions), list(metric_names))
+def topology(regions, metric_names=("latency_ms",)):
+    return Topology(list(regions), list(metric_names))
 
 
-def loads(counts, metrics, generation=GEN):
-    return Loads(generation, list(counts), [float(m) for m in metrics])
+def loads(counts, metrics):
+    return Loads(list(counts), [float(m) for m in metrics])
 
 
-def allocations(total, in_progress=()):
-    return Allocations([0] * total, list(in_progress))
+def whole_view(topo, lds, moving=(), pinned=()):
+    """``counts[i]`` shards homed on region i, with handles numbered region
+    by region from 0 (a region's oldest shard has the lowest handle)."""
+    regions = [r for r, count in enumerate(lds.counts) for _ in range(count)]
+    shards = list(range(len(regions)))
+    homed = Homed(shards, [h * 1000003 for h in shards], regions)
+    return View(GEN, topo, lds.metrics, homed, moving=list(moving), pinned=list(pinned))
 
 
-SHARD = ShardKey("new-1", 123)
+def kept(topo, lds, moving=(), pinned=()):
+    view = KeptView()
+    view.load(whole_view(topo, lds, moving, pinned))
+    return view
 
 # eu-1 (5 shards, 30 ms), eu-2 (1 shard, 20 ms), us-1 (0 shards, 10 ms), proxy.
 ZONES = topology([region("eu-1", "eu"), region("eu-2", "eu"), region("us-1", "us"), region("proxy", proxy_only=True)])
@@ -198,32 +238,21 @@ class AllocateTest(unittest.TestCase):
         ]
         for name, topo, requester, lds, text, want in cases:
             with self.subTest(name):
-                self.assertEqual(allocate(parse_config(text), view_of(topo), SHARD, requester, lds), want)
+                self.assertEqual(allocate(parse_config(text), kept(topo, lds), requester), want)
 
 
 class ErrorsTest(unittest.TestCase):
     def test_table(self):
-        view = view_of(ZONES)
         config = DEFAULT_CONFIG
         cases = [
-            ("no topology", lambda: allocate(config, None, SHARD, None, ZONE_LOADS), "no topology yet"),
-            ("no topology (rebalance)", lambda: rebalance(config, None, ZONE_LOADS, allocations(6)), "no topology yet"),
-            (
-                "stale loads",
-                lambda: allocate(config, view, SHARD, None, loads([5, 1, 0, 0], [30, 20, 10, 1], 8)),
-                "loads generation 8 does not match topology generation 7",
-            ),
-            (
-                "stale loads (rebalance)",
-                lambda: rebalance(config, view, loads([5, 1, 0, 0], [30, 20, 10, 1], 6), allocations(6)),
-                "loads generation 6 does not match topology generation 7",
-            ),
+            ("no view", lambda: allocate(config, KeptView(), None), "no view yet"),
+            ("no view (rebalance)", lambda: rebalance(config, KeptView()), "no view yet"),
             (
                 "nothing allocatable",
-                lambda: allocate(config, view_of(topology([region("p", proxy_only=True)])), SHARD, 0, loads([0], [1])),
+                lambda: allocate(config, kept(topology([region("p", proxy_only=True)]), loads([0], [1])), 0),
                 "no allocatable region",
             ),
-            ("empty cluster", lambda: allocate(config, view_of(topology([])), SHARD, None, loads([], [])), "no allocatable region"),
+            ("empty cluster", lambda: allocate(config, kept(topology([]), loads([], [])), None), "no allocatable region"),
         ]
         for name, call, want in cases:
             with self.subTest(name):
@@ -235,7 +264,7 @@ class ErrorsTest(unittest.TestCase):
 class RebalanceTest(unittest.TestCase):
     def test_table(self):
         three = topology([region("a"), region("b"), region("c")])
-        # (case, topology, counts, in progress, config, want)
+        # (case, topology, counts, in progress, config, want[, pinned])
         cases = [
             ("gap 2 is not > 2", three, [3, 1, 2], [], "", []),
             ("gap 3: one shard, the oldest of the fullest", three, [4, 1, 2], [], "", [0]),
@@ -256,11 +285,13 @@ class RebalanceTest(unittest.TestCase):
                 [20, 21, 22],
             ),
             ("empty cluster", topology([]), [], [], "", []),
+            ("pinned shards are passed over", three, [2, 9, 1], [], "", [2, 4, 5, 7], [3, 6]),
+            ("a region all pinned moves nothing", three, [4, 1, 2], [], "", [], [0, 1, 2, 3]),
         ]
-        for name, topo, counts, in_progress, text, want in cases:
+        for name, topo, counts, in_progress, text, want, *pinned in cases:
             with self.subTest(name):
                 lds = loads(counts, [1] * len(counts))
-                got = rebalance(parse_config(text), view_of(topo), lds, allocations(sum(counts), in_progress))
+                got = rebalance(parse_config(text), kept(topo, lds, in_progress, *pinned))
                 self.assertEqual(got, want)
 
     def test_logs_one_debug_record_when_it_moves_shards(self):
@@ -269,14 +300,69 @@ class RebalanceTest(unittest.TestCase):
         def capture(level, message, fields):
             records.append((level, message, list(fields)))
 
-        view = view_of(topology([region("a"), region("b")]))
-        rebalance(DEFAULT_CONFIG, view, loads([1, 1], [1, 1]), allocations(2), capture)
+        two = topology([region("a"), region("b")])
+        rebalance(DEFAULT_CONFIG, kept(two, loads([1, 1], [1, 1])), capture)
         self.assertEqual(records, [])
-        rebalance(DEFAULT_CONFIG, view, loads([1, 7], [1, 1]), allocations(8), capture)
+        rebalance(DEFAULT_CONFIG, kept(two, loads([1, 7], [1, 1])), capture)
         self.assertEqual(
             records,
             [("debug", "moving the oldest shards of the fullest region", [("from", "b"), ("count", "3"), ("gap", "6")])],
         )
+
+
+class KeptViewTest(unittest.TestCase):
+    def test_mix_is_the_splitmix64_finalizer(self):
+        # shardalloc_guest::kept::mix(1), from the Rust SDK.
+        self.assertEqual(mix(1), 0x5692161D100B05E5)
+        self.assertEqual(mix(0), 0)
+
+    def test_a_copy_kept_from_batches_equals_the_same_view_loaded_whole(self):
+        three = topology([region("a"), region("b"), region("c")])
+        view = kept(three, loads([3, 1, 0], [1, 2, 3]))
+        # A hand-off of shard 0 from a to c, shard 3 retired, a new shard 4
+        # on b, shard 1 pinned, shard 2 carrying load.
+        view.apply(
+            Changes(
+                GEN + 1,
+                retired=[3],
+                unhomed=[0],
+                homed=Homed([0, 4], [0, 4000012], [2, 1]),
+                moving=[0],
+                pinned=[1],
+                loads=ShardLoads([2], [2.5]),
+            )
+        )
+        checksum = view.apply(Changes(GEN + 2, settled=[0]))
+        self.assertEqual(view.counts, [2, 1, 1])
+        whole = View(
+            GEN + 2,
+            three,
+            [1.0, 2.0, 3.0],
+            Homed([1, 2, 4, 0], [1000003, 2000006, 4000012, 0], [0, 0, 1, 2]),
+            pinned=[1],
+            loads=ShardLoads([2], [2.5]),
+        )
+        fresh = KeptView()
+        self.assertEqual(fresh.load(whole), checksum)
+        self.assertEqual(view.unpinned_shards(0), [2])
+        self.assertEqual(fresh.unpinned_shards(0), [2])
+
+    def test_a_new_topology_keeps_each_regions_shards_under_its_new_index(self):
+        view = kept(topology([region("a"), region("b")]), loads([2, 1], [1, 1]))
+        view.apply(Changes(GEN + 1, retired=[2], topology=topology([region("c"), region("a")]), metrics=[1.0, 1.0]))
+        self.assertEqual(view.counts, [0, 2])
+        self.assertEqual(view.unpinned_shards(1), [0, 1])
+
+    def test_a_batch_that_does_not_fit_the_copy_is_refused(self):
+        view = kept(topology([region("a")]), loads([1], [1]))
+        for name, batch in [
+            ("a generation out of turn", Changes(GEN + 2)),
+            ("a handle not in the view", Changes(GEN + 1, unhomed=[9])),
+            ("a homed shard on a region that left", Changes(GEN + 1, topology=topology([region("b")]), metrics=[1.0])),
+        ]:
+            with self.subTest(name):
+                with self.assertRaises(ViewError):
+                    view.apply(batch)
 
 
 if __name__ == "__main__":
