@@ -166,3 +166,16 @@ fn an_activation_warmed_on_the_callers_view_takes_its_first_call_without_loading
     assert_eq!(handle.view_loads(), 1, "loaded once, at warm-up");
     assert_eq!(slot.stats().cold_instances, 0);
 }
+
+#[test]
+fn the_contract_is_read_from_a_components_exports_without_compiling_it() {
+    use shardalloc::engine::load::contract_of;
+    assert_eq!(contract_of(&fixture("least-shard")), Some(Contract::V0_1));
+    let builtin = shardalloc::strategy::builtin::component_bytes("least-shard").unwrap();
+    assert_eq!(contract_of(builtin), Some(Contract::V0_2));
+    assert_eq!(contract_of(common::misbehaving_bytes()), Some(Contract::V0_2));
+    assert_eq!(contract_of(b"not a component"), None);
+    // A component that exports something else.
+    let other = wat::parse_str(r#"(component (core module $m (func (export "f"))) (core instance $i (instantiate $m)) (func (export "f") (canon lift (core func $i "f"))))"#).unwrap();
+    assert_eq!(contract_of(&other), None);
+}

@@ -784,6 +784,10 @@ pub struct StoredStrategy {
     /// Types where it is active.
     #[serde(default)]
     pub active_in: Vec<String>,
+    /// The strategy contract it speaks (`shardalloc:strategy@0.2.0`), read
+    /// from its exports; absent when its bytes could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract: Option<String>,
 }
 
 /// `GET /v1/strategies`: a page of the strategies.

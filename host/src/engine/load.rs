@@ -130,6 +130,30 @@ pub fn sniff(bytes: &[u8], limit: usize) -> Result<(), LoadError> {
     Ok(())
 }
 
+/// The contract a component's bytes speak, read from its top-level exports
+/// without compiling it (what a listing of stored components shows);
+/// `None` for bytes that are not a component exporting an accepted
+/// allocator interface. Loading decides with [`check_world`].
+pub fn contract_of(bytes: &[u8]) -> Option<Contract> {
+    let mut depth = 0usize;
+    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+        match payload.ok()? {
+            wasmparser::Payload::ModuleSection { .. } | wasmparser::Payload::ComponentSection { .. } => depth += 1,
+            wasmparser::Payload::End(_) => depth = depth.saturating_sub(1),
+            wasmparser::Payload::ComponentExportSection(exports) if depth == 0 => {
+                for export in exports {
+                    let name = export.ok()?.name.name;
+                    if let Some(contract) = Contract::ACCEPTED.iter().find(|c| c.export() == name) {
+                        return Some(*contract);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 /// The contract a component speaks, from its exports: the allocator
 /// interface at a version this host accepts; what is there otherwise.
 pub fn check_world(engine: &wasmtime::Engine, component: &Component) -> Result<Contract, LoadError> {

@@ -7,7 +7,8 @@
 //! stored, as the upload and the delete handlers do, so a component's
 //! record and its bytes never part.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::http::StatusCode;
@@ -18,6 +19,7 @@ use super::compile::{CompileSettings, Compiler};
 use super::driver::request::AdminRequest;
 use super::rest::blocking;
 use super::state::AppState;
+use crate::engine::load::{self, Contract};
 use crate::store::ComponentRecord;
 
 /// Most uploaded components a node stores.
@@ -64,12 +66,74 @@ pub struct Uploads {
     pub settings: UploadSettings,
     /// The compile budget.
     pub compiler: Compiler,
+    /// The contract of each component listed or uploaded since the start,
+    /// by digest (or built-in name): read once from its bytes. Bounded by
+    /// the component quota and the built-ins; a deleted one is forgotten.
+    contracts: Mutex<HashMap<String, Contract>>,
 }
 
 impl Uploads {
     /// Uploads bounded by `settings`.
     pub fn new(settings: UploadSettings) -> Arc<Self> {
-        Arc::new(Uploads { compiler: Compiler::new(settings.compile.clone()), settings })
+        Arc::new(Uploads {
+            compiler: Compiler::new(settings.compile.clone()),
+            settings,
+            contracts: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn known_contract(&self, digest: &str) -> Option<Contract> {
+        self.contracts.lock().expect("contracts lock").get(digest).copied()
+    }
+
+    fn learn_contract(&self, digest: &str, contract: Contract) {
+        self.contracts.lock().expect("contracts lock").insert(digest.to_owned(), contract);
+    }
+
+    /// Forgets a deleted component's contract.
+    pub fn forget_contract(&self, digest: &str) {
+        self.contracts.lock().expect("contracts lock").remove(digest);
+    }
+}
+
+/// Fills in the contract each listed strategy speaks: known since it was
+/// uploaded or last listed, else read from its bytes (a built-in's, or the
+/// stored blob, on a blocking thread). One that cannot be read is listed
+/// without it, and the read's error is logged.
+pub async fn with_contracts(state: &AppState, strategies: &mut [StoredStrategy]) {
+    for strategy in strategies.iter_mut() {
+        let digest = strategy.digest.clone();
+        let contract = match state.uploads.known_contract(&digest) {
+            Some(contract) => Some(contract),
+            None => {
+                let store = state.store.clone();
+                let read = if digest.starts_with("sha256:") {
+                    let digest = digest.clone();
+                    blocking(move || store.blob(&digest)).await.map(|r| r.map_err(|e| e.to_string()))
+                } else {
+                    Ok(Ok(crate::strategy::builtin::component_bytes(&digest).map(<[u8]>::to_vec)))
+                };
+                match read {
+                    Ok(Ok(Some(bytes))) => {
+                        let contract = load::contract_of(&bytes);
+                        if let Some(contract) = contract {
+                            state.uploads.learn_contract(&digest, contract);
+                        }
+                        contract
+                    }
+                    Ok(Ok(None)) => None,
+                    Ok(Err(error)) => {
+                        tracing::warn!(%digest, "cannot read the component to list its contract: {error}");
+                        None
+                    }
+                    Err(error) => {
+                        tracing::warn!(%digest, "cannot read the component to list its contract: {error:?}");
+                        None
+                    }
+                }
+            }
+        };
+        strategy.contract = contract.map(Contract::name);
     }
 }
 
@@ -129,12 +193,14 @@ pub async fn upload(state: &AppState, body: bytes::Bytes) -> Result<StoredStrate
     check_quota(state, &digest, size).await?;
     let (store, digest) = (state.store.clone(), record.digest.clone());
     blocking(move || store.put_blob(&digest, &body)).await?.map_err(ApiError::store)?;
+    state.uploads.learn_contract(&record.digest, compiled.contract);
     let stored = StoredStrategy {
         digest: record.digest.clone(),
         name: record.name.clone(),
         version: record.version.clone(),
         size: record.size,
         active_in: Vec::new(),
+        contract: Some(compiled.contract.name()),
     };
     state.driver.ask(|reply| AdminRequest::AddComponent { record, reply }).await?;
     Ok(stored)
@@ -151,6 +217,9 @@ pub async fn collect(state: &AppState) -> Result<Vec<String>, ApiError> {
     let now_ms = crate::clock::wall_clock_ms();
     let collected =
         state.driver.ask(|reply| AdminRequest::CollectComponents { now_ms, retention_ms, in_flight, reply }).await?;
+    for digest in &collected {
+        state.uploads.forget_contract(digest);
+    }
     let (store, digests) = (state.store.clone(), collected.clone());
     blocking(move || {
         for digest in &digests {

@@ -129,6 +129,7 @@ fn stored_strategy() -> StoredStrategy {
         version: "0.3.1".to_owned(),
         size: 48_213,
         active_in: strings(["cart", "session"]),
+        contract: Some("shardalloc:strategy@0.2.0".to_owned()),
     }
 }
 

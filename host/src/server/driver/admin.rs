@@ -280,6 +280,7 @@ impl Driver {
                 version: env!("CARGO_PKG_VERSION").to_owned(),
                 size: 0,
                 active_in: self.catalog.active_in(&StrategySource::Builtin(name.to_owned())),
+                contract: None,
             })
             .collect();
         let uploads = self.catalog.components().range::<str, _>((uploads_after, Bound::Unbounded));
@@ -291,6 +292,7 @@ impl Driver {
                     version: c.version.clone(),
                     size: c.size,
                     active_in: self.catalog.active_in(&StrategySource::Digest(c.digest.clone())),
+                    contract: None,
                 })
                 .take(page.fetch()),
         );

@@ -113,7 +113,8 @@ pub async fn upload(
 pub async fn list(State(state): State<AppState>, Paging(page): Paging) -> Result<Json<Strategies>, ApiError> {
     let limit = page.limit;
     let strategies = state.driver.ask(|reply| AdminRequest::Strategies { page, reply }).await?;
-    let (strategies, next) = split(strategies, limit, |s| &s.digest);
+    let (mut strategies, next) = split(strategies, limit, |s| &s.digest);
+    crate::server::uploads::with_contracts(&state, &mut strategies).await;
     Ok(Json(Strategies { strategies, next }))
 }
 
@@ -135,6 +136,7 @@ pub async fn delete(State(state): State<AppState>, Params(digest): Params<String
     let _writes = state.component_writes.lock().await;
     let removed = digest.clone();
     state.driver.ask(|reply| AdminRequest::RemoveComponent { digest: removed, reply }).await??;
+    state.uploads.forget_contract(&digest);
     let store = state.store.clone();
     if let Err(error) = blocking(move || store.delete_blob(&digest)).await? {
         tracing::warn!(%error, "cannot delete a deleted component's bytes; the next start collects them");

@@ -179,3 +179,38 @@ async fn only_components_nothing_uses_are_collected_and_rollback_still_works() {
     assert_eq!(crate::server::uploads::collect(&node.node().state).await.unwrap(), Vec::<String>::new());
     node.stop().await;
 }
+
+/// Each listed strategy's contract, by digest (or built-in name).
+async fn listed_contracts(node: &TestNode) -> std::collections::BTreeMap<String, Value> {
+    let (status, listed) = node.request(Method::GET, "/v1/strategies", None).await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    let all = listed["strategies"].as_array().unwrap().iter();
+    all.map(|s| (s["digest"].as_str().unwrap().to_owned(), s["contract"].clone())).collect()
+}
+
+#[tokio::test]
+async fn the_listing_says_which_contract_each_strategy_speaks_also_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/../contracts/strategy-0.1/zone.wasm");
+    let node = TestNode::on_disk(dir.path());
+    let (status, old) = upload(&node, std::fs::read(fixture).unwrap()).await;
+    assert_eq!(status, StatusCode::CREATED, "{old}");
+    assert_eq!(old["contract"], "shardalloc:strategy@0.1.0");
+    let (status, new) = upload(&node, distinct("listed")).await;
+    assert_eq!(status, StatusCode::CREATED, "{new}");
+    assert_eq!(new["contract"], "shardalloc:strategy@0.2.0");
+    let (old, new) = (old["digest"].as_str().unwrap().to_owned(), new["digest"].as_str().unwrap().to_owned());
+    let expected = |listed: &std::collections::BTreeMap<String, Value>| {
+        assert_eq!(listed[&old], "shardalloc:strategy@0.1.0", "{listed:?}");
+        assert_eq!(listed[&new], "shardalloc:strategy@0.2.0", "{listed:?}");
+        for builtin in crate::strategy::builtin::names() {
+            assert_eq!(listed[builtin], "shardalloc:strategy@0.2.0", "{listed:?}");
+        }
+    };
+    expected(&listed_contracts(&node).await);
+    node.stop().await;
+    // A new node knows nothing of them but their bytes in the store.
+    let node = TestNode::on_disk(dir.path());
+    expected(&listed_contracts(&node).await);
+    node.stop().await;
+}
