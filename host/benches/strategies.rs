@@ -246,19 +246,23 @@ fn kept_view(c: &mut Criterion) {
         b.iter(|| component.allocate(black_box(&view), "s", None).unwrap())
     });
     let mut round = 0usize;
+    // 1,000 hand-offs, each as the coordinator journals it: four batches.
+    let hand_offs = |table: &mut Arc<ShardTable>, round: usize| {
+        let table = Arc::make_mut(table);
+        for n in 0..1000 {
+            let shard = &ids[(round * 1000 + n) % 10_000];
+            let to = format!("region-{}", (round + n + 1) % 100);
+            table.set_moving(shard, true);
+            table.unhome(shard);
+            table.home(shard, &to).unwrap();
+            table.set_moving(shard, false);
+        }
+    };
     group.bench_function("allocate-after-1000-hand-offs", |b| {
         b.iter_custom(|iters| {
             let mut took = Duration::ZERO;
             for _ in 0..iters {
-                for n in 0..1000 {
-                    let shard = &ids[(round * 1000 + n) % 10_000];
-                    let table = Arc::make_mut(&mut table);
-                    let to = format!("region-{}", (round + n + 1) % 100);
-                    table.set_moving(shard, true);
-                    table.unhome(shard);
-                    table.home(shard, &to).unwrap();
-                    table.set_moving(shard, false);
-                }
+                hand_offs(&mut table, round);
                 round += 1;
                 let view = lend(&table);
                 let started = std::time::Instant::now();
@@ -267,6 +271,13 @@ fn kept_view(c: &mut Criterion) {
             }
             took
         })
+    });
+    // The host's share of the above: merging the 4,000 batches of 1,000
+    // hand-offs into the one `apply` that crosses.
+    hand_offs(&mut table, round);
+    let since = table.generation() - 4000;
+    group.bench_function("merge-4000-batches", |b| {
+        b.iter(|| shardalloc::strategy::coalesce::coalesce(table.batches_since(black_box(since)).unwrap()))
     });
     drop(table);
 

@@ -23,6 +23,25 @@ use std::collections::HashMap;
 
 use shardalloc_guest::kept::Changes;
 
+/// The fields a shard was touched in, one bit per [`Field`].
+type Fields = u16;
+
+const ALL: [Field; 9] = [
+    Field::Retired,
+    Field::Unhomed,
+    Field::Arrived,
+    Field::Homed,
+    Field::Moving,
+    Field::Settled,
+    Field::Pinned,
+    Field::Unpinned,
+    Field::Load,
+];
+
+fn bit(field: Field) -> Fields {
+    1 << field as u8
+}
+
 /// A batch's per-shard fields, in the order a batch is applied.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Field {
@@ -77,13 +96,15 @@ fn touches(batch: &Changes) -> impl Iterator<Item = (u32, Field)> + '_ {
 pub fn coalesce<'a>(batches: impl IntoIterator<Item = &'a Changes>) -> Vec<Changes> {
     let mut merged: Vec<Changes> = Vec::new();
     // The fields each shard of the last merged batch was touched in.
-    let mut touched: HashMap<u32, Vec<Field>> = HashMap::new();
+    let mut touched: HashMap<u32, Fields, foldhash::fast::RandomState> = HashMap::default();
     let mut open = false;
     for batch in batches {
         let fits = open
             && batch.topology.is_none()
             && touches(batch).all(|(h, later)| {
-                touched.get(&h).is_none_or(|fields| fields.iter().all(|&earlier| may_follow(earlier, later)))
+                touched.get(&h).is_none_or(|&fields| {
+                    ALL.iter().filter(|&&earlier| fields & bit(earlier) != 0).all(|&earlier| may_follow(earlier, later))
+                })
             });
         if !fits {
             touched.clear();
@@ -95,7 +116,7 @@ pub fn coalesce<'a>(batches: impl IntoIterator<Item = &'a Changes>) -> Vec<Chang
         }
         if open {
             for (h, field) in touches(batch) {
-                touched.entry(h).or_default().push(field);
+                *touched.entry(h).or_default() |= bit(field);
             }
         }
     }
