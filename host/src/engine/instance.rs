@@ -427,6 +427,30 @@ impl Sandboxed {
             .collect()
     }
 
+    /// One call into a 0.2 instance: its copy brought up to the lent
+    /// table first ([`sync`]), the table lent to the store for the call,
+    /// and a whole-view load counted.
+    fn call_v0_2<R>(
+        &mut self,
+        view: &ClusterView,
+        table: &Arc<ShardTable>,
+        f: impl FnOnce(&v0_2::World, &mut Store<HostState>) -> wasmtime::Result<R>,
+    ) -> Result<R, StrategyError> {
+        let limits = self.limits;
+        let mut loaded_whole = false;
+        let answer = self.call(view.topology(), |guest, store| {
+            let Guest::V0_2 { world, copy, topology } = guest else {
+                unreachable!("a 0.2 component has 0.2 instances")
+            };
+            loaded_whole = sync(world, copy, store, table, &limits)?;
+            *topology = Some(table.view().topology().generation());
+            store.data_mut().table = Some(table.clone());
+            f(world, store)
+        });
+        self.view_loads += u64::from(loaded_whole);
+        answer
+    }
+
     fn allocate_v0_2(
         &mut self,
         view: &ClusterView,
@@ -437,15 +461,7 @@ impl Sandboxed {
         let table = table_of(view)?;
         let handle = table.allocation_handle(shard);
         let hash = shardalloc_guest::shard_hash(shard);
-        let limits = self.limits;
-        let mut loaded_whole = false;
-        let answer = self.call(view.topology(), |guest, store| {
-            let Guest::V0_2 { world, copy, topology } = guest else {
-                unreachable!("a 0.2 component has 0.2 instances")
-            };
-            loaded_whole = sync(world, copy, store, &table, &limits)?;
-            *topology = Some(table.view().topology().generation());
-            store.data_mut().table = Some(table.clone());
+        let answer = self.call_v0_2(view, &table, |world, store| {
             let state = store.data_mut();
             state.allocating = Some(handle);
             state.allocating_id.clear();
@@ -457,7 +473,6 @@ impl Sandboxed {
             }
             Ok(Ok(index as u64))
         });
-        self.view_loads += u64::from(loaded_whole);
         let index = answer?.map_err(|m| StrategyError::Refused(bounded(m)))?;
         let regions = table.view().regions();
         regions.get(index as usize).map(|r| r.address.clone()).ok_or_else(|| {
@@ -467,18 +482,8 @@ impl Sandboxed {
 
     fn rebalance_v0_2(&mut self, view: &ClusterView) -> Result<Vec<String>, StrategyError> {
         let table = table_of(view)?;
-        let limits = self.limits;
-        let mut loaded_whole = false;
-        let answer = self.call(view.topology(), |guest, store| {
-            let Guest::V0_2 { world, copy, topology } = guest else {
-                unreachable!("a 0.2 component has 0.2 instances")
-            };
-            loaded_whole = sync(world, copy, store, &table, &limits)?;
-            *topology = Some(table.view().topology().generation());
-            store.data_mut().table = Some(table.clone());
-            world.shardalloc_strategy_allocator().call_rebalance(&mut *store)
-        });
-        self.view_loads += u64::from(loaded_whole);
+        let answer = self
+            .call_v0_2(view, &table, |world, store| world.shardalloc_strategy_allocator().call_rebalance(&mut *store));
         let handles = answer?.map_err(|m| StrategyError::Refused(bounded(m)))?;
         handles
             .into_iter()
