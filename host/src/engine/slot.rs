@@ -247,24 +247,14 @@ impl Slot {
         self.activate_on(compiled, config, limits, ActivationCause::Operator, None)
     }
 
-    /// Validates and activates a strategy recorded with `cause`: a rollback
-    /// to an activation the slot no longer remembers (one from before a
-    /// restart, kept in the node's store). On error the active one stays.
-    pub fn activate_as(
-        &self,
-        compiled: Arc<Compiled>,
-        config: &str,
-        limits: Limits,
-        cause: ActivationCause,
-    ) -> Result<Arc<Activation>, LoadError> {
-        self.activate_on(compiled, config, limits, cause, None)
-    }
-
-    /// [`Slot::activate_as`], warming the new instance on `view` when one is
-    /// given: the caller's current view, shard table and all, so a contract
-    /// 0.2 instance starts with a copy of the very table later calls lend,
-    /// and its first call brings it up to date from the table's journal
-    /// instead of loading the whole view (see [`Slot::warmed`]).
+    /// Validates and activates a strategy recorded with `cause` (an
+    /// operator's, or a rollback to an activation the slot no longer
+    /// remembers: one from before a restart, kept in the node's store),
+    /// warming the new instance on `view` when one is given: the caller's
+    /// current view, shard table and all, so a contract 0.2 instance starts
+    /// with a copy of the very table later calls lend, and its first call
+    /// brings it up to date from the table's journal instead of loading the
+    /// whole view (see [`Slot::warmed`]). On error the active one stays.
     pub fn activate_on(
         &self,
         compiled: Arc<Compiled>,
