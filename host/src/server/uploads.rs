@@ -107,27 +107,25 @@ pub async fn with_contracts(state: &AppState, strategies: &mut [StoredStrategy])
             Some(contract) => Some(contract),
             None => {
                 let store = state.store.clone();
-                let read = if digest.starts_with("sha256:") {
+                let read: Result<Option<Vec<u8>>, String> = if digest.starts_with("sha256:") {
                     let digest = digest.clone();
-                    blocking(move || store.blob(&digest)).await.map(|r| r.map_err(|e| e.to_string()))
+                    match blocking(move || store.blob(&digest)).await {
+                        Ok(read) => read.map_err(|e| e.to_string()),
+                        Err(error) => Err(format!("{error:?}")),
+                    }
                 } else {
-                    Ok(Ok(crate::strategy::builtin::component_bytes(&digest).map(<[u8]>::to_vec)))
+                    Ok(crate::strategy::builtin::component_bytes(&digest).map(<[u8]>::to_vec))
                 };
                 match read {
-                    Ok(Ok(Some(bytes))) => {
-                        let contract = load::contract_of(&bytes);
+                    Ok(bytes) => {
+                        let contract = bytes.as_deref().and_then(load::contract_of);
                         if let Some(contract) = contract {
                             state.uploads.learn_contract(&digest, contract);
                         }
                         contract
                     }
-                    Ok(Ok(None)) => None,
-                    Ok(Err(error)) => {
-                        tracing::warn!(%digest, "cannot read the component to list its contract: {error}");
-                        None
-                    }
                     Err(error) => {
-                        tracing::warn!(%digest, "cannot read the component to list its contract: {error:?}");
+                        tracing::warn!(%digest, "cannot read the component to list its contract: {error}");
                         None
                     }
                 }
