@@ -32,6 +32,8 @@ struct NodeState {
     leaving: BTreeSet<String>,
     acking: bool,
     heartbeats: usize,
+    /// Every load report, by sender.
+    loads: Vec<(String, shardalloc_client::protocol::LoadReport)>,
 }
 
 /// A node speaking the region protocol, reduced: new shards go to
@@ -188,6 +190,7 @@ impl FakeNode {
                 self.finish_leaves(&mut state);
             }
             RegionMessage::Drain { .. } => {}
+            RegionMessage::Load(report) => state.loads.push((from.to_owned(), report)),
         }
     }
 
@@ -345,6 +348,38 @@ async fn one_senders_messages_arrive_in_order_across_a_hand_off() {
     a.shutdown().await;
     b.shutdown().await;
     assert!(network.addresses().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recorded_load_reaches_the_node_after_a_heartbeat_as_a_rate() {
+    let node = FakeNode::start(None, "a", 5_000, 100).await;
+    let log: Log = Arc::default();
+    let network = InMemoryTransport::new();
+    let a = start_region(&node, "a", &log, &network, None);
+    registered(&a).await;
+    a.send("hot", 1).unwrap();
+    a.send("cold", 1).unwrap();
+    eventually("both shards running on a", || a.running_shards() == ["cold", "hot"]).await;
+    a.set_load("cold", 2.5);
+    a.set_load("elsewhere", 1_000.0);
+    let reports = || node.state.lock().unwrap().loads.clone();
+    // Recorded in a steady stream until a report's window holds some of it.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let report = loop {
+        a.record_load("hot", 10.0);
+        if let Some((from, report)) = reports().into_iter().find(|(_, r)| r.shards.len() == 2) {
+            assert_eq!(from, "a");
+            break report;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no report naming both shards: {:?}", reports());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert!(report.window_ms >= shardalloc_client::protocol::MIN_LOAD_WINDOW_MS, "{report:?}");
+    assert_eq!(report.shards[0].shard, "hot", "most loaded first: {report:?}");
+    assert!(report.shards[0].load > 2.5, "{report:?}");
+    assert_eq!((report.shards[1].shard.as_str(), report.shards[1].load), ("cold", 2.5));
+    assert_eq!(report.rest, 0.0, "a shard that does not run here is not reported");
+    a.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -26,6 +26,7 @@ use shardalloc::coordinator::{
 use shardalloc::strategy::builtin;
 use shardalloc::strategy::external::{AllocationReason, ExternalAllocation};
 use shardalloc::strategy::guarded::Guarded;
+use shardalloc_client::protocol::{LoadReport, ShardLoad};
 
 const REGIONS: u8 = 4;
 const SHARDS: u8 = 8;
@@ -106,6 +107,17 @@ impl Harness {
                 };
                 Event::Register { now, register }
             }
+            // A load report, its window anywhere from too short to too old.
+            1 if value.is_multiple_of(3) => Event::Load {
+                now,
+                address: region(who),
+                incarnation: self.incarnations[r],
+                report: LoadReport {
+                    window_ms: u64::from(value) * 300,
+                    shards: vec![ShardLoad { shard: shard(value), load: f64::from(value) }],
+                    rest: f64::from(who),
+                },
+            },
             1 => {
                 self.sequences[r] += 1;
                 Event::Heartbeat {

@@ -36,6 +36,7 @@ use shardalloc::coordinator::{
 use shardalloc::strategy::external::ExternalAllocation;
 use shardalloc::strategy::guarded::Guarded;
 use shardalloc::strategy::{AllocationStrategy, ClusterView, FaultKind, Info, StrategyError, builtin};
+use shardalloc_proto::protocol::{LoadReport, ShardLoad};
 
 /// Least-shard that faults on a seeded share of its calls; the coordinator's
 /// guard must fall back every time.
@@ -160,6 +161,7 @@ fn at(mut event: Event, now: u64) -> Event {
     match &mut event {
         Event::Register { now: t, .. }
         | Event::Heartbeat { now: t, .. }
+        | Event::Load { now: t, .. }
         | Event::Leave { now: t, .. }
         | Event::GetShardHome { now: t, .. }
         | Event::BeginHandOffAck { now: t, .. }
@@ -580,6 +582,17 @@ impl Sim {
                     sequence,
                 };
                 self.region_send(name, event);
+                // Its load: two of the shards it runs and one it may not.
+                let running: Vec<String> = self.regions[name].running.iter().take(2).cloned().collect();
+                let stranger = format!("s{}", self.rng.below(self.shards));
+                let shards = running
+                    .into_iter()
+                    .chain([stranger])
+                    .map(|shard| ShardLoad { shard, load: self.rng.below(1_000) as f64 })
+                    .collect();
+                let report = LoadReport { window_ms: 1_000, shards, rest: self.rng.below(100) as f64 };
+                let incarnation = self.regions[name].incarnation;
+                self.region_send(name, Event::Load { now, address: name.clone(), incarnation, report });
             }
         }
         if churn {
@@ -631,6 +644,9 @@ impl Sim {
             && let Some(drift) = self.c.table_differs()
         {
             panic!("t={now}: the shard table drifted from the durable state: {drift}");
+        }
+        for (shard, load) in &self.c.durable().loads {
+            assert!(load.load.is_finite() && load.load >= 0.0, "t={now}: shard {shard} has load {}", load.load);
         }
         let homes: Vec<String> = self.c.durable().homes.keys().cloned().collect();
         for shard in homes {

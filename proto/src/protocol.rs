@@ -14,6 +14,7 @@
 //!  Register{…, sequence} ─────────────────▶
 //!                                ◀──────── Registered{incarnation, sequence, lease_ms, heartbeat_interval_ms}
 //!  Heartbeat{sequence, metrics} ──────────▶ (every heartbeat_interval_ms)
+//!  Load(LoadReport) ──────────────────────▶ (version 2: right after a heartbeat)
 //!                                ◀──────── HeartbeatAck{incarnation, sequence, lease_ms}
 //!  GetShardHome{shard} ───────────────────▶
 //!                                ◀──────── ShardHome{shard, home}
@@ -25,8 +26,11 @@
 //!
 //! The first frame is always a [`Hello`]; its layout (a varint protocol
 //! number first) never changes, so a node can refuse a client of another
-//! version clearly. A session serves one entity type; a region serving
-//! several types opens one session per type.
+//! version clearly. A node speaks every version from
+//! [`OLDEST_PROTOCOL_VERSION`] to [`PROTOCOL_VERSION`] and welcomes a region
+//! in the version its `Hello` names, so an older region client still
+//! connects. A session serves one entity type; a region serving several
+//! types opens one session per type.
 
 use std::collections::BTreeMap;
 
@@ -37,8 +41,29 @@ use serde::{Deserialize, Serialize};
 /// region's core) take the time: a value that is only compared and added to.
 pub type Millis = u64;
 
-/// The protocol version this crate speaks.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// The protocol version this crate speaks. Version 2 added
+/// [`RegionMessage::Load`]; nothing else changed.
+pub const PROTOCOL_VERSION: u32 = 2;
+
+/// The oldest protocol version a node still serves: a region that says
+/// `Hello{protocol: 1}` is welcomed in version 1 and never sends a load
+/// report.
+pub const OLDEST_PROTOCOL_VERSION: u32 = 1;
+
+/// Most shards a [`LoadReport`] names one by one; the region's other
+/// shards go into its `rest`. A report naming more is ignored whole.
+pub const MAX_LOAD_SHARDS: usize = 1024;
+
+/// The shortest window a load report may cover: rates over less are mostly
+/// noise, and the node ignores them. A region keeps gathering until its
+/// window is at least this long.
+pub const MIN_LOAD_WINDOW_MS: Millis = 500;
+
+/// The longest window a load report may cover: a longer one (gathered
+/// across a disconnection or a pause) describes a placement that may no
+/// longer hold, and the node ignores it as too old. A region drops what it
+/// gathered over a longer window and starts a new one.
+pub const MAX_LOAD_WINDOW_MS: Millis = 60_000;
 
 /// The largest frame either side accepts, in bytes. A larger one ends the
 /// session.
@@ -126,6 +151,59 @@ pub struct Register {
     pub sequence: u64,
 }
 
+/// One shard's load in a [`LoadReport`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardLoad {
+    /// The shard id.
+    pub shard: String,
+    /// Its load over the report's window, in units per second (finite, not
+    /// negative).
+    pub load: f64,
+}
+
+/// The load a region carried over the window that ended when it sent the
+/// report (protocol version 2): each named shard's own, and the rest
+/// together.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct LoadReport {
+    /// How long the window was, in milliseconds of the region's clock:
+    /// [`MIN_LOAD_WINDOW_MS`] to [`MAX_LOAD_WINDOW_MS`].
+    pub window_ms: Millis,
+    /// The most loaded shards, at most [`MAX_LOAD_SHARDS`], most loaded
+    /// first.
+    pub shards: Vec<ShardLoad>,
+    /// The load of the region's other shards together, in units per second;
+    /// the node spreads it evenly over the shards the region holds and did
+    /// not name.
+    pub rest: f64,
+}
+
+impl LoadReport {
+    /// Checks the report's bounds; the error names the rule broken.
+    pub fn check(&self) -> Result<(), String> {
+        if self.window_ms < MIN_LOAD_WINDOW_MS {
+            return Err(format!("a window of {} ms is shorter than {MIN_LOAD_WINDOW_MS} ms", self.window_ms));
+        }
+        if self.window_ms > MAX_LOAD_WINDOW_MS {
+            return Err(format!(
+                "a window of {} ms is longer than {MAX_LOAD_WINDOW_MS} ms: the loads are too old",
+                self.window_ms
+            ));
+        }
+        if self.shards.len() > MAX_LOAD_SHARDS {
+            return Err(format!("{} shards named; at most {MAX_LOAD_SHARDS}", self.shards.len()));
+        }
+        let bad = |load: f64| !load.is_finite() || load < 0.0;
+        if let Some(entry) = self.shards.iter().find(|e| bad(e.load)) {
+            return Err(format!("shard {:?} has load {}; a load is finite and not negative", entry.shard, entry.load));
+        }
+        if bad(self.rest) {
+            return Err(format!("the rest has load {}; a load is finite and not negative", self.rest));
+        }
+        Ok(())
+    }
+}
+
 /// What a region sends after its [`Hello`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum RegionMessage {
@@ -162,6 +240,9 @@ pub enum RegionMessage {
         /// Drain or undrain.
         draining: bool,
     },
+    /// The load the region carried since its last report (protocol
+    /// version 2; sent right after a `Heartbeat`). Never answered.
+    Load(LoadReport),
 }
 
 impl RegionMessage {
@@ -175,6 +256,7 @@ impl RegionMessage {
             RegionMessage::ShardStopped { .. } => "ShardStopped",
             RegionMessage::Leave => "Leave",
             RegionMessage::Drain { .. } => "Drain",
+            RegionMessage::Load(_) => "Load",
         }
     }
 }
@@ -334,6 +416,11 @@ mod tests {
         assert_eq!(encode(&hello).unwrap(), [1, 4, b'c', b'a', b'r', b't']);
         assert_eq!(encode(&RegionMessage::GetShardHome { shard: "7".into() }).unwrap(), [2, 1, b'7']);
         assert_eq!(encode(&RegionMessage::Leave).unwrap(), [5]);
+        let load = LoadReport { window_ms: 1000, shards: vec![ShardLoad { shard: "7".into(), load: 2.0 }], rest: 0.0 };
+        let mut bytes = vec![7, 0xE8, 0x07, 1, 1, b'7'];
+        bytes.extend(2.0f64.to_le_bytes());
+        bytes.extend(0.0f64.to_le_bytes());
+        assert_eq!(encode(&RegionMessage::Load(load)).unwrap(), bytes);
         let home = NodeMessage::ShardHome { shard: "7".into(), home: "b".into() };
         assert_eq!(encode(&home).unwrap(), [6, 1, b'7', 1, b'b']);
         assert_eq!(
@@ -361,6 +448,32 @@ mod tests {
         assert_eq!(check_shard_id("tenant/ü 7"), Ok(()));
         for bad in ["", "a\u{1b}[2J", "two\nlines", "nul\0", &"s".repeat(257)] {
             assert!(check_shard_id(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_load_report_outside_its_bounds_names_the_rule() {
+        let good = LoadReport { window_ms: 1_000, shards: vec![ShardLoad { shard: "a".into(), load: 1.5 }], rest: 3.0 };
+        assert_eq!(good.check(), Ok(()));
+        let cases = [
+            (LoadReport { window_ms: 499, ..good.clone() }, "shorter than 500 ms"),
+            (LoadReport { window_ms: 60_001, ..good.clone() }, "too old"),
+            (LoadReport { rest: f64::NAN, ..good.clone() }, "the rest has load NaN"),
+            (
+                LoadReport { shards: vec![ShardLoad { shard: "a".into(), load: -1.0 }], ..good.clone() },
+                "shard \"a\" has load -1",
+            ),
+            (
+                LoadReport {
+                    shards: vec![ShardLoad { shard: "a".into(), load: 1.0 }; MAX_LOAD_SHARDS + 1],
+                    ..good.clone()
+                },
+                "1025 shards named; at most 1024",
+            ),
+        ];
+        for (report, rule) in cases {
+            let error = report.check().unwrap_err();
+            assert!(error.contains(rule), "{error} should say {rule}");
         }
     }
 

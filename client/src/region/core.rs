@@ -60,7 +60,7 @@ use tracing::warn;
 use super::Update;
 use super::error::{RegionError, SendError, check_shard};
 pub use crate::protocol::Millis;
-use crate::protocol::{NodeMessage, RegionMessage, Register};
+use crate::protocol::{LoadReport, NodeMessage, RegionMessage, Register};
 
 /// How many registration and heartbeat send times are kept for lease renewal.
 pub const SEQUENCE_WINDOW: usize = 64;
@@ -808,6 +808,19 @@ impl<M> RegionCore<M> {
     /// silence and home requests to repeat. `metrics` is called only when
     /// a heartbeat is due.
     pub fn tick(&mut self, now: Millis, metrics: impl FnOnce() -> BTreeMap<String, f64>) -> Vec<Action<M>> {
+        self.tick_with_load(now, metrics, |_| None)
+    }
+
+    /// [`RegionCore::tick`], with a load report after each heartbeat:
+    /// `load` is called only when a heartbeat is due, with what tells the
+    /// shards running here (running or stopping) from the others, and its
+    /// report (if any) is sent right after the heartbeat.
+    pub fn tick_with_load(
+        &mut self,
+        now: Millis,
+        metrics: impl FnOnce() -> BTreeMap<String, f64>,
+        load: impl FnOnce(&dyn Fn(&str) -> bool) -> Option<LoadReport>,
+    ) -> Vec<Action<M>> {
         let mut out = Vec::new();
         self.check_lease(now, &mut out);
         let late: Vec<String> = self
@@ -825,6 +838,10 @@ impl<M> RegionCore<M> {
             let sequence = self.next_sequence(now);
             self.next_heartbeat = now.saturating_add(self.heartbeat_interval_ms);
             out.push(Action::Send(RegionMessage::Heartbeat { sequence, metrics: metrics() }));
+            let runs = |shard: &str| self.shards.get(shard).is_some_and(|e| e.local != Local::Idle);
+            if let Some(report) = load(&runs) {
+                out.push(Action::Send(RegionMessage::Load(report)));
+            }
         }
         if self.link != Link::Down {
             let limit = match self.link {

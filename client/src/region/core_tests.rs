@@ -1000,3 +1000,49 @@ fn a_registered_region_leaves_a_node_silent_for_three_heartbeats() {
         vec![Action::Reconnect { reason: "the node has been silent for 1200 ms".into() }]
     );
 }
+
+#[test]
+fn a_load_report_follows_each_heartbeat_and_names_only_shards_running_here() {
+    use crate::protocol::{LoadReport, ShardLoad};
+    use crate::region::load::LoadMeter;
+
+    let mut core = registered_core();
+    run(
+        &mut core,
+        vec![
+            (10, RequestHome("s"), vec![get_home("s")]),
+            (20, home("s", "a"), started("s")),
+            (30, RequestHome("t"), vec![get_home("t")]),
+            (40, home("t", "b"), vec![changed("t", "b")]),
+        ],
+    );
+    let mut meter = LoadMeter::default();
+    meter.record("s", 12.0, 0);
+    meter.record("t", 99.0, 0);
+    meter.set("u", 5.0, 0);
+    let metrics = || BTreeMap::from([("cpu".to_owned(), 0.5)]);
+    let tick = |core: &mut RegionCore<Msg>, now, meter: &mut LoadMeter| {
+        core.tick_with_load(now, metrics, |runs| meter.report(now, runs, 10))
+    };
+    assert_eq!(tick(&mut core, 100, &mut meter), vec![], "no heartbeat due: the meter is not asked");
+    let report = LoadReport { window_ms: 405, shards: vec![], rest: 0.0 };
+    assert_eq!(
+        tick(&mut core, 405, &mut meter),
+        vec![heartbeat(2)],
+        "a window shorter than the protocol's shortest goes on: {report:?} is not sent"
+    );
+    run(&mut core, vec![(450, ack(2), vec![])]);
+    meter.record("s", 3.0, 500);
+    assert_eq!(
+        tick(&mut core, 1_000, &mut meter),
+        vec![
+            heartbeat(3),
+            Action::Send(RegionMessage::Load(LoadReport {
+                window_ms: 1_000,
+                shards: vec![ShardLoad { shard: "s".into(), load: 15.0 }],
+                rest: 0.0,
+            })),
+        ],
+        "t runs on b and u nowhere: only s is reported"
+    );
+}

@@ -32,6 +32,7 @@ use tokio::time::MissedTickBehavior;
 use tracing::{debug, info, warn};
 
 use super::core::{Action, Millis, RegionCore};
+use super::load::LoadMeter;
 use super::session::{self, SessionEvent, SessionParams};
 use super::transport::{Inbound, Inbox, Transport};
 use super::{Application, RegionConfig, RegionError, Update, millis, unpoison};
@@ -102,6 +103,10 @@ pub(crate) struct Shared<M> {
     transport: Arc<dyn Transport<M>>,
     spawn_worker: Spawner<M>,
     metrics: Metrics,
+    /// The shards' load since the last report: a lock of its own, so
+    /// recording load never waits for the core.
+    load: Mutex<LoadMeter>,
+    load_report_shards: usize,
     reports: mpsc::UnboundedSender<StopReport>,
 }
 
@@ -128,6 +133,10 @@ impl<M: Send + 'static> Shared<M> {
     /// Milliseconds since the region started.
     pub(crate) fn now(&self) -> Millis {
         millis(self.epoch.elapsed())
+    }
+
+    pub(crate) fn load(&self) -> MutexGuard<'_, LoadMeter> {
+        unpoison(self.load.lock())
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, Inner<M>> {
@@ -364,6 +373,8 @@ pub(crate) fn start<A: Application>(
         transport,
         spawn_worker,
         metrics,
+        load: Mutex::new(LoadMeter::default()),
+        load_report_shards: config.load_report_shards,
         reports,
     });
     let seed = config.incarnation
@@ -541,7 +552,10 @@ impl<M: Send + 'static> Driver<M> {
 
     fn on_tick(&mut self) {
         let shared = self.shared.clone();
-        self.with_core(|core, now| core.tick(now, || (shared.metrics)()));
+        self.with_core(|core, now| {
+            let load = |runs: &dyn Fn(&str) -> bool| shared.load().report(now, runs, shared.load_report_shards);
+            core.tick_with_load(now, || (shared.metrics)(), load)
+        });
         let now = Instant::now();
         if let Link::Waiting(at) = self.link
             && now >= at

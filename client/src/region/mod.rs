@@ -45,6 +45,7 @@
 //!   [`RegionHandle::send`] returns [`SendError`] rather than growing them.
 
 pub mod core;
+pub mod load;
 
 mod application;
 mod driver;
@@ -131,6 +132,9 @@ pub enum Update {
 /// The default bound of [`RegionHandle::drain_and_leave`]: 20 s.
 pub const DEFAULT_DRAIN_AND_LEAVE_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// Most shards a load report names by default ([`RegionConfig::load_report_shards`]).
+pub const DEFAULT_LOAD_REPORT_SHARDS: usize = 256;
+
 /// How a region connects and behaves. [`RegionConfig::new`] fills in the defaults.
 #[derive(Clone)]
 pub struct RegionConfig {
@@ -187,6 +191,9 @@ pub struct RegionConfig {
     /// upgrade and its `Welcome` (or redirect). Default 2 s: a paused or
     /// unreachable node is passed over quickly for the next one.
     pub connect_timeout: Duration,
+    /// Most shards a load report names one by one (the others are summed);
+    /// 1 to [`MAX_LOAD_SHARDS`](crate::protocol::MAX_LOAD_SHARDS). Default 256.
+    pub load_report_shards: usize,
 }
 
 impl fmt::Debug for RegionConfig {
@@ -213,6 +220,7 @@ impl fmt::Debug for RegionConfig {
             .field("home_retry", &self.home_retry)
             .field("response_timeout", &self.response_timeout)
             .field("connect_timeout", &self.connect_timeout)
+            .field("load_report_shards", &self.load_report_shards)
             .finish()
     }
 }
@@ -244,6 +252,7 @@ impl RegionConfig {
             home_retry: Duration::from_secs(2),
             response_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(2),
+            load_report_shards: DEFAULT_LOAD_REPORT_SHARDS,
         }
     }
 
@@ -279,6 +288,12 @@ impl RegionConfig {
             Some(rule)
         } else if self.shard_buffer_limit == 0 || self.total_buffer_limit == 0 || self.inbox_capacity == 0 {
             Some("buffer limits and the inbox capacity must be at least 1".to_owned())
+        } else if !(1..=crate::protocol::MAX_LOAD_SHARDS).contains(&self.load_report_shards) {
+            Some(format!(
+                "load_report_shards is {}; it must be 1 to {}",
+                self.load_report_shards,
+                crate::protocol::MAX_LOAD_SHARDS
+            ))
         } else if self.connect_timeout.is_zero() {
             Some("the connect timeout must be greater than zero".to_owned())
         } else if self.reconnect_min.is_zero() || self.reconnect_min > self.reconnect_max {
@@ -416,6 +431,25 @@ impl<M: Send + 'static> RegionHandle<M> {
             }
         };
         answer.await.unwrap_or_else(|_| Err(self.shared.lock().ended.clone().unwrap_or(RegionError::ShutDown)))
+    }
+
+    /// Records `units` of work done by `shard` (requests weighted by their
+    /// cost, bytes, CPU milliseconds: any unit, the same for every shard of
+    /// the type). The region reports the rate with its next heartbeat, so
+    /// the node can place shards by load. Cheap: a map update under a lock
+    /// of its own. Values that are not finite and positive are ignored.
+    pub fn record_load(&self, shard: &str, units: f64) {
+        let now = self.shared.now();
+        self.shared.load().record(shard, units, now);
+    }
+
+    /// Sets `shard`'s load to `rate` units per second, a gauge the
+    /// application measures itself; it stands until set again, the shard
+    /// stops here, or it is set to 0. Adds to what [`RegionHandle::record_load`]
+    /// records.
+    pub fn set_load(&self, shard: &str, rate: f64) {
+        let now = self.shared.now();
+        self.shared.load().set(shard, rate, now);
     }
 
     /// Sends `message` to `shard`, wherever it lives, without waiting:

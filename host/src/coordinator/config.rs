@@ -56,6 +56,14 @@ pub struct Config {
     pub max_requesters_per_shard: usize,
     /// Most shards queued for the next rebalance by operators.
     pub max_queued_rebalance: usize,
+    /// The half-life of the moving average the coordinator keeps of each
+    /// shard's reported load: a report covering this long weighs as much as
+    /// everything before it. Dicer's default, 2 minutes, is ours.
+    pub load_half_life_ms: u64,
+    /// How often the smoothed loads that changed are written to the store
+    /// (one batch for all of them), on the first tick this long after the
+    /// last write. A restart or a failover loses at most this much smoothing.
+    pub load_save_interval_ms: u64,
 }
 
 impl Default for Config {
@@ -79,6 +87,8 @@ impl Default for Config {
             max_pending_shards: 100_000,
             max_requesters_per_shard: 1024,
             max_queued_rebalance: 100_000,
+            load_half_life_ms: 120_000,
+            load_save_interval_ms: 30_000,
         }
     }
 }
@@ -118,7 +128,7 @@ impl Config {
 
     /// Checks the settings.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let positive: [(&'static str, u64); 12] = [
+        let positive: [(&'static str, u64); 14] = [
             ("heartbeat_interval_ms", self.heartbeat_interval_ms),
             ("unreachable_after_ms", self.unreachable_after_ms),
             ("lease_ms", self.lease_ms),
@@ -131,6 +141,8 @@ impl Config {
             ("max_shards", self.max_shards as u64),
             ("max_pending_shards", self.max_pending_shards as u64),
             ("max_requesters_per_shard", self.max_requesters_per_shard as u64),
+            ("load_half_life_ms", self.load_half_life_ms),
+            ("load_save_interval_ms", self.load_save_interval_ms),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(ConfigError::Zero(name));

@@ -7,7 +7,7 @@ use super::state::Stamp;
 /// The driver's clock, in milliseconds: the one definition, shared with the
 /// region client's core.
 pub use shardalloc_proto::protocol::Millis;
-use shardalloc_proto::protocol::Register;
+use shardalloc_proto::protocol::{LoadReport, Register};
 
 /// Identifies an operator request, echoed in its [`Reply`](super::Reply).
 pub type RequestId = u64;
@@ -38,6 +38,17 @@ pub enum Event {
         /// [`NodeMessage::HeartbeatAck`](super::NodeMessage::HeartbeatAck): the
         /// lease runs from when *this* heartbeat was sent.
         sequence: u64,
+    },
+    /// A region reports the load its shards carried (protocol version 2).
+    Load {
+        /// The time.
+        now: Millis,
+        /// Who.
+        address: String,
+        /// Its incarnation; a report of another one is ignored.
+        incarnation: u64,
+        /// What it carried.
+        report: LoadReport,
     },
     /// A region wants to leave gracefully.
     Leave {
@@ -111,6 +122,7 @@ impl Event {
         match self {
             Event::Register { now, .. }
             | Event::Heartbeat { now, .. }
+            | Event::Load { now, .. }
             | Event::Leave { now, .. }
             | Event::GetShardHome { now, .. }
             | Event::BeginHandOffAck { now, .. }

@@ -84,6 +84,7 @@ impl Coordinator {
         self.change(Change::HomeRemoved { shard: shard.to_owned() });
         self.change(Change::HandOffEnded { shard: shard.to_owned() });
         self.observe(Observation::HandOffCompleted { shard: shard.to_owned(), from: region.to_owned() });
+        self.record_move(shard);
         self.allocate(shard, None);
         self.finish_leaves();
     }

@@ -78,6 +78,7 @@ mod command;
 mod config;
 mod event;
 mod handoff;
+mod load;
 mod placements;
 mod regions;
 mod state;
@@ -90,11 +91,12 @@ use shardalloc_guest::{Region, RegionStatus, Topology};
 pub use command::{Command, NotAccepted, Observation, PlacementError, Reply, Step};
 pub use config::{Config, ConfigError};
 pub use event::{Event, Millis, OperatorRequest, RequestId};
+pub use load::LOADS_PER_SAVE;
 /// The coordinator speaks the region protocol's own types: it takes a
 /// region's [`Register`] as sent and answers with [`NodeMessage`]s, so the
 /// wire and the core cannot drift apart (the driver maps nothing).
 pub use shardalloc_proto::protocol::{NodeMessage, Register};
-pub use state::{Change, Durable, Home, Interned, PlacementEntry, RegionRecord, Stamp};
+pub use state::{Change, Durable, Home, Interned, PlacementEntry, RegionRecord, ShardLoad, Stamp};
 
 use crate::strategy::ClusterView;
 use crate::strategy::external::ExternalAllocation;
@@ -143,6 +145,8 @@ pub struct Coordinator {
     /// The tombstones by when they were written: the tick purges the
     /// expired ones without walking every placement.
     tombstones: BTreeSet<(Millis, String)>,
+    /// Which loads the store and the shard table have yet to see.
+    loads: load::LoadBook,
     now: Millis,
     changes: Vec<Change>,
     reveals: Vec<Command>,
@@ -197,6 +201,7 @@ impl Coordinator {
             topology: None,
             table: None,
             tombstones,
+            loads: load::LoadBook::new(now),
             now,
             changes: Vec::new(),
             reveals: Vec::new(),
@@ -219,6 +224,7 @@ impl Coordinator {
             Event::Heartbeat { address, incarnation, metrics, sequence, .. } => {
                 self.on_heartbeat(address, incarnation, metrics, sequence)
             }
+            Event::Load { address, incarnation, report, .. } => self.on_load(address, incarnation, report),
             Event::Leave { address, incarnation, .. } => {
                 if self.is_current(&address, incarnation, "Leave") {
                     self.on_leave(&address)
@@ -341,10 +347,20 @@ impl Coordinator {
     fn table_at(&mut self, topology: &Arc<Topology>, metrics: &[f64]) -> Arc<ShardTable> {
         let table = match &mut self.table {
             Some(table) => table,
-            None => self.table.insert(Arc::new(self.durable.shard_table(topology, metrics.to_vec()))),
+            None => {
+                // Built with every load: none is left unseen.
+                self.loads.take_unseen();
+                self.table.insert(Arc::new(self.durable.shard_table(topology, metrics.to_vec())))
+            }
         };
         debug_assert_eq!(Arc::strong_count(table), 1, "a view still holds the shard table: a new view copies it");
-        Arc::make_mut(table).set_topology(topology, metrics);
+        let kept = Arc::make_mut(table);
+        kept.set_topology(topology, metrics);
+        let unseen = self.loads.take_unseen();
+        if !unseen.is_empty() {
+            let loads = &self.durable.loads;
+            kept.set_loads(unseen.iter().map(|shard| (shard.as_str(), loads.get(shard).map_or(0.0, |l| l.load))));
+        }
         table.clone()
     }
 
@@ -388,6 +404,9 @@ impl Coordinator {
                 }
                 let pinned = pinned_at(&self.durable, shard);
                 Arc::make_mut(self.table.as_mut().expect("built")).set_pinned(shard, pinned);
+                if self.durable.loads.get(shard).is_some_and(|l| l.load != 0.0) {
+                    self.loads.show(shard);
+                }
             }
             Change::HomeRemoved { shard } => Arc::make_mut(table).unhome(shard),
             Change::HandOffStarted { shard, .. } => Arc::make_mut(table).set_moving(shard, true),
@@ -607,6 +626,7 @@ impl Coordinator {
             self.rebalance();
         }
         self.drain();
+        self.save_loads();
     }
 
     fn on_operator(&mut self, request: RequestId, op: OperatorRequest) {

@@ -79,6 +79,25 @@ pub struct PlacementEntry {
     pub written_at: Millis,
 }
 
+/// What the coordinator keeps of a shard's load: the moving average of
+/// what its regions reported and when it last moved. It follows the shard
+/// from region to region (it is the shard's, not its home's).
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct ShardLoad {
+    /// The smoothed load, in the units regions report per second (finite,
+    /// never negative).
+    pub load: f64,
+    /// When its last hand-off ended with a new home (the driver's clock).
+    pub moved_at: Option<Millis>,
+}
+
+impl ShardLoad {
+    /// True when there is nothing to keep: no load, never moved.
+    pub fn is_empty(&self) -> bool {
+        self.load == 0.0 && self.moved_at.is_none()
+    }
+}
+
 /// One change of the durable state.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "change", rename_all = "kebab-case")]
@@ -153,6 +172,14 @@ pub enum Change {
         /// The JSON text, `None` when cleared.
         signal: Option<String>,
     },
+    /// Smoothed loads saved: the shards' latest values (`None`: forgotten).
+    /// The one change applied before it is made: loads change in memory at
+    /// every report and are saved in batches
+    /// ([`Config::load_save_interval_ms`](super::Config::load_save_interval_ms)).
+    LoadsSaved {
+        /// Shard → its load, or `None` when the shard's load is forgotten.
+        loads: Vec<(String, Option<ShardLoad>)>,
+    },
 }
 
 /// Everything the coordinator must not lose.
@@ -172,6 +199,10 @@ pub struct Durable {
     pub next_join_order: u64,
     /// The type's signal (operator JSON), handed to the strategy unread.
     pub signal: Option<String>,
+    /// Each shard's smoothed load and last move, for the shards that have
+    /// either. In the coordinator, current; in a store, as of the last
+    /// [`Change::LoadsSaved`].
+    pub loads: BTreeMap<String, ShardLoad>,
     /// Shares the addresses and reasons of [`Durable::homes`].
     #[serde(skip)]
     pub interned: Interned,
@@ -313,6 +344,18 @@ impl Durable {
             Change::RebalanceUnqueued { shard } => {
                 self.queued.remove(shard);
             }
+            Change::LoadsSaved { loads } => {
+                for (shard, load) in loads {
+                    match load {
+                        Some(load) if !load.is_empty() => {
+                            self.loads.insert(shard.clone(), *load);
+                        }
+                        _ => {
+                            self.loads.remove(shard);
+                        }
+                    }
+                }
+            }
         }
     }
 
@@ -325,8 +368,8 @@ impl Durable {
     }
 
     /// The shard table strategies see over `topology`: every home, region
-    /// by region in allocation order, the hand-offs in flight, and the
-    /// shards pinned where they are.
+    /// by region in allocation order, the hand-offs in flight, the shards
+    /// pinned where they are, and the loads of those shards.
     pub fn shard_table(&self, topology: &Topology, metrics: Vec<f64>) -> ShardTable {
         let homes = topology.regions().iter().enumerate().flat_map(|(index, region)| {
             let shards = self.regions.get(&region.address).map(|r| r.shards.as_slice()).unwrap_or_default();
@@ -336,7 +379,8 @@ impl Durable {
             .live_placements()
             .filter(|(shard, target)| self.homes.get(*shard).is_some_and(|home| *home.region == ***target))
             .map(|(shard, _)| shard.as_str());
-        ShardTable::build(topology, metrics, homes, self.handoffs.keys().map(String::as_str), pinned)
+        let loads = self.loads.iter().filter(|(_, l)| l.load != 0.0).map(|(shard, l)| (shard.as_str(), l.load));
+        ShardTable::build(topology, metrics, homes, self.handoffs.keys().map(String::as_str), pinned, loads)
     }
 
     /// The live placements: shard → target.

@@ -22,7 +22,8 @@ use axum::extract::{FromRequestParts, Request, State};
 use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
 use shardalloc_proto::protocol::{
-    FRAMES_PER_FLUSH, Hello, MAX_FRAME_BYTES, NodeMessage, PROTOCOL_VERSION, RegionMessage, decode, encode,
+    FRAMES_PER_FLUSH, Hello, MAX_FRAME_BYTES, NodeMessage, OLDEST_PROTOCOL_VERSION, PROTOCOL_VERSION, RegionMessage,
+    decode, encode,
 };
 use tokio::sync::{Semaphore, mpsc};
 
@@ -137,9 +138,9 @@ async fn handshake(socket: &mut WebSocket, deadline: Duration) -> Result<Hello, 
         None => return Err("the peer closed before its Hello".into()),
     };
     let hello: Hello = decode(&frame).map_err(|e| format!("the first frame is not a Hello: {e}"))?;
-    if hello.protocol != PROTOCOL_VERSION {
+    if !(OLDEST_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&hello.protocol) {
         return Err(format!(
-            "protocol version {} is not supported; this node speaks version {PROTOCOL_VERSION}",
+            "protocol version {} is not supported; this node speaks versions {OLDEST_PROTOCOL_VERSION} to {PROTOCOL_VERSION}",
             hello.protocol
         ));
     }
@@ -166,7 +167,8 @@ async fn session(state: AppState, mut socket: WebSocket) {
         return;
     }
     let id = NEXT_SESSION.fetch_add(1, Ordering::Relaxed);
-    let welcome = encode(&NodeMessage::Welcome { protocol: PROTOCOL_VERSION }).expect("small");
+    // The region's own version: a version-1 region is served as it was.
+    let welcome = encode(&NodeMessage::Welcome { protocol: hello.protocol }).expect("small");
     if socket.send(Message::Binary(welcome.into())).await.is_err() {
         return;
     }
@@ -253,6 +255,9 @@ async fn session(state: AppState, mut socket: WebSocket) {
             Ok(message) => message,
             Err(error) => break violation(format!("a malformed frame: {error}")),
         };
+        if hello.protocol < 2 && matches!(message, RegionMessage::Load(_)) {
+            break violation(format!("a Load in protocol version {}; it needs version 2", hello.protocol));
+        }
         registered |= matches!(message, RegionMessage::Register(_));
         let input = if matches!(message, RegionMessage::GetShardHome { .. }) {
             // Back-pressure: a permit (at most REQUESTS_IN_FLIGHT of this

@@ -4,8 +4,9 @@
 //!
 //! 1. an empty store loads empty, at revision 0, holding [`SCHEMA_VERSION`];
 //! 2. a load gives back exactly what a coordinator built, over a seeded
-//!    scenario of registrations, homes, hand-offs, placements, drains and
-//!    signals committed turn by turn;
+//!    scenario of registrations, homes, hand-offs, placements, drains,
+//!    signals and load reports committed turn by turn (the shards' loads as
+//!    of their last save);
 //! 3. a write based on an old revision is fenced and writes nothing;
 //! 4. blobs are stored, listed, read and deleted apart from turns, and
 //!    component records come and go with turns;
@@ -24,11 +25,14 @@ use super::{
     ACTIVATION_HISTORY, ActivationRecord, ComponentRecord, Revision, SCHEMA_VERSION, Store, StoreError, Turn,
     TypeRecord,
 };
-use crate::coordinator::{Command, Config, Coordinator, Event, Home, NodeMessage, OperatorRequest, Register, Stamp};
+use crate::coordinator::{
+    Change, Command, Config, Coordinator, Event, Home, NodeMessage, OperatorRequest, Register, Stamp,
+};
 use crate::strategy::builtin;
 use crate::strategy::external::ExternalAllocation;
 use crate::strategy::guarded::Guarded;
 use crate::strategy::{ActivationCause, StrategySource};
+use shardalloc_proto::protocol::{LoadReport, ShardLoad};
 
 /// Opens the backend under test: the same storage on every call.
 pub type Open<'a> = &'a dyn Fn() -> Result<Box<dyn Store>, StoreError>;
@@ -67,7 +71,7 @@ fn empty(store: &dyn Store) {
 }
 
 fn coordinator_state(store: &dyn Store, revision: Revision) -> Revision {
-    let mut s = Scenario { c: coordinator(), store, revision, now: 0, rng: 7 };
+    let mut s = Scenario { c: coordinator(), store, revision, now: 0, rng: 7, saved: Default::default() };
     for round in 0..20 {
         for _ in 0..100 {
             s.step();
@@ -75,11 +79,18 @@ fn coordinator_state(store: &dyn Store, revision: Revision) -> Revision {
         let loaded = store.load().expect("coordinator state: load");
         assert_eq!(loaded.revision, s.revision, "coordinator state: revision after round {round}");
         let durable = loaded.types.get("cart").map(|t| t.durable.clone()).unwrap_or_default();
-        assert_eq!(&durable, s.c.durable(), "coordinator state: the load differs after round {round}");
+        // Loads change at every report and are stored at every save.
+        let mut expected = s.c.durable().clone();
+        expected.loads = s.saved.loads.clone();
+        assert_eq!(durable, expected, "coordinator state: the load differs after round {round}");
     }
     let durable = s.c.durable();
     assert!(
-        durable.homes.len() > 10 && !durable.placements.is_empty() && durable.signal.is_some(),
+        durable.homes.len() > 10
+            && !durable.placements.is_empty()
+            && durable.signal.is_some()
+            && s.saved.loads.values().any(|l| l.load > 0.0)
+            && s.saved.loads.values().any(|l| l.moved_at.is_some()),
         "coordinator state: the scenario did too little to check anything: {durable:?}"
     );
     s.revision
@@ -220,6 +231,8 @@ struct Scenario<'s> {
     revision: Revision,
     now: u64,
     rng: u64,
+    /// The loads as the store should hold them: as of their last save.
+    saved: crate::coordinator::Durable,
 }
 
 impl Scenario<'_> {
@@ -236,6 +249,9 @@ impl Scenario<'_> {
             for command in self.c.handle(event) {
                 match command {
                     Command::Persist { batch, changes } => {
+                        for change in changes.iter().filter(|c| matches!(c, Change::LoadsSaved { .. })) {
+                            self.saved.apply(change);
+                        }
                         let turn = Turn { changes: [("cart".to_string(), changes)].into(), ..Turn::default() };
                         self.revision = self.store.commit(self.revision, &turn).expect("coordinator state: commit");
                         queue.push(Event::Persisted { now: self.now, batch });
@@ -298,6 +314,12 @@ impl Scenario<'_> {
                 Event::Operator { now, request: 4, op: OperatorRequest::SetSignal { signal } }
             }
             77..85 => Event::Heartbeat { now, address: region, incarnation, metrics: Default::default(), sequence: 1 },
+            85..92 => {
+                let shard = format!("s{}", self.rand(60));
+                let load = self.rand(1_000) as f64;
+                let report = LoadReport { window_ms: 1_000, shards: vec![ShardLoad { shard, load }], rest: 1.0 };
+                Event::Load { now, address: region, incarnation, report }
+            }
             _ => Event::Tick { now },
         };
         self.feed(event);

@@ -13,6 +13,7 @@
 //! | `handoffs`     | (type, shard)       | owner address (text)            |
 //! | `placements`   | (type, shard)       | `records::Placement` (tombstones too) |
 //! | `queued`       | (type, shard)       | nothing                         |
+//! | `loads`        | (type, shard)       | `records::ShardLoad` (added within schema 2: an older file gets the table empty when it opens) |
 //! | `activations`  | (type, number)      | `records::Activation`           |
 //! | `components`   | digest              | component bytes (the blobs)     |
 //! | `component-info` | digest            | `records::Component`            |
@@ -45,6 +46,7 @@ pub(super) const HOMES: TableDefinition<(&str, &str), &[u8]> = TableDefinition::
 const HANDOFFS: TableDefinition<(&str, &str), &str> = TableDefinition::new("handoffs");
 pub(super) const PLACEMENTS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("placements");
 const QUEUED: TableDefinition<(&str, &str), ()> = TableDefinition::new("queued");
+const LOADS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("loads");
 pub(super) const ACTIVATIONS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("activations");
 const COMPONENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("components");
 pub(super) const COMPONENT_INFO: TableDefinition<&str, &[u8]> = TableDefinition::new("component-info");
@@ -243,6 +245,7 @@ impl RedbStore {
             txn.open_table(HANDOFFS).map_err(db)?;
             txn.open_table(PLACEMENTS).map_err(db)?;
             txn.open_table(QUEUED).map_err(db)?;
+            txn.open_table(LOADS).map_err(db)?;
             txn.open_table(ACTIVATIONS).map_err(db)?;
             txn.open_table(COMPONENTS).map_err(db)?;
             txn.open_table(COMPONENT_INFO).map_err(db)?;
@@ -617,6 +620,20 @@ fn read_types(
         let (t, shard) = key.value();
         of(&mut types, t).durable.queued.insert(shard.to_owned());
     }
+    // A file checked without being opened for writing may predate the table.
+    match txn.open_table(LOADS) {
+        Ok(table) => {
+            for entry in rows(&table, only)? {
+                let (key, value) = entry.map_err(db)?;
+                let (t, shard) = key.value();
+                let load: records::ShardLoad = records::decode(value.value())
+                    .map_err(|detail| StoreError::Corrupt { what: "table loads".to_owned(), detail })?;
+                of(&mut types, t).durable.loads.insert(shard.to_owned(), load.into());
+            }
+        }
+        Err(redb::TableError::TableDoesNotExist(_)) => {}
+        Err(error) => return Err(db(error)),
+    }
     let activations = txn.open_table(ACTIVATIONS).map_err(db)?;
     let activation_rows = match only {
         None => activations.iter().map_err(db)?,
@@ -640,6 +657,7 @@ struct Writer<'t> {
     handoffs: redb::Table<'t, (&'static str, &'static str), &'static str>,
     placements: redb::Table<'t, (&'static str, &'static str), &'static [u8]>,
     queued: redb::Table<'t, (&'static str, &'static str), ()>,
+    loads: redb::Table<'t, (&'static str, &'static str), &'static [u8]>,
     home_order: u64,
 }
 
@@ -681,6 +699,7 @@ impl Writer<'_> {
         self.handoffs.retain_in(range(), |_, _| false).map_err(db)?;
         self.placements.retain_in(range(), |_, _| false).map_err(db)?;
         self.queued.retain_in(range(), |_, _| false).map_err(db)?;
+        self.loads.retain_in(range(), |_, _| false).map_err(db)?;
         Ok(())
     }
 
@@ -739,6 +758,19 @@ impl Writer<'_> {
                 let mut row = self.type_row(t)?;
                 row.signal = signal.clone();
                 self.put_type_row(t, &row)?;
+            }
+            Change::LoadsSaved { loads } => {
+                for (shard, load) in loads {
+                    match load.filter(|l| !l.is_empty()) {
+                        Some(load) => {
+                            let row = records::encode(&records::ShardLoad::from(load));
+                            self.loads.insert((t, shard.as_str()), row.as_slice()).map_err(db)?;
+                        }
+                        None => {
+                            self.loads.remove((t, shard.as_str())).map_err(db)?;
+                        }
+                    }
+                }
             }
         }
         Ok(())
@@ -845,6 +877,7 @@ impl Store for RedbStore {
                 handoffs: txn.open_table(HANDOFFS).map_err(db)?,
                 placements: txn.open_table(PLACEMENTS).map_err(db)?,
                 queued: txn.open_table(QUEUED).map_err(db)?,
+                loads: txn.open_table(LOADS).map_err(db)?,
                 home_order,
             };
             for t in &turn.removed_types {

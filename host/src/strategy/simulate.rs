@@ -83,7 +83,7 @@ pub fn simulate_within(
             .iter()
             .enumerate()
             .flat_map(|(region, shards)| shards.iter().map(move |shard| (shard.as_str(), region as u32)));
-        Arc::new(ShardTable::build(&topology, metrics.clone(), homes, in_progress.iter().map(String::as_str), []))
+        Arc::new(ShardTable::build(&topology, metrics.clone(), homes, in_progress.iter().map(String::as_str), [], []))
     };
     let view_of = |homes: &Vec<Vec<String>>, in_progress: &BTreeSet<String>, table: &Arc<ShardTable>| {
         ClusterView::new(topology.clone(), metrics.clone(), homes.clone(), in_progress.clone())

@@ -18,7 +18,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use shardalloc_guest::kept::{Changes, FullView, Homed, KeptView};
+use shardalloc_guest::kept::{Changes, FullView, Homed, KeptView, ShardLoads};
 use shardalloc_guest::{Allocations, Topology, View, shard_hash};
 
 type Fold = foldhash::fast::RandomState;
@@ -80,13 +80,15 @@ impl ShardTable {
     /// names each homed shard with its region's index, region by region in
     /// allocation order; `moving` the shards whose hand-off is in progress
     /// (those not homed enter the view homeless); `pinned` the shards pinned
-    /// where they are.
+    /// where they are; `loads` the loads of shards (those not in the view
+    /// are left out).
     pub fn build<'a>(
         topology: &Topology,
         metrics: Vec<f64>,
         homes: impl IntoIterator<Item = (&'a str, u32)>,
         moving: impl IntoIterator<Item = &'a str>,
         pinned: impl IntoIterator<Item = &'a str>,
+        loads: impl IntoIterator<Item = (&'a str, f64)>,
     ) -> Self {
         let mut full = FullView::empty(topology.clone(), metrics);
         let mut handles: HashMap<Arc<str>, u32, Fold> = HashMap::default();
@@ -114,6 +116,13 @@ impl ShardTable {
             full.moving.push(handle);
         }
         full.pinned.extend(pinned.into_iter().filter_map(|shard| handles.get(shard).copied()));
+        for (shard, load) in loads {
+            if let Some(handle) = handles.get(shard)
+                && load != 0.0
+            {
+                full.loads.push(*handle, load);
+            }
+        }
         let mut kept = KeptView::load_named(full).expect("a view built from consistent parts");
         for (handle, shard) in names.iter().enumerate() {
             kept.name(handle as u32, *shard);
@@ -161,6 +170,18 @@ impl ShardTable {
         let pinned = |t: &ShardTable| sorted(ids(t, &mut t.allocations().pinned()));
         if pinned(self) != pinned(other) {
             return Some(format!("pins {:?} here and {:?} there", pinned(self), pinned(other)));
+        }
+        let loads = |t: &ShardTable| {
+            let mut loads: Vec<(String, u64)> = (t.allocations().allocated().chain(t.allocations().in_progress()))
+                .filter(|s| t.allocations().load(*s) != 0.0)
+                .map(|s| (t.allocations().shard_id(s).into_owned(), t.allocations().load(s).to_bits()))
+                .collect();
+            loads.sort();
+            loads.dedup();
+            loads
+        };
+        if loads(self) != loads(other) {
+            return Some(format!("loads {:?} here and {:?} there", loads(self), loads(other)));
         }
         None
     }
@@ -367,6 +388,25 @@ impl ShardTable {
             Changes { unpinned: vec![handle], ..Changes::default() }
         };
         self.commit(changes);
+    }
+
+    /// Sets the loads of shards in the view, in one batch (shards not in
+    /// the view and loads already held are left out). A load is finite and
+    /// never negative.
+    pub fn set_loads<'a>(&mut self, loads: impl IntoIterator<Item = (&'a str, f64)>) {
+        let mut changes = ShardLoads::default();
+        let table = self.kept.allocations();
+        for (shard, load) in loads {
+            debug_assert!(load.is_finite() && load >= 0.0, "a load of {load}");
+            let Some(&handle) = self.handles.get(shard) else { continue };
+            let entry = table.get(handle).expect("a named handle is in the view");
+            if table.load(entry).to_bits() != load.to_bits() {
+                changes.push(handle, load);
+            }
+        }
+        if !changes.shards.is_empty() {
+            self.commit(Changes { loads: changes, ..Changes::default() });
+        }
     }
 
     /// The batches after `generation`, oldest first; `None` when the

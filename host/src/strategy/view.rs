@@ -116,7 +116,14 @@ impl ClusterView {
             .enumerate()
             .flat_map(|(region, shards)| shards.iter().map(move |shard| (shard.as_str(), region as u32)));
         let moving = self.in_progress.iter().map(String::as_str);
-        Some(ShardTable::build(self.topology(), self.metrics().to_vec(), homes, moving, std::iter::empty()))
+        Some(ShardTable::build(
+            self.topology(),
+            self.metrics().to_vec(),
+            homes,
+            moving,
+            std::iter::empty(),
+            std::iter::empty(),
+        ))
     }
 
     /// The shard table this view was taken from, if any.

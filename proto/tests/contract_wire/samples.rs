@@ -10,7 +10,9 @@
 
 use std::collections::BTreeMap;
 
-use shardalloc_proto::protocol::{self, FrameError, Hello, NodeMessage, RegionMessage, Register};
+use shardalloc_proto::protocol::{
+    self, FrameError, Hello, LoadReport, NodeMessage, RegionMessage, Register, ShardLoad,
+};
 
 /// Defines a function naming each variant of an enum (an exhaustive `match`,
 /// no wildcard) and the list of those names, from the one list of arms.
@@ -38,6 +40,7 @@ variants! {
         RegionMessage::ShardStopped { .. } => "region-shard-stopped",
         RegionMessage::Leave => "region-leave",
         RegionMessage::Drain { .. } => "region-drain",
+        RegionMessage::Load(_) => "region-load",
     }
 }
 
@@ -165,6 +168,14 @@ pub fn samples() -> Vec<Sample> {
         one(region(RegionMessage::Leave)),
         one(region(RegionMessage::Drain { draining: true })),
         form("false", region(RegionMessage::Drain { draining: false })),
+        one(region(RegionMessage::Load(LoadReport {
+            window_ms: 1_000,
+            shards: vec![
+                ShardLoad { shard: SHARD.into(), load: 1250.5 },
+                ShardLoad { shard: "tenant-9/order-7".into(), load: 310.25 },
+            ],
+            rest: 42.75,
+        }))),
         one(node(NodeMessage::Welcome { protocol: 1 })),
         one(node(NodeMessage::Refused {
             reason: "protocol version 2 is not supported; this node speaks version 1".into(),

@@ -35,6 +35,7 @@ impl Driver {
                 Event::BeginHandOffAck { now, region: address, incarnation, shard }
             }
             RegionMessage::ShardStopped { shard } => Event::ShardStopped { now, region: address, incarnation, shard },
+            RegionMessage::Load(report) => Event::Load { now, address, incarnation, report },
             RegionMessage::Leave => Event::Leave { now, address, incarnation },
             RegionMessage::Drain { draining } => {
                 let op =

@@ -93,7 +93,13 @@ pub(super) fn write_chunks(
     fence: &[pb::Compare],
 ) -> Result<(CheckpointRecord, usize), StoreError> {
     let revision = loaded.revision;
-    let bytes = records::encode(&records::checkpoint(loaded));
+    let mut bytes = records::encode(&records::checkpoint(loaded));
+    let loads = records::checkpoint_loads(loaded);
+    let loads_at = (!loads.types.is_empty()).then(|| {
+        let at = bytes.len() as u64;
+        bytes.extend(records::encode(&loads));
+        at
+    });
     let chunks = chunks(&bytes, CHUNK_BYTES);
     for (index, chunk) in chunks.iter().enumerate() {
         let put = ops::put(inner.keys.checkpoint_chunk(revision, index as u32), chunk.to_vec());
@@ -101,7 +107,7 @@ pub(super) fn write_chunks(
             return Err(StoreError::Deposed { key: inner.keys.leader() });
         }
     }
-    let record = CheckpointRecord { revision, chunks: chunks.len() as u32, sha256: sha256(&bytes) };
+    let record = CheckpointRecord { revision, chunks: chunks.len() as u32, sha256: sha256(&bytes), loads_at };
     Ok((record, bytes.len()))
 }
 
@@ -121,8 +127,17 @@ pub(super) fn read(inner: &Inner, record: &CheckpointRecord, at: i64, schema: u6
     if sha256(&bytes) != record.sha256 {
         return Err(corrupt(what, format!("its chunks do not hash to {}", record.sha256)));
     }
-    let loaded: Loaded = records::decode_as::<v1::Checkpoint, records::Checkpoint, Loaded>(schema, &bytes)
+    let (state, loads) = match record.loads_at {
+        Some(at) if at <= bytes.len() as u64 => bytes.split_at(at as usize),
+        Some(at) => return Err(corrupt(what, format!("its loads start at byte {at} of {}", bytes.len()))),
+        None => (bytes.as_slice(), &[][..]),
+    };
+    let mut loaded: Loaded = records::decode_as::<v1::Checkpoint, records::Checkpoint, Loaded>(schema, state)
         .map_err(|e| corrupt(&what, e))?;
+    if record.loads_at.is_some() {
+        let loads = records::decode::<records::CheckpointLoads>(loads).map_err(|e| corrupt(&what, e))?;
+        loaded = records::with_loads(loaded, loads);
+    }
     if loaded.revision != record.revision {
         return Err(corrupt(what, format!("it says revision {}, its data {}", record.revision, loaded.revision)));
     }

@@ -8,7 +8,8 @@
 //!                                      (a `records::Turn`, postcard)
 //! {prefix}checkpoint                   CheckpointRecord (JSON)
 //! {prefix}checkpoint-v2/{revision:020}/{chunk:06}
-//!                                      the checkpoint's data (a `records::Checkpoint`)
+//!                                      the checkpoint's data (a `records::Checkpoint`,
+//!                                      then the shards' loads at the record's `loads_at`)
 //! {prefix}blobs/{digest}/meta          BlobRecord (JSON)
 //! {prefix}blobs/{digest}/{chunk:04}    up to CHUNK_BYTES of the component
 //! {prefix}leader                       the elected node (with its lease)
@@ -179,6 +180,11 @@ pub struct CheckpointRecord {
     pub chunks: u32,
     /// `sha256:…` of the chunks' bytes in order.
     pub sha256: String,
+    /// Where the shards' loads (`records::CheckpointLoads`) start in those
+    /// bytes, after the `records::Checkpoint`; absent when no shard has a
+    /// load (and in every checkpoint written before loads were kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loads_at: Option<u64>,
 }
 
 /// A blob's description.

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use super::{
-    Activation, Cause, Change, Checkpoint, Component, Declaration, Durable, Fault, Home, HomeRef, HomeRow, HomeRowRef,
-    LoadedType, Placement, Reason, ReasonRef, Region, Stamp, Turn, TypeRow,
+    Activation, Cause, Change, Checkpoint, CheckpointLoads, Component, Declaration, Durable, Fault, Home, HomeRef,
+    HomeRow, HomeRowRef, LoadedType, Placement, Reason, ReasonRef, Region, ShardLoad, Stamp, Turn, TypeRow,
 };
 use crate::coordinator as core;
 use crate::store::{self, ActivationRecord, ComponentRecord, Loaded, TypeRecord};
@@ -184,6 +184,9 @@ impl From<&core::Change> for Change {
             C::RebalanceQueued { shard } => Change::RebalanceQueued { shard: shard.clone() },
             C::RebalanceUnqueued { shard } => Change::RebalanceUnqueued { shard: shard.clone() },
             C::SignalSet { signal } => Change::SignalSet { signal: signal.clone() },
+            C::LoadsSaved { loads } => Change::LoadsSaved {
+                loads: loads.iter().map(|(shard, load)| (shard.clone(), load.map(Into::into))).collect(),
+            },
         }
     }
 }
@@ -205,6 +208,9 @@ impl From<Change> for core::Change {
             Change::RebalanceQueued { shard } => C::RebalanceQueued { shard },
             Change::RebalanceUnqueued { shard } => C::RebalanceUnqueued { shard },
             Change::SignalSet { signal } => C::SignalSet { signal },
+            Change::LoadsSaved { loads } => {
+                C::LoadsSaved { loads: loads.into_iter().map(|(shard, load)| (shard, load.map(Into::into))).collect() }
+            }
         }
     }
 }
@@ -394,6 +400,39 @@ pub fn checkpoint(loaded: &Loaded) -> Checkpoint {
         })
         .collect();
     Checkpoint { revision: loaded.revision, types, components: loaded.components.values().map(Into::into).collect() }
+}
+
+impl From<core::ShardLoad> for ShardLoad {
+    fn from(l: core::ShardLoad) -> Self {
+        ShardLoad { load: l.load, moved_at: l.moved_at }
+    }
+}
+
+impl From<ShardLoad> for core::ShardLoad {
+    fn from(l: ShardLoad) -> Self {
+        core::ShardLoad { load: l.load, moved_at: l.moved_at }
+    }
+}
+
+/// The loads of a whole state, for its checkpoint.
+pub fn checkpoint_loads(loaded: &Loaded) -> CheckpointLoads {
+    let types = loaded
+        .types
+        .iter()
+        .filter(|(_, t)| !t.durable.loads.is_empty())
+        .map(|(name, t)| (name.clone(), t.durable.loads.iter().map(|(s, l)| (s.clone(), (*l).into())).collect()))
+        .collect();
+    CheckpointLoads { types }
+}
+
+/// `loaded` with a checkpoint's loads put back into its types.
+pub fn with_loads(mut loaded: Loaded, loads: CheckpointLoads) -> Loaded {
+    for (name, shards) in loads.types {
+        if let Some(t) = loaded.types.get_mut(&name) {
+            t.durable.loads = shards.into_iter().map(|(s, l)| (s, l.into())).collect();
+        }
+    }
+    loaded
 }
 
 impl From<Durable> for core::Durable {

@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-pub use self::convert::{HomeRead, checkpoint, home_row, read_home_row, turn, type_row};
+pub use self::convert::{HomeRead, checkpoint, checkpoint_loads, home_row, read_home_row, turn, type_row, with_loads};
 
 /// Schema 1: JSON rows, the etcd log of JSON turns and a JSON checkpoint.
 pub const SCHEMA_V1: u64 = 1;
@@ -156,23 +156,66 @@ pub struct Placement {
     pub written_at: u64,
 }
 
+/// A shard's smoothed load and last move: redb's `loads` table, the etcd
+/// log's `LoadsSaved` and the checkpoint's loads.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ShardLoad {
+    /// The smoothed load (units per second).
+    pub load: f64,
+    /// When the shard last moved (milliseconds of the driver's clock).
+    pub moved_at: Option<u64>,
+}
+
 /// One change of a type's durable state (the etcd log).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[allow(missing_docs)]
 pub enum Change {
     RegionRegistered(Region),
-    RegionRemoved { address: String },
-    RegionDraining { address: String, draining: bool },
-    RegionLeaving { address: String },
-    HomeSet { shard: String, home: Home },
-    HomeRemoved { shard: String },
-    HandOffStarted { shard: String, from: String },
-    HandOffEnded { shard: String },
-    PlacementWritten { shard: String, entry: Placement },
-    PlacementPurged { shard: String },
-    RebalanceQueued { shard: String },
-    RebalanceUnqueued { shard: String },
-    SignalSet { signal: Option<String> },
+    RegionRemoved {
+        address: String,
+    },
+    RegionDraining {
+        address: String,
+        draining: bool,
+    },
+    RegionLeaving {
+        address: String,
+    },
+    HomeSet {
+        shard: String,
+        home: Home,
+    },
+    HomeRemoved {
+        shard: String,
+    },
+    HandOffStarted {
+        shard: String,
+        from: String,
+    },
+    HandOffEnded {
+        shard: String,
+    },
+    PlacementWritten {
+        shard: String,
+        entry: Placement,
+    },
+    PlacementPurged {
+        shard: String,
+    },
+    RebalanceQueued {
+        shard: String,
+    },
+    RebalanceUnqueued {
+        shard: String,
+    },
+    SignalSet {
+        signal: Option<String>,
+    },
+    /// Added within schema 2, at the end: a store written before it never
+    /// holds one.
+    LoadsSaved {
+        loads: Vec<(String, Option<ShardLoad>)>,
+    },
 }
 
 /// A type's declaration.
@@ -285,7 +328,7 @@ pub enum ReasonRef<'a> {
 }
 
 /// One driver turn (an etcd log entry).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Turn {
     /// Changes per type, in order.
     pub changes: Vec<(String, Vec<Change>)>,
@@ -342,6 +385,15 @@ pub struct Checkpoint {
     pub types: Vec<LoadedType>,
     /// Every component record.
     pub components: Vec<Component>,
+}
+
+/// The shards' loads of a checkpoint, written after its [`Checkpoint`] in
+/// the same chunks (added within schema 2: a checkpoint written before has
+/// none, and its record says where they start when it has).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CheckpointLoads {
+    /// Type → its shards' loads, by shard.
+    pub types: Vec<(String, Vec<(String, ShardLoad)>)>,
 }
 
 #[cfg(test)]

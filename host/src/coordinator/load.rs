@@ -1,0 +1,175 @@
+//! Shard load: what regions report (protocol version 2) smoothed into each
+//! shard's moving average, handed to strategies through the shard table,
+//! and saved to the store in batches.
+//!
+//! ```text
+//!  Load{window, shards, rest} ──▶ on_load ──▶ durable.loads[shard] (moving average)
+//!                                                 ├─▶ the shard table, at the next view (one batch)
+//!                                                 └─▶ LoadsSaved, every load_save_interval_ms
+//! ```
+//!
+//! ## Smoothing
+//!
+//! A report covers a window of `w` ms in which a shard carried `r` units a
+//! second. With the type's half-life `h`, the shard's load becomes
+//! `keep · load + (1 − keep) · r`, `keep = 2^(−w/h)`: a report covering one
+//! half-life weighs as much as everything before it, whatever the report
+//! interval. A shard whose load is 0 takes its first non-zero report as it is.
+//! Named shards get their own rate; the region's other shards share its
+//! `rest` evenly. A shard named by a region that is not its home is left
+//! alone (it moved during the window).
+//!
+//! ## What is ignored
+//!
+//! A report from an incarnation that is not the registered one (a fenced
+//! region), and one outside the protocol's bounds
+//! ([`LoadReport::check`]: a window too short to be more than noise or too
+//! long to still describe the placement, too many shards, a load that is
+//! not a finite non-negative number), each with an
+//! [`Observation::Ignored`] naming why.
+//!
+//! ## Bounds
+//!
+//! `durable.loads` holds the shards with a load or a move. A shard keeps
+//! its load while it has no home (a removed region's shards are homed again
+//! on their next request, and their load follows them); past
+//! `max_shards` entries those without a home are forgotten. A save writes
+//! at most [`LOADS_PER_SAVE`] shards; more wait for the next ticks.
+
+use std::collections::BTreeSet;
+
+use shardalloc_proto::protocol::LoadReport;
+
+use super::state::{Change, ShardLoad};
+use super::{Coordinator, Observation};
+
+/// Most shards one [`Change::LoadsSaved`] carries: a save of more shards
+/// goes out over several ticks.
+pub const LOADS_PER_SAVE: usize = 10_000;
+
+/// Loads below this are 0: a decayed average does not keep a shard's entry
+/// alive forever.
+const NEGLIGIBLE: f64 = 1e-9;
+
+/// The coordinator's load bookkeeping beside `durable.loads`.
+#[derive(Debug, Default)]
+pub(super) struct LoadBook {
+    /// Shards whose load changed since it was last saved.
+    unsaved: BTreeSet<String>,
+    /// Shards whose load the shard table has not seen yet.
+    unseen: BTreeSet<String>,
+    /// When the last save finished.
+    last_save: u64,
+}
+
+impl LoadBook {
+    /// Bookkeeping for a coordinator recovered at `now`: the stored loads
+    /// are current, the table sees them when it is built.
+    pub(super) fn new(now: u64) -> Self {
+        LoadBook { last_save: now, ..LoadBook::default() }
+    }
+
+    /// The shards the shard table has not seen the load of, emptied.
+    pub(super) fn take_unseen(&mut self) -> BTreeSet<String> {
+        std::mem::take(&mut self.unseen)
+    }
+
+    /// The shard table must see this shard's load (it just entered it).
+    pub(super) fn show(&mut self, shard: &str) {
+        if !self.unseen.contains(shard) {
+            self.unseen.insert(shard.to_owned());
+        }
+    }
+}
+
+impl Coordinator {
+    /// A region's load report. See the module documentation.
+    pub(super) fn on_load(&mut self, address: String, incarnation: u64, report: LoadReport) {
+        if !self.is_current(&address, incarnation, "Load") {
+            return;
+        }
+        if let Err(rule) = report.check() {
+            return self.observe(Observation::Ignored { what: format!("Load from {address}: {rule}") });
+        }
+        let keep = (-(report.window_ms as f64) / self.config.load_half_life_ms as f64).exp2();
+        let mut named = BTreeSet::new();
+        let mut rates = Vec::with_capacity(report.shards.len());
+        for entry in report.shards {
+            let here = self.durable.homes.get(&entry.shard).is_some_and(|home| *home.region == *address);
+            if here && named.insert(entry.shard.clone()) {
+                rates.push((entry.shard, entry.load));
+            }
+        }
+        let others: Vec<String> = match self.durable.regions.get(&address) {
+            Some(region) => region.shards.iter().filter(|s| !named.contains(*s)).cloned().collect(),
+            None => Vec::new(),
+        };
+        let each = if others.is_empty() { 0.0 } else { report.rest / others.len() as f64 };
+        rates.extend(others.into_iter().map(|shard| (shard, each)));
+        for (shard, rate) in rates {
+            self.smooth(shard, rate, keep);
+        }
+    }
+
+    fn smooth(&mut self, shard: String, rate: f64, keep: f64) {
+        let old = self.durable.loads.get(&shard).copied().unwrap_or_default();
+        let mut load = if old.load == 0.0 { rate } else { keep * old.load + (1.0 - keep) * rate };
+        if load < NEGLIGIBLE {
+            load = 0.0;
+        }
+        if load.to_bits() == old.load.to_bits() {
+            return;
+        }
+        let new = ShardLoad { load, ..old };
+        if new.is_empty() {
+            self.durable.loads.remove(&shard);
+        } else {
+            self.durable.loads.insert(shard.clone(), new);
+        }
+        self.loads.show(&shard);
+        self.loads.unsaved.insert(shard);
+    }
+
+    /// A shard's hand-off ended with it stopped on its old home: its load
+    /// stays with it, and the move's time is kept.
+    pub(super) fn record_move(&mut self, shard: &str) {
+        let now = self.now;
+        self.durable.loads.entry(shard.to_owned()).or_default().moved_at = Some(now);
+        self.loads.unsaved.insert(shard.to_owned());
+    }
+
+    /// On a tick: the loads changed since the last save go to the store,
+    /// at most [`LOADS_PER_SAVE`] a tick, once `load_save_interval_ms` has
+    /// passed since the last save finished.
+    pub(super) fn save_loads(&mut self) {
+        let due = self.now.saturating_sub(self.loads.last_save) >= self.config.load_save_interval_ms;
+        if self.loads.unsaved.is_empty() || !due {
+            return;
+        }
+        self.forget_homeless_loads();
+        let mut loads = Vec::with_capacity(self.loads.unsaved.len().min(LOADS_PER_SAVE));
+        while loads.len() < LOADS_PER_SAVE {
+            let Some(shard) = self.loads.unsaved.pop_first() else { break };
+            let load = self.durable.loads.get(&shard).copied();
+            loads.push((shard, load));
+        }
+        if self.loads.unsaved.is_empty() {
+            self.loads.last_save = self.now;
+        }
+        self.change(Change::LoadsSaved { loads });
+    }
+
+    /// Past `max_shards` entries, the loads of shards without a home are
+    /// forgotten (they are saved as forgotten).
+    fn forget_homeless_loads(&mut self) {
+        if self.durable.loads.len() <= self.config.max_shards {
+            return;
+        }
+        let homes = &self.durable.homes;
+        let homeless: Vec<String> = self.durable.loads.keys().filter(|s| !homes.contains_key(*s)).cloned().collect();
+        for shard in homeless {
+            self.durable.loads.remove(&shard);
+            self.loads.unsaved.insert(shard);
+        }
+    }
+}
