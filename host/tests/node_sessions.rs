@@ -341,3 +341,31 @@ async fn a_burst_of_home_lookups_delays_no_other_region_and_its_sender_is_slowed
     let mut busy = burst.await.unwrap().reunite(stream).unwrap();
     heartbeat(&mut busy, 2).await;
 }
+
+/// A region of protocol version 1 (before load reports) is welcomed in
+/// version 1 and served as before; a `Load` is not part of its version, and
+/// sending one ends its session with the rule named.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_version_1_region_is_served_in_version_1_and_a_load_is_refused_to_it() {
+    use shardalloc_proto::protocol::{LoadReport, OLDEST_PROTOCOL_VERSION};
+
+    let node = Node::start(&["--type", "cart"]).await;
+    let mut socket = connect(&node, None).await.unwrap();
+    send(&mut socket, binary(&Hello { protocol: OLDEST_PROTOCOL_VERSION, entity_type: "cart".into() })).await;
+    let answer = |frame: Option<Result<Message, tungstenite::Error>>| match frame {
+        Some(Ok(Message::Binary(bytes))) => decode::<NodeMessage>(&bytes).unwrap(),
+        other => panic!("expected a frame, got {other:?}"),
+    };
+    let frame = tokio::time::timeout(Duration::from_secs(30), socket.next()).await.expect("an answer to Hello");
+    assert_eq!(answer(frame), NodeMessage::Welcome { protocol: 1 });
+    let register = Register { address: "old:1".into(), incarnation: 1, sequence: 1, ..Register::default() };
+    send(&mut socket, binary(&RegionMessage::Register(register))).await;
+    let frame = tokio::time::timeout(Duration::from_secs(30), socket.next()).await.expect("an answer to Register");
+    assert!(matches!(answer(frame), NodeMessage::Registered { incarnation: 1, sequence: 1, .. }));
+    send(&mut socket, binary(&RegionMessage::GetShardHome { shard: "s".into() })).await;
+    let frame = tokio::time::timeout(Duration::from_secs(30), socket.next()).await.expect("a home");
+    assert_eq!(answer(frame), NodeMessage::ShardHome { shard: "s".into(), home: "old:1".into() });
+
+    send(&mut socket, binary(&RegionMessage::Load(LoadReport { window_ms: 1_000, ..LoadReport::default() }))).await;
+    refused(&mut socket, "a Load in version 1", "a Load in protocol version 1; it needs version 2").await;
+}

@@ -739,6 +739,41 @@ pub struct ShardState {
     pub moving: bool,
     /// Its placement's target, if one is set.
     pub placement: Option<String>,
+    /// Its smoothed load, in the units its regions report per second (0
+    /// when none reported any).
+    #[serde(default)]
+    pub load: f64,
+    /// When it last moved: its last hand-off ended (milliseconds since the
+    /// Unix epoch).
+    #[serde(default)]
+    pub moved_ms: Option<u64>,
+}
+
+/// `GET /v1/cluster/shards/{type}/shards?sort=load`: a page of a type's
+/// shards with a load, most loaded first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ShardLoads {
+    /// The shards, most loaded first.
+    pub shards: Vec<ShardLoadState>,
+    /// The cursor of the next page (`?after=`), `null` on the last.
+    #[serde(default)]
+    pub next: Option<String>,
+}
+
+/// One shard in a [`ShardLoads`] page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ShardLoadState {
+    /// The shard.
+    pub shard_id: String,
+    /// Its home, if it has one.
+    pub home: Option<String>,
+    /// Its smoothed load (units per second).
+    pub load: f64,
+    /// When it last moved (milliseconds since the Unix epoch).
+    pub moved_ms: Option<u64>,
 }
 
 /// `GET /v1/cluster/regions`: a page of the regions.

@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Args;
 use serde::Deserialize;
-use shardalloc::coordinator::Config;
+use shardalloc::coordinator::{Config, TypeSettings};
 use shardalloc::engine::limits::Limits;
 use shardalloc::server::conn::ConnectionLimits;
 use shardalloc::server::driver::catalog::MAX_TYPES;
@@ -222,6 +222,8 @@ struct CoordinatorFile {
     max_regions: Option<usize>,
     max_shards: Option<usize>,
     max_placements: Option<usize>,
+    load_half_life_ms: Option<u64>,
+    load_save_interval_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -246,9 +248,11 @@ struct ConnectionsFile {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[serde(rename_all = "kebab-case")]
 struct TypeFile {
     strategy: String,
     config: Option<toml::Value>,
+    load_half_life_ms: Option<u64>,
 }
 
 /// The default listen address.
@@ -350,6 +354,8 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
     set(&mut coordinator.max_regions, [c.max_regions, None]);
     set(&mut coordinator.max_shards, [c.max_shards, None]);
     set(&mut coordinator.max_placements, [c.max_placements, None]);
+    set(&mut coordinator.load_half_life_ms, [c.load_half_life_ms, None]);
+    set(&mut coordinator.load_save_interval_ms, [c.load_save_interval_ms, None]);
     coordinator.validate().context("inconsistent coordinator settings")?;
     let mut limits = Limits::default();
     if let Some(ms) = file.strategy_limits.deadline_ms {
@@ -359,7 +365,13 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
         limits.memory = mib << 20;
     }
     let mut types = BTreeMap::new();
+    let mut type_settings = BTreeMap::new();
     for (name, t) in file.types {
+        let own = TypeSettings { load_half_life_ms: t.load_half_life_ms };
+        own.over(&coordinator).validate().with_context(|| format!("[types.{name}]: inconsistent settings"))?;
+        if own != TypeSettings::default() {
+            type_settings.insert(name.clone(), own);
+        }
         let config = match t.config {
             None => String::new(),
             Some(value) => serde_json::to_string(&value).context("a type's config")?,
@@ -409,7 +421,8 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
     if connections.max_connections == 0 || connections.max_unauthenticated == 0 || connections.max_event_streams == 0 {
         bail!("connection limits must be at least 1");
     }
-    let driver = DriverSettings { coordinator, limits, types, auto_create_types, ..DriverSettings::default() };
+    let driver =
+        DriverSettings { coordinator, limits, types, type_settings, auto_create_types, ..DriverSettings::default() };
     let flags_etcd = EtcdFile {
         endpoints: args.etcd,
         prefix: args.etcd_prefix,

@@ -93,6 +93,26 @@ impl Default for Config {
     }
 }
 
+/// The settings one entity type may have apart from the node's
+/// (`[types.NAME]` in the settings file): each one set here replaces the
+/// node's [`Config`] value for that type only.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TypeSettings {
+    /// [`Config::load_half_life_ms`] for this type.
+    pub load_half_life_ms: Option<u64>,
+}
+
+impl TypeSettings {
+    /// The node's `base` settings with this type's in their place.
+    pub fn over(&self, base: &Config) -> Config {
+        let mut config = base.clone();
+        if let Some(ms) = self.load_half_life_ms {
+            config.load_half_life_ms = ms;
+        }
+        config
+    }
+}
+
 /// Settings that cannot work together.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {

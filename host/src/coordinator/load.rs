@@ -40,7 +40,7 @@ use std::collections::BTreeSet;
 
 use shardalloc_proto::protocol::LoadReport;
 
-use super::state::{Change, ShardLoad};
+use super::state::{Change, Durable, ShardLoad};
 use super::{Coordinator, Observation};
 
 /// Most shards one [`Change::LoadsSaved`] carries: a save of more shards
@@ -60,13 +60,27 @@ pub(super) struct LoadBook {
     unseen: BTreeSet<String>,
     /// When the last save finished.
     last_save: u64,
+    /// The shards with a load by (load's bits, shard): a load is finite and
+    /// not negative, so its bits sort as it does; the hottest are last.
+    ranked: BTreeSet<(u64, String)>,
 }
 
 impl LoadBook {
-    /// Bookkeeping for a coordinator recovered at `now`: the stored loads
-    /// are current, the table sees them when it is built.
-    pub(super) fn new(now: u64) -> Self {
-        LoadBook { last_save: now, ..LoadBook::default() }
+    /// Bookkeeping for a coordinator recovered at `now` with `durable`'s
+    /// loads: they are saved, and the table sees them when it is built.
+    pub(super) fn new(now: u64, durable: &Durable) -> Self {
+        let ranked =
+            durable.loads.iter().filter(|(_, l)| l.load > 0.0).map(|(s, l)| (l.load.to_bits(), s.clone())).collect();
+        LoadBook { last_save: now, ranked, ..LoadBook::default() }
+    }
+
+    fn rank(&mut self, shard: &str, old: f64, new: f64) {
+        if old > 0.0 {
+            self.ranked.remove(&(old.to_bits(), shard.to_owned()));
+        }
+        if new > 0.0 {
+            self.ranked.insert((new.to_bits(), shard.to_owned()));
+        }
     }
 
     /// The shards the shard table has not seen the load of, emptied.
@@ -121,6 +135,7 @@ impl Coordinator {
             return;
         }
         let new = ShardLoad { load, ..old };
+        self.loads.rank(&shard, old.load, load);
         if new.is_empty() {
             self.durable.loads.remove(&shard);
         } else {
@@ -168,8 +183,24 @@ impl Coordinator {
         let homes = &self.durable.homes;
         let homeless: Vec<String> = self.durable.loads.keys().filter(|s| !homes.contains_key(*s)).cloned().collect();
         for shard in homeless {
-            self.durable.loads.remove(&shard);
+            if let Some(old) = self.durable.loads.remove(&shard) {
+                self.loads.rank(&shard, old.load, 0.0);
+            }
             self.loads.unsaved.insert(shard);
         }
+    }
+
+    /// The most loaded shards, most loaded first (ties by shard id, last
+    /// first), at most `limit`, after `after` (the last (load, shard) of
+    /// the page before): a cost per shard listed, not per shard.
+    pub fn hottest(&self, after: Option<(f64, &str)>, limit: usize) -> Vec<(String, ShardLoad)> {
+        let ranked = &self.loads.ranked;
+        let page: Box<dyn Iterator<Item = &(u64, String)>> = match after {
+            Some((load, shard)) => Box::new(ranked.range(..(load.to_bits(), shard.to_owned())).rev()),
+            None => Box::new(ranked.iter().rev()),
+        };
+        page.take(limit)
+            .map(|(_, shard)| (shard.clone(), self.durable.loads.get(shard).copied().unwrap_or_default()))
+            .collect()
     }
 }

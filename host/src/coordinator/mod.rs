@@ -89,7 +89,7 @@ use std::sync::Arc;
 use shardalloc_guest::{Region, RegionStatus, Topology};
 
 pub use command::{Command, NotAccepted, Observation, PlacementError, Reply, Step};
-pub use config::{Config, ConfigError};
+pub use config::{Config, ConfigError, TypeSettings};
 pub use event::{Event, Millis, OperatorRequest, RequestId};
 pub use load::LOADS_PER_SAVE;
 /// The coordinator speaks the region protocol's own types: it takes a
@@ -201,12 +201,13 @@ impl Coordinator {
             topology: None,
             table: None,
             tombstones,
-            loads: load::LoadBook::new(now),
+            loads: load::LoadBook::default(),
             now,
             changes: Vec::new(),
             reveals: Vec::new(),
             out: Vec::new(),
         };
+        coordinator.loads = load::LoadBook::new(now, &coordinator.durable);
         let handoffs: Vec<(String, String)> =
             coordinator.durable.handoffs.iter().map(|(s, f)| (s.clone(), f.clone())).collect();
         for (shard, from) in handoffs {

@@ -723,3 +723,18 @@ fn loads_are_saved_in_one_batch_per_interval_and_recovered_into_the_strategys_vi
     drop(view);
     assert_eq!(recovered.table_differs(), None);
 }
+
+#[test]
+fn the_hottest_shards_come_most_loaded_first_in_pages() {
+    let mut c = loaded_regions();
+    settle(&mut c, load(10, "a", 1, 1_000, &[("s", 5.0), ("t", 9.0), ("u", 5.0)], 0.0));
+    let names = |page: Vec<(String, ShardLoad)>| page.into_iter().map(|(s, l)| (s, l.load)).collect::<Vec<_>>();
+    let all = names(c.hottest(None, 10));
+    assert_eq!(all, [("t".into(), 9.0), ("u".into(), 5.0), ("s".into(), 5.0)]);
+    assert_eq!(names(c.hottest(None, 2)), all[..2]);
+    assert_eq!(names(c.hottest(Some((5.0, "u")), 2)), all[2..], "the next page starts after the cursor");
+    // A shard whose load falls leaves its old rank.
+    settle(&mut c, load(1_010, "a", 1, 1_000, &[("t", 1.0)], 0.0));
+    assert_eq!(names(c.hottest(None, 1)), [("t".to_owned(), 5.0)]);
+    assert_eq!(c.hottest(None, 10).len(), 3);
+}

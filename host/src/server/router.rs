@@ -36,6 +36,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(types::snapshot))
         .routes(routes!(types::set_signal))
         .routes(routes!(types::shard))
+        .routes(routes!(types::shards_by_load))
         .routes(routes!(placements::list, placements::set))
         .routes(routes!(placements::remove))
         .routes(routes!(placements::rebalance))

@@ -18,8 +18,8 @@ use shardalloc_proto::api::{
     ActivateRequest, ActivationCause, ActivationInfo, ChangedBy, ClusterLeader, ClusterNode, DecisionEvent,
     DryRunRequest, DryRunResponse, DryRunRound, ErrorBody, ErrorCode, ErrorDetail, EventKind, HandOff, HomeReason,
     Placement, PlacementRequest, Placements, PlacementsWritten, RebalanceRequest, RebalanceResponse, RegionState,
-    RegionStatus, RegionSummary, Regions, RejectReason, Rejected, ShardHome, ShardId, ShardState, StoredStrategy,
-    Strategies, StrategyState, TypeState, TypeSummary, Types,
+    RegionStatus, RegionSummary, Regions, RejectReason, Rejected, ShardHome, ShardId, ShardLoadState, ShardLoads,
+    ShardState, StoredStrategy, Strategies, StrategyState, TypeState, TypeSummary, Types,
 };
 use utoipa::ToSchema;
 
@@ -210,7 +210,19 @@ pub fn samples() -> Vec<Sample> {
             since_ms: Some(AT),
             moving: true,
             placement: Some("10.0.0.3:2552".to_owned()),
+            load: 1250.5,
+            moved_ms: Some(AT),
         }),
+        one(ShardLoads {
+            shards: vec![ShardLoadState {
+                shard_id: SHARD.to_owned(),
+                home: Some("10.0.0.1:2552".to_owned()),
+                load: 1250.5,
+                moved_ms: Some(AT),
+            }],
+            next: Some("313235302e353a74".to_owned()),
+        }),
+        one(ShardLoadState { shard_id: SHARD.to_owned(), home: None, load: 0.25, moved_ms: None }),
         one(Regions { regions: vec![region_summary.clone()], next: Some("10.0.0.1:2552".to_owned()) }),
         one(region_summary),
         one(stored_strategy()),

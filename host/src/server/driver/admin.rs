@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use shardalloc_proto::api::{
-    HandOff, HomeReason, RegionState, RegionSummary, ShardState, StoredStrategy, StrategyState, TypeSummary,
+    HandOff, HomeReason, RegionState, RegionSummary, ShardLoadState, ShardState, StoredStrategy, StrategyState,
+    TypeSummary,
 };
 
 use super::catalog::activation_record;
@@ -34,6 +35,21 @@ impl Driver {
             }
             AdminRequest::Shard { name, shard, reply } => {
                 let answer = self.shard(&name, shard);
+                self.answer(reply, answer);
+            }
+            AdminRequest::Hottest { name, after, limit, reply } => {
+                let answer = self.catalog.get(&name).map(|entry| {
+                    let after = after.as_ref().map(|(load, shard)| (*load, shard.as_str()));
+                    let coordinator = &entry.coordinator;
+                    (coordinator.hottest(after, limit).into_iter())
+                        .map(|(shard, load)| ShardLoadState {
+                            home: coordinator.home(&shard).map(|h| h.region.to_string()),
+                            shard_id: shard,
+                            load: load.load,
+                            moved_ms: load.moved_at,
+                        })
+                        .collect()
+                });
                 self.answer(reply, answer);
             }
             AdminRequest::Operate {
@@ -196,7 +212,10 @@ impl Driver {
         if home.is_none() && !moving && placement.is_none() {
             return Err(Refusal::UnknownShard(shard));
         }
+        let load = durable.loads.get(&shard).copied().unwrap_or_default();
         Ok(ShardState {
+            load: load.load,
+            moved_ms: load.moved_at,
             home: home.map(|h| h.region.to_string()),
             since_ms: home.map(|h| h.at),
             shard_id: shard,

@@ -12,7 +12,7 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 pub use super::entry::TypeEntry;
 use super::request::{Candidate, Refusal};
 use crate::clock::Clocks;
-use crate::coordinator::{Command, Config, Coordinator, Durable, Millis};
+use crate::coordinator::{Command, Config, Coordinator, Durable, Millis, TypeSettings};
 use crate::engine::Engine;
 use crate::engine::limits::Limits;
 use crate::engine::load::Compiled;
@@ -33,6 +33,8 @@ pub const MAX_TYPES: usize = 1_024;
 pub struct CatalogSettings {
     /// Every coordinator's settings.
     pub coordinator: Config,
+    /// A type's own settings over `coordinator`, by type.
+    pub type_settings: BTreeMap<String, TypeSettings>,
     /// Sandbox limits of strategies.
     pub limits: Limits,
     /// Automatic rollback of a faulting new activation.
@@ -42,6 +44,13 @@ pub struct CatalogSettings {
     pub default_strategy: StrategySource,
     /// The driver's clocks, which every slot reads too (`crate::clock`).
     pub clocks: Arc<dyn Clocks>,
+}
+
+impl CatalogSettings {
+    /// The coordinator settings of type `name`: the node's, with the type's own over them.
+    pub fn config_of(&self, name: &str) -> Config {
+        self.type_settings.get(name).map_or_else(|| self.coordinator.clone(), |own| own.over(&self.coordinator))
+    }
 }
 
 /// Every entity type and uploaded component. See the module documentation.
@@ -215,7 +224,7 @@ impl TypeCatalog {
             .map_err(|e| e.to_string())?;
         slot.report_changes(self.report.clone());
         let strategy = ExternalAllocation::new(Guarded::new(Box::new(self.metrics.timed(name, slot.handle()))));
-        let (coordinator, commands) = Coordinator::recover(settings.coordinator.clone(), strategy, durable, now)
+        let (coordinator, commands) = Coordinator::recover(settings.config_of(name), strategy, durable, now)
             .expect("the coordinator settings were validated at start-up");
         self.types.insert(name.to_owned(), TypeEntry { coordinator, slot, record, activations });
         Ok(commands)

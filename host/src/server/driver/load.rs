@@ -45,6 +45,7 @@ impl Driver {
         settings.events.begin_term(term);
         let catalog_settings = CatalogSettings {
             coordinator: settings.coordinator.clone(),
+            type_settings: settings.type_settings.clone(),
             limits: settings.limits,
             auto_rollback: settings.auto_rollback,
             default_strategy: settings.default_strategy.clone(),

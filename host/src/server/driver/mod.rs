@@ -61,7 +61,7 @@ use self::sessions::Sessions;
 pub use self::thread::start;
 use super::events::{DecisionEvent, EventHub, decision};
 use super::metrics::Metrics;
-use crate::coordinator::{Config, Event, Millis, RequestId};
+use crate::coordinator::{Config, Event, Millis, RequestId, TypeSettings};
 use crate::engine::limits::Limits;
 use crate::engine::slot::AutoRollback;
 use crate::store::{Revision, Store, StoreError, Turn};
@@ -100,6 +100,10 @@ pub struct DriverSettings {
     /// Types declared at start-up. A type already in the store keeps its
     /// stored strategy. Readiness counts these types only.
     pub types: BTreeMap<String, TypeDeclaration>,
+    /// The settings of a type apart from `coordinator` (`[types.NAME]`),
+    /// by type; a type not named here has the node's. They apply to a type
+    /// whether it is declared, stored or created by a registration.
+    pub type_settings: BTreeMap<String, TypeSettings>,
     /// Whether a region's registration may create a type that does not
     /// exist. Off by default: types are declared.
     pub auto_create_types: bool,
@@ -127,6 +131,7 @@ impl Default for DriverSettings {
             limits: Limits::default(),
             default_strategy: StrategySource::Builtin("least-shard".into()),
             types: BTreeMap::new(),
+            type_settings: BTreeMap::new(),
             auto_create_types: false,
             auto_rollback: AutoRollback::default(),
             origin: "node".into(),

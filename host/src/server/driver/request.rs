@@ -8,7 +8,9 @@
 
 use std::sync::Arc;
 
-use shardalloc_proto::api::{ActivationInfo, RegionSummary, ShardState, StoredStrategy, StrategyState, TypeSummary};
+use shardalloc_proto::api::{
+    ActivationInfo, RegionSummary, ShardLoadState, ShardState, StoredStrategy, StrategyState, TypeSummary,
+};
 use tokio::sync::oneshot;
 
 use crate::coordinator::{PlacementError, Reply as CoordinatorReply};
@@ -148,6 +150,17 @@ pub enum AdminRequest {
         shard: String,
         /// The answer.
         reply: Reply<Result<ShardState, Refusal>>,
+    },
+    /// A page of a type's shards with a load, most loaded first.
+    Hottest {
+        /// The type.
+        name: String,
+        /// The last (load, shard) of the page before.
+        after: Option<(f64, String)>,
+        /// Most shards (the caller asks one more than its page).
+        limit: usize,
+        /// The answer.
+        reply: Reply<Result<Vec<ShardLoadState>, Refusal>>,
     },
     /// A change to one type's coordinator; answered with the coordinator's reply.
     Operate {

@@ -9,13 +9,14 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use shardalloc_guest::Snapshot;
-use shardalloc_proto::api::{HomeReason, ShardHome, ShardId, ShardState, TypeState, Types};
+use shardalloc_proto::api::{HomeReason, ShardHome, ShardId, ShardLoads, ShardState, TypeState, Types};
 
 use super::paging::{PageQuery, Paging, split};
 use super::{blocking, shard_id};
 use crate::coordinator::{Reply, complete_snapshot};
 use crate::server::api_error::{ApiError, ErrorCode};
 use crate::server::body::{JsonBody, Params};
+use crate::server::driver::request::Page;
 use crate::server::driver::request::{AdminRequest, Operation, Refusal};
 use crate::server::openapi::{
     BadRequest, Conflict, Internal, NotFound, TooLarge, Unauthorized, Unavailable, UnknownType,
@@ -240,4 +241,61 @@ pub async fn shard(
 ) -> Result<Json<ShardState>, ApiError> {
     let shard = shard_id(&ShardId(shard), "shardId")?;
     Ok(Json(state.driver.ask(|reply| AdminRequest::Shard { name, shard, reply }).await??))
+}
+
+/// The order of a shard list.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ShardOrder {
+    /// `load`: most loaded first (the default, and the only order today).
+    pub sort: Option<String>,
+}
+
+/// A type's hottest shards
+///
+/// The shards with a load, most loaded first (ties by shard id, last
+/// first), each with its home, its smoothed load and when it last moved;
+/// paged like every list (`?limit=`, `?after=` the `next` of the page
+/// before). The loads are the coordinator's current averages; a page costs
+/// the shards it lists, not the type's.
+#[utoipa::path(
+    get, path = "/v1/cluster/shards/{type}/shards", operation_id = "listShardsByLoad", tag = "types",
+    params(("type" = String, Path, description = "The entity type."), ShardOrder, PageQuery),
+    responses(
+        (status = 200, description = "A page of the shards with a load, most loaded first.", body = ShardLoads),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = UnknownType),
+        (status = 503, response = Unavailable),
+    ),
+)]
+pub async fn shards_by_load(
+    State(state): State<AppState>,
+    Params(name): Params<String>,
+    order: Result<Query<ShardOrder>, QueryRejection>,
+    Paging(page): Paging,
+) -> Result<Json<ShardLoads>, ApiError> {
+    let Query(order) =
+        order.map_err(|rejection| ApiError::bad_request(ErrorCode::InvalidQuery, rejection.body_text()))?;
+    if let Some(sort) = order.sort.as_deref().filter(|sort| *sort != "load") {
+        return Err(ApiError::bad_request(ErrorCode::InvalidQuery, format!("sort must be load, not {sort:?}")));
+    }
+    let after = match page.after.as_deref() {
+        None => None,
+        Some(key) => Some(load_cursor(key).ok_or_else(|| {
+            ApiError::bad_request(ErrorCode::InvalidCursor, "after must be the next cursor of a previous page")
+        })?),
+    };
+    let limit = page.limit;
+    let shards = state.driver.ask(|reply| AdminRequest::Hottest { name, after, limit: limit + 1, reply }).await??;
+    let (shards, more) = split(shards, limit, |s| &s.shard_id);
+    let next = more.and_then(|_| shards.last()).map(|s| Page::cursor(&format!("{}:{}", s.load, s.shard_id)));
+    Ok(Json(ShardLoads { shards, next }))
+}
+
+/// A load page's cursor key: `{load}:{shard}`.
+fn load_cursor(key: &str) -> Option<(f64, String)> {
+    let (load, shard) = key.split_once(':')?;
+    let load: f64 = load.parse().ok()?;
+    (load.is_finite() && load >= 0.0 && !shard.is_empty()).then(|| (load, shard.to_owned()))
 }

@@ -1,0 +1,87 @@
+//! Load through the real node: a region records load, the node smooths it
+//! per shard, the REST API shows it (a shard's detail, the hottest shards
+//! in pages), and the saved loads survive a SIGKILL and a restart.
+
+mod node;
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use shardalloc_client::region::InMemoryTransport;
+use shardalloc_proto::api::ShardLoads;
+
+use node::{FAST, Journal, Node, read, registered, wait_for};
+
+/// A generous bound: loads arrive every heartbeat (200 ms here).
+const PATIENCE: Duration = Duration::from_secs(30);
+
+async fn by_load(node: &Node, query: &str) -> (StatusCode, serde_json::Value) {
+    let url = node.url(&format!("/v1/cluster/shards/cart/shards{query}"));
+    read(node.http().get(url).send().await.unwrap()).await
+}
+
+async fn hottest(node: &Node, query: &str) -> ShardLoads {
+    let (status, body) = by_load(node, query).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    serde_json::from_value(body).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_regions_load_reaches_the_api_and_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = dir.path().join("shardalloc.toml");
+    std::fs::write(
+        &settings,
+        "[coordinator]\nload-save-interval-ms = 200\n\n[types.cart]\nstrategy = \"least-shard\"\nload-half-life-ms = 1000\n",
+    )
+    .unwrap();
+    let mut args = vec!["--config", settings.to_str().unwrap()];
+    args.extend_from_slice(FAST);
+    let mut node = Node::start(&args).await;
+    let journal = Journal::default();
+    let network = InMemoryTransport::new();
+    let region = node.region("cart", "r1", &journal, &network, |_| {});
+    registered(&region).await;
+    for shard in ["hot", "warm", "cold"] {
+        assert_eq!(tokio::time::timeout(PATIENCE, region.home_of(shard)).await.unwrap().unwrap(), "r1");
+    }
+    wait_for("the shards running on r1", PATIENCE, async || (region.running_shards().len() == 3).then_some(())).await;
+
+    region.set_load("warm", 10.0);
+    let loads = wait_for("hot, then warm, by load", PATIENCE, async || {
+        region.record_load("hot", 100.0);
+        let page = hottest(&node, "?sort=load").await;
+        let names: Vec<&str> = page.shards.iter().map(|s| s.shard_id.as_str()).collect();
+        (names == ["hot", "warm"] && page.shards[0].load > page.shards[1].load).then_some(page)
+    })
+    .await;
+    assert_eq!(loads.shards[0].home.as_deref(), Some("r1"));
+    assert_eq!(loads.next, None);
+    let page = hottest(&node, "?limit=1").await;
+    assert_eq!(page.shards.len(), 1, "sort=load is the default");
+    let next = page.next.expect("a second page");
+    let rest = hottest(&node, &format!("?limit=1&after={next}")).await;
+    assert_eq!(rest.shards.iter().map(|s| s.shard_id.as_str()).collect::<Vec<_>>(), ["warm"]);
+    let detail = node.admin().shard("cart", "warm").await.unwrap();
+    assert!((detail.load - 10.0).abs() < 1e-9, "a gauge's average is the gauge: {detail:?}");
+
+    // Bad queries name the problem.
+    let (status, body) = by_load(&node, "?sort=size").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body.to_string().contains("sort must be load"), "{body}");
+    let (status, body) = by_load(&node, "?after=7a7a").await;
+    assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::BAD_REQUEST, Some("invalid-cursor")));
+
+    // The region stops reporting; what the node saved is all there is after a SIGKILL.
+    region.set_load("warm", 0.0);
+    region.shutdown().await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = hottest(&node, "").await;
+    assert!(!before.shards.is_empty(), "the shards keep their load without a region");
+    node.kill();
+    node.restart().await;
+    let after = hottest(&node, "").await;
+    let names = |page: &ShardLoads| page.shards.iter().map(|s| s.shard_id.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&after), names(&before), "the loads saved before the kill: {after:?}");
+    assert!(after.shards.iter().all(|s| s.load > 0.0), "{after:?}");
+}
