@@ -694,6 +694,10 @@ pub struct RegionState {
     /// How many shards it is home to (the shards themselves are paged in
     /// [`TypeState::shards`]).
     pub shard_count: usize,
+    /// The smoothed load of its shards together, as of its last load
+    /// report; `null` for a region that never reported one.
+    #[serde(default)]
+    pub load: Option<f64>,
 }
 
 /// A shard with a home, in a page of [`TypeState`].

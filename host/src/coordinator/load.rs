@@ -17,7 +17,9 @@
 //! interval. A shard whose load is 0 takes its first non-zero report as it is.
 //! Named shards get their own rate; the region's other shards share its
 //! `rest` evenly. A shard named by a region that is not its home is left
-//! alone (it moved during the window).
+//! alone (it moved during the window). After a report the region's load
+//! is its shards' averages together ([`Coordinator::region_load`]), as of
+//! that report.
 //!
 //! ## What is ignored
 //!
@@ -122,6 +124,14 @@ impl Coordinator {
         rates.extend(others.into_iter().map(|shard| (shard, each)));
         for (shard, rate) in rates {
             self.smooth(shard, rate, keep);
+        }
+        let loads = &self.durable.loads;
+        let total = (self.durable.regions.get(&address).map(|r| r.shards.as_slice()).unwrap_or_default().iter())
+            .filter_map(|shard| loads.get(shard))
+            .map(|l| l.load)
+            .sum();
+        if let Some(live) = self.live.get_mut(&address) {
+            live.load = Some(total);
         }
     }
 

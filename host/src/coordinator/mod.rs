@@ -112,6 +112,8 @@ struct Liveness {
     last_heartbeat: Millis,
     unreachable: bool,
     metrics: BTreeMap<String, f64>,
+    /// Its shards' smoothed load together, as of its last load report.
+    load: Option<f64>,
 }
 
 /// A hand-off's volatile progress.
@@ -294,6 +296,12 @@ impl Coordinator {
     /// The shards whose hand-off is in flight.
     pub fn moving(&self) -> impl Iterator<Item = &String> {
         self.durable.handoffs.keys()
+    }
+
+    /// A region's shards' smoothed load together, as of its last load
+    /// report (`None`: it never sent one since the coordinator started).
+    pub fn region_load(&self, address: &str) -> Option<f64> {
+        self.live.get(address).and_then(|l| l.load)
     }
 
     /// True when the region is registered and reachable.

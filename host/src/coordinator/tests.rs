@@ -622,6 +622,7 @@ fn reports_are_smoothed_per_shard_and_the_rest_is_spread_over_the_unnamed_shards
     let mut c = loaded_regions();
     assert_eq!(settle(&mut c, load(10, "a", 1, 1_000, &[("s", 10.0)], 4.0)), [], "nothing persisted per report");
     assert_eq!(loads_of(&c), [("s", 10.0, None), ("t", 2.0, None), ("u", 2.0, None)], "first reports as they are");
+    assert_eq!((c.region_load("a"), c.region_load("b")), (Some(14.0), None), "b never reported");
     settle(&mut c, load(1_010, "a", 1, 1_000, &[("s", 20.0), ("t", 6.0)], 0.0));
     assert_eq!(loads_of(&c), [("s", 15.0, None), ("t", 4.0, None), ("u", 1.0, None)], "half of each");
     settle(&mut c, load(3_010, "a", 1, 2_000, &[("s", 15.0)], 0.0));

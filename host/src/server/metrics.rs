@@ -8,6 +8,8 @@
 //! | `shardalloc_regions` | type, status | regions by status (`up`, `unreachable`, `leaving`, `draining`) |
 //! | `shardalloc_shards` | type, region | shards per region |
 //! | `shardalloc_placements` | type | live placements |
+//! | `shardalloc_region_load` | type, region | a region's shards' smoothed load together, as of its last load report (regions that report) |
+//! | `shardalloc_load_imbalance` | type | the most loaded region's load over the mean of the regions that report load (1 is even; absent while none reports or all carry 0) |
 //! | `shardalloc_strategy_call_seconds` | type, call, strategy | strategy call latency (`allocate`, `rebalance`) by strategy (`name@version`; at most [`MAX_STRATEGY_SERIES`] per type, then `other`) |
 //! | `shardalloc_commit_seconds` | | store commit latency, once per driver turn |
 //! | `shardalloc_region_sessions` | | open region sessions |
@@ -19,6 +21,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
 
 use crate::coordinator::{Observation, Step};
 use crate::engine::slot::SlotHandle;
@@ -49,6 +52,8 @@ pub struct RegionGauges<'a> {
     pub draining: bool,
     /// Its shards.
     pub shards: usize,
+    /// Its shards' load together, as of its last load report.
+    pub load: Option<f64>,
 }
 
 /// Defines a label value: a closed set of words.
@@ -216,6 +221,8 @@ pub struct Metrics {
     regions: Family<RegionLabels, Gauge>,
     shards: Family<ShardLabels, Gauge>,
     placements: Family<TypeLabels, Gauge>,
+    region_load: Family<ShardLabels, Gauge<f64, AtomicU64>>,
+    load_imbalance: Family<TypeLabels, Gauge<f64, AtomicU64>>,
     strategy_calls: HistogramFamily,
     /// Store commit latency.
     pub commit_seconds: Histogram,
@@ -247,6 +254,8 @@ impl Metrics {
             regions: Family::default(),
             shards: Family::default(),
             placements: Family::default(),
+            region_load: Family::default(),
+            load_imbalance: Family::default(),
             strategy_calls: HistogramFamily::new_with_constructor(latency),
             commit_seconds: latency(),
             sessions: Gauge::default(),
@@ -262,6 +271,12 @@ impl Metrics {
         registry.register("regions", "Regions by status", metrics.regions.clone());
         registry.register("shards", "Shards per region", metrics.shards.clone());
         registry.register("placements", "Live placements", metrics.placements.clone());
+        registry.register("region_load", "A region's shards' smoothed load together", metrics.region_load.clone());
+        registry.register(
+            "load_imbalance",
+            "The most loaded region's load over the mean of the regions that report load",
+            metrics.load_imbalance.clone(),
+        );
         registry.register("strategy_call_seconds", "Strategy call latency", metrics.strategy_calls.clone());
         registry.register("commit_seconds", "Store commit latency", metrics.commit_seconds.clone());
         registry.register("region_sessions", "Open region sessions", metrics.sessions.clone());
@@ -334,7 +349,15 @@ impl Metrics {
         self.regions.clear();
         self.shards.clear();
         self.placements.clear();
+        self.region_load.clear();
+        self.load_imbalance.clear();
         for one in types {
+            let loads: Vec<f64> = one.regions.iter().filter_map(|r| r.load).collect();
+            let mean = loads.iter().sum::<f64>() / loads.len().max(1) as f64;
+            if mean > 0.0 {
+                let max = loads.iter().copied().fold(0.0, f64::max);
+                self.load_imbalance.get_or_create(&TypeLabels { r#type: one.name.into() }).set(max / mean);
+            }
             for region in one.regions {
                 let status = match region.status {
                     RegionStatus::Up if region.draining => RegionGauge::Draining,
@@ -345,6 +368,10 @@ impl Metrics {
                 self.regions.get_or_create(&RegionLabels { r#type: one.name.into(), status }).inc();
                 let labels = ShardLabels { r#type: one.name.into(), region: region.address.into() };
                 self.shards.get_or_create(&labels).set(region.shards as i64);
+                if let Some(load) = region.load {
+                    let labels = ShardLabels { r#type: one.name.into(), region: region.address.into() };
+                    self.region_load.get_or_create(&labels).set(load);
+                }
             }
             self.placements.get_or_create(&TypeLabels { r#type: one.name.into() }).set(one.placements as i64);
         }

@@ -58,3 +58,24 @@ fn strategy_calls_are_timed_per_strategy() {
         .unwrap_or_else(|| panic!("no allocate series labelled with the strategy:\n{text}"));
     assert!(count.ends_with(" 2"), "{count}");
 }
+
+#[test]
+fn region_load_and_the_imbalance_come_from_the_regions_that_report() {
+    let metrics = Metrics::new();
+    let region = |address, load| RegionGauges { address, status: RegionStatus::Up, draining: false, shards: 1, load };
+    let regions = vec![region("a", Some(30.0)), region("b", Some(10.0)), region("old", None)];
+    let quiet = vec![region("c", Some(0.0)), region("d", None)];
+    metrics.update_gauges([
+        TypeGauges { name: "cart", regions, placements: 0 },
+        TypeGauges { name: "idle", regions: quiet, placements: 0 },
+    ]);
+    let text = metrics.render();
+    assert!(text.contains("shardalloc_region_load{type=\"cart\",region=\"a\"} 30.0"), "{text}");
+    assert!(text.contains("shardalloc_region_load{type=\"cart\",region=\"b\"} 10.0"), "{text}");
+    assert!(
+        !text.contains("shardalloc_region_load{type=\"cart\",region=\"old\"}"),
+        "a region that never reported has no load: {text}"
+    );
+    assert!(text.contains("shardalloc_load_imbalance{type=\"cart\"} 1.5"), "30 over a mean of 20: {text}");
+    assert!(!text.contains("shardalloc_load_imbalance{type=\"idle\"}"), "no imbalance without load: {text}");
+}

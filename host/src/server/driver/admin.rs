@@ -182,6 +182,7 @@ impl Driver {
                 proxy_only: r.proxy_only,
                 labels: r.labels.clone(),
                 shard_count: r.shards.len(),
+                load: entry.coordinator.region_load(&r.address),
             })
             .collect();
         let hand_offs = durable

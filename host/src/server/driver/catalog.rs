@@ -121,6 +121,7 @@ impl TypeCatalog {
                     status: entry.region_status(&region.address),
                     draining: region.draining,
                     shards: region.shards.len(),
+                    load: entry.coordinator.region_load(&region.address),
                 })
                 .collect(),
             placements: entry.coordinator.live_placement_count(),
