@@ -306,3 +306,32 @@ fn inspect_applies_a_config_first() {
     let new = lines(&shardalloc(&["strategy", "inspect", "least-shard", "--config", r#"{"algorithm":"classic"}"#]));
     assert_eq!(new[0]["needs_shard_names"], false);
 }
+
+/// A settings file whose load or churn settings cannot work is refused at
+/// start, naming the section and the rule, before anything listens.
+#[test]
+fn serve_refuses_load_and_churn_settings_that_cannot_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("[types.cart]\nstrategy = \"least-shard\"\nmax-moves-fraction = 2.0\n", "[types.cart]: inconsistent settings"),
+        ("[types.cart]\nstrategy = \"least-shard\"\nmax-moves-fraction = 2.0\n", "at most 1, not 2"),
+        ("[coordinator]\nmax-moves-per-round = 0\n", "max-moves-per-round must be at least 1"),
+        ("[coordinator]\nload-half-life-ms = 0\n", "load_half_life_ms must be greater than zero"),
+        ("[types.cart]\nstrategy = \"least-shard\"\nmove-cooldown = 5\n", "unknown field `move-cooldown`"),
+    ];
+    for (index, (settings, says)) in cases.into_iter().enumerate() {
+        let file = write(dir.path(), &format!("bad-{index}.toml"), settings);
+        let data = dir.path().join(format!("data-{index}"));
+        let run = shardalloc(&[
+            "serve",
+            "--config",
+            file.to_str().unwrap(),
+            "--data",
+            data.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ]);
+        assert_ne!(run.status, 0, "case {index} started");
+        assert!(run.stderr.contains(says), "case {index}: {} should say {says:?}", run.stderr);
+    }
+}

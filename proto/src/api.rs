@@ -231,6 +231,10 @@ words! {
         PlacementRemoved => "placement-removed",
         /// A shard was accepted for a rebalance.
         RebalanceAccepted => "rebalance-accepted",
+        /// The type's churn limits clipped the strategy's rebalance answer
+        /// (`cause`: the limits, comma-separated; `detail`: how many moves
+        /// each clipped and the first shards).
+        MovesClipped => "moves-clipped",
         /// A strategy became active (`strategy`, `cause`, `by`).
         StrategyActivated => "strategy-activated",
         /// A strategy was rolled back (`strategy` is the one active now, `by`).

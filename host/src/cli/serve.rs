@@ -224,6 +224,10 @@ struct CoordinatorFile {
     max_placements: Option<usize>,
     load_half_life_ms: Option<u64>,
     load_save_interval_ms: Option<u64>,
+    max_moves_per_round: Option<usize>,
+    max_moves_fraction: Option<f64>,
+    move_cooldown_ms: Option<u64>,
+    min_round_interval_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -253,6 +257,10 @@ struct TypeFile {
     strategy: String,
     config: Option<toml::Value>,
     load_half_life_ms: Option<u64>,
+    max_moves_per_round: Option<usize>,
+    max_moves_fraction: Option<f64>,
+    move_cooldown_ms: Option<u64>,
+    min_round_interval_ms: Option<u64>,
 }
 
 /// The default listen address.
@@ -356,6 +364,10 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
     set(&mut coordinator.max_placements, [c.max_placements, None]);
     set(&mut coordinator.load_half_life_ms, [c.load_half_life_ms, None]);
     set(&mut coordinator.load_save_interval_ms, [c.load_save_interval_ms, None]);
+    coordinator.churn.max_moves_per_round = c.max_moves_per_round;
+    coordinator.churn.max_moves_fraction = c.max_moves_fraction;
+    set(&mut coordinator.churn.move_cooldown_ms, [c.move_cooldown_ms, None]);
+    set(&mut coordinator.churn.min_round_interval_ms, [c.min_round_interval_ms, None]);
     coordinator.validate().context("inconsistent coordinator settings")?;
     let mut limits = Limits::default();
     if let Some(ms) = file.strategy_limits.deadline_ms {
@@ -367,7 +379,13 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
     let mut types = BTreeMap::new();
     let mut type_settings = BTreeMap::new();
     for (name, t) in file.types {
-        let own = TypeSettings { load_half_life_ms: t.load_half_life_ms };
+        let own = TypeSettings {
+            load_half_life_ms: t.load_half_life_ms,
+            max_moves_per_round: t.max_moves_per_round,
+            max_moves_fraction: t.max_moves_fraction,
+            move_cooldown_ms: t.move_cooldown_ms,
+            min_round_interval_ms: t.min_round_interval_ms,
+        };
         own.over(&coordinator).validate().with_context(|| format!("[types.{name}]: inconsistent settings"))?;
         if own != TypeSettings::default() {
             type_settings.insert(name.clone(), own);

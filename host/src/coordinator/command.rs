@@ -3,7 +3,11 @@
 use super::NodeMessage;
 use super::event::RequestId;
 use super::state::{Change, Stamp};
+use crate::strategy::churn::ClipReason;
 use crate::strategy::external::AllocationReason;
+
+/// Most clipped shards an [`Observation::MovesClipped`] names (it counts all).
+pub const MAX_NAMED_CLIPS: usize = 20;
 
 /// A command for the driver, in order.
 #[derive(Debug, Clone, PartialEq)]
@@ -245,6 +249,16 @@ pub enum Observation {
         why: &'static str,
         /// How many shards it had.
         shards: usize,
+    },
+    /// The type's churn limits clipped the strategy's rebalance answer.
+    MovesClipped {
+        /// The moves the strategy asked for (placement moves not counted).
+        asked: usize,
+        /// How many each limit clipped.
+        by_limit: Vec<(ClipReason, usize)>,
+        /// The first shards clipped (at most [`MAX_NAMED_CLIPS`]), in the
+        /// answer's order.
+        shards: Vec<String>,
     },
     /// The strategy's rebalance fell back to the built-in.
     RebalanceFallback {

@@ -1,11 +1,13 @@
 //! The coordinator's settings, their defaults and their validation.
 
+use crate::strategy::churn::ChurnLimits;
+
 /// Settings of one entity type's coordinator. Every duration is in
 /// milliseconds of the driver's clock (the `now` carried by events).
 ///
 /// Every collection the coordinator keeps is bounded here; see each
 /// `max_*` field.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// How often regions should heartbeat (told to them at registration).
     pub heartbeat_interval_ms: u64,
@@ -64,6 +66,9 @@ pub struct Config {
     /// (one batch for all of them), on the first tick this long after the
     /// last write. A restart or a failover loses at most this much smoothing.
     pub load_save_interval_ms: u64,
+    /// The limits on every rebalance answer of the strategy (moves per
+    /// round, cooldown, round interval); all off by default.
+    pub churn: ChurnLimits,
 }
 
 impl Default for Config {
@@ -89,6 +94,7 @@ impl Default for Config {
             max_queued_rebalance: 100_000,
             load_half_life_ms: 120_000,
             load_save_interval_ms: 30_000,
+            churn: ChurnLimits::default(),
         }
     }
 }
@@ -96,10 +102,18 @@ impl Default for Config {
 /// The settings one entity type may have apart from the node's
 /// (`[types.NAME]` in the settings file): each one set here replaces the
 /// node's [`Config`] value for that type only.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct TypeSettings {
     /// [`Config::load_half_life_ms`] for this type.
     pub load_half_life_ms: Option<u64>,
+    /// [`ChurnLimits::max_moves_per_round`] for this type.
+    pub max_moves_per_round: Option<usize>,
+    /// [`ChurnLimits::max_moves_fraction`] for this type.
+    pub max_moves_fraction: Option<f64>,
+    /// [`ChurnLimits::move_cooldown_ms`] for this type.
+    pub move_cooldown_ms: Option<u64>,
+    /// [`ChurnLimits::min_round_interval_ms`] for this type.
+    pub min_round_interval_ms: Option<u64>,
 }
 
 impl TypeSettings {
@@ -109,6 +123,11 @@ impl TypeSettings {
         if let Some(ms) = self.load_half_life_ms {
             config.load_half_life_ms = ms;
         }
+        let churn = &mut config.churn;
+        churn.max_moves_per_round = self.max_moves_per_round.or(churn.max_moves_per_round);
+        churn.max_moves_fraction = self.max_moves_fraction.or(churn.max_moves_fraction);
+        churn.move_cooldown_ms = self.move_cooldown_ms.unwrap_or(churn.move_cooldown_ms);
+        churn.min_round_interval_ms = self.min_round_interval_ms.unwrap_or(churn.min_round_interval_ms);
         config
     }
 }
@@ -138,6 +157,9 @@ pub enum ConfigError {
         /// The lease.
         lease: u64,
     },
+    /// A churn limit that cannot work.
+    #[error("{0}")]
+    Churn(String),
 }
 
 impl Config {
@@ -173,6 +195,7 @@ impl Config {
         if self.heartbeat_interval_ms >= self.lease_ms {
             return Err(ConfigError::HeartbeatTooSlow { heartbeat: self.heartbeat_interval_ms, lease: self.lease_ms });
         }
+        self.churn.check().map_err(ConfigError::Churn)?;
         Ok(())
     }
 }

@@ -2,7 +2,10 @@
 
 use std::collections::BTreeSet;
 
-use super::{Change, Coordinator, Flight, NodeMessage, NotAccepted, Observation, Reply, RequestId, Step};
+use super::{
+    Change, Coordinator, Flight, MAX_NAMED_CLIPS, NodeMessage, NotAccepted, Observation, Reply, RequestId, Step,
+};
+use crate::strategy::churn;
 
 impl Coordinator {
     /// Starts a hand-off of a homed shard that is not moving; false when the
@@ -165,23 +168,45 @@ impl Coordinator {
                 chosen.push(shard);
             }
         }
+        let mut strategy_moves = BTreeSet::new();
         if chosen.len() < budget {
             let view = self.view();
             let decision = self.external.rebalance(&view);
+            drop(view);
             if let Some(error) = decision.fallback {
                 self.observe(Observation::RebalanceFallback { error: error.to_string() });
             }
-            for shard in decision.shards {
+            let asked = decision.shards.len() - decision.placement_moves;
+            let round = churn::Round {
+                now: self.now,
+                homed: self.durable.homes.len(),
+                last_moving_round: self.last_moving_round,
+            };
+            let loads = &self.durable.loads;
+            let clipped = self.config.churn.clip(decision.shards, decision.placement_moves, round, |shard| {
+                loads.get(shard).and_then(|l| l.moved_at)
+            });
+            if !clipped.clipped.is_empty() {
+                let by_limit = clipped.counts().into_iter().collect();
+                let shards = clipped.clipped.iter().take(MAX_NAMED_CLIPS).map(|(s, _)| s.clone()).collect();
+                self.observe(Observation::MovesClipped { asked, by_limit, shards });
+            }
+            for (index, shard) in clipped.kept.into_iter().enumerate() {
                 if chosen.len() >= budget {
                     break;
                 }
                 if !chosen.contains(&shard) && !self.durable.handoffs.contains_key(&shard) {
+                    if index >= decision.placement_moves {
+                        strategy_moves.insert(shard.clone());
+                    }
                     chosen.push(shard);
                 }
             }
         }
         for shard in chosen {
-            self.start_handoff(&shard);
+            if self.start_handoff(&shard) && strategy_moves.contains(&shard) {
+                self.last_moving_round = Some(self.now);
+            }
         }
     }
 

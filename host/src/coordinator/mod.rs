@@ -88,7 +88,7 @@ use std::sync::Arc;
 
 use shardalloc_guest::{Region, RegionStatus, Topology};
 
-pub use command::{Command, NotAccepted, Observation, PlacementError, Reply, Step};
+pub use command::{Command, MAX_NAMED_CLIPS, NotAccepted, Observation, PlacementError, Reply, Step};
 pub use config::{Config, ConfigError, TypeSettings};
 pub use event::{Event, Millis, OperatorRequest, RequestId};
 pub use load::LOADS_PER_SAVE;
@@ -139,6 +139,8 @@ pub struct Coordinator {
     held: VecDeque<(u64, Vec<Command>)>,
     next_batch: u64,
     last_rebalance: Option<Millis>,
+    /// When a round last started a strategy move (the churn limits' round interval).
+    last_moving_round: Option<Millis>,
     topology: Option<Arc<Topology>>,
     /// Every shard strategies see, by handle, with the journal a contract
     /// 0.2 component's copy follows; built at the first view and kept in
@@ -200,6 +202,7 @@ impl Coordinator {
             held: VecDeque::new(),
             next_batch: 1,
             last_rebalance: Some(now),
+            last_moving_round: None,
             topology: None,
             table: None,
             tombstones,

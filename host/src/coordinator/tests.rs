@@ -739,3 +739,56 @@ fn the_hottest_shards_come_most_loaded_first_in_pages() {
     assert_eq!(names(c.hottest(None, 1)), [("t".to_owned(), 5.0)]);
     assert_eq!(c.hottest(None, 10).len(), 3);
 }
+
+#[test]
+fn churn_limits_clip_the_strategys_answer_and_say_what_they_clipped() {
+    use crate::strategy::churn::{ChurnLimits, ClipReason};
+    let churn = ChurnLimits { max_moves_per_round: Some(1), min_round_interval_ms: 60_000, ..ChurnLimits::default() };
+    let config = Config { churn, unreachable_after_ms: 1 << 40, remove_after_ms: 1 << 40, ..Config::default() };
+    let mut c = Coordinator::new(config, least_shard()).unwrap();
+    settle(&mut c, register(0, "a", 1));
+    // 40 shards: least-shard moves at most a tenth of them a round.
+    for i in 0..40 {
+        settle(&mut c, get(1, "a", &format!("s{i}")));
+    }
+    settle(&mut c, get(1, "a", "x"));
+    settle(&mut c, register(10, "b", 1));
+    let clipped = |out: &[Command]| {
+        out.iter()
+            .find_map(|c| match c {
+                Command::Observe(Observation::MovesClipped { asked, by_limit, shards }) => {
+                    Some((*asked, by_limit.clone(), shards.clone()))
+                }
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("the clipping is observed: {out:#?}"))
+    };
+    let started = |out: &[Command]| {
+        out.iter().filter(|c| matches!(c, Command::Observe(Observation::HandOff { step: Step::Begin, .. }))).count()
+    };
+    let out = settle(&mut c, Event::Tick { now: 10_000 });
+    let (asked, by_limit, shards) = clipped(&out);
+    assert!(asked >= 2, "least-shard asks for more than one move from 41 against 0: {asked}");
+    assert_eq!(by_limit, [(ClipReason::MovesPerRound, asked - 1)]);
+    assert_eq!(shards.len(), asked - 1);
+    assert_eq!(started(&out), 1, "one move: the budget");
+    let moved = out
+        .iter()
+        .find_map(|c| match c {
+            Command::Observe(Observation::HandOff { shard, step: Step::Begin, .. }) => Some(shard.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(!shards.contains(&moved));
+    c.handle(ack(10_001, "a", &moved));
+    c.handle(ack(10_002, "b", &moved));
+    settle(&mut c, stopped(10_003, "a", &moved));
+    // The next round comes before the interval: the strategy moves nothing.
+    let out = settle(&mut c, Event::Tick { now: 20_000 });
+    let (asked, by_limit, _) = clipped(&out);
+    assert_eq!(by_limit, [(ClipReason::Interval, asked)]);
+    assert_eq!(started(&out), 0);
+    // An operator's rebalance is not the strategy's: it is never clipped.
+    let out = settle(&mut c, rebalance_now(20_001, &["x"]));
+    assert_eq!(started(&out), 1, "{out:?}");
+}

@@ -4,6 +4,7 @@
 //! |---|---|---|
 //! | `shardalloc_decisions_total` | type, reason | allocations by reason (`placement`, `strategy`, `fallback`) |
 //! | `shardalloc_fallbacks_total` | type, reason | strategy answers replaced by the fallback, by failure kind |
+//! | `shardalloc_moves_clipped_total` | type, limit | strategy moves the churn limits clipped, by limit (`max-moves-per-round`, `move-cooldown`, `min-round-interval`) |
 //! | `shardalloc_handoffs_total` | type, outcome | hand-off steps and ends: `started` (BeginHandOff sent), `stopping` (HandOff sent to the owner), `timed-out`, `owner-gone` |
 //! | `shardalloc_regions` | type, status | regions by status (`up`, `unreachable`, `leaving`, `draining`) |
 //! | `shardalloc_shards` | type, region | shards per region |
@@ -182,6 +183,12 @@ struct HandOffLabels {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ClipLabels {
+    r#type: LabelText,
+    limit: LabelText,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct RegionLabels {
     r#type: LabelText,
     status: RegionGauge,
@@ -218,6 +225,7 @@ pub struct Metrics {
     decisions: Family<DecisionLabels, Counter>,
     fallbacks: Family<FallbackLabels, Counter>,
     handoffs: Family<HandOffLabels, Counter>,
+    clipped: Family<ClipLabels, Counter>,
     regions: Family<RegionLabels, Gauge>,
     shards: Family<ShardLabels, Gauge>,
     placements: Family<TypeLabels, Gauge>,
@@ -251,6 +259,7 @@ impl Metrics {
             decisions: Family::default(),
             fallbacks: Family::default(),
             handoffs: Family::default(),
+            clipped: Family::default(),
             regions: Family::default(),
             shards: Family::default(),
             placements: Family::default(),
@@ -268,6 +277,7 @@ impl Metrics {
         registry.register("decisions", "Allocations by reason", metrics.decisions.clone());
         registry.register("fallbacks", "Strategy answers replaced by the fallback", metrics.fallbacks.clone());
         registry.register("handoffs", "Hand-offs by outcome", metrics.handoffs.clone());
+        registry.register("moves_clipped", "Strategy moves the churn limits clipped", metrics.clipped.clone());
         registry.register("regions", "Regions by status", metrics.regions.clone());
         registry.register("shards", "Shards per region", metrics.shards.clone());
         registry.register("placements", "Live placements", metrics.placements.clone());
@@ -335,6 +345,12 @@ impl Metrics {
             }
             Observation::HandOffOwnerGone { .. } => {
                 self.handoffs.get_or_create(&HandOffLabels { r#type, outcome: HandOffOutcome::OwnerGone }).inc();
+            }
+            Observation::MovesClipped { by_limit, .. } => {
+                for (limit, count) in by_limit {
+                    let labels = ClipLabels { r#type: r#type.clone(), limit: LabelText::from(limit.as_str()) };
+                    self.clipped.get_or_create(&labels).inc_by(*count as u64);
+                }
             }
             Observation::RebalanceFallback { .. } => {
                 self.fallbacks.get_or_create(&FallbackLabels { r#type, reason: FallbackReason::Rebalance }).inc();

@@ -12,6 +12,8 @@
 //! - [`source`]: [`StrategySource`], where a strategy comes from (a built-in,
 //!   an uploaded component's digest, a file), parsed once at the edge.
 //! - [`dry_run`]: what a candidate would do on a snapshot, without applying it.
+//! - [`churn`]: the churn limits the host puts on every strategy's rebalance
+//!   answer (moves per round, cooldown, round interval).
 //! - [`simulate`]: rounds of rebalance and re-allocation over a snapshot.
 //! - [`table`]: [`table::ShardTable`], every shard by handle with the
 //!   journal of batches a contract 0.2 component's copy of the view follows.
@@ -24,6 +26,7 @@
 //! never accepts another answer.
 
 pub mod builtin;
+pub mod churn;
 pub mod coalesce;
 pub mod dry_run;
 pub mod external;

@@ -82,6 +82,21 @@ pub fn from_observation(entity_type: &str, at_ms: u64, observation: &Observation
             detail: Some(format!("it held {shards} shards")),
             ..region_event(EventKind::RegionGone, address)
         },
+        Observation::MovesClipped { asked, by_limit, shards } => {
+            let clipped: usize = by_limit.iter().map(|(_, n)| n).sum();
+            let limits: Vec<String> = by_limit.iter().map(|(limit, n)| format!("{n} by {limit}")).collect();
+            let named = shards.join(", ");
+            let more = if clipped > shards.len() { ", …" } else { "" };
+            DecisionEvent {
+                cause: Some(by_limit.iter().map(|(limit, _)| limit.as_str()).collect::<Vec<_>>().join(",")),
+                detail: Some(format!(
+                    "kept {} of {asked} moves the strategy asked for; clipped {}: {named}{more}",
+                    asked - clipped.min(*asked),
+                    limits.join(", ")
+                )),
+                ..event(EventKind::MovesClipped)
+            }
+        }
         Observation::RebalanceFallback { error } => {
             DecisionEvent { cause: Some(error.clone()), detail: Some("rebalance".into()), ..event(EventKind::Fallback) }
         }
@@ -183,6 +198,25 @@ mod tests {
         }
         assert!(from_observation("cart", 1, &Observation::Limit { what: "max_shards" }).is_none());
         assert!(from_observation("cart", 1, &Observation::Ignored { what: "x".into() }).is_none());
+    }
+
+    #[test]
+    fn a_clipped_round_says_by_which_limits_and_names_the_first_shards() {
+        use crate::strategy::churn::ClipReason;
+        let observation = Observation::MovesClipped {
+            asked: 30,
+            by_limit: vec![(ClipReason::Cooldown, 2), (ClipReason::MovesPerRound, 25)],
+            shards: vec!["s1".into(), "s2".into()],
+        };
+        let event = from_observation("cart", 9, &observation).unwrap();
+        assert_eq!(event.kind, EventKind::MovesClipped);
+        assert_eq!(event.cause.as_deref(), Some("move-cooldown,max-moves-per-round"));
+        assert_eq!(
+            event.detail.as_deref(),
+            Some(
+                "kept 3 of 30 moves the strategy asked for; clipped 2 by move-cooldown, 25 by max-moves-per-round: s1, s2, …"
+            )
+        );
     }
 
     #[test]
