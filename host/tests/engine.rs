@@ -17,6 +17,7 @@ use shardalloc::engine::limits::Limits;
 use shardalloc::engine::load::LoadError;
 use shardalloc::engine::slot::{ActivationCause, AutoRollback, RollbackError, Slot};
 use shardalloc::engine::{Engine, EngineConfig};
+use shardalloc::strategy::churn::{ChurnLimits, Paced};
 use shardalloc::strategy::dry_run::{DryRunError, dry_run};
 use shardalloc::strategy::external::{AllocationReason, ExternalAllocation};
 use shardalloc::strategy::guarded::Guarded;
@@ -414,7 +415,7 @@ fn dry_run_reports_without_applying() {
             .load_source(&StrategySource::Builtin("least-shard".into()), r#"{"relative_limit":1.0}"#, generous(), None)
             .unwrap(),
     );
-    let result = dry_run(candidate, &snapshot, &["new".to_owned()], 3, far()).unwrap();
+    let result = dry_run(candidate, &snapshot, &["new".to_owned()], 3, far(), Paced::default()).unwrap();
     assert_eq!(result.allocations[0].1.as_ref().unwrap().region, "b");
     // Optimal is 2 per region; with the relative limit at 1.0 all four extra shards move at once.
     assert_eq!(result.rebalance.shards, ["1", "2", "3", "4"]);
@@ -424,9 +425,28 @@ fn dry_run_reports_without_applying() {
     assert!(result.rounds[2].moved.is_empty());
     // Nothing was applied: the snapshot is as it was.
     assert_eq!(snapshot.regions[0].shards.len(), 6);
+
+    // With the type's churn limits, a dry run shows what they would clip.
+    let candidate = Box::new(
+        engine()
+            .load_source(&StrategySource::Builtin("least-shard".into()), r#"{"relative_limit":1.0}"#, generous(), None)
+            .unwrap(),
+    );
+    let limits = ChurnLimits { max_moves_per_round: Some(3), move_cooldown_ms: 15_000, ..ChurnLimits::default() };
+    let paced = Paced { limits, round_ms: 10_000, start: 1_000, ..Paced::default() };
+    let result = dry_run(candidate, &snapshot, &[], 3, far(), paced).unwrap();
+    let clipped = |round: usize| -> Vec<(String, &str)> {
+        result.rounds[round].clipped.iter().map(|c| (c.shard.clone(), c.limit)).collect()
+    };
+    assert_eq!(result.rounds[0].moved, ["1", "2", "3"]);
+    assert_eq!(clipped(0), [("4".to_owned(), "max-moves-per-round")]);
+    assert_eq!(result.rounds[1].moved, ["4"], "the three moved last round are cooling down, and not asked for");
     let candidate =
         Box::new(engine().load_source(&StrategySource::Builtin("hash".into()), "", generous(), None).unwrap());
-    assert_eq!(dry_run(candidate, &snapshot, &[], 1000, far()).unwrap_err(), DryRunError::TooManyRounds(1000));
+    assert_eq!(
+        dry_run(candidate, &snapshot, &[], 1000, far(), Paced::default()).unwrap_err(),
+        DryRunError::TooManyRounds(1000)
+    );
 }
 
 /// A deadline no test reaches.
@@ -439,12 +459,12 @@ fn a_dry_run_fails_at_the_first_fault_and_stops_at_its_deadline() {
     let snapshot = Scenario::parse("a=1,2,3,4,5,6 b= c=").snapshot;
     // A candidate that traps on every allocate fails, naming the fault.
     let candidate = Box::new(misbehaving(r#"{"allocate":"panic"}"#, generous()));
-    let error = dry_run(candidate, &snapshot, &["new".to_owned()], 3, far()).unwrap_err();
+    let error = dry_run(candidate, &snapshot, &["new".to_owned()], 3, far(), Paced::default()).unwrap_err();
     let DryRunError::Failed(what) = &error else { panic!("{error:?}") };
     assert!(what.starts_with("allocate new") && what.contains("trap"), "{what}");
     // One whose rebalance answers wrongly fails before any round.
     let candidate = Box::new(misbehaving(r#"{"rebalance":"duplicate"}"#, generous()));
-    let error = dry_run(candidate, &snapshot, &[], 3, far()).unwrap_err();
+    let error = dry_run(candidate, &snapshot, &[], 3, far(), Paced::default()).unwrap_err();
     assert!(matches!(&error, DryRunError::Failed(what) if what.starts_with("rebalance")), "{error:?}");
     // One that loops meets the dry run's deadline, not 100 rounds of call deadlines.
     let looping = Limits { deadline: Duration::from_millis(200), ..generous() };
@@ -452,7 +472,7 @@ fn a_dry_run_fails_at_the_first_fault_and_stops_at_its_deadline() {
     let started = std::time::Instant::now();
     let deadline = started + Duration::from_millis(300);
     let many: Vec<String> = (0..50).map(|i| format!("s{i}")).collect();
-    let error = dry_run(candidate, &snapshot, &many, 100, deadline).unwrap_err();
+    let error = dry_run(candidate, &snapshot, &many, 100, deadline, Paced::default()).unwrap_err();
     assert!(matches!(error, DryRunError::TimedOut(0) | DryRunError::Failed(_)), "{error:?}");
     assert!(started.elapsed() < Duration::from_secs(30), "the dry run ran {:?}", started.elapsed());
 }

@@ -85,3 +85,53 @@ async fn a_regions_load_reaches_the_api_and_survives_a_restart() {
     assert_eq!(names(&after), names(&before), "the loads saved before the kill: {after:?}");
     assert!(after.shards.iter().all(|s| s.load > 0.0), "{after:?}");
 }
+
+/// A type's churn limits clip its strategy's rounds in the node, count in
+/// the metrics, and show in a dry run of any candidate on the type.
+#[tokio::test(flavor = "multi_thread")]
+async fn churn_limits_clip_real_rounds_and_show_in_dry_runs_and_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = dir.path().join("shardalloc.toml");
+    std::fs::write(
+        &settings,
+        "[types.cart]\nstrategy = \"least-shard\"\nconfig = { relative_limit = 1.0 }\nmax-moves-per-round = 1\n\
+         min-round-interval-ms = 5000\n",
+    )
+    .unwrap();
+    let mut args = vec!["--config", settings.to_str().unwrap()];
+    args.extend_from_slice(FAST);
+    let node = Node::start(&args).await;
+    let journal = Journal::default();
+    let network = InMemoryTransport::new();
+    let a = node.region("cart", "a", &journal, &network, |_| {});
+    registered(&a).await;
+    // Ten moves to balance, one every 5 s at most: the state a dry run sees
+    // below is far from balanced.
+    for i in 0..20 {
+        a.home_of(&format!("s{i}")).await.unwrap();
+    }
+    let b = node.region("cart", "b", &journal, &network, |_| {});
+    registered(&b).await;
+
+    // The dry run of a candidate without limits of its own: the type's apply.
+    let body = serde_json::json!({"strategy": "least-shard", "config": {"relative_limit": 1.0}, "rounds": 1});
+    let url = node.url("/v1/cluster/shards/cart/strategy/dry-run");
+    let (status, answer) = read(node.http().post(url).json(&body).send().await.unwrap()).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let round = &answer["rounds"][0];
+    let clipped = round["clipped"].as_array().unwrap();
+    // One move, or none when a real round moved a shard less than 5 s before.
+    assert!(round["moved"].as_array().unwrap().len() <= 1, "{answer}");
+    let limits = ["max-moves-per-round", "min-round-interval"];
+    assert!(!clipped.is_empty() && clipped.iter().all(|c| limits.contains(&c["limit"].as_str().unwrap())), "{answer}");
+
+    // The real rounds move one shard at a time and say so.
+    let metrics = wait_for("clipped moves in the metrics", PATIENCE, async || {
+        let text = node.http().get(node.url("/metrics")).send().await.unwrap().text().await.unwrap();
+        text.contains("shardalloc_moves_clipped_total{type=\"cart\",limit=\"max-moves-per-round\"}").then_some(text)
+    })
+    .await;
+    assert!(metrics.contains("shardalloc_moves_clipped_total"), "{metrics}");
+    a.shutdown().await;
+    b.shutdown().await;
+}

@@ -904,6 +904,22 @@ pub struct DryRunRound {
     pub moved: Vec<String>,
     /// Shards per region after the round.
     pub counts: BTreeMap<String, usize>,
+    /// Moves the type's churn limits clipped, in the strategy's order
+    /// (empty when none were).
+    #[serde(default)]
+    pub clipped: Vec<ClippedMove>,
+}
+
+/// A move a type's churn limits clipped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ClippedMove {
+    /// The shard the strategy asked to move.
+    pub shard_id: String,
+    /// The limit that kept it: `max-moves-per-round`, `move-cooldown` or
+    /// `min-round-interval`.
+    pub limit: String,
 }
 
 /// One activation of a strategy in a type's slot.

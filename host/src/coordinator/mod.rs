@@ -307,6 +307,20 @@ impl Coordinator {
         self.live.get(address).and_then(|l| l.load)
     }
 
+    /// The type's churn limits over rounds from now on, as a dry run
+    /// applies them: rounds `rebalance_interval_ms` apart, the round
+    /// interval counted from this coordinator's last moving round (each
+    /// shard's last move is in the durable state's loads).
+    pub fn paced(&self) -> crate::strategy::churn::Paced {
+        crate::strategy::churn::Paced {
+            limits: self.config.churn,
+            round_ms: self.config.rebalance_interval_ms,
+            start: self.now,
+            moved_at: Default::default(),
+            last_moving_round: self.last_moving_round,
+        }
+    }
+
     /// True when the region is registered and reachable.
     pub fn is_reachable(&self, address: &str) -> bool {
         self.live.get(address).is_some_and(|l| !l.unreachable)

@@ -159,6 +159,43 @@ impl ChurnLimits {
     }
 }
 
+/// The limits over simulated rounds (dry runs, simulations): round `n`
+/// happens `n × round_ms` after `start`, and every move a round makes
+/// counts toward the next rounds' cooldown and interval.
+#[derive(Debug, Clone, Default)]
+pub struct Paced {
+    /// The limits (off: every answer passes).
+    pub limits: ChurnLimits,
+    /// The time between two rounds (the node's rebalance interval).
+    pub round_ms: Millis,
+    /// The time of round 0: the state simulated.
+    pub start: Millis,
+    /// When shards last moved, as of `start`; each round adds its moves.
+    pub moved_at: std::collections::HashMap<String, Millis>,
+    /// When a round last made a strategy move.
+    pub last_moving_round: Option<Millis>,
+}
+
+impl Paced {
+    /// Clips the answer of round `n` (from 1) over `homed` shards, and
+    /// records its moves.
+    pub fn round(&mut self, n: usize, answer: Vec<String>, exempt: usize, homed: usize) -> Clipped {
+        let now = self.start.saturating_add((n as u64).saturating_mul(self.round_ms));
+        let round = Round { now, homed, last_moving_round: self.last_moving_round };
+        let moved_at = &self.moved_at;
+        let clipped = self.limits.clip(answer, exempt, round, |shard| moved_at.get(shard).copied());
+        if clipped.kept.len() > exempt {
+            self.last_moving_round = Some(now);
+        }
+        if !self.limits.is_off() {
+            for shard in &clipped.kept {
+                self.moved_at.insert(shard.clone(), now);
+            }
+        }
+        clipped
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,6 +254,18 @@ mod tests {
         assert!(limits(None, Some(0.0)).check().is_err());
         assert!(limits(None, Some(f64::NAN)).check().is_err());
         assert_eq!(limits(Some(3), Some(1.0)).check(), Ok(()));
+    }
+
+    #[test]
+    fn simulated_rounds_keep_the_cooldown_of_their_own_moves() {
+        let limits = ChurnLimits { move_cooldown_ms: 25_000, ..ChurnLimits::default() };
+        let mut paced = Paced { limits, round_ms: 10_000, start: 1_000_000, ..Paced::default() };
+        paced.moved_at.insert("before".into(), 990_000);
+        let first = paced.round(1, answer(&["a", "before"]), 0, 10);
+        assert_eq!((first.kept, first.clipped), (answer(&["a"]), vec![("before".into(), ClipReason::Cooldown)]));
+        let second = paced.round(2, answer(&["a", "before"]), 0, 10);
+        assert_eq!(second.kept, ["before"], "a moved 10 s ago; before 30 s ago");
+        assert_eq!(paced.round(4, answer(&["a"]), 0, 10).kept, ["a"], "30 s after its move");
     }
 
     #[test]

@@ -11,6 +11,7 @@ use shardalloc_guest::Snapshot;
 
 use std::time::Instant;
 
+use super::churn::Paced;
 use super::external::{Allocation, AllocationReason, ExternalAllocation, Rebalance};
 use super::guarded::{Guarded, NoAllocatableRegion};
 use super::simulate::{Bounds, Round, Stopped, simulate_within};
@@ -51,13 +52,15 @@ pub enum DryRunError {
 }
 
 /// Runs `candidate` on `snapshot` (its placements included) without
-/// applying anything, until `deadline`.
+/// applying anything, until `deadline`; each round's answer clipped by
+/// `paced`'s churn limits as the type's coordinator would clip it.
 pub fn dry_run(
     candidate: Box<dyn AllocationStrategy>,
     snapshot: &Snapshot,
     shards: &[String],
     rounds: usize,
     deadline: Instant,
+    mut paced: Paced,
 ) -> Result<DryRun, DryRunError> {
     if rounds > MAX_DRY_RUN_ROUNDS {
         return Err(DryRunError::TooManyRounds(rounds));
@@ -86,9 +89,12 @@ pub fn dry_run(
         return Err(DryRunError::Failed(format!("rebalance: {error}")));
     }
     let bounds = Bounds { deadline: Some(deadline), stop_at_fallback: true };
-    let rounds = simulate_within(&mut external, snapshot, rounds, bounds, |_| {}).map_err(|stopped| match stopped {
-        Stopped::TimedOut(done) => DryRunError::TimedOut(done),
-        Stopped::Fallback(what) => DryRunError::Failed(what),
-    })?;
+    let rounds =
+        simulate_within(&mut external, snapshot, rounds, bounds, &mut paced, |_| {}).map_err(
+            |stopped| match stopped {
+                Stopped::TimedOut(done) => DryRunError::TimedOut(done),
+                Stopped::Fallback(what) => DryRunError::Failed(what),
+            },
+        )?;
     Ok(DryRun { allocations, rebalance, rounds })
 }

@@ -13,6 +13,7 @@ use std::time::Instant;
 use shardalloc_guest::Snapshot;
 
 use super::ClusterView;
+use super::churn::Paced;
 use super::external::ExternalAllocation;
 use super::table::ShardTable;
 
@@ -31,6 +32,18 @@ pub struct Round {
     /// Set when the strategy failed and the fallback decided.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub fallbacks: Vec<String>,
+    /// Moves the churn limits clipped, in the answer's order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub clipped: Vec<ClippedMove>,
+}
+
+/// A move the churn limits clipped in a simulated round.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ClippedMove {
+    /// The shard.
+    pub shard: String,
+    /// The limit (`max-moves-per-round`, `move-cooldown`, `min-round-interval`).
+    pub limit: &'static str,
 }
 
 /// When a simulation stops early.
@@ -59,15 +72,18 @@ pub fn simulate(
     rounds: usize,
     each: impl FnMut(&Round),
 ) -> Vec<Round> {
-    simulate_within(external, snapshot, rounds, Bounds::default(), each).expect("unbounded simulations do not stop")
+    simulate_within(external, snapshot, rounds, Bounds::default(), &mut Paced::default(), each)
+        .expect("unbounded simulations do not stop")
 }
 
-/// [`simulate`], stopping early as `bounds` say.
+/// [`simulate`], stopping early as `bounds` say, each round's answer
+/// clipped by `paced`'s churn limits.
 pub fn simulate_within(
     external: &mut ExternalAllocation,
     snapshot: &Snapshot,
     rounds: usize,
     bounds: Bounds,
+    paced: &mut Paced,
     mut each: impl FnMut(&Round),
 ) -> Result<Vec<Round>, Stopped> {
     let late = || bounds.deadline.is_some_and(|d| Instant::now() >= d);
@@ -104,7 +120,11 @@ pub fn simulate_within(
         {
             return Err(Stopped::Fallback(format!("round {round}, {first}")));
         }
-        let moved = decision.shards;
+        let homed = homes.iter().map(Vec::len).sum();
+        let clipped = paced.round(round, decision.shards, decision.placement_moves, homed);
+        let moved = clipped.kept;
+        let clipped: Vec<ClippedMove> =
+            (clipped.clipped.into_iter()).map(|(shard, limit)| ClippedMove { shard, limit: limit.as_str() }).collect();
         let moving: BTreeSet<&str> = moved.iter().map(String::as_str).collect();
         for shards in &mut homes {
             shards.retain(|s| !moving.contains(s.as_str()));
@@ -149,7 +169,7 @@ pub fn simulate_within(
             }
         }
         let counts = topology.regions().iter().zip(&homes).map(|(r, h)| (r.address.clone(), h.len())).collect();
-        let result = Round { round, moved, counts, unallocated, fallbacks };
+        let result = Round { round, moved, counts, unallocated, fallbacks, clipped };
         each(&result);
         all.push(result);
     }

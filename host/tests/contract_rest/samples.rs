@@ -15,11 +15,11 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use shardalloc_guest::{Snapshot, SnapshotRegion};
 use shardalloc_proto::api::{
-    ActivateRequest, ActivationCause, ActivationInfo, ChangedBy, ClusterLeader, ClusterNode, DecisionEvent,
-    DryRunRequest, DryRunResponse, DryRunRound, ErrorBody, ErrorCode, ErrorDetail, EventKind, HandOff, HomeReason,
-    Placement, PlacementRequest, Placements, PlacementsWritten, RebalanceRequest, RebalanceResponse, RegionState,
-    RegionStatus, RegionSummary, Regions, RejectReason, Rejected, ShardHome, ShardId, ShardLoadState, ShardLoads,
-    ShardState, StoredStrategy, Strategies, StrategyState, TypeState, TypeSummary, Types,
+    ActivateRequest, ActivationCause, ActivationInfo, ChangedBy, ClippedMove, ClusterLeader, ClusterNode,
+    DecisionEvent, DryRunRequest, DryRunResponse, DryRunRound, ErrorBody, ErrorCode, ErrorDetail, EventKind, HandOff,
+    HomeReason, Placement, PlacementRequest, Placements, PlacementsWritten, RebalanceRequest, RebalanceResponse,
+    RegionState, RegionStatus, RegionSummary, Regions, RejectReason, Rejected, ShardHome, ShardId, ShardLoadState,
+    ShardLoads, ShardState, StoredStrategy, Strategies, StrategyState, TypeState, TypeSummary, Types,
 };
 use utoipa::ToSchema;
 
@@ -176,7 +176,12 @@ pub fn samples() -> Vec<Sample> {
         shards: 800,
         draining: true,
     };
-    let round = DryRunRound { moved: strings([SHARD]), counts: map([("10.0.0.1:2552", 399), ("10.0.0.2:2552", 401)]) };
+    let clipped = ClippedMove { shard_id: "tenant-9/order-7".to_owned(), limit: "move-cooldown".to_owned() };
+    let round = DryRunRound {
+        moved: strings([SHARD]),
+        counts: map([("10.0.0.1:2552", 399), ("10.0.0.2:2552", 401)]),
+        clipped: vec![clipped.clone()],
+    };
     let rejected = Rejected { shard_id: OTHER_SHARD.to_owned(), reason: RejectReason::AlreadyMoving };
     let mut samples = vec![
         one(node(1)),
@@ -242,6 +247,7 @@ pub fn samples() -> Vec<Sample> {
             rounds: vec![round.clone()],
         }),
         one(round),
+        one(clipped),
         one(activation("zone-spread", ActivationCause::AutoRollback, AT)),
         one(StrategyState {
             active: activation("zone-spread", ActivationCause::Rollback, AT + 2_000),

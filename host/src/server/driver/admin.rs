@@ -194,7 +194,7 @@ impl Driver {
             Some(last) => activation_info(last),
             None => activation_info(&activation_record(&entry.slot.active(), &entry.record.strategy)),
         };
-        Ok(TypeLive { regions, states, hand_offs, strategy })
+        Ok(TypeLive { regions, states, hand_offs, strategy, paced: entry.coordinator.paced() })
     }
 
     fn shard(&self, name: &str, shard: String) -> Result<ShardState, Refusal> {

@@ -88,6 +88,9 @@ pub struct TypeLive {
     pub hand_offs: Vec<shardalloc_client::api::HandOff>,
     /// The active strategy.
     pub strategy: ActivationInfo,
+    /// Its churn limits as a dry run applies them (without the shards'
+    /// last moves, which come from the store).
+    pub paced: crate::strategy::churn::Paced,
 }
 
 /// The coordinator's answer to an [`Operation`], with the type's count of

@@ -11,7 +11,8 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use shardalloc_proto::api::{
-    ActivateRequest, DryRunRequest, DryRunResponse, DryRunRound, ErrorBody, StoredStrategy, Strategies, StrategyState,
+    ActivateRequest, ClippedMove, DryRunRequest, DryRunResponse, DryRunRound, ErrorBody, StoredStrategy, Strategies,
+    StrategyState,
 };
 
 use super::paging::{PageQuery, Paging, split};
@@ -155,7 +156,7 @@ async fn run_dry(
     shards: Vec<String>,
 ) -> Result<DryRunResponse, ApiError> {
     let slot = state.dry_runs.start(&name)?;
-    let snapshot = super::types::snapshot_of(state, name).await?;
+    let (snapshot, paced) = super::types::snapshot_and_paced(state, name).await?;
     let engine = state.engine.clone();
     let limits = state.limits;
     blocking(move || {
@@ -165,7 +166,7 @@ async fn run_dry(
         })?;
         let label = format!("{}@{}", compiled.info.name, compiled.info.version);
         let deadline = Instant::now() + DRY_RUN_DEADLINE;
-        let run = dry_run(Box::new(candidate), &snapshot, &shards, rounds, deadline).map_err(|e| match e {
+        let run = dry_run(Box::new(candidate), &snapshot, &shards, rounds, deadline, paced).map_err(|e| match e {
             DryRunError::TooManyRounds(_) | DryRunError::TooManyShards(_) => {
                 ApiError::bad_request(ErrorCode::InvalidDryRun, e.to_string())
             }
@@ -181,7 +182,17 @@ async fn run_dry(
                 .map(|(shard, allocation)| (shard, allocation.ok().map(|a| a.region)))
                 .collect(),
             rebalance: run.rebalance.shards,
-            rounds: run.rounds.into_iter().map(|r| DryRunRound { moved: r.moved, counts: r.counts }).collect(),
+            rounds: (run.rounds.into_iter())
+                .map(|r| DryRunRound {
+                    moved: r.moved,
+                    counts: r.counts,
+                    clipped: r
+                        .clipped
+                        .into_iter()
+                        .map(|c| ClippedMove { shard_id: c.shard, limit: c.limit.into() })
+                        .collect(),
+                })
+                .collect(),
         })
     })
     .await?

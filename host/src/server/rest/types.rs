@@ -22,6 +22,7 @@ use crate::server::openapi::{
     BadRequest, Conflict, Internal, NotFound, TooLarge, Unauthorized, Unavailable, UnknownType,
 };
 use crate::server::state::AppState;
+use crate::strategy::churn::Paced;
 use crate::strategy::external::AllocationReason;
 
 /// List entity types
@@ -94,8 +95,25 @@ pub async fn get(
 
 /// A type's state as a strategy snapshot, read from the store and built
 /// off the driver thread at the lowest priority (`reads.rs`).
-pub(crate) async fn snapshot_of(state: &AppState, name: String) -> Result<Snapshot, ApiError> {
-    snapshot_then(state, name, |snapshot| snapshot).await
+/// The snapshot of type `name` and its churn limits over rounds from now,
+/// with each shard's last move as the store holds it (for dry runs).
+pub(crate) async fn snapshot_and_paced(state: &AppState, name: String) -> Result<(Snapshot, Paced), ApiError> {
+    let type_name = name.clone();
+    let live = state.driver.ask(|reply| AdminRequest::TypeLive { name: type_name, reply }).await??;
+    let store = state.store.clone();
+    crate::server::low_priority::run(move || {
+        let stored = store
+            .load_type(&name)
+            .map_err(ApiError::store)?
+            .ok_or_else(|| ApiError::from(Refusal::UnknownType(name)))?;
+        let mut paced = live.paced;
+        if !paced.limits.is_off() {
+            let moves = stored.durable.loads.iter().filter_map(|(s, l)| l.moved_at.map(|at| (s.clone(), at)));
+            paced.moved_at = moves.collect();
+        }
+        Ok((complete_snapshot(live.regions, &stored.durable), paced))
+    })
+    .await?
 }
 
 /// The snapshot of type `name`, then `finish` applied to it, all on an
