@@ -220,7 +220,8 @@ mod tests {
         let all = ChurnLimits { max_moves_per_round: Some(1), move_cooldown_ms: 1_000, ..off };
         use ClipReason::*;
         // (limits, exempt placement moves, kept, clipped)
-        let cases: [(ChurnLimits, usize, &[&str], &[(&str, ClipReason)]); 7] = [
+        type Case<'a> = (ChurnLimits, usize, &'a [&'a str], &'a [(&'a str, ClipReason)]);
+        let cases: [Case; 7] = [
             (off, 0, &["a", "hot", "old", "b"], &[]),
             (budget, 0, &["a", "hot"], &[("old", MovesPerRound), ("b", MovesPerRound)]),
             (fraction, 0, &["a", "hot"], &[("old", MovesPerRound), ("b", MovesPerRound)]),
