@@ -444,9 +444,24 @@ async fn a_killed_leader_is_replaced_and_nothing_acknowledged_is_lost() {
     let writer = cluster.follower(leader);
     let homes = HomeLoad::start(regions[1].clone());
     let placements = PlacementLoad::start(cluster.urls[writer].clone());
+    // A shard's smoothed load, saved every 200 ms, survives the failover.
+    let home = regions[2].home_of("loaded").await.unwrap();
+    let owner = regions.iter().find(|r| r.address() == home).unwrap();
+    // Asked by its home, the shard starts there.
+    owner.home_of("loaded").await.unwrap();
+    owner.set_load("loaded", 42.0);
+    let admin = |url: &str| shardalloc_client::admin::AdminClient::new(url, None).unwrap();
+    node::wait_for("the load on the leader", Duration::from_secs(60), async || {
+        let state = admin(&cluster.urls[leader]).shard("cart", "loaded").await.ok()?;
+        ((state.load - 42.0).abs() < 1e-6).then_some(())
+    })
+    .await;
+    owner.set_load("loaded", 0.0);
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     let (new, failover) = kill_leader(&mut cluster, &regions[0], 0).await;
+    let after = admin(&cluster.urls[new]).shard("cart", "loaded").await.unwrap();
+    assert!(after.load > 0.0, "the saved load was lost in the failover: {after:?}");
     eprintln!("failover after SIGKILL: {failover:?}");
     assert!(failover < Duration::from_secs(30), "no home answered within 30 s of the kill ({failover:?})");
     tokio::time::sleep(Duration::from_secs(2)).await;

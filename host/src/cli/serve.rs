@@ -64,6 +64,9 @@ pub struct ServeArgs {
     /// Milliseconds between rebalance ticks.
     #[arg(long, env = "SHARDALLOC_REBALANCE_INTERVAL_MS")]
     rebalance_interval_ms: Option<u64>,
+    /// Milliseconds between two saves of the shards' smoothed loads.
+    #[arg(long, env = "SHARDALLOC_LOAD_SAVE_INTERVAL_MS")]
+    load_save_interval_ms: Option<u64>,
     /// Milliseconds before a silent region is unreachable; removal follows after `--remove-after-ms`.
     #[arg(long, env = "SHARDALLOC_UNREACHABLE_AFTER_MS")]
     unreachable_after_ms: Option<u64>,
@@ -363,7 +366,7 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
     set(&mut coordinator.max_shards, [c.max_shards, None]);
     set(&mut coordinator.max_placements, [c.max_placements, None]);
     set(&mut coordinator.load_half_life_ms, [c.load_half_life_ms, None]);
-    set(&mut coordinator.load_save_interval_ms, [c.load_save_interval_ms, None]);
+    set(&mut coordinator.load_save_interval_ms, [args.load_save_interval_ms, c.load_save_interval_ms]);
     coordinator.churn.max_moves_per_round = c.max_moves_per_round;
     coordinator.churn.max_moves_fraction = c.max_moves_fraction;
     set(&mut coordinator.churn.move_cooldown_ms, [c.move_cooldown_ms, None]);

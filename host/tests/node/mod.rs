@@ -407,6 +407,8 @@ pub const HA_TIMINGS: &[&str] = &[
     "6000",
     "--rebalance-interval-ms",
     "1000",
+    "--load-save-interval-ms",
+    "200",
 ];
 
 /// `serve` arguments of node `name` in a cluster on `etcd`, advertising
