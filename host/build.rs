@@ -17,6 +17,7 @@ const BUILTINS: &[(&str, &str)] = &[
     ("hash", "shardalloc-strategy-hash"),
     ("capacity", "shardalloc-strategy-capacity"),
     ("zone", "shardalloc-strategy-zone"),
+    ("load-balance", "shardalloc-strategy-load-balance"),
 ];
 
 /// Built with the built-ins but not embedded: components for the host's tests.

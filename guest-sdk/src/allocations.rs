@@ -54,6 +54,9 @@ pub struct Allocations {
     heads: Vec<u32>,
     tails: Vec<u32>,
     counts: Vec<u32>,
+    /// Each region's shards' loads together, kept as shards come, go and
+    /// change load.
+    region_loads: Vec<f64>,
     /// Shards in the view (homed or homeless).
     len: usize,
     /// Shards whose hand-off is in progress.
@@ -115,6 +118,7 @@ impl Allocations {
             heads: vec![NIL; regions],
             tails: vec![NIL; regions],
             counts: vec![0; regions],
+            region_loads: vec![0.0; regions],
             len: 0,
             moving: 0,
             ids,
@@ -226,6 +230,7 @@ impl Allocations {
         }
         self.tails[r] = handle;
         self.counts[r] += 1;
+        self.region_loads[r] += self.loads[h];
     }
 
     /// Takes a homed shard out of its region's list; it stays in the view.
@@ -242,6 +247,8 @@ impl Allocations {
             n => self.prev[n as usize] = prev,
         }
         self.counts[r] -= 1;
+        // An empty region carries exactly nothing: no rounding left behind.
+        self.region_loads[r] = if self.counts[r] == 0 { 0.0 } else { self.region_loads[r] - self.loads[h] };
         self.homes[h] = HOMELESS;
         self.prev[h] = NIL;
         self.next[h] = NIL;
@@ -363,7 +370,11 @@ impl Allocations {
 
     /// Sets a shard's load.
     pub(crate) fn set_load(&mut self, handle: u32, load: f64) {
-        self.loads[handle as usize] = load;
+        let h = handle as usize;
+        let old = std::mem::replace(&mut self.loads[h], load);
+        if let Some(total) = self.region_loads.get_mut(self.homes[h] as usize) {
+            *total += load - old;
+        }
     }
 
     /// Moves every region's list to its index in a new topology of
@@ -374,6 +385,7 @@ impl Allocations {
         let mut heads = vec![NIL; regions];
         let mut tails = vec![NIL; regions];
         let mut counts = vec![0; regions];
+        let mut region_loads = vec![0.0; regions];
         let mut changed = Vec::new();
         for (old, target) in to.iter().enumerate() {
             match target {
@@ -390,6 +402,7 @@ impl Allocations {
                     heads[new] = self.heads[old];
                     tails[new] = self.tails[old];
                     counts[new] = self.counts[old];
+                    region_loads[new] = self.region_loads[old];
                     if new != old {
                         let mut h = self.heads[old];
                         while h != NIL {
@@ -404,6 +417,7 @@ impl Allocations {
         self.heads = heads;
         self.tails = tails;
         self.counts = counts;
+        self.region_loads = region_loads;
         Ok(changed)
     }
 
@@ -456,6 +470,12 @@ impl Allocations {
     /// How many shards the region owns.
     pub fn region_len(&self, id: RegionId) -> usize {
         self.counts[id.index()] as usize
+    }
+
+    /// The region's shards' loads together (0 when none carries load):
+    /// kept as shards come, go and change load, so asking costs nothing.
+    pub fn region_load(&self, id: RegionId) -> f64 {
+        self.region_loads.get(id.index()).map_or(0.0, |load| load.max(0.0))
     }
 
     /// Every allocated shard, region by region.

@@ -464,6 +464,19 @@ fn same(kept: &KeptView, model: &Model) -> Result<(), TestCaseError> {
         prop_assert_eq!(table.is_in_progress(shard), s.moving);
         prop_assert_eq!(table.load(shard), s.load);
     }
+    for (r, shards) in want.iter().enumerate() {
+        // Kept change by change, the region's load is its shards' sum (up
+        // to rounding in the order of the changes).
+        let sum: f64 = shards.iter().map(|h| model.shards[h].load).sum();
+        let kept_load = table.region_load(crate::RegionId(r as u32));
+        prop_assert!(
+            (kept_load - sum).abs() <= 1e-9 * sum.max(1.0),
+            "region {}: {} kept, {} summed",
+            r,
+            kept_load,
+            sum
+        );
+    }
     prop_assert_eq!(kept.checksum(), model.checksum());
     prop_assert_eq!(kept.checksum(), view_checksum(table));
     Ok(())

@@ -28,12 +28,15 @@ use crate::view::{Allocations, RegionStatus, ShardKey, View};
 pub struct Scenario {
     /// The underlying snapshot.
     pub snapshot: Snapshot,
+    /// Shard loads by id, as the host's view would carry them (a snapshot
+    /// has none); a shard not named carries 0.
+    pub loads: BTreeMap<String, f64>,
 }
 
 impl Scenario {
     /// Wraps a snapshot.
     pub fn new(snapshot: Snapshot) -> Self {
-        Scenario { snapshot }
+        Scenario { snapshot, loads: BTreeMap::new() }
     }
 
     /// Parses `"a=1,2,3 b= c=4"`: regions separated by white space, each
@@ -57,7 +60,7 @@ impl Scenario {
             .collect();
         let snapshot = Snapshot { regions, ..Snapshot::default() };
         snapshot.validate().unwrap_or_else(|e| panic!("{e}"));
-        Scenario { snapshot }
+        Scenario::new(snapshot)
     }
 
     fn region_mut(&mut self, address: &str) -> &mut SnapshotRegion {
@@ -137,9 +140,25 @@ impl Scenario {
         self.snapshot.view(Arc::new(self.snapshot.topology()))
     }
 
+    /// Shard `shard` carries `load` (finite, not negative).
+    pub fn load(mut self, shard: &str, load: f64) -> Self {
+        assert!(load.is_finite() && load >= 0.0, "a load is finite and not negative, not {load}");
+        self.loads.insert(shard.to_owned(), load);
+        self
+    }
+
     /// The allocation table a strategy would see.
     pub fn allocations(&self) -> Allocations {
-        self.snapshot.allocations()
+        let mut table = self.snapshot.allocations();
+        if !self.loads.is_empty() {
+            let shards: Vec<(u32, f64)> = (table.allocated().chain(table.in_progress()))
+                .filter_map(|s| self.loads.get(&*table.shard_id(s)).map(|load| (s.handle, *load)))
+                .collect();
+            for (handle, load) in shards {
+                table.set_load(handle, load);
+            }
+        }
+        table
     }
 
     /// Calls `allocate` without a requester and returns the chosen address.
@@ -308,7 +327,7 @@ pub fn generate(seed: u64, shape: &Shape) -> Scenario {
         exact.insert(format!("s{}", s * 7 + 2), ZONES[rng.below(3) as usize].into());
     }
     let signal = serde_json::json!({ "shards": exact, "prefixes": { "s1": ZONES[rng.below(3) as usize] } });
-    Scenario { snapshot: Snapshot { regions, in_progress, placements: BTreeMap::new(), signal: Some(signal) } }
+    Scenario::new(Snapshot { regions, in_progress, placements: BTreeMap::new(), signal: Some(signal) })
 }
 
 #[cfg(test)]

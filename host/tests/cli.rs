@@ -57,7 +57,7 @@ fn fixture() -> (tempfile::TempDir, String) {
 
 #[test]
 fn inspect_prints_name_version_description_schema() {
-    for name in ["least-shard", "hash", "capacity", "zone"] {
+    for name in ["least-shard", "hash", "capacity", "zone", "load-balance"] {
         let out = lines(&shardalloc(&["strategy", "inspect", name]));
         let info = &out[0];
         assert_eq!(info["name"], name);

@@ -135,3 +135,51 @@ async fn churn_limits_clip_real_rounds_and_show_in_dry_runs_and_metrics() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// The built-in `load-balance` in a node: two hot shards on one region, a
+/// second region joins, and one hot shard moves to it (not the oldest
+/// shards, as counting would move), topped up to the mean with cold ones.
+#[tokio::test(flavor = "multi_thread")]
+async fn load_balance_moves_load_not_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = dir.path().join("shardalloc.toml");
+    std::fs::write(&settings, "[types.cart]\nstrategy = \"load-balance\"\n").unwrap();
+    let mut args = vec!["--config", settings.to_str().unwrap()];
+    args.extend_from_slice(FAST);
+    let node = Node::start(&args).await;
+    let journal = Journal::default();
+    let network = InMemoryTransport::new();
+    let a = node.region("cart", "a", &journal, &network, |_| {});
+    registered(&a).await;
+    let shards = ["c1", "c2", "c3", "c4", "h1", "h2"];
+    for shard in shards {
+        assert_eq!(a.home_of(shard).await.unwrap(), "a");
+    }
+    for (shard, load) in [("h1", 100.0), ("h2", 100.0), ("c1", 1.0), ("c2", 1.0), ("c3", 1.0), ("c4", 1.0)] {
+        a.set_load(shard, load);
+    }
+    wait_for("the loads on the node", PATIENCE, async || {
+        let page = hottest(&node, "").await;
+        (page.shards.len() == 6).then_some(())
+    })
+    .await;
+
+    let b = node.region("cart", "b", &journal, &network, |_| {});
+    registered(&b).await;
+    let admin = node.admin();
+    wait_for("a hot shard on b", PATIENCE, async || {
+        let state = admin.shard("cart", "h1").await.ok()?;
+        (state.home.as_deref() == Some("b") && !state.moving).then_some(())
+    })
+    .await;
+    // A few more rounds (500 ms apart). b is filled to the mean (102) with
+    // cold shards, at most two; counting would have moved the three oldest
+    // (c1, c2, c3) and left both hot shards on a.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for shard in ["c3", "c4", "h2"] {
+        let state = admin.shard("cart", shard).await.unwrap();
+        assert_eq!(state.home.as_deref(), Some("a"), "{shard} moved: {state:?}");
+    }
+    a.shutdown().await;
+    b.shutdown().await;
+}

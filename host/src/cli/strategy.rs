@@ -21,7 +21,7 @@ use std::time::Duration;
 pub enum StrategyCommand {
     /// Print a strategy's name, version, description and config schema.
     Inspect {
-        /// A built-in name (least-shard, hash, capacity, zone) or a .wasm component.
+        /// A built-in name (least-shard, hash, capacity, zone, load-balance) or a .wasm component.
         strategy: String,
         /// A configuration to apply first (some settings change what the strategy needs).
         #[arg(long)]

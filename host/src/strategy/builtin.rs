@@ -31,6 +31,7 @@ pub fn native(name: &str, config: &str) -> Option<Result<Box<dyn AllocationStrat
         "hash" => boxed(shardalloc_strategy_hash::RendezvousHash::default(), config),
         "capacity" => boxed(shardalloc_strategy_capacity::Capacity::default(), config),
         "zone" => boxed(shardalloc_strategy_zone::Zone::default(), config),
+        "load-balance" => boxed(shardalloc_strategy_load_balance::LoadBalance::default(), config),
         _ => return None,
     })
 }
