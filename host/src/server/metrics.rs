@@ -15,8 +15,8 @@
 //! | `shardalloc_commit_seconds` | | store commit latency, once per driver turn |
 //! | `shardalloc_region_sessions` | | open region sessions |
 
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
-use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -27,10 +27,12 @@ use std::sync::atomic::AtomicU64;
 use crate::coordinator::{Observation, Step};
 use crate::engine::slot::SlotHandle;
 use crate::strategy::external::AllocationReason;
-use crate::strategy::{FaultKind, StrategyError};
 use shardalloc_proto::api::RegionStatus;
 
+mod labels;
 mod timed;
+use labels::LeadershipLabels;
+pub use labels::{Call, Decision, FallbackReason, HandOffOutcome, LabelText, LeadershipChange, RegionGauge};
 pub use timed::{MAX_STRATEGY_SERIES, Timed};
 
 /// One type's figures for the gauges.
@@ -55,113 +57,6 @@ pub struct RegionGauges<'a> {
     pub shards: usize,
     /// Its shards' load together, as of its last load report.
     pub load: Option<f64>,
-}
-
-/// Defines a label value: a closed set of words.
-macro_rules! label_words {
-    ($(#[$meta:meta])* $name:ident { $($variant:ident => $word:literal,)+ }) => {
-        $(#[$meta])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub enum $name {
-            $(#[doc = $word] $variant,)+
-        }
-
-        impl $name {
-            /// The word as the label spells it.
-            pub fn as_str(self) -> &'static str {
-                match self {
-                    $($name::$variant => $word,)+
-                }
-            }
-        }
-
-        impl EncodeLabelValue for $name {
-            fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
-                std::fmt::Write::write_str(encoder, self.as_str())
-            }
-        }
-    };
-}
-
-label_words! {
-    /// Why a shard got its home.
-    Decision { Placement => "placement", Strategy => "strategy", Fallback => "fallback", }
-}
-
-label_words! {
-    /// Why a strategy's answer was replaced by the fallback.
-    FallbackReason {
-        Refused => "error",
-        Invalid => "invalid-answer",
-        Trap => "trap",
-        Deadline => "deadline",
-        Memory => "memory",
-        Rebalance => "rebalance",
-    }
-}
-
-label_words! {
-    /// A leadership this node won or lost.
-    LeadershipChange { Won => "won", Lost => "lost", }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct LeadershipLabels {
-    change: LeadershipChange,
-}
-
-label_words! {
-    /// A hand-off step or end.
-    HandOffOutcome { Started => "started", Stopping => "stopping", TimedOut => "timed-out", OwnerGone => "owner-gone", }
-}
-
-label_words! {
-    /// A region's status, draining counted apart.
-    RegionGauge { Up => "up", Unreachable => "unreachable", Leaving => "leaving", Draining => "draining", }
-}
-
-label_words! {
-    /// A strategy call.
-    Call { Allocate => "allocate", Rebalance => "rebalance", }
-}
-
-/// A label value from outside (a type name, a region address), escaped as
-/// the text format requires: `\`, `"` and a newline (prometheus-client
-/// writes label values as given).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct LabelText(String);
-
-impl From<&str> for LabelText {
-    fn from(text: &str) -> Self {
-        LabelText(text.to_owned())
-    }
-}
-
-impl EncodeLabelValue for LabelText {
-    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
-        use std::fmt::Write;
-        for c in self.0.chars() {
-            match c {
-                '\\' => encoder.write_str("\\\\")?,
-                '"' => encoder.write_str("\\\"")?,
-                '\n' => encoder.write_str("\\n")?,
-                c => encoder.write_char(c)?,
-            }
-        }
-        Ok(())
-    }
-}
-
-impl From<&StrategyError> for FallbackReason {
-    fn from(error: &StrategyError) -> Self {
-        match error {
-            StrategyError::Refused(_) => FallbackReason::Refused,
-            StrategyError::Invalid(_) => FallbackReason::Invalid,
-            StrategyError::Fault { kind: FaultKind::Trap, .. } => FallbackReason::Trap,
-            StrategyError::Fault { kind: FaultKind::Deadline, .. } => FallbackReason::Deadline,
-            StrategyError::Fault { kind: FaultKind::Memory, .. } => FallbackReason::Memory,
-        }
-    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
