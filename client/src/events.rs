@@ -12,7 +12,7 @@ use crate::api::DecisionEvent;
 pub const MAX_EVENT_BYTES: usize = 1 << 20;
 
 /// One event as the stream framed it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct StreamedEvent {
     /// Its `id:` (`<term>-<seq>`), `None` for a `missed` event.
     pub id: Option<String>,

@@ -257,6 +257,9 @@ words! {
         RegionUndrained => "region-undrained",
         /// A region was removed (`cause`: left, heartbeat timeout).
         RegionGone => "region-gone",
+        /// A sample of a region's load (`region`, `load`): at most one per
+        /// region every 10 s, and at most 10 a second per type.
+        RegionLoad => "region-load",
         /// This client fell behind or resumed from an event no longer kept:
         /// `missed` events are lost to it (0: unknown, another term).
         Missed => "missed",
@@ -275,7 +278,7 @@ words! {
 
 /// One decision, as `GET /v1/events` sends it in an event's `data:` line
 /// (its `id:` is `<term>-<seq>`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DecisionEvent {
@@ -315,6 +318,9 @@ pub struct DecisionEvent {
     /// How many events this client missed (`missed`; 0: unknown).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub missed: Option<u64>,
+    /// A region's load: its shards' smoothed loads together (`region-load`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<f64>,
 }
 
 impl DecisionEvent {
@@ -335,6 +341,7 @@ impl DecisionEvent {
             by: None,
             detail: None,
             missed: None,
+            load: None,
         }
     }
 }

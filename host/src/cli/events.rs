@@ -57,6 +57,9 @@ pub fn line(event: &DecisionEvent) -> String {
     if let Some(target) = &event.target {
         line.push_str(&format!(" -> {}", shown(target)));
     }
+    if let Some(load) = event.load {
+        line.push_str(&format!(" load {load:.1}"));
+    }
     let mut why = Vec::new();
     if let Some(reason) = event.reason {
         why.push(reason.to_string());
@@ -118,6 +121,12 @@ mod tests {
             ..DecisionEvent::new(EventKind::ShardHomed, "cart", 3_723_004)
         };
         assert_eq!(line(&event), "01:02:03.004 cart shard-homed shard 42 -> b (strategy; least-shard@1.0.0)");
+        let load = DecisionEvent {
+            region: Some("b".into()),
+            load: Some(1234.56),
+            ..DecisionEvent::new(EventKind::RegionLoad, "cart", 3_723_004)
+        };
+        assert_eq!(line(&load), "01:02:03.004 cart region-load region b load 1234.6");
         let missed = DecisionEvent { missed: Some(7), ..DecisionEvent::new(EventKind::Missed, "", 0) };
         assert!(line(&missed).contains("7 events missed"));
     }

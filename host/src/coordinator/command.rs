@@ -260,6 +260,14 @@ pub enum Observation {
         /// answer's order.
         shards: Vec<String>,
     },
+    /// A sample of a region's load after its report, at a bounded rate
+    /// ([`LOAD_SAMPLE_MS`](super::LOAD_SAMPLE_MS)).
+    RegionLoad {
+        /// The region.
+        address: String,
+        /// Its shards' smoothed loads together.
+        load: f64,
+    },
     /// The strategy's rebalance fell back to the built-in.
     RebalanceFallback {
         /// The strategy's failure.

@@ -49,6 +49,15 @@ use super::{Coordinator, Observation};
 /// goes out over several ticks.
 pub const LOADS_PER_SAVE: usize = 10_000;
 
+/// A region's load is observed (for the event stream) at most once in this
+/// long, and less often in a type of many regions: at most one sample per
+/// [`SAMPLE_SPACING_MS`] per type.
+pub const LOAD_SAMPLE_MS: u64 = 10_000;
+
+/// The spacing of load samples over a type's regions: a type of `n`
+/// regions samples each every `max(LOAD_SAMPLE_MS, n × this)`.
+const SAMPLE_SPACING_MS: u64 = 100;
+
 /// Loads below this are 0: a decayed average does not keep a shard's entry
 /// alive forever.
 const NEGLIGIBLE: f64 = 1e-9;
@@ -130,8 +139,14 @@ impl Coordinator {
             .filter_map(|shard| loads.get(shard))
             .map(|l| l.load)
             .sum();
+        let every = LOAD_SAMPLE_MS.max(self.live.len() as u64 * SAMPLE_SPACING_MS);
+        let now = self.now;
         if let Some(live) = self.live.get_mut(&address) {
             live.load = Some(total);
+            if live.load_sampled_at.is_none_or(|at| now >= at.saturating_add(every)) {
+                live.load_sampled_at = Some(now);
+                self.observe(Observation::RegionLoad { address, load: total });
+            }
         }
     }
 

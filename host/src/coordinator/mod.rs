@@ -91,7 +91,7 @@ use shardalloc_guest::{Region, RegionStatus, Topology};
 pub use command::{Command, MAX_NAMED_CLIPS, NotAccepted, Observation, PlacementError, Reply, Step};
 pub use config::{Config, ConfigError, TypeSettings};
 pub use event::{Event, Millis, OperatorRequest, RequestId};
-pub use load::LOADS_PER_SAVE;
+pub use load::{LOAD_SAMPLE_MS, LOADS_PER_SAVE};
 /// The coordinator speaks the region protocol's own types: it takes a
 /// region's [`Register`] as sent and answers with [`NodeMessage`]s, so the
 /// wire and the core cannot drift apart (the driver maps nothing).
@@ -114,6 +114,8 @@ struct Liveness {
     metrics: BTreeMap<String, f64>,
     /// Its shards' smoothed load together, as of its last load report.
     load: Option<f64>,
+    /// When its load was last observed as a sample.
+    load_sampled_at: Option<Millis>,
 }
 
 /// A hand-off's volatile progress.

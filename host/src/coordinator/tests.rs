@@ -620,7 +620,11 @@ fn loaded_regions() -> Coordinator {
 #[test]
 fn reports_are_smoothed_per_shard_and_the_rest_is_spread_over_the_unnamed_shards() {
     let mut c = loaded_regions();
-    assert_eq!(settle(&mut c, load(10, "a", 1, 1_000, &[("s", 10.0)], 4.0)), [], "nothing persisted per report");
+    assert_eq!(
+        settle(&mut c, load(10, "a", 1, 1_000, &[("s", 10.0)], 4.0)),
+        [Command::Observe(Observation::RegionLoad { address: "a".into(), load: 14.0 })],
+        "nothing persisted per report: only a sample for the event stream"
+    );
     assert_eq!(loads_of(&c), [("s", 10.0, None), ("t", 2.0, None), ("u", 2.0, None)], "first reports as they are");
     assert_eq!((c.region_load("a"), c.region_load("b")), (Some(14.0), None), "b never reported");
     settle(&mut c, load(1_010, "a", 1, 1_000, &[("s", 20.0), ("t", 6.0)], 0.0));
@@ -791,4 +795,19 @@ fn churn_limits_clip_the_strategys_answer_and_say_what_they_clipped() {
     // An operator's rebalance is not the strategy's: it is never clipped.
     let out = settle(&mut c, rebalance_now(20_001, &["x"]));
     assert_eq!(started(&out), 1, "{out:?}");
+}
+
+#[test]
+fn a_regions_load_is_sampled_at_most_once_in_ten_seconds() {
+    let mut c = loaded_regions();
+    let sample = |out: &[Command]| {
+        out.iter().find_map(|c| match c {
+            Command::Observe(Observation::RegionLoad { address, load }) => Some((address.clone(), *load)),
+            _ => None,
+        })
+    };
+    assert_eq!(sample(&settle(&mut c, load(10, "a", 1, 1_000, &[("s", 8.0)], 0.0))), Some(("a".into(), 8.0)));
+    assert_eq!(sample(&settle(&mut c, load(5_000, "a", 1, 1_000, &[("s", 8.0)], 0.0))), None);
+    assert_eq!(sample(&settle(&mut c, load(6_000, "b", 1, 1_000, &[], 0.0))), Some(("b".into(), 0.0)), "per region");
+    assert_eq!(sample(&settle(&mut c, load(10_010, "a", 1, 1_000, &[("s", 8.0)], 0.0))), Some(("a".into(), 8.0)));
 }

@@ -274,6 +274,7 @@ pub fn samples() -> Vec<Sample> {
             by: Some(ChangedBy::Operator),
             detail: Some("the placement's target is draining".to_owned()),
             missed: Some(3),
+            load: Some(5210.75),
         }),
         one(Snapshot {
             regions: vec![snapshot_region()],

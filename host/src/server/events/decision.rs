@@ -97,6 +97,9 @@ pub fn from_observation(entity_type: &str, at_ms: u64, observation: &Observation
                 ..event(EventKind::MovesClipped)
             }
         }
+        Observation::RegionLoad { address, load } => {
+            DecisionEvent { load: Some(*load), ..region_event(EventKind::RegionLoad, address) }
+        }
         Observation::RebalanceFallback { error } => {
             DecisionEvent { cause: Some(error.clone()), detail: Some("rebalance".into()), ..event(EventKind::Fallback) }
         }
@@ -191,6 +194,7 @@ mod tests {
             (Observation::RegionDraining { address: "a".into(), draining: false }, EventKind::RegionUndrained),
             (Observation::RegionRemoved { address: "a".into(), why: "left", shards: 3 }, EventKind::RegionGone),
             (Observation::RegionFenced { address: "a".into(), reason: "old".into() }, EventKind::RegionFenced),
+            (Observation::RegionLoad { address: "a".into(), load: 2.5 }, EventKind::RegionLoad),
         ];
         for (observation, kind) in cases {
             let event = from_observation("cart", 1, &observation).unwrap();

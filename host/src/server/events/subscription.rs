@@ -22,7 +22,7 @@ use super::{DecisionEvent, frame};
 const MAX_TAKEN: usize = 1_024;
 
 /// What a stream reads next.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Delivery {
     /// The next event.
     Event(Arc<DecisionEvent>),
