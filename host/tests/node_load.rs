@@ -20,6 +20,16 @@ async fn by_load(node: &Node, query: &str) -> (StatusCode, serde_json::Value) {
     read(node.http().get(url).send().await.unwrap()).await
 }
 
+/// A node with the FAST timings and this settings file.
+async fn node_with(settings: &str) -> (Node, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("shardalloc.toml");
+    std::fs::write(&file, settings).unwrap();
+    let mut args = vec!["--config", file.to_str().unwrap()];
+    args.extend_from_slice(FAST);
+    (Node::start(&args).await, dir)
+}
+
 async fn hottest(node: &Node, query: &str) -> ShardLoads {
     let (status, body) = by_load(node, query).await;
     assert_eq!(status, StatusCode::OK, "{body}");
@@ -28,16 +38,9 @@ async fn hottest(node: &Node, query: &str) -> ShardLoads {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_regions_load_reaches_the_api_and_survives_a_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let settings = dir.path().join("shardalloc.toml");
-    std::fs::write(
-        &settings,
-        "[coordinator]\nload-save-interval-ms = 200\n\n[types.cart]\nstrategy = \"least-shard\"\nload-half-life-ms = 1000\n",
-    )
-    .unwrap();
-    let mut args = vec!["--config", settings.to_str().unwrap()];
-    args.extend_from_slice(FAST);
-    let mut node = Node::start(&args).await;
+    let settings = "[coordinator]\nload-save-interval-ms = 200\n\n[types.cart]\nstrategy = \"least-shard\"\n\
+                    load-half-life-ms = 1000\n";
+    let (mut node, _dir) = node_with(settings).await;
     let journal = Journal::default();
     let network = InMemoryTransport::new();
     let region = node.region("cart", "r1", &journal, &network, |_| {});
@@ -90,17 +93,9 @@ async fn a_regions_load_reaches_the_api_and_survives_a_restart() {
 /// the metrics, and show in a dry run of any candidate on the type.
 #[tokio::test(flavor = "multi_thread")]
 async fn churn_limits_clip_real_rounds_and_show_in_dry_runs_and_metrics() {
-    let dir = tempfile::tempdir().unwrap();
-    let settings = dir.path().join("shardalloc.toml");
-    std::fs::write(
-        &settings,
-        "[types.cart]\nstrategy = \"least-shard\"\nconfig = { relative_limit = 1.0 }\nmax-moves-per-round = 1\n\
-         min-round-interval-ms = 5000\n",
-    )
-    .unwrap();
-    let mut args = vec!["--config", settings.to_str().unwrap()];
-    args.extend_from_slice(FAST);
-    let node = Node::start(&args).await;
+    let settings = "[types.cart]\nstrategy = \"least-shard\"\nconfig = { relative_limit = 1.0 }\n\
+                    max-moves-per-round = 1\nmin-round-interval-ms = 5000\n";
+    let (node, _dir) = node_with(settings).await;
     let journal = Journal::default();
     let network = InMemoryTransport::new();
     let a = node.region("cart", "a", &journal, &network, |_| {});
@@ -141,12 +136,7 @@ async fn churn_limits_clip_real_rounds_and_show_in_dry_runs_and_metrics() {
 /// shards, as counting would move), topped up to the mean with cold ones.
 #[tokio::test(flavor = "multi_thread")]
 async fn load_balance_moves_load_not_counts() {
-    let dir = tempfile::tempdir().unwrap();
-    let settings = dir.path().join("shardalloc.toml");
-    std::fs::write(&settings, "[types.cart]\nstrategy = \"load-balance\"\n").unwrap();
-    let mut args = vec!["--config", settings.to_str().unwrap()];
-    args.extend_from_slice(FAST);
-    let node = Node::start(&args).await;
+    let (node, _dir) = node_with("[types.cart]\nstrategy = \"load-balance\"\n").await;
     let journal = Journal::default();
     let network = InMemoryTransport::new();
     let a = node.region("cart", "a", &journal, &network, |_| {});

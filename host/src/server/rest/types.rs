@@ -13,11 +13,11 @@ use shardalloc_proto::api::{HomeReason, ShardHome, ShardId, ShardLoads, ShardSta
 
 use super::paging::{PageQuery, Paging, split};
 use super::{blocking, shard_id};
-use crate::coordinator::{Reply, complete_snapshot};
+use crate::coordinator::{Durable, Reply, complete_snapshot};
 use crate::server::api_error::{ApiError, ErrorCode};
 use crate::server::body::{JsonBody, Params};
 use crate::server::driver::request::Page;
-use crate::server::driver::request::{AdminRequest, Operation, Refusal};
+use crate::server::driver::request::{AdminRequest, Operation, Refusal, TypeLive};
 use crate::server::openapi::{
     BadRequest, Conflict, Internal, NotFound, TooLarge, Unauthorized, Unavailable, UnknownType,
 };
@@ -93,35 +93,37 @@ pub async fn get(
     Ok(Json(TypeState { name, regions: live.states, hand_offs: live.hand_offs, strategy: live.strategy, shards, next }))
 }
 
-/// A type's state as a strategy snapshot, read from the store and built
-/// off the driver thread at the lowest priority (`reads.rs`).
 /// The snapshot of type `name` and its churn limits over rounds from now,
 /// with each shard's last move as the store holds it (for dry runs).
 pub(crate) async fn snapshot_and_paced(state: &AppState, name: String) -> Result<(Snapshot, Paced), ApiError> {
-    let type_name = name.clone();
-    let live = state.driver.ask(|reply| AdminRequest::TypeLive { name: type_name, reply }).await??;
-    let store = state.store.clone();
-    crate::server::low_priority::run(move || {
-        let stored = store
-            .load_type(&name)
-            .map_err(ApiError::store)?
-            .ok_or_else(|| ApiError::from(Refusal::UnknownType(name)))?;
+    read_type(state, name, |live, durable| {
         let mut paced = live.paced;
         if !paced.limits.is_off() {
-            let moves = stored.durable.loads.iter().filter_map(|(s, l)| l.moved_at.map(|at| (s.clone(), at)));
+            let moves = durable.loads.iter().filter_map(|(s, l)| l.moved_at.map(|at| (s.clone(), at)));
             paced.moved_at = moves.collect();
         }
-        Ok((complete_snapshot(live.regions, &stored.durable), paced))
+        (complete_snapshot(live.regions, durable), paced)
     })
-    .await?
+    .await
 }
 
-/// The snapshot of type `name`, then `finish` applied to it, all on an
-/// expensive read's low-priority thread.
+/// The snapshot of type `name`, then `finish` applied to it.
 async fn snapshot_then<T: Send + 'static>(
     state: &AppState,
     name: String,
     finish: impl FnOnce(Snapshot) -> T + Send + 'static,
+) -> Result<T, ApiError> {
+    read_type(state, name, |live, durable| finish(complete_snapshot(live.regions, durable))).await
+}
+
+/// Type `name`'s live part (from the driver, a cost per region) and its
+/// stored state, then `finish` applied to both: the store read and `finish`
+/// on an expensive read's thread at the lowest priority (`reads.rs`), off
+/// the driver's.
+async fn read_type<T: Send + 'static>(
+    state: &AppState,
+    name: String,
+    finish: impl FnOnce(TypeLive, &Durable) -> T + Send + 'static,
 ) -> Result<T, ApiError> {
     let type_name = name.clone();
     let live = state.driver.ask(|reply| AdminRequest::TypeLive { name: type_name, reply }).await??;
@@ -131,7 +133,7 @@ async fn snapshot_then<T: Send + 'static>(
             .load_type(&name)
             .map_err(ApiError::store)?
             .ok_or_else(|| ApiError::from(Refusal::UnknownType(name)))?;
-        Ok(finish(complete_snapshot(live.regions, &stored.durable)))
+        Ok(finish(live, &stored.durable))
     })
     .await?
 }
