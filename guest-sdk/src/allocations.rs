@@ -351,6 +351,25 @@ impl Allocations {
         }
     }
 
+    /// Gives the shards with these ids their loads (for a host or a test
+    /// that built the table with [`Allocations::from_ids`]); ids not in the
+    /// table are passed over. A load is finite and not negative.
+    pub fn load_ids<'a>(&mut self, loads: impl IntoIterator<Item = (&'a str, f64)>) {
+        let ShardIds::Known(known) = &self.ids else { return };
+        let wanted: Vec<(&str, f64)> = loads.into_iter().filter(|(_, load)| *load != 0.0).collect();
+        if wanted.is_empty() {
+            return;
+        }
+        let index: HashMap<&str, u32> = known.iter().enumerate().map(|(h, id)| (id.as_str(), h as u32)).collect();
+        let handles: Vec<(u32, f64)> =
+            wanted.into_iter().filter_map(|(id, load)| index.get(id).map(|h| (*h, load))).collect();
+        for (handle, load) in handles {
+            if self.homes[handle as usize] != ABSENT {
+                self.set_load(handle, load);
+            }
+        }
+    }
+
     /// Sets or clears one of a shard's flags.
     pub(crate) fn set_flag(&mut self, handle: u32, flag: u8, on: bool) {
         let h = handle as usize;

@@ -200,7 +200,15 @@ impl KeptView {
         kept.flag_all(&full.moving, MOVING, true)?;
         kept.flag_all(&full.pinned, PINNED, true)?;
         kept.load_all(&full.loads)?;
+        kept.sync_region_loads()?;
         Ok(kept)
+    }
+
+    /// The view's region loads from the table's.
+    fn sync_region_loads(&mut self) -> Result<(), String> {
+        let regions = self.view.regions().len() as u32;
+        let loads = (0..regions).map(|r| self.table.region_load(crate::RegionId(r))).collect();
+        self.view.set_region_loads(loads)
     }
 
     /// Applies one batch and returns the checksum. An error names the
@@ -218,6 +226,7 @@ impl KeptView {
         }
         self.poisoned = true;
         self.apply_in_place(changes)?;
+        self.sync_region_loads()?;
         self.poisoned = false;
         Ok(self.checksum)
     }

@@ -135,9 +135,16 @@ impl Scenario {
         self
     }
 
-    /// The view a strategy would see.
+    /// The view a strategy would see (with each region's load when shards
+    /// carry loads).
     pub fn view(&self) -> View {
-        self.snapshot.view(Arc::new(self.snapshot.topology()))
+        let mut view = self.snapshot.view(Arc::new(self.snapshot.topology()));
+        if !self.loads.is_empty() {
+            let table = self.allocations();
+            let loads = view.region_ids().map(|id| table.region_load(id)).collect();
+            view.set_region_loads(loads).expect("one load per region");
+        }
+        view
     }
 
     /// Shard `shard` carries `load` (finite, not negative).

@@ -15,6 +15,8 @@ pub struct View {
     topology: Arc<Topology>,
     shard_counts: Vec<u32>,
     metrics: Vec<f64>,
+    /// Each region's shards' loads together (zeros when no load is known).
+    region_loads: Vec<f64>,
 }
 
 impl View {
@@ -29,7 +31,23 @@ impl View {
         if metrics.len() != expected {
             return Err(format!("metrics has {} values, expected {expected}", metrics.len()));
         }
-        Ok(View { topology, shard_counts, metrics })
+        Ok(View { topology, region_loads: vec![0.0; shard_counts.len()], shard_counts, metrics })
+    }
+
+    /// Sets each region's load (the shards' loads together), one per
+    /// region: what a host or a kept view knows of the loads.
+    pub fn set_region_loads(&mut self, loads: Vec<f64>) -> Result<(), String> {
+        if loads.len() != self.shard_counts.len() {
+            return Err(format!("{} region loads for {} regions", loads.len(), self.shard_counts.len()));
+        }
+        self.region_loads = loads;
+        Ok(())
+    }
+
+    /// A region's load: its shards' loads together, as the host reported
+    /// them (0 when none is known). Cheap: `allocate` may read it.
+    pub fn region_load(&self, id: RegionId) -> f64 {
+        self.region_loads.get(id.index()).copied().unwrap_or(0.0)
     }
 
     /// Adds `delta` to a region's shard count (the kept view's bookkeeping).

@@ -335,3 +335,48 @@ fn serve_refuses_load_and_churn_settings_that_cannot_work() {
         assert!(run.stderr.contains(says), "case {index}: {} should say {says:?}", run.stderr);
     }
 }
+
+/// `strategy trace` writes a deterministic trace, and `strategy simulate
+/// --trace` replays it against strategies side by side: a line per round,
+/// then each strategy's summary; a bad trace is refused by line.
+#[test]
+fn a_generated_trace_replays_against_two_strategies_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["strategy", "trace", "--regions", "3", "--shards", "60", "--minutes", "2", "--drift-every-m", "1"];
+    let more = ["--joins", "1", "--seed", "3"];
+    let generated = shardalloc(&[&args[..], &more[..]].concat());
+    assert_eq!(generated.status, 0, "{}", generated.stderr);
+    assert_eq!(generated.stdout, shardalloc(&[&args[..], &more[..]].concat()).stdout, "the same seed, the same trace");
+    assert!(generated.stdout.starts_with("t_ms,kind,subject,value\n0,join,"), "{}", generated.stdout);
+    let trace = write(dir.path(), "trace.csv", &generated.stdout);
+    let run = shardalloc(&[
+        "strategy",
+        "simulate",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--strategy",
+        "least-shard",
+        "--strategy",
+        "load-balance",
+        "--rounds-every-s",
+        "10",
+    ]);
+    let out = lines(&run);
+    let (rounds, summaries) = out.split_at(out.len() - 2);
+    assert_eq!(rounds.len(), 13, "120 s of trace, a round every 10 s from 10 s: {}", run.stdout);
+    assert!(rounds.iter().all(|r| r["strategies"]["least-shard"]["maxOverBound"].is_number()
+        && r["strategies"]["load-balance"]["moves"].is_number()));
+    for (summary, name) in summaries.iter().zip(["least-shard@", "load-balance@"]) {
+        assert!(summary["strategy"].as_str().unwrap().starts_with(name), "{summary}");
+        assert_eq!(summary["rounds"], 13);
+        for key in ["p50", "p99", "max"] {
+            assert!(summary["maxOverBound"][key].as_f64().unwrap() >= 1.0 - 1e-9, "{summary}");
+        }
+        assert!(summary["moves"].is_u64() && summary["movedLoadFraction"].is_f64(), "{summary}");
+    }
+
+    let bad = write(dir.path(), "bad.csv", "t_ms,kind,subject,value\n0,join,a:1,\n5,leave,b:1,\n");
+    let run = shardalloc(&["strategy", "simulate", "--trace", bad.to_str().unwrap()]);
+    assert_ne!(run.status, 0);
+    assert!(run.stderr.contains("line 3: a leave of unknown region b:1"), "{}", run.stderr);
+}

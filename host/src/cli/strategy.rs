@@ -11,7 +11,9 @@ use shardalloc::engine::instance::Sandboxed;
 use shardalloc::engine::limits::Limits;
 use shardalloc::strategy::external::{AllocationReason, ExternalAllocation};
 use shardalloc::strategy::guarded::Guarded;
+use shardalloc::strategy::replay::Replay;
 use shardalloc::strategy::simulate::simulate;
+use shardalloc::strategy::trace::{Trace, TraceShape, generate};
 use shardalloc::strategy::{ClusterView, StrategySource};
 use shardalloc_guest::Snapshot;
 use shardalloc_guest::conformance::Problem;
@@ -54,13 +56,62 @@ pub enum StrategyCommand {
         #[command(subcommand)]
         question: Question,
     },
-    /// Run rounds of rebalance and re-allocation over a snapshot.
+    /// Run rounds of rebalance and re-allocation over a snapshot
+    /// (`--snapshot`, `--rounds`), or replay a load trace against one or
+    /// more strategies side by side (`--trace`).
     Simulate {
+        /// A built-in name or the path of a .wasm component; repeat it to
+        /// compare strategies on a trace.
+        #[arg(long, default_value = "least-shard")]
+        strategy: Vec<String>,
+        /// The strategy's configuration, a JSON object (each strategy's, on a trace).
+        #[arg(long)]
+        config: Option<String>,
+        /// The snapshot file (JSON).
+        #[arg(long, conflicts_with = "trace", required_unless_present = "trace")]
+        snapshot: Option<PathBuf>,
+        /// Number of rounds over the snapshot.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000), requires = "snapshot")]
+        rounds: Option<u32>,
+        /// A load trace (CSV `t_ms,kind,subject,value`; docs/load.md).
+        #[arg(long)]
+        trace: Option<PathBuf>,
+        /// Seconds between two rounds of a trace's replay.
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=86_400), requires = "trace")]
+        rounds_every_s: u64,
         #[command(flatten)]
-        common: Common,
-        /// Number of rounds.
-        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
-        rounds: u32,
+        sandbox: Sandbox,
+    },
+    /// Generate a load trace: Zipf-distributed shard loads whose hot set
+    /// drifts, and regions that join, leave and fail; deterministic for a seed.
+    Trace {
+        /// Regions at the start.
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+        regions: u64,
+        /// Shards.
+        #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+        shards: u64,
+        /// The Zipf exponent of the shard loads.
+        #[arg(long, default_value_t = 1.1)]
+        zipf: f64,
+        /// How long the trace runs, in minutes.
+        #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=10_080))]
+        minutes: u64,
+        /// Every this many minutes the hottest 1% of shards trade their load (0: never).
+        #[arg(long, default_value_t = 10)]
+        drift_every_m: u64,
+        /// Regions that join during the trace.
+        #[arg(long, default_value_t = 0)]
+        joins: usize,
+        /// Regions that leave during the trace.
+        #[arg(long, default_value_t = 0)]
+        leaves: usize,
+        /// Regions that fail during the trace.
+        #[arg(long, default_value_t = 0)]
+        fails: usize,
+        /// The seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
     },
 }
 
@@ -214,7 +265,49 @@ pub fn run(command: StrategyCommand) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        StrategyCommand::Simulate { common, rounds } => {
+        StrategyCommand::Trace { regions, shards, zipf, minutes, drift_every_m, joins, leaves, fails, seed } => {
+            if !(zipf.is_finite() && zipf >= 0.0) {
+                bail!("--zipf must be a finite number of at least 0, not {zipf}");
+            }
+            if leaves + fails >= regions as usize + joins {
+                bail!(
+                    "--leaves and --fails ({}) must leave a region: {regions} present and {joins} joining",
+                    leaves + fails
+                );
+            }
+            let shape = TraceShape {
+                regions: regions as usize,
+                shards: shards as usize,
+                zipf,
+                duration_ms: minutes * 60_000,
+                drift_every_ms: drift_every_m * 60_000,
+                joins,
+                leaves,
+                fails,
+                seed,
+            };
+            print!("{}", generate(&shape));
+            Ok(())
+        }
+        StrategyCommand::Simulate {
+            strategy,
+            config,
+            snapshot: None,
+            trace: Some(trace),
+            rounds_every_s,
+            sandbox,
+            ..
+        } => replay_trace(&trace, &strategy, config.as_deref(), rounds_every_s * 1_000, &sandbox),
+        StrategyCommand::Simulate { strategy, config, snapshot, rounds, sandbox, .. } => {
+            let [strategy] = &strategy[..] else {
+                bail!(
+                    "--strategy is given {} times; a snapshot is simulated with one (compare several on a --trace)",
+                    strategy.len()
+                );
+            };
+            let snapshot = snapshot.context("--snapshot or --trace is needed")?;
+            let rounds = rounds.context("--rounds is needed with --snapshot")?;
+            let common = Common { strategy: strategy.clone(), config, snapshot, sandbox };
             let (snapshot, mut external) = prepare(&common)?;
             simulate(&mut external, &snapshot, rounds as usize, |round| {
                 for fallback in &round.fallbacks {
@@ -230,6 +323,37 @@ pub fn run(command: StrategyCommand) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// Replays a trace against each strategy, side by side: one line per round
+/// (each strategy's moves and maxOverBound), then one summary line each.
+fn replay_trace(
+    path: &Path,
+    strategies: &[String],
+    config: Option<&str>,
+    every_ms: u64,
+    sandbox: &Sandbox,
+) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read trace {}", path.display()))?;
+    let trace = Trace::parse(&text).with_context(|| format!("trace {}", path.display()))?;
+    let mut replays = Vec::with_capacity(strategies.len());
+    for spec in strategies {
+        let strategy = load(spec, config, sandbox.limits())?;
+        replays.push((spec.clone(), Replay::new(&trace, ExternalAllocation::new(Guarded::new(Box::new(strategy))))));
+    }
+    let rounds = trace.end_ms() / every_ms + 1;
+    for round in 1..=rounds {
+        let at = round * every_ms;
+        let mut figures = serde_json::Map::new();
+        for (spec, replay) in &mut replays {
+            figures.insert(spec.clone(), serde_json::to_value(replay.round(at))?);
+        }
+        println!("{}", json!({ "round": round, "tMs": at, "strategies": figures }));
+    }
+    for (_, replay) in &replays {
+        println!("{}", serde_json::to_string(&replay.summary())?);
+    }
+    Ok(())
 }
 
 fn load(spec: &str, config: Option<&str>, limits: Limits) -> anyhow::Result<Sandboxed> {

@@ -15,6 +15,8 @@
 //! - [`churn`]: the churn limits the host puts on every strategy's rebalance
 //!   answer (moves per round, cooldown, round interval).
 //! - [`simulate`]: rounds of rebalance and re-allocation over a snapshot.
+//! - [`trace`]: load traces (the CSV format, its parser, the generator);
+//!   [`replay`]: a trace replayed against a strategy, round by round.
 //! - [`table`]: [`table::ShardTable`], every shard by handle with the
 //!   journal of batches a contract 0.2 component's copy of the view follows.
 //!
@@ -32,9 +34,11 @@ pub mod dry_run;
 pub mod external;
 pub mod guarded;
 pub mod native;
+pub mod replay;
 pub mod simulate;
 pub mod source;
 pub mod table;
+pub mod trace;
 pub mod view;
 
 pub use shardalloc_guest::Info;

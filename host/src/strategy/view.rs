@@ -99,6 +99,13 @@ impl ClusterView {
 
     /// The same view, with the shard table it was taken from.
     pub fn with_table(mut self, table: Arc<ShardTable>) -> Self {
+        // Native strategies read each region's load from the view, as
+        // components read it from their own copy of the table.
+        let kept = table.allocations();
+        let loads: Vec<f64> = self.view.region_ids().map(|id| kept.region_load(id)).collect();
+        if kept.region_count() == loads.len() && loads.iter().any(|l| *l != 0.0) {
+            self.view.set_region_loads(loads).expect("one load per region");
+        }
         self.table = Some(table);
         self
     }
@@ -236,10 +243,16 @@ impl ClusterView {
         let homes: Vec<Vec<&str>> = self.homes.iter().map(|h| h.iter().map(String::as_str).collect()).collect();
         let mut allocations = Allocations::from_ids(&homes, &in_progress);
         // The pins the coordinator's table marks (placements on the shard's
-        // own region), for native strategies as for components.
+        // own region) and the shards' loads, for native strategies as for
+        // components.
         if let Some(table) = &self.table {
-            let pinned = table.allocations();
-            allocations.pin_ids(pinned.pinned().map(|s| pinned.shard_id(s)).collect::<Vec<_>>().iter().map(|s| &**s));
+            let kept = table.allocations();
+            allocations.pin_ids(kept.pinned().map(|s| kept.shard_id(s)).collect::<Vec<_>>().iter().map(|s| &**s));
+            let loads: Vec<(std::borrow::Cow<'_, str>, f64)> = (kept.allocated().chain(kept.in_progress()))
+                .filter(|s| kept.load(*s) != 0.0)
+                .map(|s| (kept.shard_id(s), kept.load(s)))
+                .collect();
+            allocations.load_ids(loads.iter().map(|(id, load)| (&**id, *load)));
         }
         allocations
     }

@@ -5,9 +5,8 @@
 //! within a tolerance band around the mean (±10% by default) and fills new
 //! or emptied regions to the mean:
 //!
-//! - **allocate** picks the most suitable allocatable region by
-//!   least-shard's order (a new shard carries no load yet; the next round
-//!   moves load where it belongs);
+//! - **allocate** picks the least loaded allocatable region (where a round
+//!   sends what it moves), ties by least-shard's order;
 //! - **rebalance** moves shards from the most loaded region to the least
 //!   loaded one while some region is above the band, or below it (then it
 //!   is filled to the mean): each move takes the shard whose load fixes
@@ -215,7 +214,11 @@ impl Strategy for LoadBalance {
     }
 
     fn allocate(&self, view: &View, _shard: &ShardKey, _requester: Option<RegionId>) -> Result<RegionId, String> {
-        least_loaded(view, view.allocatable()).ok_or_else(|| "no allocatable region".to_owned())
+        // The least loaded region (where a round sends what it moves), ties
+        // by least-shard's order; by that order alone while no load is known.
+        let lowest = view.allocatable().map(|id| view.region_load(id)).min_by(f64::total_cmp);
+        let candidates = view.allocatable().filter(|id| Some(view.region_load(*id)) == lowest);
+        least_loaded(view, candidates).ok_or_else(|| "no allocatable region".to_owned())
     }
 
     fn rebalance(&self, view: &View, allocations: &Allocations) -> Result<Vec<Shard>, String> {

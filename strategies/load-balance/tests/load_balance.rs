@@ -102,9 +102,13 @@ fn rebalance_table() {
 }
 
 #[test]
-fn allocate_takes_the_most_suitable_region_by_least_shards_order() {
+fn allocate_takes_the_least_loaded_region_then_least_shards_order() {
     let strategy = LoadBalance::default();
-    assert_eq!(Scenario::parse("a=1,2 b=3 c=4,5").allocate(&strategy, "new").unwrap(), "b");
+    assert_eq!(Scenario::parse("a=1,2 b=3 c=4,5").allocate(&strategy, "new").unwrap(), "b", "no load: counts");
+    let loaded = cluster("a=h b=1,2", &[("h", 100.0), ("1", 1.0), ("2", 1.0)]);
+    assert_eq!(loaded.allocate(&strategy, "new").unwrap(), "b", "the lighter region, though it holds more shards");
+    let tie = cluster("a=1 b=2,3", &[("1", 2.0), ("2", 1.0), ("3", 1.0)]);
+    assert_eq!(tie.allocate(&strategy, "new").unwrap(), "a", "equal loads: fewer shards");
     let scenario = Scenario::parse("a= b=1").draining("a");
     assert_eq!(scenario.allocate(&strategy, "new").unwrap(), "b");
     let nowhere = Scenario::parse("a=").draining("a");

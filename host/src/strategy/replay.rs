@@ -1,0 +1,290 @@
+//! Replaying a load trace ([`Trace`]) against a strategy, round by round,
+//! as `shardalloc strategy simulate --trace` does for several strategies
+//! side by side.
+//!
+//! Each round, at `round × every_ms`:
+//! 1. the trace's events up to then apply: loads change, regions join, and
+//!    the shards of a region that leaves or fails are homed again through
+//!    `allocate` (not counted as moves);
+//! 2. new shards (first seen in a load line) are homed through `allocate`;
+//! 3. the strategy's `rebalance` answer (placements aside: a trace has none)
+//!    is carried out: each shard leaves its home and is allocated again;
+//! 4. the round's figures are taken: the moves, the load they carried, and
+//!    `maxOverBound`, the most loaded region's load over the bound
+//!    `max(mean region load, the heaviest shard's load)`, the best any
+//!    placement can do without splitting shards.
+//!
+//! Strategies see the trace's loads as they stand (the node would smooth
+//! them; a trace's loads are already rates). Hand-offs complete within a
+//! round.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use shardalloc_guest::{Snapshot, SnapshotRegion};
+
+use super::ClusterView;
+use super::external::ExternalAllocation;
+use super::table::ShardTable;
+use super::trace::{Trace, TraceEvent};
+
+/// One round's figures for one strategy.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RoundFigures {
+    /// The strategy's moves this round.
+    pub moves: usize,
+    /// The load those moves carried.
+    pub moved_load: f64,
+    /// The most loaded region's load over the bound (1 is the best possible).
+    pub max_over_bound: f64,
+}
+
+/// A strategy's figures over a whole replay.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    /// The strategy (`name@version`).
+    pub strategy: String,
+    /// Rounds replayed.
+    pub rounds: usize,
+    /// `maxOverBound` after each round: its median, 99th percentile and maximum.
+    pub max_over_bound: Percentiles,
+    /// Moves over all rounds.
+    pub moves: usize,
+    /// The load moved over all rounds, as a fraction of the load carried
+    /// over all rounds (each round's total load summed).
+    pub moved_load_fraction: f64,
+}
+
+/// A distribution's median, 99th percentile and maximum.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Percentiles {
+    /// The median.
+    pub p50: f64,
+    /// The 99th percentile.
+    pub p99: f64,
+    /// The maximum.
+    pub max: f64,
+}
+
+impl Percentiles {
+    /// Of `values` (nearest rank); all 0 when there are none.
+    pub fn of(mut values: Vec<f64>) -> Self {
+        if values.is_empty() {
+            return Percentiles { p50: 0.0, p99: 0.0, max: 0.0 };
+        }
+        values.sort_by(f64::total_cmp);
+        let at = |q: f64| values[((q * values.len() as f64).ceil() as usize).clamp(1, values.len()) - 1];
+        Percentiles { p50: at(0.5), p99: at(0.99), max: values[values.len() - 1] }
+    }
+}
+
+/// One strategy's replay of a trace. See the module documentation.
+pub struct Replay<'t> {
+    trace: &'t Trace,
+    external: ExternalAllocation,
+    /// The next event to apply.
+    next: usize,
+    /// Regions in join order, each with its shards in allocation order.
+    regions: Vec<(String, Vec<String>)>,
+    loads: HashMap<String, f64>,
+    /// Shards waiting for a home (no region could take them).
+    homeless: Vec<String>,
+    rounds: Vec<RoundFigures>,
+    total_load: f64,
+    moved_load: f64,
+}
+
+impl<'t> Replay<'t> {
+    /// A replay of `trace` against `external`.
+    pub fn new(trace: &'t Trace, external: ExternalAllocation) -> Self {
+        Replay {
+            trace,
+            external,
+            next: 0,
+            regions: Vec::new(),
+            loads: HashMap::new(),
+            homeless: Vec::new(),
+            rounds: Vec::new(),
+            total_load: 0.0,
+            moved_load: 0.0,
+        }
+    }
+
+    /// The view the strategy sees now, with the loads in its table.
+    fn view(&self) -> ClusterView {
+        let snapshot = Snapshot {
+            regions: (self.regions.iter())
+                .map(|(address, shards)| SnapshotRegion {
+                    address: address.clone(),
+                    shards: shards.clone(),
+                    ..SnapshotRegion::default()
+                })
+                .collect(),
+            ..Snapshot::default()
+        };
+        let view = ClusterView::from_snapshot(&snapshot);
+        let homes = self
+            .regions
+            .iter()
+            .enumerate()
+            .flat_map(|(index, (_, shards))| shards.iter().map(move |shard| (shard.as_str(), index as u32)));
+        let loads = self.loads.iter().map(|(shard, load)| (shard.as_str(), *load));
+        let table = ShardTable::build(view.topology(), view.metrics().to_vec(), homes, [], [], loads);
+        view.with_table(Arc::new(table))
+    }
+
+    /// Homes `shards` through the strategy's `allocate`, one by one.
+    fn home(&mut self, shards: Vec<String>) {
+        for shard in shards {
+            let view = self.view();
+            match self.external.allocate(&view, &shard, None) {
+                Ok(allocation) => {
+                    let region = self.regions.iter_mut().find(|(a, _)| *a == allocation.region);
+                    region.expect("allocations name known regions").1.push(shard);
+                }
+                Err(_) => self.homeless.push(shard),
+            }
+        }
+    }
+
+    /// Applies the events up to `until_ms`.
+    fn apply(&mut self, until_ms: u64) {
+        let mut new = Vec::new();
+        while let Some((t, event)) = self.trace.events.get(self.next) {
+            if *t > until_ms {
+                break;
+            }
+            self.next += 1;
+            match event {
+                TraceEvent::Load { shard, load } => {
+                    if self.loads.insert(shard.clone(), *load).is_none() {
+                        new.push(shard.clone());
+                    }
+                }
+                TraceEvent::Join(address) => self.regions.push((address.clone(), Vec::new())),
+                TraceEvent::Leave(address) | TraceEvent::Fail(address) => {
+                    if let Some(index) = self.regions.iter().position(|(a, _)| a == address) {
+                        let (_, shards) = self.regions.remove(index);
+                        new.extend(shards);
+                    }
+                }
+            }
+        }
+        new.append(&mut self.homeless);
+        self.home(new);
+    }
+
+    /// Replays up to `until_ms` and runs one round there.
+    pub fn round(&mut self, until_ms: u64) -> RoundFigures {
+        self.apply(until_ms);
+        let view = self.view();
+        let answer = self.external.rebalance(&view).shards;
+        drop(view);
+        let mut moved_load = 0.0;
+        for shard in &answer {
+            for (_, shards) in &mut self.regions {
+                shards.retain(|s| s != shard);
+            }
+            moved_load += self.loads.get(shard).copied().unwrap_or(0.0);
+        }
+        let moves = answer.len();
+        self.home(answer);
+        let region_loads: Vec<f64> = (self.regions.iter())
+            .map(|(_, shards)| shards.iter().map(|s| self.loads.get(s).copied().unwrap_or(0.0)).sum())
+            .collect();
+        let total: f64 = region_loads.iter().sum();
+        let mean = total / region_loads.len().max(1) as f64;
+        let heaviest = self.loads.values().copied().fold(0.0, f64::max);
+        let bound = mean.max(heaviest);
+        let max = region_loads.iter().copied().fold(0.0, f64::max);
+        let max_over_bound = if bound > 0.0 { max / bound } else { 1.0 };
+        self.total_load += total;
+        self.moved_load += moved_load;
+        let figures = RoundFigures { moves, moved_load, max_over_bound };
+        self.rounds.push(figures);
+        figures
+    }
+
+    /// The figures of the rounds replayed so far.
+    pub fn summary(&self) -> Summary {
+        let info = self.external.info();
+        Summary {
+            strategy: format!("{}@{}", info.name, info.version),
+            rounds: self.rounds.len(),
+            max_over_bound: Percentiles::of(self.rounds.iter().map(|r| r.max_over_bound).collect()),
+            moves: self.rounds.iter().map(|r| r.moves).sum(),
+            moved_load_fraction: if self.total_load > 0.0 { self.moved_load / self.total_load } else { 0.0 },
+        }
+    }
+
+    /// Shard counts per region now.
+    pub fn counts(&self) -> BTreeMap<String, usize> {
+        self.regions.iter().map(|(a, s)| (a.clone(), s.len())).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::strategy::builtin;
+    use crate::strategy::guarded::Guarded;
+
+    fn external(name: &str) -> ExternalAllocation {
+        ExternalAllocation::new(Guarded::new(builtin::native(name, "").unwrap().unwrap()))
+    }
+
+    /// Two regions, four shards of even load; at 10 s two shards on the
+    /// same region turn hot.
+    fn trace() -> Trace {
+        Trace::parse(
+            "t_ms,kind,subject,value\n0,join,a:1,\n0,join,b:1,\n0,load,s1,1\n0,load,s2,1\n0,load,s3,1\n\
+             0,load,s4,1\n10000,load,s1,100\n10000,load,s3,100\n",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn percentiles_take_the_nearest_rank() {
+        let p = Percentiles::of((1..=100).map(f64::from).collect());
+        assert_eq!((p.p50, p.p99, p.max), (50.0, 99.0, 100.0));
+        assert_eq!(Percentiles::of(vec![]).max, 0.0);
+    }
+
+    #[test]
+    fn load_balance_beats_counting_on_a_skewed_trace() {
+        let trace = trace();
+        let mut figures = BTreeMap::new();
+        for name in ["least-shard", "load-balance"] {
+            let mut replay = Replay::new(&trace, external(name));
+            for round in 1..=6 {
+                replay.round(round * 5_000);
+            }
+            figures.insert(name, replay.summary());
+        }
+        let (counting, balancing) = (&figures["least-shard"], &figures["load-balance"]);
+        assert_eq!(counting.rounds, 6);
+        assert!(balancing.strategy.starts_with("load-balance@"), "{balancing:?}");
+        // s1 and s3 share a region (allocated alternately). Counting sees 2
+        // and 2 and moves nothing; load-balance moves one hot shard.
+        assert_eq!(counting.moves, 0, "{figures:?}");
+        assert!(counting.max_over_bound.p50 > 1.9, "{figures:?}");
+        assert_eq!(balancing.moves, 1, "{figures:?}");
+        assert!(balancing.max_over_bound.p50 < 1.02, "{figures:?}");
+        assert!(balancing.moved_load_fraction > 0.0 && balancing.moved_load_fraction < 0.2, "{balancing:?}");
+    }
+
+    #[test]
+    fn a_failed_regions_shards_are_homed_again_and_not_counted_as_moves() {
+        let trace = Trace::parse(
+            "t_ms,kind,subject,value\n0,join,a:1,\n0,join,b:1,\n0,load,s1,1\n0,load,s2,1\n5000,fail,a:1,\n",
+        )
+        .unwrap();
+        let mut replay = Replay::new(&trace, external("least-shard"));
+        replay.round(1_000);
+        let figures = replay.round(6_000);
+        assert_eq!(replay.counts(), BTreeMap::from([("b:1".to_owned(), 2)]));
+        assert_eq!(figures.moves, 0);
+    }
+}

@@ -1,0 +1,348 @@
+//! Load traces: the CSV format `shardalloc strategy simulate --trace`
+//! replays, its parser (every refusal names the line and the problem) and
+//! the generator of `shardalloc strategy trace`.
+//!
+//! ```text
+//! t_ms,kind,subject,value
+//! 0,join,10.0.0.1:2552,
+//! 0,load,tenant-7,125.5        a shard carries 125.5 units a second from then on
+//! 600000,join,10.0.0.9:2552,   a region joins
+//! 900000,fail,10.0.0.1:2552,   a region fails (leave: it leaves gracefully)
+//! ```
+//!
+//! Times never go backwards. A region joins before it leaves or fails, and
+//! the regions present at the start join at time 0. A shard exists from its
+//! first load line; a shard with no load line carries 0.
+
+use std::collections::BTreeSet;
+use std::fmt::Write;
+
+/// The header line every trace starts with.
+pub const HEADER: &str = "t_ms,kind,subject,value";
+
+/// Most lines a trace may hold.
+pub const MAX_TRACE_LINES: usize = 10_000_000;
+
+/// What happens at one instant of a trace.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TraceEvent {
+    /// A shard carries this load (units a second) from now on.
+    Load {
+        /// The shard.
+        shard: String,
+        /// Its load.
+        load: f64,
+    },
+    /// A region joins.
+    Join(String),
+    /// A region leaves gracefully: its shards are handed off.
+    Leave(String),
+    /// A region fails: its shards are homed again elsewhere.
+    Fail(String),
+}
+
+/// A parsed trace: its events in time order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Trace {
+    /// (time in ms, event), times never decreasing.
+    pub events: Vec<(u64, TraceEvent)>,
+}
+
+/// Why a trace was refused: the line (from 1, the header is line 1) and
+/// the problem.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {problem}")]
+pub struct TraceError {
+    /// The line, from 1.
+    pub line: usize,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
+impl Trace {
+    /// Parses a trace. See the module documentation.
+    pub fn parse(text: &str) -> Result<Trace, TraceError> {
+        let refuse = |line: usize, problem: String| TraceError { line, problem };
+        let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l.trim_end_matches('\r')));
+        match lines.next() {
+            Some((_, HEADER)) => {}
+            Some((_, other)) => return Err(refuse(1, format!("the header must be {HEADER:?}, not {other:?}"))),
+            None => return Err(refuse(1, format!("the trace is empty; it starts with the header {HEADER:?}"))),
+        }
+        let mut trace = Trace::default();
+        let mut present = BTreeSet::new();
+        let mut last = 0;
+        for (number, line) in lines {
+            if line.trim().is_empty() {
+                continue;
+            }
+            if number > MAX_TRACE_LINES {
+                return Err(refuse(number, format!("a trace holds at most {MAX_TRACE_LINES} lines")));
+            }
+            let fields: Vec<&str> = line.split(',').collect();
+            let [t, kind, subject, value] = fields[..] else {
+                return Err(refuse(number, format!("{} fields; a line has 4: {HEADER}", fields.len())));
+            };
+            let t: u64 = t.trim().parse().map_err(|_| refuse(number, format!("bad number {t:?} for t_ms")))?;
+            if t < last {
+                return Err(refuse(number, format!("time goes backwards: {t} ms after {last} ms")));
+            }
+            last = t;
+            let subject = subject.trim();
+            if subject.is_empty() {
+                return Err(refuse(number, "the subject is empty".to_owned()));
+            }
+            let value = value.trim();
+            let no_value = |kind: &str| {
+                if value.is_empty() {
+                    Ok(())
+                } else {
+                    Err(refuse(number, format!("a {kind} line has no value, not {value:?}")))
+                }
+            };
+            let event = match kind.trim() {
+                "load" => {
+                    let load: f64 =
+                        value.parse().map_err(|_| refuse(number, format!("bad number {value:?} for a load")))?;
+                    if !(load.is_finite() && load >= 0.0) {
+                        return Err(refuse(number, format!("bad number {value:?}: a load is finite and not negative")));
+                    }
+                    if let Err(rule) = shardalloc_proto::protocol::check_shard_id(subject) {
+                        return Err(refuse(number, rule));
+                    }
+                    TraceEvent::Load { shard: subject.to_owned(), load }
+                }
+                "join" => {
+                    no_value("join")?;
+                    if let Err(rule) = shardalloc_proto::protocol::check_address(subject) {
+                        return Err(refuse(number, rule));
+                    }
+                    if !present.insert(subject.to_owned()) {
+                        return Err(refuse(number, format!("region {subject} joins twice")));
+                    }
+                    TraceEvent::Join(subject.to_owned())
+                }
+                kind @ ("leave" | "fail") => {
+                    no_value(kind)?;
+                    if !present.remove(subject) {
+                        return Err(refuse(number, format!("a {kind} of unknown region {subject}")));
+                    }
+                    if kind == "leave" {
+                        TraceEvent::Leave(subject.to_owned())
+                    } else {
+                        TraceEvent::Fail(subject.to_owned())
+                    }
+                }
+                other => {
+                    return Err(refuse(number, format!("unknown kind {other:?}: load, join, leave or fail")));
+                }
+            };
+            trace.events.push((t, event));
+        }
+        Ok(trace)
+    }
+
+    /// The time of the last event.
+    pub fn end_ms(&self) -> u64 {
+        self.events.last().map_or(0, |(t, _)| *t)
+    }
+}
+
+/// What `shardalloc strategy trace` generates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceShape {
+    /// Regions present at time 0.
+    pub regions: usize,
+    /// Shards, all present at time 0.
+    pub shards: usize,
+    /// The Zipf exponent of the shard loads: the shard of rank `r` (from 1)
+    /// carries `1000 / r^zipf` units a second.
+    pub zipf: f64,
+    /// How long the trace runs, in ms.
+    pub duration_ms: u64,
+    /// Every this many ms the hot set drifts: the loads of the hottest 1%
+    /// of shards (at least one) move to other shards.
+    pub drift_every_ms: u64,
+    /// Regions that join during the trace (at even intervals).
+    pub joins: usize,
+    /// Regions that leave during the trace.
+    pub leaves: usize,
+    /// Regions that fail during the trace.
+    pub fails: usize,
+    /// The seed: the same shape and seed give the same trace.
+    pub seed: u64,
+}
+
+/// SplitMix64: deterministic, the same everywhere.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        shardalloc_guest::kept::mix(self.0)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// Generates a trace (its CSV text). See [`TraceShape`].
+pub fn generate(shape: &TraceShape) -> String {
+    let mut rng = Rng(shape.seed);
+    let mut out = format!("{HEADER}\n");
+    let region = |i: usize| format!("10.0.{}.{}:2552", i / 250, i % 250 + 1);
+    let mut present: Vec<usize> = (0..shape.regions).collect();
+    for i in &present {
+        writeln!(out, "0,join,{},", region(*i)).expect("writing to a String");
+    }
+    // rank[s]: the shard's rank in the load order (from 1).
+    let mut ranks: Vec<usize> = (1..=shape.shards).collect();
+    for i in (1..ranks.len()).rev() {
+        ranks.swap(i, rng.below(i + 1));
+    }
+    let load = |rank: usize| 1000.0 / (rank as f64).powf(shape.zipf);
+    for (shard, rank) in ranks.iter().enumerate() {
+        writeln!(out, "0,load,s{shard},{}", load(*rank)).expect("writing to a String");
+    }
+    // Region changes at even intervals, interleaved with the drifts.
+    let changes = shape.joins + shape.leaves + shape.fails;
+    let mut next_region = shape.regions;
+    let mut kinds: Vec<&str> = std::iter::repeat_n("join", shape.joins)
+        .chain(std::iter::repeat_n("leave", shape.leaves))
+        .chain(std::iter::repeat_n("fail", shape.fails))
+        .collect();
+    for i in (1..kinds.len()).rev() {
+        kinds.swap(i, rng.below(i + 1));
+    }
+    let mut times: Vec<(u64, Option<&str>)> = kinds
+        .iter()
+        .enumerate()
+        .map(|(i, kind)| (shape.duration_ms * (i as u64 + 1) / (changes as u64 + 1), Some(*kind)))
+        .collect();
+    if shape.drift_every_ms > 0 && shape.shards > 1 {
+        let mut t = shape.drift_every_ms;
+        while t <= shape.duration_ms {
+            times.push((t, None));
+            t += shape.drift_every_ms;
+        }
+    }
+    times.sort_by_key(|(t, kind)| (*t, kind.is_none()));
+    let hot = (shape.shards / 100).max(1);
+    for (t, kind) in times {
+        match kind {
+            Some("join") => {
+                writeln!(out, "{t},join,{},", region(next_region)).expect("writing to a String");
+                present.push(next_region);
+                next_region += 1;
+            }
+            Some(kind) if present.len() > 1 => {
+                let gone = present.swap_remove(rng.below(present.len()));
+                writeln!(out, "{t},{kind},{},", region(gone)).expect("writing to a String");
+            }
+            Some(_) => {}
+            None => {
+                // The hot set drifts: each of the hottest shards trades its
+                // rank with a shard anywhere.
+                for shard in 0..shape.shards {
+                    if ranks[shard] > hot {
+                        continue;
+                    }
+                    let other = rng.below(shape.shards);
+                    ranks.swap(shard, other);
+                    for s in [shard, other] {
+                        writeln!(out, "{t},load,s{s},{}", load(ranks[s])).expect("writing to a String");
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trace_parses_into_its_events() {
+        let text =
+            "t_ms,kind,subject,value\n0,join,a:1,\n0,load,s1,2.5\n\n10,join,b:1,\r\n20,fail,a:1,\n20,leave,b:1,\n";
+        let trace = Trace::parse(text).unwrap();
+        assert_eq!(
+            trace.events,
+            [
+                (0, TraceEvent::Join("a:1".into())),
+                (0, TraceEvent::Load { shard: "s1".into(), load: 2.5 }),
+                (10, TraceEvent::Join("b:1".into())),
+                (20, TraceEvent::Fail("a:1".into())),
+                (20, TraceEvent::Leave("b:1".into())),
+            ]
+        );
+        assert_eq!(trace.end_ms(), 20);
+    }
+
+    #[test]
+    fn a_bad_trace_is_refused_with_the_line_and_the_problem() {
+        let cases = [
+            ("", 1, "the trace is empty"),
+            ("t,kind,subject,value\n", 1, "the header must be"),
+            ("t_ms,kind,subject,value\n0,jump,a:1,\n", 2, "unknown kind \"jump\""),
+            ("t_ms,kind,subject,value\nx,join,a:1,\n", 2, "bad number \"x\" for t_ms"),
+            ("t_ms,kind,subject,value\n0,load,s,lots\n", 2, "bad number \"lots\" for a load"),
+            ("t_ms,kind,subject,value\n0,load,s,-1\n", 2, "a load is finite and not negative"),
+            ("t_ms,kind,subject,value\n0,load,s,NaN\n", 2, "a load is finite and not negative"),
+            ("t_ms,kind,subject,value\n5,join,a:1,\n4,join,b:1,\n", 3, "time goes backwards: 4 ms after 5 ms"),
+            ("t_ms,kind,subject,value\n0,leave,a:1,\n", 2, "a leave of unknown region a:1"),
+            ("t_ms,kind,subject,value\n0,join,a:1,\n1,fail,a:1,\n2,fail,a:1,\n", 4, "a fail of unknown region a:1"),
+            ("t_ms,kind,subject,value\n0,join,a:1,\n0,join,a:1,\n", 3, "region a:1 joins twice"),
+            ("t_ms,kind,subject,value\n0,join,a:1\n", 2, "3 fields; a line has 4"),
+            ("t_ms,kind,subject,value\n0,join,a:1,7\n", 2, "a join line has no value"),
+            ("t_ms,kind,subject,value\n0,load,,1\n", 2, "the subject is empty"),
+        ];
+        for (text, line, says) in cases {
+            let error = Trace::parse(text).unwrap_err();
+            assert_eq!(error.line, line, "{text:?}: {error}");
+            assert!(error.to_string().contains(says), "{text:?}: {error} should say {says:?}");
+        }
+    }
+
+    fn shape() -> TraceShape {
+        TraceShape {
+            regions: 3,
+            shards: 200,
+            zipf: 1.1,
+            duration_ms: 600_000,
+            drift_every_ms: 120_000,
+            joins: 2,
+            leaves: 1,
+            fails: 1,
+            seed: 7,
+        }
+    }
+
+    #[test]
+    fn a_generated_trace_is_deterministic_zipf_and_parses() {
+        let text = generate(&shape());
+        assert_eq!(text, generate(&shape()), "the same seed gives the same trace");
+        assert_ne!(text, generate(&TraceShape { seed: 8, ..shape() }));
+        let trace = Trace::parse(&text).unwrap();
+        let count = |f: &dyn Fn(&TraceEvent) -> bool| trace.events.iter().filter(|(_, e)| f(e)).count();
+        assert_eq!(count(&|e| matches!(e, TraceEvent::Join(_))), 5);
+        assert_eq!(count(&|e| matches!(e, TraceEvent::Leave(_))), 1);
+        assert_eq!(count(&|e| matches!(e, TraceEvent::Fail(_))), 1);
+        // At time 0: one load line per shard, the loads Zipf-distributed.
+        let mut loads: Vec<f64> = (trace.events.iter())
+            .filter_map(|(t, e)| match e {
+                TraceEvent::Load { load, .. } if *t == 0 => Some(*load),
+                _ => None,
+            })
+            .collect();
+        loads.sort_by(|a, b| b.total_cmp(a));
+        assert_eq!(loads.len(), 200);
+        assert_eq!(loads[0], 1000.0);
+        assert!((loads[1] - 1000.0 / 2f64.powf(1.1)).abs() < 1e-9);
+        // The hot set drifts: later load lines exist.
+        assert!(trace.events.iter().any(|(t, e)| *t > 0 && matches!(e, TraceEvent::Load { .. })));
+    }
+}
