@@ -21,7 +21,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use shardalloc_guest::{Snapshot, SnapshotRegion};
+use shardalloc_guest::{Snapshot, SnapshotRegion, Topology};
 
 use super::ClusterView;
 use super::external::ExternalAllocation;
@@ -88,6 +88,11 @@ pub struct Replay<'t> {
     next: usize,
     /// Regions in join order, each with its shards in allocation order.
     regions: Vec<(String, Vec<String>)>,
+    /// The topology of `regions`, made again when they change.
+    topology: Arc<Topology>,
+    /// The shard table strategies read (homes and loads), kept change by
+    /// change as the coordinator keeps its own.
+    table: Arc<ShardTable>,
     loads: HashMap<String, f64>,
     /// Shards waiting for a home (no region could take them).
     homeless: Vec<String>,
@@ -99,11 +104,15 @@ pub struct Replay<'t> {
 impl<'t> Replay<'t> {
     /// A replay of `trace` against `external`.
     pub fn new(trace: &'t Trace, external: ExternalAllocation) -> Self {
+        let topology = Arc::new(Topology::new(Vec::new(), Vec::new(), None));
+        let table = Arc::new(ShardTable::new(&topology, Vec::new()));
         Replay {
             trace,
             external,
             next: 0,
             regions: Vec::new(),
+            topology,
+            table,
             loads: HashMap::new(),
             homeless: Vec::new(),
             rounds: Vec::new(),
@@ -112,37 +121,43 @@ impl<'t> Replay<'t> {
         }
     }
 
-    /// The view the strategy sees now, with the loads in its table.
-    fn view(&self) -> ClusterView {
+    /// Makes the topology of the regions now, and gives it to the table.
+    fn regions_changed(&mut self) {
         let snapshot = Snapshot {
             regions: (self.regions.iter())
-                .map(|(address, shards)| SnapshotRegion {
-                    address: address.clone(),
-                    shards: shards.clone(),
-                    ..SnapshotRegion::default()
-                })
+                .map(|(address, _)| SnapshotRegion { address: address.clone(), ..SnapshotRegion::default() })
                 .collect(),
             ..Snapshot::default()
         };
-        let view = ClusterView::from_snapshot(&snapshot);
-        let homes = self
-            .regions
-            .iter()
-            .enumerate()
-            .flat_map(|(index, (_, shards))| shards.iter().map(move |shard| (shard.as_str(), index as u32)));
-        let loads = self.loads.iter().map(|(shard, load)| (shard.as_str(), *load));
-        let table = ShardTable::build(view.topology(), view.metrics().to_vec(), homes, [], [], loads);
-        view.with_table(Arc::new(table))
+        self.topology = Arc::new(snapshot.topology());
+        Arc::make_mut(&mut self.table).set_topology(&self.topology, &[]);
     }
 
-    /// Homes `shards` through the strategy's `allocate`, one by one.
+    /// The view `rebalance` sees: every shard list, with the table.
+    fn view(&self) -> ClusterView {
+        let homes = self.regions.iter().map(|(_, shards)| shards.clone()).collect();
+        ClusterView::new(self.topology.clone(), Vec::new(), homes, Default::default())
+            .expect("the replay keeps the view consistent")
+            .with_table(self.table.clone())
+    }
+
+    /// Homes `shards` through the strategy's `allocate`, one by one, each
+    /// seeing the ones before it placed.
     fn home(&mut self, shards: Vec<String>) {
         for shard in shards {
-            let view = self.view();
-            match self.external.allocate(&view, &shard, None) {
+            let counts = self.regions.iter().map(|(_, s)| s.len() as u32).collect();
+            let view = ClusterView::for_allocation(self.topology.clone(), Vec::new(), counts)
+                .expect("the replay keeps the view consistent")
+                .with_table(self.table.clone());
+            let allocation = self.external.allocate(&view, &shard, None);
+            drop(view);
+            match allocation {
                 Ok(allocation) => {
-                    let region = self.regions.iter_mut().find(|(a, _)| *a == allocation.region);
-                    region.expect("allocations name known regions").1.push(shard);
+                    let index = self.regions.iter().position(|(a, _)| *a == allocation.region);
+                    self.regions[index.expect("allocations name known regions")].1.push(shard.clone());
+                    let table = Arc::make_mut(&mut self.table);
+                    table.home(&shard, &allocation.region).expect("a region of the topology");
+                    table.set_loads([(shard.as_str(), self.loads.get(&shard).copied().unwrap_or(0.0))]);
                 }
                 Err(_) => self.homeless.push(shard),
             }
@@ -152,6 +167,8 @@ impl<'t> Replay<'t> {
     /// Applies the events up to `until_ms`.
     fn apply(&mut self, until_ms: u64) {
         let mut new = Vec::new();
+        let mut changed = Vec::new();
+        let mut regions_changed = false;
         while let Some((t, event)) = self.trace.events.get(self.next) {
             if *t > until_ms {
                 break;
@@ -161,17 +178,31 @@ impl<'t> Replay<'t> {
                 TraceEvent::Load { shard, load } => {
                     if self.loads.insert(shard.clone(), *load).is_none() {
                         new.push(shard.clone());
+                    } else {
+                        changed.push(shard.clone());
                     }
                 }
-                TraceEvent::Join(address) => self.regions.push((address.clone(), Vec::new())),
+                TraceEvent::Join(address) => {
+                    self.regions.push((address.clone(), Vec::new()));
+                    regions_changed = true;
+                }
                 TraceEvent::Leave(address) | TraceEvent::Fail(address) => {
                     if let Some(index) = self.regions.iter().position(|(a, _)| a == address) {
                         let (_, shards) = self.regions.remove(index);
+                        for shard in &shards {
+                            Arc::make_mut(&mut self.table).unhome(shard);
+                        }
                         new.extend(shards);
+                        regions_changed = true;
                     }
                 }
             }
         }
+        if regions_changed {
+            self.regions_changed();
+        }
+        let loads = &self.loads;
+        Arc::make_mut(&mut self.table).set_loads(changed.iter().map(|s| (s.as_str(), loads[s])));
         new.append(&mut self.homeless);
         self.home(new);
     }
@@ -183,10 +214,12 @@ impl<'t> Replay<'t> {
         let answer = self.external.rebalance(&view).shards;
         drop(view);
         let mut moved_load = 0.0;
+        let moving: std::collections::HashSet<&str> = answer.iter().map(String::as_str).collect();
+        for (_, shards) in &mut self.regions {
+            shards.retain(|s| !moving.contains(s.as_str()));
+        }
         for shard in &answer {
-            for (_, shards) in &mut self.regions {
-                shards.retain(|s| s != shard);
-            }
+            Arc::make_mut(&mut self.table).unhome(shard);
             moved_load += self.loads.get(shard).copied().unwrap_or(0.0);
         }
         let moves = answer.len();
