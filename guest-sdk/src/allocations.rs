@@ -336,18 +336,8 @@ impl Allocations {
     /// a test that built the table with [`Allocations::from_ids`]); ids not
     /// in the table are passed over.
     pub fn pin_ids<'a>(&mut self, ids: impl IntoIterator<Item = &'a str>) {
-        let ShardIds::Known(known) = &self.ids else { return };
-        let wanted: Vec<&str> = ids.into_iter().collect();
-        if wanted.is_empty() {
-            // No pins (the usual case): no index of every id to build.
-            return;
-        }
-        let index: HashMap<&str, u32> = known.iter().enumerate().map(|(h, id)| (id.as_str(), h as u32)).collect();
-        let handles: Vec<u32> = wanted.into_iter().filter_map(|id| index.get(id).copied()).collect();
-        for handle in handles {
-            if self.homes[handle as usize] != ABSENT {
-                self.set_flag(handle, PINNED, true);
-            }
+        for (handle, ()) in self.handles_of(ids.into_iter().map(|id| (id, ()))) {
+            self.set_flag(handle, PINNED, true);
         }
     }
 
@@ -355,19 +345,26 @@ impl Allocations {
     /// that built the table with [`Allocations::from_ids`]); ids not in the
     /// table are passed over. A load is finite and not negative.
     pub fn load_ids<'a>(&mut self, loads: impl IntoIterator<Item = (&'a str, f64)>) {
-        let ShardIds::Known(known) = &self.ids else { return };
-        let wanted: Vec<(&str, f64)> = loads.into_iter().filter(|(_, load)| *load != 0.0).collect();
+        for (handle, load) in self.handles_of(loads.into_iter().filter(|(_, load)| *load != 0.0)) {
+            self.set_load(handle, load);
+        }
+    }
+
+    /// The handles of the shards in the view with these ids (when the table
+    /// knows ids), each with what came with its id; ids not in the view are
+    /// passed over. Builds no index of every id when none is asked for
+    /// (no pins, no loads: the usual case).
+    fn handles_of<'a, T>(&self, items: impl IntoIterator<Item = (&'a str, T)>) -> Vec<(u32, T)> {
+        let ShardIds::Known(known) = &self.ids else { return Vec::new() };
+        let wanted: Vec<(&str, T)> = items.into_iter().collect();
         if wanted.is_empty() {
-            return;
+            return Vec::new();
         }
         let index: HashMap<&str, u32> = known.iter().enumerate().map(|(h, id)| (id.as_str(), h as u32)).collect();
-        let handles: Vec<(u32, f64)> =
-            wanted.into_iter().filter_map(|(id, load)| index.get(id).map(|h| (*h, load))).collect();
-        for (handle, load) in handles {
-            if self.homes[handle as usize] != ABSENT {
-                self.set_load(handle, load);
-            }
-        }
+        (wanted.into_iter())
+            .filter_map(|(id, item)| index.get(id).map(|h| (*h, item)))
+            .filter(|(handle, _)| self.homes[*handle as usize] != ABSENT)
+            .collect()
     }
 
     /// Sets or clears one of a shard's flags.

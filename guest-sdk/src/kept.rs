@@ -204,7 +204,15 @@ impl KeptView {
         Ok(kept)
     }
 
-    /// The view's region loads from the table's.
+    /// One region's load in the view from the table's, where a change
+    /// touched it (as `add_count` keeps its shard count): a call costs the
+    /// regions its batch changed, not every region.
+    fn sync_region(&mut self, region: u32) {
+        self.view.set_region_load(region, self.table.region_load(crate::RegionId(region)));
+    }
+
+    /// Every region's load in the view from the table's (a whole load, a
+    /// new topology).
     fn sync_region_loads(&mut self) -> Result<(), String> {
         let regions = self.view.regions().len() as u32;
         let loads = (0..regions).map(|r| self.table.region_load(crate::RegionId(r))).collect();
@@ -226,7 +234,6 @@ impl KeptView {
         }
         self.poisoned = true;
         self.apply_in_place(changes)?;
-        self.sync_region_loads()?;
         self.poisoned = false;
         Ok(self.checksum)
     }
@@ -235,17 +242,26 @@ impl KeptView {
         for &shard in &c.retired {
             self.table.present(shard)?;
             self.checksum = self.checksum.wrapping_sub(term(&self.table, shard));
-            if let Some(home) = self.table.home(self.table.get(shard).expect("present")) {
+            let home = self.table.home(self.table.get(shard).expect("present"));
+            if let Some(home) = home {
                 self.view.add_count(home.0, -1);
             }
             self.table.retire(shard)?;
+            if let Some(home) = home {
+                self.sync_region(home.0);
+            }
         }
         for &shard in &c.unhomed {
             self.change(shard, |kept| {
-                if let Some(home) = kept.table.home(kept.table.get(shard).expect("present")) {
+                let home = kept.table.home(kept.table.get(shard).expect("present"));
+                if let Some(home) = home {
                     kept.view.add_count(home.0, -1);
                 }
-                kept.table.unhome(shard)
+                kept.table.unhome(shard)?;
+                if let Some(home) = home {
+                    kept.sync_region(home.0);
+                }
+                Ok(())
             })?;
         }
         self.add_homeless(&c.arrived_homeless, &c.arrived_hashes)?;
@@ -296,14 +312,20 @@ impl KeptView {
         }
         for i in 0..n {
             let (shard, hash, region) = (homed.shards[i], homed.hashes[i], homed.regions[i]);
+            let mut left = None;
             if let Some(old) = self.table.get(shard) {
                 self.checksum = self.checksum.wrapping_sub(term(&self.table, shard));
-                if let Some(home) = self.table.home(old) {
+                left = self.table.home(old);
+                if let Some(home) = left {
                     self.view.add_count(home.0, -1);
                 }
             }
             self.table.home_at(shard, hash, region)?;
             self.view.add_count(region, 1);
+            if let Some(home) = left {
+                self.sync_region(home.0);
+            }
+            self.sync_region(region);
             self.checksum = self.checksum.wrapping_add(term(&self.table, shard));
         }
         Ok(())
@@ -329,6 +351,9 @@ impl KeptView {
             }
             self.change(shard, |kept| {
                 kept.table.set_load(shard, load);
+                if let Some(home) = kept.table.home(kept.table.get(shard).expect("present")) {
+                    kept.sync_region(home.0);
+                }
                 Ok(())
             })?;
         }
@@ -357,7 +382,7 @@ impl KeptView {
             self.checksum = self.checksum.wrapping_add(term(&self.table, shard));
         }
         self.view = View::new(Arc::new(topology), counts, metrics)?;
-        Ok(())
+        self.sync_region_loads()
     }
 
     /// Names a shard (native callers that loaded with [`KeptView::load_named`]).

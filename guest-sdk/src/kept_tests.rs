@@ -476,6 +476,8 @@ fn same(kept: &KeptView, model: &Model) -> Result<(), TestCaseError> {
             kept_load,
             sum
         );
+        // The view allocate reads carries the same figure, kept region by region.
+        prop_assert_eq!(kept.view().region_load(crate::RegionId(r as u32)), kept_load);
     }
     prop_assert_eq!(kept.checksum(), model.checksum());
     prop_assert_eq!(kept.checksum(), view_checksum(table));

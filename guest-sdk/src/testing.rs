@@ -157,14 +157,7 @@ impl Scenario {
     /// The allocation table a strategy would see.
     pub fn allocations(&self) -> Allocations {
         let mut table = self.snapshot.allocations();
-        if !self.loads.is_empty() {
-            let shards: Vec<(u32, f64)> = (table.allocated().chain(table.in_progress()))
-                .filter_map(|s| self.loads.get(&*table.shard_id(s)).map(|load| (s.handle, *load)))
-                .collect();
-            for (handle, load) in shards {
-                table.set_load(handle, load);
-            }
-        }
+        table.load_ids(self.loads.iter().map(|(shard, load)| (shard.as_str(), *load)));
         table
     }
 

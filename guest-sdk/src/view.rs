@@ -44,6 +44,11 @@ impl View {
         Ok(())
     }
 
+    /// Sets one region's load (the kept view's bookkeeping).
+    pub(crate) fn set_region_load(&mut self, region: u32, load: f64) {
+        self.region_loads[region as usize] = load;
+    }
+
     /// A region's load: its shards' loads together, as the host reported
     /// them (0 when none is known). Cheap: `allocate` may read it.
     pub fn region_load(&self, id: RegionId) -> f64 {
