@@ -457,12 +457,14 @@ fn soak(root: &Path, args: &[String]) -> anyhow::Result<()> {
 }
 
 /// The dashboard's screenshots the docs show: the browser tests' names.
-const SCREENSHOTS: [&str; 7] = ["map", "pinned", "drained", "dry-run", "strategy", "wrong-token", "many"];
+const SCREENSHOTS: [&str; 9] =
+    ["map", "pinned", "drained", "dry-run", "strategy", "wrong-token", "many", "load", "overview"];
 
 fn screenshots(root: &Path) -> anyhow::Result<()> {
     setup()?;
     packages::ensure("screenshots")?;
-    run(root, &cargo(), &["test", "--locked", "-p", "shardalloc", "--test", "dashboard"])?;
+    let tests = ["test", "--locked", "-p", "shardalloc", "--test", "dashboard", "--test", "dashboard_load"];
+    run(root, &cargo(), &tests)?;
     let taken = target_dir(root).join("tmp/dashboard");
     let docs = root.join("docs/images");
     std::fs::create_dir_all(&docs)?;

@@ -10,13 +10,15 @@
 //!
 //! | asset | what it does |
 //! | --- | --- |
-//! | `index.html` | the layout: types, login, map, shard story, actions, charts, the confirmation dialog |
-//! | `style.css` | the colours of reasons and states |
+//! | `index.html` | the layout: types, login, regions overview, map, shard story, hottest shards, actions, charts, the confirmation dialog |
+//! | `style.css` | the colours of reasons, loads, bands and states |
 //! | `app.js` | start-up: login, the type chosen by `?type=`, REST first view (every page of the type's shards and placements), then the stream |
 //! | `api.js` | calls with the token, lists read page by page; errors as the node words them |
 //! | `stream.js` | the event stream over `fetch`, resumed with `Last-Event-ID` |
-//! | `model.js` | a type's state, kept from REST and events |
-//! | `map.js` | the shard map (per shard, or aggregated per region when too many) |
+//! | `model.js` | a type's state, kept from REST and events; where a region stands against the band around the mean |
+//! | `overview.js` | every region as one cell against the band: sorted, filtered by zone, status and address; a click opens the region |
+//! | `map.js` | the shard map (per shard, or aggregated per region when too many), shards coloured by reason or load |
+//! | `loads.js` | shard loads from the hottest-first list; the hottest shards' list |
 //! | `story.js` | a shard's story and its actions |
 //! | `actions.js` | every action behind a confirmation: pin, remove a placement, rebalance, drain, undrain |
 //! | `strategy.js` | the strategy panel: upload, dry run (its moves drawn), activate, shadow, roll back |
@@ -42,6 +44,8 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("stream.js", "text/javascript; charset=utf-8", include_str!("assets/stream.js")),
     ("model.js", "text/javascript; charset=utf-8", include_str!("assets/model.js")),
     ("map.js", "text/javascript; charset=utf-8", include_str!("assets/map.js")),
+    ("overview.js", "text/javascript; charset=utf-8", include_str!("assets/overview.js")),
+    ("loads.js", "text/javascript; charset=utf-8", include_str!("assets/loads.js")),
     ("story.js", "text/javascript; charset=utf-8", include_str!("assets/story.js")),
     ("actions.js", "text/javascript; charset=utf-8", include_str!("assets/actions.js")),
     ("strategy.js", "text/javascript; charset=utf-8", include_str!("assets/strategy.js")),

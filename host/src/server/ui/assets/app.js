@@ -1,11 +1,14 @@
 // The dashboard's start: the login when the node asks for a token, the
 // type chosen by ?type= (the first when none), its first view from REST,
-// then kept live from the event stream.
+// then kept live from the event stream, its shard loads read every
+// SAMPLE_MS.
 
 import * as api from './api.js';
 import { openStream } from './stream.js';
 import { TypeModel } from './model.js';
-import { drawMap } from './map.js';
+import { AGGREGATE_ABOVE, MAX_CARDS, drawMap } from './map.js';
+import { RegionOverview } from './overview.js';
+import { HOT_SHARDS, drawHotShards, readLoads } from './loads.js';
 import { showStory } from './story.js';
 import { drain, rebalance, tell } from './actions.js';
 import { StrategyPanel } from './strategy.js';
@@ -28,6 +31,11 @@ const page = {
   closeStream: null,
   strategy: null,
   charts: null,
+  overview: null,
+  // The region opened from the overview: the map shows it alone.
+  focus: null,
+  // What colours the shards: 'reason' or 'load'.
+  colour: 'reason',
 };
 
 function remember(event) {
@@ -48,7 +56,9 @@ async function loadType(type) {
   const path = `/v1/cluster/shards/${api.segment(type)}`;
   const state = await api.allPages(path, 'shards');
   const { placements } = await api.allPages(`${path}/placements`, 'placements');
-  return new TypeModel(state, placements);
+  const model = new TypeModel(state, placements);
+  if (page.model) model.loads = page.model.loads;
+  return model;
 }
 
 function summarize() {
@@ -67,7 +77,18 @@ function draw() {
   page.drawing = true;
   requestAnimationFrame(() => {
     page.drawing = false;
-    drawMap($('map'), page.model, page.marks);
+    const model = page.model;
+    const listed = page.overview.regions(model);
+    page.overview.draw(model, listed, page.focus);
+    const focused = page.focus && model.region(page.focus);
+    const regions = focused ? [focused] : listed;
+    drawMap($('map'), model, page.marks, { regions, colour: page.colour });
+    $('map-all').hidden = !focused;
+    $('map-note').textContent = focused
+      ? `Region ${focused.address}, opened from the overview.`
+      : listed.length > MAX_CARDS
+        ? `The first ${MAX_CARDS} of the ${listed.length} regions the overview shows, in its order: filter, search or click a region to see others.`
+        : '';
     summarize();
   });
 }
@@ -139,6 +160,22 @@ function failed(error) {
   tell(error.message);
 }
 
+// Opens `address` on the map, alone, and brings the map into view.
+function openRegion(address) {
+  page.focus = address;
+  draw();
+  requestAnimationFrame(() => $('map-head').scrollIntoView({ block: 'start' }));
+}
+
+// Reads the shards' loads (all of them while the map draws shards one by
+// one) and shows the hottest.
+async function sampleLoads() {
+  const model = page.model;
+  const limit = model.shardCount() <= AGGREGATE_ABOVE ? AGGREGATE_ABOVE : HOT_SHARDS;
+  drawHotShards($('hot-shards'), await readLoads(model, limit));
+  draw();
+}
+
 function regionAddresses() {
   return [...page.model.regions.keys()];
 }
@@ -150,6 +187,11 @@ function story(shard) {
 }
 
 function wire() {
+  page.overview = new RegionOverview(openRegion);
+  page.overview.changed = () => {
+    page.focus = null;
+    draw();
+  };
   $('map').addEventListener('click', (click) => {
     const target = click.target.closest('button');
     if (!target) return;
@@ -165,6 +207,20 @@ function wire() {
     } else if (target.dataset.action) {
       drain(target.dataset.address, target.dataset.action === 'drain');
     }
+  });
+  $('hot-shards').addEventListener('click', (click) => {
+    const target = click.target.closest('button[data-shard]');
+    if (target) story(target.dataset.shard);
+  });
+  $('map-all').addEventListener('click', () => {
+    page.focus = null;
+    draw();
+  });
+  $('colour-by').addEventListener('change', () => {
+    page.colour = $('colour-by').value;
+    $('legend-reason').hidden = page.colour !== 'reason';
+    $('legend-load').hidden = page.colour !== 'load';
+    draw();
   });
   $('find').addEventListener('submit', (submit) => {
     submit.preventDefault();
@@ -206,7 +262,11 @@ async function open() {
   });
   page.strategy.refresh().catch((error) => tell(error.message));
   page.charts = new Charts($('charts'), page.type);
-  const sample = () => page.charts.sample(page.model).catch(() => {});
+  const sample = () => {
+    page.charts.sample(page.model).catch(() => {});
+    // A node that cannot answer now is shown by the stream's status.
+    sampleLoads().catch((error) => error.status === 401 && failed(error));
+  };
   sample();
   setInterval(sample, SAMPLE_MS);
   page.closeStream = openStream(page.type, {

@@ -1,10 +1,14 @@
 // The shard map: one card per region (its address, labels, status, lease,
-// draining, shard count as DOM text) with its shards coloured by why they
-// are there. Past AGGREGATE_ABOVE shards, each region shows its counts per
-// reason instead of one button per shard, so 100 regions × 10,000 shards
-// stay readable and fast.
+// draining, shard count, load against the band as DOM text) with its shards
+// coloured by why they are there or by their load. Past AGGREGATE_ABOVE
+// shards, each region shows its counts per reason instead of one button per
+// shard, so 100 regions × 10,000 shards stay readable and fast. The cards
+// are the overview's regions, in its order, at most MAX_CARDS of them.
+
+import { heat, shownLoad } from './loads.js';
 
 export const AGGREGATE_ABOVE = 2000;
+export const MAX_CARDS = 100;
 const SVG = 'http://www.w3.org/2000/svg';
 
 function element(tag, attributes = {}, text) {
@@ -64,12 +68,30 @@ function aggregate(model, region) {
   return box;
 }
 
-// Draws `model` into `container`, regions by address. `marks` holds the selected shards, the
-// shards a dry run would move and the shard whose story is open.
-export function drawMap(container, model, marks) {
+// The region's load against the load band, as DOM text.
+function loadLine(model, region, band) {
+  const line = element('p', { class: 'load' });
+  if (region.load == null) {
+    line.append('no load reported');
+    return line;
+  }
+  const ratio = band.mean > 0 ? ` · ${(region.load / band.mean).toFixed(2)}× mean` : '';
+  line.append(`load ${shownLoad(region.load)}/s${ratio} `);
+  const standing = model.standing(region, band);
+  line.append(element('span', { class: `state ${standing}` }, standing === 'within' ? 'within band' : `${standing} band`));
+  return line;
+}
+
+// Draws `view.regions` of `model` into `container` (in that order, at most
+// MAX_CARDS), shards coloured by `view.colour` ('reason' or 'load').
+// `marks` holds the selected shards, the shards a dry run would move and
+// the shard whose story is open.
+export function drawMap(container, model, marks, view) {
   const fragment = document.createDocumentFragment();
   const perShard = model.shardCount() <= AGGREGATE_ABOVE;
-  const regions = [...model.regions.values()].sort((a, b) => compareShards(a.address, b.address));
+  const regions = view.regions.slice(0, MAX_CARDS);
+  const band = model.band('load');
+  const hottest = Math.max(0, ...model.loads.values());
   for (const region of regions) {
     const classes = ['region', `status-${region.status}`];
     if (region.draining) classes.push('draining');
@@ -90,16 +112,20 @@ export function drawMap(container, model, marks) {
     if (region.proxyOnly) meta.append(' proxy only');
     if (labels.length) meta.append(` · ${labels.join(' ')}`);
     card.append(meta);
+    if (model.hasLoad()) card.append(loadLine(model, region, band));
     if (perShard) {
       const shards = element('div', { class: 'shards' });
       for (const shard of [...region.shards].sort(compareShards)) {
         const home = model.homes.get(shard) || {};
-        const shardClasses = ['shard', home.reason || 'strategy'];
+        const load = model.loads.get(shard) || 0;
+        const colour = view.colour === 'load' ? `heat-${heat(load, hottest)}` : home.reason || 'strategy';
+        const shardClasses = ['shard', colour];
         if (model.moving.has(shard)) shardClasses.push('moving');
         if (marks.selected.has(shard)) shardClasses.push('selected');
         if (marks.dryRun.has(shard)) shardClasses.push('dry-run');
         if (marks.chosen === shard) shardClasses.push('chosen');
-        const title = `${shard}: ${home.reason || 'strategy'}${model.placements.has(shard) ? `, pinned to ${model.placements.get(shard)}` : ''}`;
+        const pinned = model.placements.has(shard) ? `, pinned to ${model.placements.get(shard)}` : '';
+        const title = `${shard}: ${home.reason || 'strategy'}${pinned}, load ${shownLoad(load)}/s`;
         const button = element('button', { type: 'button', class: shardClasses.join(' '), 'data-shard': shard, title }, shard);
         shards.append(button);
       }

@@ -1,6 +1,16 @@
 // One entity type's state as the page knows it: drawn from REST (every
 // page of GET /v1/cluster/shards/{type} and of its placements), then kept
-// from the event stream.
+// from the event stream; shard loads come from loads.js. Where each region
+// stands against the band around the mean is worked out here.
+
+// The band's half-width over the mean when the active strategy's
+// configuration names no `tolerance`: load-balance's default.
+export const DEFAULT_TOLERANCE = 0.1;
+
+// A region's measure: its load (0 before its first report), or its shard count.
+export function measure(region, by) {
+  return by === 'load' ? region.load || 0 : region.shards.size;
+}
 
 export class TypeModel {
   // `state` is the type's state with the shards of all its pages;
@@ -12,6 +22,8 @@ export class TypeModel {
     this.homes = new Map();
     this.moving = new Map();
     this.placements = new Map();
+    // Shard → smoothed load, for the shards loads.js last read.
+    this.loads = new Map();
     for (const region of state.regions) {
       this.regions.set(region.address, { ...region, shards: new Set() });
     }
@@ -26,6 +38,44 @@ export class TypeModel {
 
   shardCount() {
     return this.homes.size;
+  }
+
+  // True once any region reported load.
+  hasLoad() {
+    for (const region of this.regions.values()) if (region.load != null) return true;
+    return false;
+  }
+
+  // The band's half-width: the active strategy's `tolerance` (a number in
+  // (0, 1]) when its configuration has one, else DEFAULT_TOLERANCE.
+  tolerance() {
+    const t = this.strategy && this.strategy.config && this.strategy.config.tolerance;
+    return typeof t === 'number' && t > 0 && t <= 1 ? t : DEFAULT_TOLERANCE;
+  }
+
+  // The mean of `by` ('load' or 'shards') over the regions that take
+  // shards (up, not draining, not proxy-only), and the band around it.
+  band(by) {
+    let sum = 0;
+    let count = 0;
+    for (const region of this.regions.values()) {
+      if (region.status !== 'up' || region.draining || region.proxyOnly) continue;
+      sum += measure(region, by);
+      count += 1;
+    }
+    const mean = count ? sum / count : 0;
+    const tolerance = this.tolerance();
+    return { by, mean, low: mean * (1 - tolerance), high: mean * (1 + tolerance), tolerance };
+  }
+
+  // Where `region` stands against `band`: 'above', 'within' or 'below';
+  // 'unreported' for a region that sent no load while the band is of load.
+  standing(region, band) {
+    if (band.by === 'load' && region.load == null) return 'unreported';
+    const value = measure(region, band.by);
+    if (value > band.high) return 'above';
+    if (value < band.low) return 'below';
+    return 'within';
   }
 
   region(address) {
@@ -83,6 +133,11 @@ export class TypeModel {
         const region = this.regions.get(event.region);
         if (region) region.draining = event.kind === 'region-drained';
         return 'shards';
+      }
+      case 'region-load': {
+        const region = this.regions.get(event.region);
+        if (region) region.load = event.load;
+        return 'load';
       }
       case 'region-gone': {
         const region = this.regions.get(event.region);

@@ -1,8 +1,9 @@
-// A shard's story: where it is, why, its placement, and the last events
+// A shard's story: where it is, why, its placement, its load, and the last events
 // the page has seen about it; pin it or remove its placement from here.
 
 import * as api from './api.js';
 import { pin, unpin, tell } from './actions.js';
+import { shownLoad } from './loads.js';
 
 function row(list, term, value) {
   const dt = document.createElement('dt');
@@ -44,6 +45,8 @@ export async function showStory(type, shard, events, regions) {
   row(list, 'since', state.sinceMs ? new Date(state.sinceMs).toLocaleString() : '—');
   row(list, 'placement', state.placement || 'none');
   row(list, 'moving', state.moving ? 'yes, a hand-off is in flight' : 'no');
+  row(list, 'load', `${shownLoad(state.load || 0)}/s (smoothed)`);
+  row(list, 'last moved', state.movedMs ? new Date(state.movedMs).toLocaleString() : 'never');
 
   const actions = document.createElement('div');
   actions.className = 'buttons';
