@@ -343,7 +343,7 @@ fn serve_refuses_load_and_churn_settings_that_cannot_work() {
 fn a_generated_trace_replays_against_two_strategies_side_by_side() {
     let dir = tempfile::tempdir().unwrap();
     let args = ["strategy", "trace", "--regions", "3", "--shards", "60", "--minutes", "2", "--drift-every-m", "1"];
-    let more = ["--joins", "1", "--seed", "3"];
+    let more = ["--joins", "2", "--joins-together", "--seed", "3"];
     let generated = shardalloc(&[&args[..], &more[..]].concat());
     assert_eq!(generated.status, 0, "{}", generated.stderr);
     assert_eq!(generated.stdout, shardalloc(&[&args[..], &more[..]].concat()).stdout, "the same seed, the same trace");
@@ -373,7 +373,19 @@ fn a_generated_trace_replays_against_two_strategies_side_by_side() {
             assert!(summary["maxOverBound"][key].as_f64().unwrap() >= 1.0 - 1e-9, "{summary}");
         }
         assert!(summary["moves"].is_u64() && summary["movedLoadFraction"].is_f64(), "{summary}");
+        // The two regions that joined, and the rounds they took to carry 0.9 × the mean.
+        assert_eq!(summary["joins"]["regions"], 2, "{summary}");
+        assert!(summary["joins"]["roundsToMean"]["max"].is_number(), "{summary}");
+        assert!(
+            summary["joins"]["reachedLevel"].as_u64().unwrap() >= summary["joins"]["reachedMean"].as_u64().unwrap()
+        );
     }
+    let joined: Vec<&str> = (generated.stdout.lines())
+        .filter(|line| line.contains(",join,") && !line.starts_with("0,"))
+        .map(|line| line.split(',').next().unwrap())
+        .collect();
+    assert_eq!(joined.len(), 2);
+    assert_eq!(joined[0], joined[1], "--joins-together: one time for both");
 
     let bad = write(dir.path(), "bad.csv", "t_ms,kind,subject,value\n0,join,a:1,\n5,leave,b:1,\n");
     let run = shardalloc(&["strategy", "simulate", "--trace", bad.to_str().unwrap()]);

@@ -103,6 +103,9 @@ pub enum StrategyCommand {
         /// Regions that join during the trace.
         #[arg(long, default_value_t = 0)]
         joins: usize,
+        /// The joining regions join together, at the first of their times.
+        #[arg(long, requires = "joins")]
+        joins_together: bool,
         /// Regions that leave during the trace.
         #[arg(long, default_value_t = 0)]
         leaves: usize,
@@ -265,7 +268,18 @@ pub fn run(command: StrategyCommand) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        StrategyCommand::Trace { regions, shards, zipf, minutes, drift_every_m, joins, leaves, fails, seed } => {
+        StrategyCommand::Trace {
+            regions,
+            shards,
+            zipf,
+            minutes,
+            drift_every_m,
+            joins,
+            joins_together,
+            leaves,
+            fails,
+            seed,
+        } => {
             if !(zipf.is_finite() && zipf >= 0.0) {
                 bail!("--zipf must be a finite number of at least 0, not {zipf}");
             }
@@ -282,6 +296,7 @@ pub fn run(command: StrategyCommand) -> anyhow::Result<()> {
                 duration_ms: minutes * 60_000,
                 drift_every_ms: drift_every_m * 60_000,
                 joins,
+                joins_together,
                 leaves,
                 fails,
                 seed,

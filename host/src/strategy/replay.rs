@@ -12,7 +12,15 @@
 //! 4. the round's figures are taken: the moves, the load they carried, and
 //!    `maxOverBound`, the most loaded region's load over the bound
 //!    `max(mean region load, the heaviest shard's load)`, the best any
-//!    placement can do without splitting shards.
+//!    placement can do without splitting shards;
+//! 5. every region that joined after time 0 is checked against
+//!    [`JOINED_TARGET`] × the mean region load, and × the level: the rounds
+//!    it took to reach each, counting the round it joined in as the first,
+//!    go into the summary's `joins`. The level is what every region can
+//!    carry when each shard heavier than it has a region of its own and
+//!    the other regions share the rest evenly: the mean when no shard
+//!    outweighs it, lower when a few do (then even the best placement
+//!    leaves most regions below the mean).
 //!
 //! Strategies see the trace's loads as they stand (the node would smooth
 //! them; a trace's loads are already rates). Hand-offs complete within a
@@ -27,6 +35,9 @@ use super::ClusterView;
 use super::external::ExternalAllocation;
 use super::table::ShardTable;
 use super::trace::{Trace, TraceEvent};
+
+/// The share of the mean region load a joining region is waited for.
+pub const JOINED_TARGET: f64 = 0.9;
 
 /// One round's figures for one strategy.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
@@ -55,6 +66,51 @@ pub struct Summary {
     /// The load moved over all rounds, as a fraction of the load carried
     /// over all rounds (each round's total load summed).
     pub moved_load_fraction: f64,
+    /// How fast the regions that joined after time 0 took their share.
+    pub joins: JoinFigures,
+}
+
+/// How fast joining regions reached [`JOINED_TARGET`] × the mean load,
+/// and × the level (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JoinFigures {
+    /// Regions that joined after time 0.
+    pub regions: usize,
+    /// Those that reached 0.9 × the mean (the others left first, or never did).
+    pub reached_mean: usize,
+    /// The rounds each that reached it took, the round it joined in first.
+    pub rounds_to_mean: Percentiles,
+    /// Those that reached 0.9 × the level.
+    pub reached_level: usize,
+    /// The rounds each that reached it took.
+    pub rounds_to_level: Percentiles,
+}
+
+/// A region that joined after time 0: the round it joined in (from 1),
+/// and the rounds it took to reach the mean's and the level's targets.
+#[derive(Debug, Clone)]
+struct Joined {
+    address: String,
+    round: usize,
+    to_mean: Option<usize>,
+    to_level: Option<usize>,
+}
+
+/// The level of `loads` over `regions` regions: shards heavier than the
+/// level each alone on a region, the rest shared evenly.
+fn level(loads: &HashMap<String, f64>, regions: usize) -> f64 {
+    let mut heavy: Vec<f64> = loads.values().copied().collect();
+    heavy.sort_by(|a, b| b.total_cmp(a));
+    let (mut total, mut left) = (heavy.iter().sum::<f64>(), regions);
+    for load in heavy {
+        if left <= 1 || load <= total / left as f64 {
+            break;
+        }
+        total -= load;
+        left -= 1;
+    }
+    total / left.max(1) as f64
 }
 
 /// A distribution's median, 99th percentile and maximum.
@@ -97,6 +153,7 @@ pub struct Replay<'t> {
     /// Shards waiting for a home (no region could take them).
     homeless: Vec<String>,
     rounds: Vec<RoundFigures>,
+    joined: Vec<Joined>,
     total_load: f64,
     moved_load: f64,
 }
@@ -116,6 +173,7 @@ impl<'t> Replay<'t> {
             loads: HashMap::new(),
             homeless: Vec::new(),
             rounds: Vec::new(),
+            joined: Vec::new(),
             total_load: 0.0,
             moved_load: 0.0,
         }
@@ -184,6 +242,10 @@ impl<'t> Replay<'t> {
                 }
                 TraceEvent::Join(address) => {
                     self.regions.push((address.clone(), Vec::new()));
+                    if *t > 0 {
+                        let round = self.rounds.len() + 1;
+                        self.joined.push(Joined { address: address.clone(), round, to_mean: None, to_level: None });
+                    }
                     regions_changed = true;
                 }
                 TraceEvent::Leave(address) | TraceEvent::Fail(address) => {
@@ -233,6 +295,20 @@ impl<'t> Replay<'t> {
         let bound = mean.max(heaviest);
         let max = region_loads.iter().copied().fold(0.0, f64::max);
         let max_over_bound = if bound > 0.0 { max / bound } else { 1.0 };
+        let round = self.rounds.len() + 1;
+        if self.joined.iter().any(|j| j.to_mean.is_none() || j.to_level.is_none()) {
+            let level = level(&self.loads, self.regions.len());
+            for joined in &mut self.joined {
+                let Some(at) = self.regions.iter().position(|(a, _)| *a == joined.address) else { continue };
+                let took = Some(round + 1 - joined.round);
+                if joined.to_mean.is_none() && region_loads[at] >= JOINED_TARGET * mean {
+                    joined.to_mean = took;
+                }
+                if joined.to_level.is_none() && region_loads[at] >= JOINED_TARGET * level {
+                    joined.to_level = took;
+                }
+            }
+        }
         self.total_load += total;
         self.moved_load += moved_load;
         let figures = RoundFigures { moves, moved_load, max_over_bound };
@@ -249,6 +325,19 @@ impl<'t> Replay<'t> {
             max_over_bound: Percentiles::of(self.rounds.iter().map(|r| r.max_over_bound).collect()),
             moves: self.rounds.iter().map(|r| r.moves).sum(),
             moved_load_fraction: if self.total_load > 0.0 { self.moved_load / self.total_load } else { 0.0 },
+            joins: {
+                let took = |pick: fn(&Joined) -> Option<usize>| -> Vec<f64> {
+                    self.joined.iter().filter_map(|j| pick(j).map(|t| t as f64)).collect()
+                };
+                let (to_mean, to_level) = (took(|j| j.to_mean), took(|j| j.to_level));
+                JoinFigures {
+                    regions: self.joined.len(),
+                    reached_mean: to_mean.len(),
+                    rounds_to_mean: Percentiles::of(to_mean),
+                    reached_level: to_level.len(),
+                    rounds_to_level: Percentiles::of(to_level),
+                }
+            },
         }
     }
 
@@ -306,6 +395,45 @@ mod tests {
         assert_eq!(balancing.moves, 1, "{figures:?}");
         assert!(balancing.max_over_bound.p50 < 1.02, "{figures:?}");
         assert!(balancing.moved_load_fraction > 0.0 && balancing.moved_load_fraction < 0.2, "{balancing:?}");
+    }
+
+    #[test]
+    fn joining_regions_are_timed_to_the_target() {
+        // Two regions of two shards each; c and d join at 12 s (in round 2)
+        // and counting gives each a shard, one a round.
+        let trace = Trace::parse(
+            "t_ms,kind,subject,value\n0,join,a:1,\n0,join,b:1,\n0,load,s1,1\n0,load,s2,1\n0,load,s3,1\n\
+             0,load,s4,1\n12000,join,c:1,\n12000,join,d:1,\n",
+        )
+        .unwrap();
+        let mut replay = Replay::new(&trace, external("least-shard"));
+        replay.round(10_000);
+        let joins = replay.summary().joins;
+        assert_eq!((joins.regions, joins.reached_mean), (0, 0), "the regions present at time 0 are not counted");
+        let mut reached = Vec::new();
+        for round in 2..=4 {
+            replay.round(round * 10_000);
+            reached.push(replay.summary().joins.reached_mean);
+        }
+        assert_eq!(reached, [1, 2, 2], "{:?}", replay.counts());
+        let joins = replay.summary().joins;
+        assert_eq!(joins.regions, 2);
+        assert_eq!((joins.rounds_to_mean.p50, joins.rounds_to_mean.max), (1.0, 2.0), "{joins:?}");
+        // No shard outweighs the mean: the level is the mean.
+        assert_eq!((joins.reached_level, joins.rounds_to_level), (2, joins.rounds_to_mean));
+    }
+
+    #[test]
+    fn the_level_holds_heavy_shards_apart() {
+        let loads = |values: &[f64]| -> HashMap<String, f64> {
+            values.iter().enumerate().map(|(i, l)| (i.to_string(), *l)).collect()
+        };
+        assert_eq!(level(&loads(&[1.0, 1.0, 1.0, 1.0]), 2), 2.0, "the mean");
+        // 100 alone on one region; the other two share 8.
+        assert_eq!(level(&loads(&[100.0, 4.0, 2.0, 2.0]), 3), 4.0);
+        // 100, then 20 (above (20 + 8) / 2 = 14) alone; the last region has 8.
+        assert_eq!(level(&loads(&[100.0, 20.0, 4.0, 2.0, 2.0]), 3), 8.0);
+        assert_eq!(level(&loads(&[100.0]), 1), 100.0, "one region carries everything");
     }
 
     #[test]

@@ -165,6 +165,8 @@ pub struct TraceShape {
     pub drift_every_ms: u64,
     /// Regions that join during the trace (at even intervals).
     pub joins: usize,
+    /// The joining regions join together, at the first of their times.
+    pub joins_together: bool,
     /// Regions that leave during the trace.
     pub leaves: usize,
     /// Regions that fail during the trace.
@@ -220,6 +222,14 @@ pub fn generate(shape: &TraceShape) -> String {
         .enumerate()
         .map(|(i, kind)| (shape.duration_ms * (i as u64 + 1) / (changes as u64 + 1), Some(*kind)))
         .collect();
+    if shape.joins_together {
+        let first = times.iter().filter(|(_, kind)| *kind == Some("join")).map(|(t, _)| *t).min();
+        for (t, kind) in &mut times {
+            if *kind == Some("join") {
+                *t = first.expect("a join, since this one is");
+            }
+        }
+    }
     if shape.drift_every_ms > 0 && shape.shards > 1 {
         let mut t = shape.drift_every_ms;
         while t <= shape.duration_ms {
@@ -315,10 +325,24 @@ mod tests {
             duration_ms: 600_000,
             drift_every_ms: 120_000,
             joins: 2,
+            joins_together: false,
             leaves: 1,
             fails: 1,
             seed: 7,
         }
+    }
+
+    #[test]
+    fn joins_together_share_the_first_joins_time() {
+        let join_times = |shape: &TraceShape| -> Vec<u64> {
+            let trace = Trace::parse(&generate(shape)).unwrap();
+            trace.events.iter().filter(|(t, e)| *t > 0 && matches!(e, TraceEvent::Join(_))).map(|(t, _)| *t).collect()
+        };
+        let apart = join_times(&TraceShape { joins: 4, ..shape() });
+        assert_eq!(apart.len(), 4);
+        assert!(apart.windows(2).all(|w| w[0] < w[1]), "at even intervals: {apart:?}");
+        let together = join_times(&TraceShape { joins: 4, joins_together: true, ..shape() });
+        assert_eq!(together, vec![apart[0]; 4], "all at the first join's time");
     }
 
     #[test]
