@@ -9,10 +9,17 @@
 //!   sends what it moves), ties by least-shard's order;
 //! - **rebalance** moves shards from the most loaded region to the least
 //!   loaded one while some region is above the band, or below it (then it
-//!   is filled to the mean): each move takes the shard whose load fixes
+//!   is filled to the mean, as is a region with markedly fewer shards than
+//!   the others more than half the band below the mean, a new one the
+//!   last round's budget left short): each move takes the shard whose load fixes
 //!   the most of the gap without overshooting, and only a move that leaves
 //!   both regions below the source's load now, so a move never raises the
-//!   maximum and a shard is never sent back and forth. While any hand-off
+//!   maximum and a shard is never sent back and forth. A region that has
+//!   no such shard (one hot shard alone) is passed over for the next most
+//!   loaded, down to the mean. The mean is the level the regions can all
+//!   reach ([`plan`]): a region's floor (its heaviest shard, or the load
+//!   it cannot give away) above the plain mean is held apart, so a few
+//!   shards heavier than the mean do not leave new regions short. While any hand-off
 //!   is in progress the round moves nothing (the loads are about to
 //!   change). Pinned shards stay; draining, leaving and proxy regions are
 //!   neither sources of the balance nor destinations.
@@ -126,54 +133,146 @@ pub fn plan<T: Clone>(mut bins: Vec<Bin<T>>, tolerance: f64, max_moves: usize) -
     if bins.len() < 2 {
         return moves;
     }
-    let mean = bins.iter().map(|b| b.load).sum::<f64>() / bins.len() as f64;
+    let floors: Vec<f64> = bins.iter().map(floor).collect();
+    let mean = level(&bins, &floors);
     if mean <= 0.0 {
         return moves;
     }
     let (upper, lower) = (mean * (1.0 + tolerance), mean * (1.0 - tolerance));
-    // Regions below the band are filled to the mean, not just to the band.
+    // Each region's shards lightest first (in the region's order among equals).
+    for bin in &mut bins {
+        bin.movable.sort_by(|a, b| a.1.total_cmp(&b.1));
+    }
+    // Regions below the band are filled to the mean, not just to the band;
+    // so is a region holding fewer shards than (1 − tolerance) × the mean
+    // count while more than half the band's width below the mean: a new
+    // region whose fill the last round's move budget cut short.
+    let mean_count = bins.iter().map(|b| b.movable.len()).sum::<usize>() as f64 / bins.len() as f64;
+    let new: Vec<bool> = bins.iter().map(|b| (b.movable.len() as f64) < mean_count * (1.0 - tolerance)).collect();
     let mut filling = vec![false; bins.len()];
+    let mut order: Vec<usize> = (0..bins.len()).collect();
     while moves.len() < max_moves {
-        let by_load = |a: &usize, b: &usize| bins[*a].load.total_cmp(&bins[*b].load).then(b.cmp(a));
-        let source = (0..bins.len()).max_by(by_load).expect("two bins");
-        let target = (0..bins.len()).min_by(by_load).expect("two bins");
         for (index, bin) in bins.iter().enumerate() {
-            if bin.load < lower {
+            if bin.load < lower || (new[index] && bin.load < mean * (1.0 - tolerance / 2.0)) {
                 filling[index] = true;
             } else if bin.load >= mean {
                 filling[index] = false;
             }
         }
-        let over = bins[source].load > upper;
-        if !over && !filling[target] {
-            break;
+        // Most loaded first, ties by the earlier bin first (so the target,
+        // the last, is the later of equally loaded bins).
+        order.sort_by(|a, b| bins[*b].load.total_cmp(&bins[*a].load).then(a.cmp(b)));
+        // The least loaded region being filled, else the least loaded.
+        let target = order.iter().rev().find(|i| filling[**i]).copied().unwrap_or(order[order.len() - 1]);
+        // The most loaded region above the band that can give the target a
+        // shard gives first: hot spots are fixed before anything else. A
+        // region with no shard lighter than its gap (one hot shard alone)
+        // is passed over. While the target is being filled and no region
+        // above the band can give, every region above the mean may: the
+        // move that evens out the most is taken (x units across a gap g
+        // lower the sum of the squared distances to the mean by 2x(g − x)).
+        let mut chosen: Option<(usize, usize, f64)> = None;
+        for pass in [Pass::Over, Pass::Filling] {
+            if pass == Pass::Filling && (chosen.is_some() || !filling[target]) {
+                break;
+            }
+            for &source in &order {
+                // Above the band, and above its floor by more than the
+                // band's half-width: a region of one hot shard and a few
+                // light ones is no hot spot that moving the light ones fixes.
+                let load = bins[source].load;
+                let over = load > upper && load - floors[source] > mean * tolerance;
+                if source == target || bins[source].load <= mean {
+                    break;
+                }
+                if pass == Pass::Over && !over {
+                    continue;
+                }
+                let gap = bins[source].load - bins[target].load;
+                // What the move should carry: down to the mean on the
+                // source, up to the mean on the target, whichever is less.
+                let need = (bins[source].load - mean).min(mean - bins[target].load).max(0.0);
+                let Some(index) = candidate(&bins[source].movable, gap, need) else { continue };
+                let load = bins[source].movable[index].1;
+                let evens = load * (gap - load);
+                if chosen.is_none_or(|(_, _, best)| evens > best) {
+                    chosen = Some((source, index, evens));
+                }
+                if pass == Pass::Over {
+                    break;
+                }
+            }
         }
-        let gap = bins[source].load - bins[target].load;
-        // What the move should carry: down to the mean on the source, up to
-        // the mean on the target, whichever is less.
-        let need = (bins[source].load - mean).min(mean - bins[target].load).max(0.0);
-        let movable = &bins[source].movable;
-        // Every candidate must leave both regions below the source's load
-        // now (a shard lighter than the gap); prefer the heaviest one that
-        // does not overshoot the need, else the lightest that helps.
-        let fits = |load: f64| load > 0.0 && load < gap;
-        let best = movable
-            .iter()
-            .enumerate()
-            .filter(|(_, (_, load))| fits(*load) && *load <= need)
-            // The oldest of equal loads (the first in the region's order).
-            .max_by(|a, b| a.1.1.total_cmp(&b.1.1).then(b.0.cmp(&a.0)))
-            .or_else(|| {
-                movable.iter().enumerate().filter(|(_, (_, load))| fits(*load)).min_by(|a, b| a.1.1.total_cmp(&b.1.1))
-            })
-            .map(|(index, _)| index);
-        let Some(index) = best else { break };
+        let Some((source, index, _)) = chosen else { break };
         let (shard, load) = bins[source].movable.remove(index);
         bins[source].load -= load;
         bins[target].load += load;
         moves.push((shard, source, target));
     }
     moves
+}
+
+/// The two passes of a move's search in [`plan`].
+#[derive(Clone, Copy, PartialEq)]
+enum Pass {
+    /// Regions above the band, the most loaded first.
+    Over,
+    /// Regions above the mean, for a target being filled.
+    Filling,
+}
+
+/// The least load a region can be left with: its heaviest shard
+/// (wherever that goes, some region carries it) or what it cannot give away.
+fn floor<T>(bin: &Bin<T>) -> f64 {
+    let movable: f64 = bin.movable.iter().map(|(_, load)| load).sum();
+    let heaviest = bin.movable.iter().map(|(_, load)| *load).fold(0.0, f64::max);
+    (bin.load - movable).max(heaviest)
+}
+
+/// The mean the band is drawn around: the load every region would carry
+/// if loads could be spread at will, except that a region cannot go below
+/// its floor (its heaviest shard, wherever that goes, or what it cannot
+/// give away). Regions whose floor is above the level hold their floor and
+/// the others share the rest, found by repeating until no floor is above
+/// it. Without such floors it is the plain mean; with a few shards heavier
+/// than the mean it is what the other regions can all reach, so a region
+/// being filled is not left short of a mean only those shards lift.
+fn level<T>(bins: &[Bin<T>], floors: &[f64]) -> f64 {
+    let total: f64 = bins.iter().map(|b| b.load).sum();
+    let mut fixed = vec![false; bins.len()];
+    loop {
+        let (held, count) =
+            (floors.iter().zip(&fixed)).filter(|(_, f)| **f).fold((0.0, 0), |(h, c), (l, _)| (h + l, c + 1));
+        if count == bins.len() {
+            return total / bins.len() as f64;
+        }
+        let level = (total - held) / (bins.len() - count) as f64;
+        let mut changed = false;
+        for (index, floor) in floors.iter().enumerate() {
+            if !fixed[index] && *floor > level {
+                fixed[index] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            return level;
+        }
+    }
+}
+
+/// The shard of `movable` (lightest first) to move across a `gap` (the
+/// source's load over the target's) that should carry `need`: only a shard
+/// lighter than the gap, so both regions end below the source's load now;
+/// the heaviest that does not overshoot the need (the oldest of equals),
+/// else the lightest that helps.
+fn candidate<T>(movable: &[(T, f64)], gap: f64, need: f64) -> Option<usize> {
+    let first = movable.partition_point(|(_, load)| *load <= 0.0);
+    let within = movable.partition_point(|(_, load)| *load <= need);
+    if within > first && movable[within - 1].1 < gap {
+        let heaviest = movable[within - 1].1;
+        return Some(movable.partition_point(|(_, load)| *load < heaviest));
+    }
+    (first < movable.len() && movable[first].1 < gap).then_some(first)
 }
 
 /// The load-balancing strategy. `Default` gives the default settings.

@@ -24,10 +24,30 @@ fn rebalance_table() {
     // (case, cluster, config, the moves of one round)
     let cases: Vec<(&str, Scenario, &str, &[&str])> = vec![
         (
-            "one hot region gives its heaviest shard that fits the gap",
+            "one hot region gives its heaviest shard that fits the gap; the region it lifted above the band \
+             passes one on",
             cluster("a=h,w b=x c=y", &[("h", 50.0), ("w", 30.0), ("x", 20.0), ("y", 20.0)]),
             "",
-            &["w"],
+            &["w", "y"],
+        ),
+        (
+            "a region of one hot shard is passed over and held apart: the others share the rest evenly",
+            cluster(
+                "a=g b=1,2,3,4,5,6,7,8 new=",
+                &[
+                    ("g", 100.0),
+                    ("1", 10.0),
+                    ("2", 10.0),
+                    ("3", 10.0),
+                    ("4", 10.0),
+                    ("5", 10.0),
+                    ("6", 10.0),
+                    ("7", 10.0),
+                    ("8", 10.0),
+                ],
+            ),
+            "",
+            &["1", "2", "3", "4"],
         ),
         (
             "a shard as heavy as the gap never moves: it would only swap the hot spot",
@@ -49,6 +69,21 @@ fn rebalance_table() {
             ),
             "",
             &["1", "4"],
+        ),
+        (
+            "a new region the last round's budget left short (within the band, few shards) is filled on",
+            {
+                let spec = format!(
+                    "a={} b={} new=x",
+                    (1..=12).map(|s| s.to_string()).collect::<Vec<_>>().join(","),
+                    (13..=24).map(|s| s.to_string()).collect::<Vec<_>>().join(",")
+                );
+                let loads: Vec<(String, f64)> = (1..=24).map(|s| (s.to_string(), 5.0)).collect();
+                let scenario = loads.iter().fold(Scenario::parse(&spec), |s, (shard, load)| s.load(shard, *load));
+                scenario.load("x", 52.0)
+            },
+            "",
+            &["1"],
         ),
         (
             "no load reported: shard counts",
