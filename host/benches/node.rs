@@ -1,5 +1,7 @@
 //! The node over its real sockets: home requests answered per second over
-//! region sessions (one session against several, in one run), the memory
+//! region sessions (one session against several, in one run), the same and
+//! the heartbeats' round trips with 100 regions reporting load every second
+//! against the same run without load reports, the memory
 //! of a node holding 1,000 regions and 1,000,000 shards loaded from its
 //! store, and its memory before, during and after a flood of connections
 //! that never finish their request. `docs/performance.md` reports the
@@ -22,7 +24,7 @@ use shardalloc::server::Node;
 use shardalloc::server::driver::DriverSettings;
 use shardalloc::store::{RedbStore, Store, Turn};
 use shardalloc::strategy::external::AllocationReason;
-use shardalloc_proto::protocol::RegionMessage;
+use shardalloc_proto::protocol::{LoadReport, RegionMessage, ShardLoad};
 use tokio::net::TcpStream;
 
 /// Shards every session asks about (allocated before measuring).
@@ -128,6 +130,113 @@ fn home_latency(_: &mut Criterion) {
             );
         }
     }
+}
+
+/// One phase of [`load_reports`].
+struct Phase {
+    reporting: bool,
+    /// Home answers per second.
+    per_second: f64,
+    /// Heartbeat round trips.
+    p50: Duration,
+    p99: Duration,
+    /// Heartbeats timed.
+    timed: usize,
+}
+
+/// Not a timing by criterion: 100 regions, each home to 100 shards and
+/// heartbeating every second, in alternating phases of one run without
+/// and with a load report after every heartbeat (each region naming its
+/// own 100 shards): the home answers per second one session gets (1,000
+/// pipelined at a time, from the state) and the heartbeats' round-trip
+/// p50 and p99 over every region. Issue 26's target: with load reports,
+/// within 1.2× of the run without.
+fn load_reports(_: &mut Criterion) {
+    const REGIONS: usize = 100;
+    const PER_REGION: usize = 100;
+    const PHASE: Duration = Duration::from_secs(15);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let rows = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("ws://{}", listener.local_addr().unwrap());
+        let node = Node::start(common::settings(data.path(), DriverSettings::default())).unwrap();
+        tokio::spawn(node.serve(shardalloc::server::no_delay(listener), std::future::pending()));
+        let mut sessions = Vec::new();
+        for i in 0..REGIONS {
+            sessions.push(LiveRegion::connect(&base, &format!("r{i}")).await);
+        }
+        let homes = sessions[0].homes((0..REGIONS * PER_REGION).map(|s| format!("shard-{s}"))).await;
+        let mut reports: std::collections::HashMap<String, Vec<ShardLoad>> = Default::default();
+        for (n, (shard, home)) in homes.into_iter().enumerate() {
+            reports.entry(home).or_default().push(ShardLoad { shard, load: (n % 1_000) as f64 + 1.0 });
+        }
+        let mut rows = Vec::new();
+        for reporting in [false, true, false, true] {
+            for session in &sessions {
+                let shards = reports.get(session.address()).cloned().unwrap_or_default();
+                session.report_load(reporting.then_some(LoadReport { window_ms: 1_000, shards, rest: 0.0 }));
+            }
+            // One heartbeat with the new setting before measuring.
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            for session in &sessions {
+                session.take_round_trips();
+            }
+            let asker = sessions.remove(0);
+            let ask = tokio::spawn(async move {
+                let mut asker = asker;
+                let started = Instant::now();
+                let mut answered = 0;
+                while started.elapsed() < PHASE {
+                    asker.homes((0..1_000).map(|n| format!("shard-{}", (answered + n) % (REGIONS * PER_REGION)))).await;
+                    answered += 1_000;
+                }
+                (asker, answered as f64 / started.elapsed().as_secs_f64())
+            });
+            let idle: Vec<_> = sessions
+                .drain(..)
+                .map(|mut s| {
+                    tokio::spawn(async move {
+                        s.idle(PHASE).await;
+                        s
+                    })
+                })
+                .collect();
+            let (asker, per_second) = ask.await.unwrap();
+            sessions.push(asker);
+            for session in futures_util::future::join_all(idle).await {
+                sessions.push(session.unwrap());
+            }
+            let mut trips: Vec<Duration> = sessions.iter().flat_map(|s| s.take_round_trips()).collect();
+            trips.sort();
+            let (p50, p99, timed) = (quantile(&trips, 0.5), quantile(&trips, 0.99), trips.len());
+            rows.push(Phase { reporting, per_second, p50, p99, timed });
+        }
+        rows
+    });
+    println!("load reports: 100 regions × 100 shards, heartbeats every second, phases of {PHASE:?}:");
+    println!("| phase | load reports | home answers/s | heartbeats timed | heartbeat p50 | heartbeat p99 |");
+    for (i, row) in rows.iter().enumerate() {
+        println!(
+            "| {} | {} | {:.0} | {} | {:.2} ms | {:.2} ms |",
+            i + 1,
+            if row.reporting { "every second" } else { "none" },
+            row.per_second,
+            row.timed,
+            row.p50.as_secs_f64() * 1e3,
+            row.p99.as_secs_f64() * 1e3
+        );
+    }
+    let mean = |reporting: bool, pick: fn(&Phase) -> f64| {
+        let picked: Vec<f64> = rows.iter().filter(|r| r.reporting == reporting).map(pick).collect();
+        picked.iter().sum::<f64>() / picked.len() as f64
+    };
+    let throughput = mean(false, |r| r.per_second) / mean(true, |r| r.per_second);
+    let p99 = mean(true, |r| r.p99.as_secs_f64()) / mean(false, |r| r.p99.as_secs_f64());
+    println!(
+        "load reports cost: home answers {throughput:.2}× slower, heartbeat p99 {p99:.2}× (with over without, \
+         means of the two phases each; the target is at most 1.2×)"
+    );
 }
 
 /// Resident memory of a process, in MiB.
@@ -289,5 +398,5 @@ fn connection_flood(_: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, home_requests, home_latency, memory, connection_flood);
+criterion_group!(benches, home_requests, home_latency, load_reports, memory, connection_flood);
 criterion_main!(benches);

@@ -1,14 +1,17 @@
 //! A region session that stays alive like a real client's: its writer
-//! batches frames and heartbeats every second in the background, and every
-//! wait for the node has a deadline, so a benchmark fails with a message
-//! instead of hanging.
+//! batches frames and heartbeats every second in the background (each
+//! followed by a load report once one is set), every wait for the node has
+//! a deadline, so a benchmark fails with a message instead of hanging, and
+//! the heartbeats' round trips are timed.
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use futures_util::stream::SplitStream;
 use futures_util::{SinkExt, StreamExt};
 use shardalloc_proto::protocol::{
-    FRAMES_PER_FLUSH, Hello, NodeMessage, PROTOCOL_VERSION, RegionMessage, Register, decode, encode,
+    FRAMES_PER_FLUSH, Hello, LoadReport, NodeMessage, PROTOCOL_VERSION, RegionMessage, Register, decode, encode,
 };
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -24,9 +27,21 @@ pub const DEADLINE: Duration = Duration::from_secs(60);
 /// region unreachable after 5 s without one).
 pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
 
+/// What the heartbeat task and the reader share.
+#[derive(Default)]
+struct Beats {
+    /// When each heartbeat not yet acknowledged went out, by sequence.
+    sent: HashMap<u64, Instant>,
+    /// Round trips of the acknowledged heartbeats since last taken.
+    round_trips: Vec<Duration>,
+    /// The load report sent after each heartbeat, when set.
+    report: Option<LoadReport>,
+}
+
 /// A registered region session of [`TYPE`].
 pub struct LiveRegion {
     address: String,
+    beats: Arc<Mutex<Beats>>,
     to_node: mpsc::UnboundedSender<RegionMessage>,
     from_node: SplitStream<Socket>,
     writer: JoinHandle<()>,
@@ -64,8 +79,10 @@ impl LiveRegion {
                 }
             }
         });
+        let beats = Arc::new(Mutex::new(Beats::default()));
         let mut region = LiveRegion {
             address: address.to_owned(),
+            beats: beats.clone(),
             to_node: to_node.clone(),
             from_node,
             writer,
@@ -86,7 +103,17 @@ impl LiveRegion {
             let mut every = tokio::time::interval(HEARTBEAT_EVERY);
             loop {
                 every.tick().await;
+                let report = {
+                    let mut beats = beats.lock().unwrap();
+                    beats.sent.insert(sequence, Instant::now());
+                    beats.report.clone()
+                };
                 if to_node.send(RegionMessage::Heartbeat { sequence, metrics: Default::default() }).is_err() {
+                    return;
+                }
+                if let Some(report) = report
+                    && to_node.send(RegionMessage::Load(report)).is_err()
+                {
                     return;
                 }
                 sequence += 1;
@@ -98,6 +125,41 @@ impl LiveRegion {
     /// The address it registered as.
     pub fn address(&self) -> &str {
         &self.address
+    }
+
+    /// Sends `report` after every heartbeat from now on (`None`: no more
+    /// reports).
+    pub fn report_load(&self, report: Option<LoadReport>) {
+        self.beats.lock().unwrap().report = report;
+    }
+
+    /// The round trips of the heartbeats acknowledged since the last call.
+    pub fn take_round_trips(&self) -> Vec<Duration> {
+        std::mem::take(&mut self.beats.lock().unwrap().round_trips)
+    }
+
+    /// Reads what the node sends for `period`, timing heartbeats; other
+    /// messages are passed over (a session that only heartbeats).
+    pub async fn idle(&mut self, period: Duration) {
+        let until = tokio::time::Instant::now() + period;
+        while let Ok(frame) = tokio::time::timeout_at(until, self.from_node.next()).await {
+            match frame {
+                Some(Ok(Message::Binary(frame))) => {
+                    if let NodeMessage::HeartbeatAck { sequence, .. } = decode(&frame).expect("a node message") {
+                        self.acknowledged(sequence);
+                    }
+                }
+                Some(Ok(_)) => {}
+                other => panic!("{}: the session ended while idle: {other:?}", self.address),
+            }
+        }
+    }
+
+    fn acknowledged(&self, sequence: u64) {
+        let mut beats = self.beats.lock().unwrap();
+        if let Some(sent) = beats.sent.remove(&sequence) {
+            beats.round_trips.push(sent.elapsed());
+        }
     }
 
     /// Queues a message for the node.
@@ -114,7 +176,7 @@ impl LiveRegion {
                 .unwrap_or_else(|_| panic!("{}: nothing from the node within {DEADLINE:?}", self.address));
             match frame {
                 Some(Ok(Message::Binary(frame))) => match decode(&frame).expect("a node message") {
-                    NodeMessage::HeartbeatAck { .. } => continue,
+                    NodeMessage::HeartbeatAck { sequence, .. } => self.acknowledged(sequence),
                     message => return message,
                 },
                 Some(Ok(Message::Close(reason))) => panic!("{}: the node closed the session: {reason:?}", self.address),
