@@ -10,10 +10,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fantoccini::Locator;
-use shardalloc_client::region::InMemoryTransport;
 
 use browser::*;
-use node::{Journal, Msg, Node, fast_args, registered, wait_for};
+use node::{Node, fast_args, wait_for};
 
 /// How long a pin may take to show on the map: the bound.
 const PIN_SHOWS_WITHIN: Duration = Duration::from_secs(10);
@@ -234,23 +233,7 @@ async fn a_hundred_regions_and_ten_thousand_shards_stay_readable() {
     const MANY_SHARDS: usize = 10_000;
     let _one = BROWSER.lock().await;
     let node = Node::start(&fast_args(&[])).await;
-    let journal = Journal::default();
-    let network = InMemoryTransport::default();
-    let mut regions = Vec::new();
-    for i in 0..MANY_REGIONS {
-        let address = format!("region-{i:03}");
-        let region = node.region("cart", &address, &journal, &network, |config| {
-            config.labels.insert("zone".into(), format!("zone-{}", i % 3));
-        });
-        regions.push(region);
-    }
-    for region in &regions {
-        registered(region).await;
-    }
-    for shard in 0..MANY_SHARDS {
-        let sender = &regions[shard % regions.len()];
-        sender.send(&shard.to_string(), Msg::new(sender.address(), 0)).expect("send to a shard");
-    }
+    let regions = many_regions(&node, MANY_REGIONS, |i| format!("region-{i:03}"), MANY_SHARDS).await;
     let admin = node.admin();
     wait_for("ten thousand shards homed", Duration::from_secs(300), async || {
         let state = admin.type_state_page("cart", None, Some(1)).await.ok()?;

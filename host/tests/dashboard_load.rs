@@ -11,10 +11,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use fantoccini::{Client, Locator};
-use shardalloc_client::region::{InMemoryTransport, RegionHandle};
+use shardalloc_client::region::RegionHandle;
 
 use browser::*;
-use node::{Journal, Msg, Node, registered, wait_for};
+use node::{Msg, Node, wait_for};
 
 /// The loads the tests give shards, the bound of every wait on them.
 const LOADS_WITHIN: Duration = Duration::from_secs(120);
@@ -132,22 +132,7 @@ async fn the_overview_stays_readable_at_a_thousand_regions() {
         "60000",
     ];
     let node = Node::start(&args).await;
-    let journal = Journal::default();
-    let network = InMemoryTransport::default();
-    let mut regions = Vec::new();
-    for i in 0..REGION_COUNT {
-        let region = node.region("cart", &format!("region-{i:04}"), &journal, &network, |config| {
-            config.labels.insert("zone".into(), format!("zone-{}", i % 3));
-        });
-        regions.push(region);
-    }
-    for region in &regions {
-        registered(region).await;
-    }
-    for shard in 0..SHARD_COUNT {
-        let sender = &regions[shard % regions.len()];
-        sender.send(&shard.to_string(), Msg::new(sender.address(), 0)).expect("send to a shard");
-    }
+    let regions = many_regions(&node, REGION_COUNT, |i| format!("region-{i:04}"), SHARD_COUNT).await;
     // Distinct loads 1 … 2,000 (7,919 is prime to 2,000).
     let loads: BTreeMap<String, f64> =
         (0..SHARD_COUNT).map(|s| (s.to_string(), ((s * 7_919) % SHARD_COUNT + 1) as f64)).collect();

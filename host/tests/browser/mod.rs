@@ -97,6 +97,34 @@ impl Cluster {
     }
 }
 
+/// `count` regions of `cart` on `node`, region `i` at `address(i)` in zone
+/// `zone-{i % 3}`, all registered, and shards "0" … `shards − 1` sent one
+/// message each from region `shard % count` (so each starts on its home).
+pub async fn many_regions(
+    node: &Node,
+    count: usize,
+    address: impl Fn(usize) -> String,
+    shards: usize,
+) -> Vec<RegionHandle<Msg>> {
+    let journal = Journal::default();
+    let network = InMemoryTransport::default();
+    let regions: Vec<RegionHandle<Msg>> = (0..count)
+        .map(|i| {
+            node.region("cart", &address(i), &journal, &network, |config| {
+                config.labels.insert("zone".into(), format!("zone-{}", i % 3));
+            })
+        })
+        .collect();
+    for region in &regions {
+        registered(region).await;
+    }
+    for shard in 0..shards {
+        let sender = &regions[shard % count];
+        sender.send(&shard.to_string(), Msg::new(sender.address(), 0)).expect("send to a shard");
+    }
+    regions
+}
+
 pub async fn open_map(browser: &Client, cluster: &Cluster) {
     browser.goto(&cluster.page()).await.expect("open the page");
     wait_for_count(browser, "#map article.region", Some(REGIONS.len()), PATIENCE).await;

@@ -1,28 +1,30 @@
-//! # shardalloc-strategy-load-balance: keep every region's load near the mean
+//! # shardalloc-strategy-load-balance: keep every region's load near the level
 //!
 //! Regions report each shard's load (contract 0.2 carries the node's
 //! smoothed averages). This strategy keeps every allocatable region's load
-//! within a tolerance band around the mean (±10% by default) and fills new
-//! or emptied regions to the mean:
+//! within a tolerance band (±10% by default) around the **level** and
+//! fills new or emptied regions to it. The level is the mean, except that a
+//! region's floor (its heaviest shard, or the load it cannot give away)
+//! above it is held apart: under a Zipf-shaped load a few shards outweigh
+//! the mean, and the level is what every other region can carry.
 //!
 //! - **allocate** picks the least loaded allocatable region (where a round
 //!   sends what it moves), ties by least-shard's order;
-//! - **rebalance** moves shards from the most loaded region to the least
-//!   loaded one while some region is above the band, or below it (then it
-//!   is filled to the mean, as is a region with markedly fewer shards than
-//!   the others more than half the band below the mean, a new one the
-//!   last round's budget left short): each move takes the shard whose load fixes
-//!   the most of the gap without overshooting, and only a move that leaves
-//!   both regions below the source's load now, so a move never raises the
-//!   maximum and a shard is never sent back and forth. A region that has
-//!   no such shard (one hot shard alone) is passed over for the next most
-//!   loaded, down to the mean. The mean is the level the regions can all
-//!   reach ([`plan`]): a region's floor (its heaviest shard, or the load
-//!   it cannot give away) above the plain mean is held apart, so a few
-//!   shards heavier than the mean do not leave new regions short. While any hand-off
-//!   is in progress the round moves nothing (the loads are about to
-//!   change). Pinned shards stay; draining, leaving and proxy regions are
-//!   neither sources of the balance nor destinations.
+//! - **rebalance** ([`plan`]) moves shards toward the least loaded region
+//!   being filled (below the band, until it reaches the level; or a region
+//!   with markedly fewer shards than the others more than half the band
+//!   below it: a new one the last round's budget left short), else toward
+//!   the least loaded region. The most loaded region above the band (and
+//!   above its floor by more than the band's half-width) gives first; a
+//!   region with nothing to give, one hot shard alone, is passed over.
+//!   While the target is being filled and no hot spot can give, the move
+//!   that evens out the most, from any region above the level, is taken.
+//!   Each move takes the heaviest shard that does not overshoot the need,
+//!   and only one lighter than the gap between the two regions, so a move
+//!   never raises the maximum and a shard is never sent back and forth.
+//!   While any hand-off is in progress the round moves nothing (the loads
+//!   are about to change). Pinned shards stay; draining, leaving and proxy
+//!   regions are neither sources of the balance nor destinations.
 //! - With no load reported at all it balances shard counts the same way.
 //!
 //! Layout of this crate:
@@ -299,8 +301,9 @@ impl Strategy for LoadBalance {
             name: NAME.to_owned(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
             description: "Keeps every region's load (the shards' reported loads) within a tolerance band \
-                          around the mean, filling new regions to the mean, with the moves that fix the \
-                          most load per shard moved; balances shard counts while no load is reported."
+                          around the level (the mean, with shards heavier than it counted alone), filling \
+                          new regions to it, hot spots first, with the moves that fix the most load per \
+                          shard moved; balances shard counts while no load is reported."
                 .to_owned(),
             config_schema: CONFIG_SCHEMA.to_owned(),
             needs_shard_names: false,

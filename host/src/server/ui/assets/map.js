@@ -6,6 +6,7 @@
 // are the overview's regions, in its order, at most MAX_CARDS of them.
 
 import { heat, shownLoad } from './loads.js';
+import { compareIds } from './model.js';
 
 export const AGGREGATE_ABOVE = 2000;
 export const MAX_CARDS = 100;
@@ -22,14 +23,6 @@ function lease(status) {
   if (status === 'unreachable') return 'lease lapsing';
   if (status === 'leaving') return 'leaving';
   return 'lease held';
-}
-
-// Numbers in numeric order, other ids (and addresses) in text order.
-function compareShards(a, b) {
-  const x = Number(a);
-  const y = Number(b);
-  if (a !== '' && b !== '' && Number.isFinite(x) && Number.isFinite(y)) return x - y;
-  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 function aggregate(model, region) {
@@ -115,7 +108,7 @@ export function drawMap(container, model, marks, view) {
     if (model.hasLoad()) card.append(loadLine(model, region, band));
     if (perShard) {
       const shards = element('div', { class: 'shards' });
-      for (const shard of [...region.shards].sort(compareShards)) {
+      for (const shard of [...region.shards].sort(compareIds)) {
         const home = model.homes.get(shard) || {};
         const load = model.loads.get(shard) || 0;
         const colour = view.colour === 'load' ? `heat-${heat(load, hottest)}` : home.reason || 'strategy';

@@ -7,6 +7,14 @@
 // configuration names no `tolerance`: load-balance's default.
 export const DEFAULT_TOLERANCE = 0.1;
 
+// Ids and addresses in order: numbers numerically, others as text.
+export function compareIds(a, b) {
+  const x = Number(a);
+  const y = Number(b);
+  if (a !== '' && b !== '' && Number.isFinite(x) && Number.isFinite(y)) return x - y;
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
 // A region's measure: its load (0 before its first report), or its shard count.
 export function measure(region, by) {
   return by === 'load' ? region.load || 0 : region.shards.size;

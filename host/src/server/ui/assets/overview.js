@@ -4,7 +4,7 @@
 // values with the band drawn; filtered by zone (the `zone` label), status
 // and a search of addresses. A click on a cell opens the region on the map.
 
-import { measure } from './model.js';
+import { compareIds, measure } from './model.js';
 import { shownLoad } from './loads.js';
 
 const SVG = 'http://www.w3.org/2000/svg';
@@ -22,14 +22,6 @@ function option(value, text) {
 
 function statusOf(region) {
   return region.draining ? 'draining' : region.status;
-}
-
-// Numbers in numeric order, other addresses in text order.
-function compareAddresses(a, b) {
-  const x = Number(a);
-  const y = Number(b);
-  if (a !== '' && b !== '' && Number.isFinite(x) && Number.isFinite(y)) return x - y;
-  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 function shown(value, by) {
@@ -73,8 +65,8 @@ export class RegionOverview {
         (!status || statusOf(region) === status) &&
         (!needle || region.address.toLowerCase().includes(needle)),
     );
-    if (this.sort.value === 'address') return shown.sort((a, b) => compareAddresses(a.address, b.address));
-    return shown.sort((a, b) => measure(b, by) - measure(a, by) || compareAddresses(a.address, b.address));
+    if (this.sort.value === 'address') return shown.sort((a, b) => compareIds(a.address, b.address));
+    return shown.sort((a, b) => measure(b, by) - measure(a, by) || compareIds(a.address, b.address));
   }
 
   // The zone filter's choices: every zone a region names.
