@@ -98,19 +98,10 @@ struct Joined {
 }
 
 /// The level of `loads` over `regions` regions: shards heavier than the
-/// level each alone on a region, the rest shared evenly.
+/// level each alone on a region, the rest shared evenly (the shards'
+/// loads are the floors of `load-balance`'s level).
 fn level(loads: &HashMap<String, f64>, regions: usize) -> f64 {
-    let mut heavy: Vec<f64> = loads.values().copied().collect();
-    heavy.sort_by(|a, b| b.total_cmp(a));
-    let (mut total, mut left) = (heavy.iter().sum::<f64>(), regions);
-    for load in heavy {
-        if left <= 1 || load <= total / left as f64 {
-            break;
-        }
-        total -= load;
-        left -= 1;
-    }
-    total / left.max(1) as f64
+    shardalloc_strategy_load_balance::level(loads.values().sum(), loads.values().copied(), regions)
 }
 
 /// A distribution's median, 99th percentile and maximum.

@@ -136,7 +136,7 @@ pub fn plan<T: Clone>(mut bins: Vec<Bin<T>>, tolerance: f64, max_moves: usize) -
         return moves;
     }
     let floors: Vec<f64> = bins.iter().map(floor).collect();
-    let mean = level(&bins, &floors);
+    let mean = level(bins.iter().map(|b| b.load).sum(), floors.iter().copied(), bins.len());
     if mean <= 0.0 {
         return moves;
     }
@@ -234,32 +234,24 @@ fn floor<T>(bin: &Bin<T>) -> f64 {
 /// The mean the band is drawn around: the load every region would carry
 /// if loads could be spread at will, except that a region cannot go below
 /// its floor (its heaviest shard, wherever that goes, or what it cannot
-/// give away). Regions whose floor is above the level hold their floor and
-/// the others share the rest, found by repeating until no floor is above
-/// it. Without such floors it is the plain mean; with a few shards heavier
-/// than the mean it is what the other regions can all reach, so a region
-/// being filled is not left short of a mean only those shards lift.
-fn level<T>(bins: &[Bin<T>], floors: &[f64]) -> f64 {
-    let total: f64 = bins.iter().map(|b| b.load).sum();
-    let mut fixed = vec![false; bins.len()];
-    loop {
-        let (held, count) =
-            (floors.iter().zip(&fixed)).filter(|(_, f)| **f).fold((0.0, 0), |(h, c), (l, _)| (h + l, c + 1));
-        if count == bins.len() {
-            return total / bins.len() as f64;
+/// give away). `total` is spread over `regions`; floors above the level
+/// each hold a region of their own (the heaviest first) and the other
+/// regions share the rest. Without such floors it is the plain mean; with
+/// a few shards heavier than the mean it is what the other regions can all
+/// reach, so a region being filled is not left short of a mean only those
+/// shards lift. Trace replay measures joining regions against it too.
+pub fn level(total: f64, floors: impl IntoIterator<Item = f64>, regions: usize) -> f64 {
+    let mut floors: Vec<f64> = floors.into_iter().collect();
+    floors.sort_by(|a, b| b.total_cmp(a));
+    let (mut rest, mut left) = (total, regions);
+    for floor in floors {
+        if left <= 1 || floor <= rest / left as f64 {
+            break;
         }
-        let level = (total - held) / (bins.len() - count) as f64;
-        let mut changed = false;
-        for (index, floor) in floors.iter().enumerate() {
-            if !fixed[index] && *floor > level {
-                fixed[index] = true;
-                changed = true;
-            }
-        }
-        if !changed {
-            return level;
-        }
+        rest -= floor;
+        left -= 1;
     }
+    rest / left.max(1) as f64
 }
 
 /// The shard of `movable` (lightest first) to move across a `gap` (the
