@@ -205,6 +205,8 @@ words! {
         AlreadyMoving => "already-moving",
         /// Too many shards are queued already.
         QueueFull => "queue-full",
+        /// The type is frozen strictly: operators' moves wait too.
+        Frozen => "frozen",
     }
 }
 
@@ -260,6 +262,13 @@ words! {
         /// A sample of a region's load (`region`, `load`): at most one per
         /// region every 10 s, and at most 10 a second per type.
         RegionLoad => "region-load",
+        /// A type was frozen (`cause`: the freeze's scope, `by`, `detail`:
+        /// its reason, `untilMs`: its end when it has one).
+        Frozen => "frozen",
+        /// A freeze was lifted (`cause`: its scope, `by`, `detail`: why).
+        FreezeLifted => "freeze-lifted",
+        /// A freeze reached its time limit (`cause`: its scope).
+        FreezeExpired => "freeze-expired",
         /// This client fell behind or resumed from an event no longer kept:
         /// `missed` events are lost to it (0: unknown, another term).
         Missed => "missed",
@@ -321,6 +330,9 @@ pub struct DecisionEvent {
     /// A region's load: its shards' smoothed loads together (`region-load`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<f64>,
+    /// When a freeze ends (`frozen`; milliseconds since the Unix epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_ms: Option<u64>,
 }
 
 impl DecisionEvent {
@@ -342,6 +354,7 @@ impl DecisionEvent {
             detail: None,
             missed: None,
             load: None,
+            until_ms: None,
         }
     }
 }
@@ -402,6 +415,9 @@ words! {
         InvalidPlacement => "invalid-placement",
         /// 400: the coordinator refused a type's signal (larger than 1 MiB).
         InvalidSignal => "invalid-signal",
+        /// 400: a freeze without a reason, with both or neither of
+        /// `forSeconds` and `until`, ending in the past or after 30 days.
+        InvalidFreeze => "invalid-freeze",
         /// 400: a dry run asks for too many rounds or shards.
         InvalidDryRun => "invalid-dry-run",
         /// 400: the event stream's `Last-Event-ID` is not `<term>-<seq>`.
@@ -438,6 +454,8 @@ words! {
         /// 409: the type has registered regions and the delete was not
         /// forced.
         TypeHasRegions => "type-has-regions",
+        /// 409: a cluster-wide freeze on a node that has no entity type.
+        NoTypes => "no-types",
         /// 409: a forced delete of the type is under way.
         TypeBeingDeleted => "type-being-deleted",
         /// 409: the type would hold more placements than it may.
@@ -600,6 +618,105 @@ pub struct PlacementsWritten {
     pub written: Vec<Placement>,
     /// The type's live placements after the write.
     pub total: usize,
+}
+
+words! {
+    /// Whose freeze.
+    FreezeScope {
+        /// An operator froze this type.
+        Type => "type",
+        /// An operator froze every type.
+        Cluster => "cluster",
+        /// The node froze the type itself: too many regions were lost.
+        Maintenance => "maintenance",
+    }
+}
+
+words! {
+    /// What happened to a freeze.
+    FreezeAction {
+        /// It began (or replaced the freeze of its scope).
+        Frozen => "frozen",
+        /// It was lifted before its end.
+        Lifted => "lifted",
+        /// It reached its time limit.
+        Expired => "expired",
+    }
+}
+
+/// `PUT /v1/cluster/shards/{type}/freeze` and `PUT /v1/cluster/freeze`:
+/// exactly one of `forSeconds` and `until`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FreezeRequest {
+    /// How long the freeze lasts, in seconds (at most 30 days).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub for_seconds: Option<u64>,
+    /// When it ends: milliseconds since the Unix epoch, judged by the
+    /// leader's clock (at most 30 days ahead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<u64>,
+    /// Why (shown in the dashboard's banner and the events; at most 1 KiB).
+    pub reason: String,
+    /// Hold operators' placements, `rebalance-now` and drains too.
+    #[serde(default)]
+    pub strict: bool,
+}
+
+/// A freeze in force.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct FreezeInfo {
+    /// Whose.
+    pub scope: FreezeScope,
+    /// Why.
+    pub reason: String,
+    /// When it began (milliseconds since the Unix epoch).
+    pub since_ms: u64,
+    /// When it ends by itself; absent: when lifted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_ms: Option<u64>,
+    /// Operators' moves wait too.
+    pub strict: bool,
+}
+
+/// One entry of a freeze history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct FreezeEntry {
+    /// When (milliseconds since the Unix epoch).
+    pub at_ms: u64,
+    /// What.
+    pub action: FreezeAction,
+    /// Which freeze.
+    pub scope: FreezeScope,
+    /// An operator, or the node itself (the maintenance mode, an expiry).
+    pub by: ChangedBy,
+    /// Why.
+    pub reason: String,
+    /// The freeze's end (`frozen`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_ms: Option<u64>,
+    /// Whether the freeze was strict (`frozen`).
+    pub strict: bool,
+}
+
+/// A type's freezes (`GET …/freeze`), or the cluster's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct FreezeState {
+    /// A freeze is in force: the strategy's rebalance does not run.
+    pub frozen: bool,
+    /// A strict freeze is in force: operators' moves wait too.
+    pub strict: bool,
+    /// The freezes in force, by scope.
+    pub freezes: Vec<FreezeInfo>,
+    /// The last 20 freezes, lifts and expiries, oldest first.
+    pub history: Vec<FreezeEntry>,
 }
 
 /// `POST …/rebalance`.

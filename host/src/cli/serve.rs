@@ -231,6 +231,12 @@ struct CoordinatorFile {
     max_moves_fraction: Option<f64>,
     move_cooldown_ms: Option<u64>,
     min_round_interval_ms: Option<u64>,
+    maintenance: Option<bool>,
+    maintenance_window_ms: Option<u64>,
+    maintenance_enter_lost: Option<usize>,
+    maintenance_enter_share: Option<f64>,
+    maintenance_exit_lost: Option<usize>,
+    maintenance_exit_share: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -264,6 +270,12 @@ struct TypeFile {
     max_moves_fraction: Option<f64>,
     move_cooldown_ms: Option<u64>,
     min_round_interval_ms: Option<u64>,
+    maintenance: Option<bool>,
+    maintenance_window_ms: Option<u64>,
+    maintenance_enter_lost: Option<usize>,
+    maintenance_enter_share: Option<f64>,
+    maintenance_exit_lost: Option<usize>,
+    maintenance_exit_share: Option<f64>,
 }
 
 /// The default listen address.
@@ -371,6 +383,13 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
     coordinator.churn.max_moves_fraction = c.max_moves_fraction;
     set(&mut coordinator.churn.move_cooldown_ms, [c.move_cooldown_ms, None]);
     set(&mut coordinator.churn.min_round_interval_ms, [c.min_round_interval_ms, None]);
+    let rule = &mut coordinator.maintenance;
+    set(&mut rule.enabled, [c.maintenance, None]);
+    set(&mut rule.window_ms, [c.maintenance_window_ms, None]);
+    set(&mut rule.enter_lost, [c.maintenance_enter_lost, None]);
+    set(&mut rule.enter_share, [c.maintenance_enter_share, None]);
+    set(&mut rule.exit_lost, [c.maintenance_exit_lost, None]);
+    set(&mut rule.exit_share, [c.maintenance_exit_share, None]);
     coordinator.validate().context("inconsistent coordinator settings")?;
     let mut limits = Limits::default();
     if let Some(ms) = file.strategy_limits.deadline_ms {
@@ -388,6 +407,12 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
             max_moves_fraction: t.max_moves_fraction,
             move_cooldown_ms: t.move_cooldown_ms,
             min_round_interval_ms: t.min_round_interval_ms,
+            maintenance: t.maintenance,
+            maintenance_window_ms: t.maintenance_window_ms,
+            maintenance_enter_lost: t.maintenance_enter_lost,
+            maintenance_enter_share: t.maintenance_enter_share,
+            maintenance_exit_lost: t.maintenance_exit_lost,
+            maintenance_exit_share: t.maintenance_exit_share,
         };
         own.over(&coordinator).validate().with_context(|| format!("[types.{name}]: inconsistent settings"))?;
         if own != TypeSettings::default() {

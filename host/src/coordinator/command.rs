@@ -2,6 +2,7 @@
 
 use super::NodeMessage;
 use super::event::RequestId;
+use super::freeze::{FreezeError, FreezeRecord};
 use super::state::{Change, Stamp};
 use crate::strategy::churn::ClipReason;
 use crate::strategy::external::AllocationReason;
@@ -53,6 +54,9 @@ pub enum NotAccepted {
     /// Too many shards are queued already.
     #[error("rebalance queue is full")]
     QueueFull,
+    /// A strict freeze holds every move an operator asks for.
+    #[error("the type is frozen strictly")]
+    Frozen,
 }
 
 /// Why a placement request was refused as a whole.
@@ -126,6 +130,8 @@ pub enum Reply {
     UnknownRegion(String),
     /// The signal was refused (not JSON, too large); the message says why.
     SignalRefused(String),
+    /// A freeze or a lift was refused.
+    FreezeRefused(FreezeError),
 }
 
 /// A hand-off step, for observers.
@@ -272,6 +278,11 @@ pub enum Observation {
     RebalanceFallback {
         /// The strategy's failure.
         error: String,
+    },
+    /// A freeze began, was lifted or expired.
+    Freeze {
+        /// What, as the type's history keeps it.
+        record: FreezeRecord,
     },
     /// A message that does not fit the state was ignored.
     Ignored {

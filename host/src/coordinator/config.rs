@@ -1,5 +1,6 @@
 //! The coordinator's settings, their defaults and their validation.
 
+use super::freeze::MaintenanceRule;
 use crate::strategy::churn::ChurnLimits;
 
 /// Settings of one entity type's coordinator. Every duration is in
@@ -69,6 +70,9 @@ pub struct Config {
     /// The limits on every rebalance answer of the strategy (moves per
     /// round, cooldown, round interval); all off by default.
     pub churn: ChurnLimits,
+    /// When the type freezes itself because too many regions were lost
+    /// (`freeze.rs`).
+    pub maintenance: MaintenanceRule,
 }
 
 impl Default for Config {
@@ -95,6 +99,7 @@ impl Default for Config {
             load_half_life_ms: 120_000,
             load_save_interval_ms: 30_000,
             churn: ChurnLimits::default(),
+            maintenance: MaintenanceRule::default(),
         }
     }
 }
@@ -114,6 +119,18 @@ pub struct TypeSettings {
     pub move_cooldown_ms: Option<u64>,
     /// [`ChurnLimits::min_round_interval_ms`] for this type.
     pub min_round_interval_ms: Option<u64>,
+    /// [`MaintenanceRule::enabled`] for this type.
+    pub maintenance: Option<bool>,
+    /// [`MaintenanceRule::window_ms`] for this type.
+    pub maintenance_window_ms: Option<u64>,
+    /// [`MaintenanceRule::enter_lost`] for this type.
+    pub maintenance_enter_lost: Option<usize>,
+    /// [`MaintenanceRule::enter_share`] for this type.
+    pub maintenance_enter_share: Option<f64>,
+    /// [`MaintenanceRule::exit_lost`] for this type.
+    pub maintenance_exit_lost: Option<usize>,
+    /// [`MaintenanceRule::exit_share`] for this type.
+    pub maintenance_exit_share: Option<f64>,
 }
 
 impl TypeSettings {
@@ -128,6 +145,13 @@ impl TypeSettings {
         churn.max_moves_fraction = self.max_moves_fraction.or(churn.max_moves_fraction);
         churn.move_cooldown_ms = self.move_cooldown_ms.unwrap_or(churn.move_cooldown_ms);
         churn.min_round_interval_ms = self.min_round_interval_ms.unwrap_or(churn.min_round_interval_ms);
+        let rule = &mut config.maintenance;
+        rule.enabled = self.maintenance.unwrap_or(rule.enabled);
+        rule.window_ms = self.maintenance_window_ms.unwrap_or(rule.window_ms);
+        rule.enter_lost = self.maintenance_enter_lost.unwrap_or(rule.enter_lost);
+        rule.enter_share = self.maintenance_enter_share.unwrap_or(rule.enter_share);
+        rule.exit_lost = self.maintenance_exit_lost.unwrap_or(rule.exit_lost);
+        rule.exit_share = self.maintenance_exit_share.unwrap_or(rule.exit_share);
         config
     }
 }
@@ -160,6 +184,9 @@ pub enum ConfigError {
     /// A churn limit that cannot work.
     #[error("{0}")]
     Churn(String),
+    /// Maintenance thresholds that cannot work (exit not stricter than entry).
+    #[error("{0}")]
+    Maintenance(String),
 }
 
 impl Config {
@@ -196,6 +223,7 @@ impl Config {
             return Err(ConfigError::HeartbeatTooSlow { heartbeat: self.heartbeat_interval_ms, lease: self.lease_ms });
         }
         self.churn.check().map_err(ConfigError::Churn)?;
+        self.maintenance.check().map_err(ConfigError::Maintenance)?;
         Ok(())
     }
 }

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use super::freeze::{FreezeOrder, FreezeScope};
 use super::state::Stamp;
 
 /// The driver's clock, in milliseconds: the one definition, shared with the
@@ -181,4 +182,13 @@ pub enum OperatorRequest {
     /// removed (and told `LeaveDone`) once it holds none. The type is being
     /// deleted; new registrations are the driver's to refuse.
     Retire,
+    /// Freezes the type (replacing the freeze of the order's scope).
+    Freeze(FreezeOrder),
+    /// Lifts the freezes of these scopes that are in force.
+    Thaw {
+        /// Which freezes.
+        scopes: Vec<FreezeScope>,
+        /// Why.
+        reason: String,
+    },
 }

@@ -150,11 +150,14 @@ impl Coordinator {
     }
 
     /// The rebalance tick: operator-queued shards, then the strategy's set
-    /// (placement mismatches first), minus moving ones, bounded.
+    /// (placement mismatches first), minus moving ones, bounded. While the
+    /// type is frozen the strategy is not asked (placements and the queue
+    /// still move shards); while it is frozen strictly nothing moves.
     pub(super) fn rebalance(&mut self) {
-        if !self.enough_regions() {
+        if !self.enough_regions() || self.durable.freezes.strict() {
             return;
         }
+        let frozen = self.durable.freezes.frozen();
         let budget = self
             .config
             .max_rebalance_per_tick
@@ -171,7 +174,7 @@ impl Coordinator {
         let mut strategy_moves = BTreeSet::new();
         if chosen.len() < budget {
             let view = self.view();
-            let decision = self.external.rebalance(&view);
+            let decision = if frozen { self.external.placement_moves(&view) } else { self.external.rebalance(&view) };
             drop(view);
             if let Some(error) = decision.fallback {
                 self.observe(Observation::RebalanceFallback { error: error.to_string() });
@@ -219,7 +222,9 @@ impl Coordinator {
             if !seen.insert(shard.clone()) {
                 continue;
             }
-            let why = if self.durable.handoffs.contains_key(&shard) || self.durable.queued.contains(&shard) {
+            let why = if self.durable.freezes.strict() {
+                Some(NotAccepted::Frozen)
+            } else if self.durable.handoffs.contains_key(&shard) || self.durable.queued.contains(&shard) {
                 Some(NotAccepted::AlreadyMoving)
             } else if !self.durable.homes.contains_key(&shard) {
                 Some(if self.pending.contains_key(&shard) { NotAccepted::Unallocated } else { NotAccepted::Unknown })

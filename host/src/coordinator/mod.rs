@@ -77,6 +77,7 @@ mod allocation;
 mod command;
 mod config;
 mod event;
+mod freeze;
 mod handoff;
 mod load;
 mod placements;
@@ -91,6 +92,10 @@ use shardalloc_guest::{Region, RegionStatus, Topology};
 pub use command::{Command, MAX_NAMED_CLIPS, NotAccepted, Observation, PlacementError, Reply, Step};
 pub use config::{Config, ConfigError, TypeSettings};
 pub use event::{Event, Millis, OperatorRequest, RequestId};
+pub use freeze::{
+    ChangedBy, FREEZE_HISTORY, Freeze, FreezeAction, FreezeError, FreezeOrder, FreezeRecord, FreezeScope, Freezes,
+    MAX_FREEZE_MS, MAX_FREEZE_REASON_BYTES, MaintenanceRule,
+};
 pub use load::{LOAD_SAMPLE_MS, LOADS_PER_SAVE};
 /// The coordinator speaks the region protocol's own types: it takes a
 /// region's [`Register`] as sent and answers with [`NodeMessage`]s, so the
@@ -153,6 +158,8 @@ pub struct Coordinator {
     tombstones: BTreeSet<(Millis, String)>,
     /// Which loads the store and the shard table have yet to see.
     loads: load::LoadBook,
+    /// The regions the maintenance rule counts as lost.
+    losses: freeze::Losses,
     now: Millis,
     changes: Vec<Change>,
     reveals: Vec<Command>,
@@ -209,12 +216,14 @@ impl Coordinator {
             table: None,
             tombstones,
             loads: load::LoadBook::default(),
+            losses: freeze::Losses::default(),
             now,
             changes: Vec::new(),
             reveals: Vec::new(),
             out: Vec::new(),
         };
         coordinator.loads = load::LoadBook::new(now, &coordinator.durable);
+        coordinator.losses = freeze::Losses::recovered(now, coordinator.config.maintenance.window_ms);
         let handoffs: Vec<(String, String)> =
             coordinator.durable.handoffs.iter().map(|(s, f)| (s.clone(), f.clone())).collect();
         for (shard, from) in handoffs {
@@ -641,6 +650,7 @@ impl Coordinator {
 
     fn on_tick(&mut self) {
         self.check_liveness();
+        self.check_freezes();
         self.check_deadlines();
         self.purge_tombstones();
         self.retry_pending();
@@ -675,6 +685,8 @@ impl Coordinator {
             OperatorRequest::Undrain { address } => self.set_draining(request, &address, false),
             OperatorRequest::SetSignal { signal } => self.set_signal(request, signal),
             OperatorRequest::Retire => self.retire(request),
+            OperatorRequest::Freeze(order) => self.freeze(request, order),
+            OperatorRequest::Thaw { scopes, reason } => self.thaw(request, scopes, reason),
         }
     }
 }
@@ -697,5 +709,7 @@ pub fn complete_snapshot(
     }
 }
 
+#[cfg(test)]
+mod freeze_tests;
 #[cfg(test)]
 mod tests;

@@ -103,6 +103,7 @@ impl Coordinator {
         }) {
             self.change(Change::RegionRegistered(record));
         }
+        self.losses.back(&address);
         let live = self.live.entry(address.clone()).or_default();
         live.last_heartbeat = self.now;
         if live.unreachable {
@@ -153,6 +154,7 @@ impl Coordinator {
         if live.unreachable {
             live.unreachable = false;
             changed = true;
+            self.losses.back(&address);
             self.observe(Observation::RegionReachable { address: address.clone() });
         }
         if changed {
@@ -214,6 +216,7 @@ impl Coordinator {
                 live.unreachable = true;
             }
             self.topology_changed();
+            self.losses.lost(&address, now);
             self.observe(Observation::RegionUnreachable { address });
         }
         // Every region past the removal timeout is out of the view before
@@ -228,6 +231,7 @@ impl Coordinator {
             self.topology_changed();
         }
         for address in remove {
+            self.losses.lost(&address, now);
             self.remove_region(&address, "heartbeat timeout");
         }
     }
@@ -278,7 +282,8 @@ impl Coordinator {
 
     /// Hands off shards of leaving and draining regions, at most
     /// `drain_batch` in flight per region. A draining region keeps its
-    /// shards while no other region can take them; a leaving one hands them
+    /// shards while no other region can take them, or while a strict
+    /// freeze holds; a leaving one hands them
     /// off anyway (the whole cluster may be leaving): they stop through the
     /// full hand-off and wait, homeless, for the next region.
     pub(super) fn drain(&mut self) {
@@ -289,8 +294,9 @@ impl Coordinator {
             .filter(|r| (r.leaving || r.draining) && !r.shards.is_empty())
             .map(|r| (r.address.clone(), r.leaving))
             .collect();
+        let strict = self.durable.freezes.strict();
         for (address, leaving) in draining {
-            if !leaving && !self.other_allocatable(&address) {
+            if !leaving && (strict || !self.other_allocatable(&address)) {
                 continue;
             }
             let in_flight = self.durable.handoffs.values().filter(|from| **from == address).count();

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use super::freeze::{Freeze, FreezeScope, Freezes};
 use crate::strategy::external::AllocationReason;
 use crate::strategy::table::ShardTable;
 use shardalloc_guest::Topology;
@@ -180,6 +181,24 @@ pub enum Change {
         /// Shard → its load, or `None` when the shard's load is forgotten.
         loads: Vec<(String, Option<ShardLoad>)>,
     },
+    /// A freeze began (replacing the one of its scope).
+    FreezeSet {
+        /// The freeze.
+        freeze: Freeze,
+    },
+    /// A freeze ended: lifted, or at its time limit.
+    FreezeLifted {
+        /// Which freeze.
+        scope: FreezeScope,
+        /// When.
+        at: Millis,
+        /// An operator, or the node itself.
+        by: shardalloc_proto::api::ChangedBy,
+        /// Why.
+        reason: String,
+        /// It reached its time limit (not lifted).
+        expired: bool,
+    },
 }
 
 /// Everything the coordinator must not lose.
@@ -203,6 +222,8 @@ pub struct Durable {
     /// either. In the coordinator, current; in a store, as of the last
     /// [`Change::LoadsSaved`].
     pub loads: BTreeMap<String, ShardLoad>,
+    /// The freezes in force and their history.
+    pub freezes: Freezes,
     /// Shares the addresses and reasons of [`Durable::homes`].
     #[serde(skip)]
     pub interned: Interned,
@@ -344,6 +365,7 @@ impl Durable {
             Change::RebalanceUnqueued { shard } => {
                 self.queued.remove(shard);
             }
+            Change::FreezeSet { .. } | Change::FreezeLifted { .. } => self.freezes.apply(change),
             Change::LoadsSaved { loads } => {
                 for (shard, load) in loads {
                     match load {

@@ -116,6 +116,8 @@ impl From<Refusal> for ApiError {
             Refusal::Placement(PlacementError::TooMany { .. }) => ApiError::conflict(C::TooManyPlacements, message),
             Refusal::Placement(_) => ApiError::bad_request(C::InvalidPlacement, message),
             Refusal::Signal(_) => ApiError::bad_request(C::InvalidSignal, message),
+            Refusal::Freeze(_) => ApiError::bad_request(C::InvalidFreeze, message),
+            Refusal::NoTypes => ApiError::conflict(C::NoTypes, message),
             Refusal::UnknownComponent(_) => ApiError::not_found(C::UnknownStrategy, message),
             Refusal::Builtin(_) => ApiError::conflict(C::Builtin, message),
             Refusal::StrategyInUse { .. } => ApiError::conflict(C::StrategyInUse, message),

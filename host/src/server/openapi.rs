@@ -24,6 +24,7 @@ use utoipa::{Modify, OpenApi, ToResponse};
         (name = "strategies", description = "Upload, activate, dry-run, shadow and roll back strategies."),
         (name = "regions", description = "Regions, drain, and the region-session WebSocket."),
         (name = "events", description = "The decision event stream (Server-Sent Events)."),
+        (name = "freeze", description = "Freezes: a type's, the cluster's and the maintenance mode's."),
         (name = "cluster", description = "Who leads, answered by every node itself."),
         (name = "meta", description = "This document."),
         (name = "dashboard", description = "The dashboard page and its files. No token: the page asks for it."),

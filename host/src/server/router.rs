@@ -17,7 +17,7 @@ use utoipa_axum::routes;
 use super::api_error::{ApiError, ErrorCode};
 use super::auth;
 use super::openapi::ApiDoc;
-use super::rest::{cluster, health, placements, regions, strategies, types};
+use super::rest::{cluster, freeze, health, placements, regions, strategies, types};
 use super::sessions;
 use super::state::AppState;
 
@@ -46,6 +46,8 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(strategies::rollback))
         .routes(routes!(strategies::list, strategies::upload))
         .routes(routes!(strategies::delete))
+        .routes(routes!(freeze::get, freeze::freeze, freeze::lift))
+        .routes(routes!(freeze::get_cluster, freeze::freeze_cluster, freeze::lift_cluster))
         .routes(routes!(regions::list))
         .routes(routes!(regions::drain, regions::undrain))
         .routes(routes!(super::events::events))

@@ -5,7 +5,8 @@
 //! 1. an empty store loads empty, at revision 0, holding [`SCHEMA_VERSION`];
 //! 2. a load gives back exactly what a coordinator built, over a seeded
 //!    scenario of registrations, homes, hand-offs, placements, drains,
-//!    signals and load reports committed turn by turn (the shards' loads as
+//!    signals, load reports and freezes (with their history) committed
+//!    turn by turn (the shards' loads as
 //!    of their last save);
 //! 3. a write based on an old revision is fenced and writes nothing;
 //! 4. blobs are stored, listed, read and deleted apart from turns, and
@@ -26,7 +27,8 @@ use super::{
     TypeRecord,
 };
 use crate::coordinator::{
-    Change, Command, Config, Coordinator, Event, Home, NodeMessage, OperatorRequest, Register, Stamp,
+    Change, Command, Config, Coordinator, Event, FreezeOrder, FreezeScope, Home, NodeMessage, OperatorRequest,
+    Register, Stamp,
 };
 use crate::strategy::builtin;
 use crate::strategy::external::ExternalAllocation;
@@ -90,7 +92,9 @@ fn coordinator_state(store: &dyn Store, revision: Revision) -> Revision {
             && !durable.placements.is_empty()
             && durable.signal.is_some()
             && s.saved.loads.values().any(|l| l.load > 0.0)
-            && s.saved.loads.values().any(|l| l.moved_at.is_some()),
+            && s.saved.loads.values().any(|l| l.moved_at.is_some())
+            && durable.freezes.history.len() > 5
+            && durable.freezes.history.iter().any(|r| r.action == crate::coordinator::FreezeAction::Expired),
         "coordinator state: the scenario did too little to check anything: {durable:?}"
     );
     s.revision
@@ -319,6 +323,17 @@ impl Scenario<'_> {
                 let load = self.rand(1_000) as f64;
                 let report = LoadReport { window_ms: 1_000, shards: vec![ShardLoad { shard, load }], rest: 1.0 };
                 Event::Load { now, address: region, incarnation, report }
+            }
+            92..95 => {
+                let scope = if self.rand(2) == 0 { FreezeScope::Type } else { FreezeScope::Cluster };
+                let until = Some(now + 1 + self.rand(20_000));
+                let reason = format!("freeze {}", self.rand(100));
+                let order = FreezeOrder { scope, reason, until, strict: self.rand(2) == 0 };
+                Event::Operator { now, request: 5, op: OperatorRequest::Freeze(order) }
+            }
+            95..96 => {
+                let scopes = vec![FreezeScope::Type, FreezeScope::Cluster];
+                Event::Operator { now, request: 6, op: OperatorRequest::Thaw { scopes, reason: "lifted".into() } }
             }
             _ => Event::Tick { now },
         };

@@ -14,6 +14,7 @@
 //! | `placements`   | (type, shard)       | `records::Placement` (tombstones too) |
 //! | `queued`       | (type, shard)       | nothing                         |
 //! | `loads`        | (type, shard)       | `records::ShardLoad` (added within schema 2: an older file gets the table empty when it opens) |
+//! | `freezes`      | type                | `records::Freezes`: the freezes in force and their history (added within schema 2, as `loads`) |
 //! | `activations`  | (type, number)      | `records::Activation`           |
 //! | `components`   | digest              | component bytes (the blobs)     |
 //! | `component-info` | digest            | `records::Component`            |
@@ -47,6 +48,7 @@ const HANDOFFS: TableDefinition<(&str, &str), &str> = TableDefinition::new("hand
 pub(super) const PLACEMENTS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("placements");
 const QUEUED: TableDefinition<(&str, &str), ()> = TableDefinition::new("queued");
 const LOADS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("loads");
+const FREEZES: TableDefinition<&str, &[u8]> = TableDefinition::new("freezes");
 pub(super) const ACTIVATIONS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("activations");
 const COMPONENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("components");
 pub(super) const COMPONENT_INFO: TableDefinition<&str, &[u8]> = TableDefinition::new("component-info");
@@ -246,6 +248,7 @@ impl RedbStore {
             txn.open_table(PLACEMENTS).map_err(db)?;
             txn.open_table(QUEUED).map_err(db)?;
             txn.open_table(LOADS).map_err(db)?;
+            txn.open_table(FREEZES).map_err(db)?;
             txn.open_table(ACTIVATIONS).map_err(db)?;
             txn.open_table(COMPONENTS).map_err(db)?;
             txn.open_table(COMPONENT_INFO).map_err(db)?;
@@ -634,6 +637,22 @@ fn read_types(
         Err(redb::TableError::TableDoesNotExist(_)) => {}
         Err(error) => return Err(db(error)),
     }
+    match txn.open_table(FREEZES) {
+        Ok(table) => {
+            let entries = match only {
+                None => table.iter().map_err(db)?,
+                Some(t) => table.range(t..=t).map_err(db)?,
+            };
+            for entry in entries {
+                let (name, value) = entry.map_err(db)?;
+                let row: records::Freezes = records::decode(value.value())
+                    .map_err(|detail| StoreError::Corrupt { what: "table freezes".to_owned(), detail })?;
+                of(&mut types, name.value()).durable.freezes = row.into();
+            }
+        }
+        Err(redb::TableError::TableDoesNotExist(_)) => {}
+        Err(error) => return Err(db(error)),
+    }
     let activations = txn.open_table(ACTIVATIONS).map_err(db)?;
     let activation_rows = match only {
         None => activations.iter().map_err(db)?,
@@ -658,6 +677,7 @@ struct Writer<'t> {
     placements: redb::Table<'t, (&'static str, &'static str), &'static [u8]>,
     queued: redb::Table<'t, (&'static str, &'static str), ()>,
     loads: redb::Table<'t, (&'static str, &'static str), &'static [u8]>,
+    freezes: redb::Table<'t, &'static str, &'static [u8]>,
     home_order: u64,
 }
 
@@ -700,6 +720,7 @@ impl Writer<'_> {
         self.placements.retain_in(range(), |_, _| false).map_err(db)?;
         self.queued.retain_in(range(), |_, _| false).map_err(db)?;
         self.loads.retain_in(range(), |_, _| false).map_err(db)?;
+        self.freezes.remove(t).map_err(db)?;
         Ok(())
     }
 
@@ -758,6 +779,17 @@ impl Writer<'_> {
                 let mut row = self.type_row(t)?;
                 row.signal = signal.clone();
                 self.put_type_row(t, &row)?;
+            }
+            Change::FreezeSet { .. } | Change::FreezeLifted { .. } => {
+                let mut freezes: crate::coordinator::Freezes = match self.freezes.get(t).map_err(db)? {
+                    Some(v) => records::decode::<records::Freezes>(v.value())
+                        .map_err(|detail| StoreError::Corrupt { what: "table freezes".to_owned(), detail })?
+                        .into(),
+                    None => Default::default(),
+                };
+                freezes.apply(change);
+                let row = records::encode(&records::Freezes::from(&freezes));
+                self.freezes.insert(t, row.as_slice()).map_err(db)?;
             }
             Change::LoadsSaved { loads } => {
                 for (shard, load) in loads {
@@ -878,6 +910,7 @@ impl Store for RedbStore {
                 placements: txn.open_table(PLACEMENTS).map_err(db)?,
                 queued: txn.open_table(QUEUED).map_err(db)?,
                 loads: txn.open_table(LOADS).map_err(db)?,
+                freezes: txn.open_table(FREEZES).map_err(db)?,
                 home_order,
             };
             for t in &turn.removed_types {

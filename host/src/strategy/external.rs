@@ -118,8 +118,19 @@ impl ExternalAllocation {
         Ok(Allocation { region: value, reason, warning })
     }
 
-    /// Shards to move.
+    /// Shards to move: those away from their placement's target, then the
+    /// strategy's answer.
     pub fn rebalance(&mut self, view: &ClusterView) -> Rebalance {
+        self.moves(view, true)
+    }
+
+    /// Only the shards away from their placement's target: the strategy
+    /// is not asked (a frozen type).
+    pub fn placement_moves(&mut self, view: &ClusterView) -> Rebalance {
+        self.moves(view, false)
+    }
+
+    fn moves(&mut self, view: &ClusterView, ask_strategy: bool) -> Rebalance {
         let homes = view.home_index();
         let regions = view.regions();
         let misplaced = |shard: &String, target: &String, home: usize| {
@@ -145,6 +156,9 @@ impl ExternalAllocation {
             shards.sort();
         }
         let placement_moves = shards.len();
+        if !ask_strategy {
+            return Rebalance { shards, placement_moves, fallback: None };
+        }
         // A shard pinned to its home cannot move: it comes last in its
         // region's list, so a strategy that picks the oldest shards first
         // (least-shard) picks shards that can move instead of picking the

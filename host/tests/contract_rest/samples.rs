@@ -16,10 +16,11 @@ use serde_json::{Value, json};
 use shardalloc_guest::{Snapshot, SnapshotRegion};
 use shardalloc_proto::api::{
     ActivateRequest, ActivationCause, ActivationInfo, ChangedBy, ClippedMove, ClusterLeader, ClusterNode,
-    DecisionEvent, DryRunRequest, DryRunResponse, DryRunRound, ErrorBody, ErrorCode, ErrorDetail, EventKind, HandOff,
-    HomeReason, Placement, PlacementRequest, Placements, PlacementsWritten, RebalanceRequest, RebalanceResponse,
-    RegionState, RegionStatus, RegionSummary, Regions, RejectReason, Rejected, ShardHome, ShardId, ShardLoadState,
-    ShardLoads, ShardState, StoredStrategy, Strategies, StrategyState, TypeState, TypeSummary, Types,
+    DecisionEvent, DryRunRequest, DryRunResponse, DryRunRound, ErrorBody, ErrorCode, ErrorDetail, EventKind,
+    FreezeAction, FreezeEntry, FreezeInfo, FreezeRequest, FreezeScope, FreezeState, HandOff, HomeReason, Placement,
+    PlacementRequest, Placements, PlacementsWritten, RebalanceRequest, RebalanceResponse, RegionState, RegionStatus,
+    RegionSummary, Regions, RejectReason, Rejected, ShardHome, ShardId, ShardLoadState, ShardLoads, ShardState,
+    StoredStrategy, Strategies, StrategyState, TypeState, TypeSummary, Types,
 };
 use utoipa::ToSchema;
 
@@ -182,6 +183,22 @@ pub fn samples() -> Vec<Sample> {
         counts: map([("10.0.0.1:2552", 399), ("10.0.0.2:2552", 401)]),
         clipped: vec![clipped.clone()],
     };
+    let freeze_info = FreezeInfo {
+        scope: FreezeScope::Maintenance,
+        reason: "3 of 10 regions lost in 60 s".to_owned(),
+        since_ms: AT,
+        until_ms: Some(AT + 3_600_000),
+        strict: true,
+    };
+    let freeze_entry = FreezeEntry {
+        at_ms: AT,
+        action: FreezeAction::Frozen,
+        scope: FreezeScope::Type,
+        by: ChangedBy::Operator,
+        reason: "deploy 42".to_owned(),
+        until_ms: Some(AT + 3_600_000),
+        strict: true,
+    };
     let rejected = Rejected { shard_id: OTHER_SHARD.to_owned(), reason: RejectReason::AlreadyMoving };
     let mut samples = vec![
         one(node(1)),
@@ -275,7 +292,17 @@ pub fn samples() -> Vec<Sample> {
             detail: Some("the placement's target is draining".to_owned()),
             missed: Some(3),
             load: Some(5210.75),
+            until_ms: Some(AT + 3_600_000),
         }),
+        one(FreezeRequest {
+            for_seconds: Some(3600),
+            until: Some(AT + 3_600_000),
+            reason: "deploy 42".to_owned(),
+            strict: true,
+        }),
+        one(freeze_info.clone()),
+        one(freeze_entry.clone()),
+        one(FreezeState { frozen: true, strict: true, freezes: vec![freeze_info], history: vec![freeze_entry] }),
         one(Snapshot {
             regions: vec![snapshot_region()],
             in_progress: strings([OTHER_SHARD]),
@@ -289,6 +316,8 @@ pub fn samples() -> Vec<Sample> {
         words(RejectReason::ALL),
         words(EventKind::ALL),
         words(ChangedBy::ALL),
+        words(FreezeScope::ALL),
+        words(FreezeAction::ALL),
         words(ErrorCode::ALL),
     ];
     for request in requests {

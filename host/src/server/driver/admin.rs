@@ -66,6 +66,7 @@ impl Driver {
                 self.answer(reply, answer);
             }
             AdminRequest::Drain { address, draining, reply } => self.drain(address, draining, reply),
+            AdminRequest::Freeze { name, change, reply } => self.on_freeze(name, change, reply),
             AdminRequest::DeleteType { name, force, reply } => self.delete_type(name, force, reply),
             AdminRequest::Strategies { page, reply } => {
                 let answer = self.strategies(&page);

@@ -63,6 +63,7 @@ impl Driver {
                     }
                 }
             }
+            Some(Waiter::Freeze(group)) => self.on_freeze_reply(group, reply),
             Some(Waiter::Slice) => self.on_slice_written(request, reply),
             Some(Waiter::Nobody) | None => {}
         }

@@ -73,6 +73,7 @@ impl Driver {
             released: Vec::new(),
             waiters: HashMap::new(),
             drains: HashMap::new(),
+            freeze_waits: HashMap::new(),
             next_request: 1,
             decisions: Vec::new(),
             events: settings.events.clone(),
@@ -105,6 +106,7 @@ impl Driver {
                     reason,
                 })?;
             driver.execute(&name, commands);
+            driver.inherit_cluster_freeze(&name);
         }
         driver.commit()?;
         driver.collect_orphan_blobs();

@@ -40,6 +40,7 @@ mod commands;
 mod components;
 mod deletion;
 mod entry;
+pub mod freezes;
 mod handle;
 pub mod lease;
 mod load;
@@ -183,6 +184,8 @@ enum Waiter {
     Admin(String, Reply<Result<request::Operated, Refusal>>),
     /// One type of a drain across types.
     Drain(u64),
+    /// One type of a freeze or a lift (`freezes.rs`).
+    Freeze(u64),
     /// A slice of a placement write (`writes.rs`).
     Slice,
     /// Nobody (a region asked to be drained).
@@ -210,6 +213,7 @@ pub struct Driver {
     released: Vec<Box<dyn FnOnce() + Send>>,
     waiters: HashMap<RequestId, Waiter>,
     drains: HashMap<u64, (usize, Reply<Result<(), Refusal>>)>,
+    freeze_waits: HashMap<u64, freezes::FreezeWait>,
     next_request: RequestId,
     /// The decision events of this turn, published after its commit.
     decisions: Vec<DecisionEvent>,

@@ -72,7 +72,10 @@ impl Driver {
         if !self.catalog.contains(&entity_type) {
             let strategy = self.catalog.settings().default_strategy.clone();
             match self.catalog.create(&entity_type, &strategy, "", self.now, &mut self.turn) {
-                Ok(commands) => self.execute(&entity_type, commands),
+                Ok(commands) => {
+                    self.execute(&entity_type, commands);
+                    self.inherit_cluster_freeze(&entity_type);
+                }
                 Err(reason) => {
                     return self.refuse(session, format!("cannot create the entity type {entity_type}: {reason}"));
                 }

@@ -200,6 +200,16 @@ pub enum AdminRequest {
         /// The answer, once every type applied it.
         reply: Reply<Result<(), Refusal>>,
     },
+    /// Freeze or lift (`change`), or only read, the freezes of a type
+    /// (`name`) or of the cluster (`None`).
+    Freeze {
+        /// The type, or every type.
+        name: Option<String>,
+        /// What to change; `None`: only read.
+        change: Option<super::freezes::FreezeChange>,
+        /// The freezes, after the commit.
+        reply: Reply<Result<shardalloc_proto::api::FreezeState, Refusal>>,
+    },
     /// A page of the built-in and uploaded strategies, by digest (a
     /// built-in's name sorts before `sha256:…`), and where they are active.
     Strategies {
@@ -325,6 +335,12 @@ pub enum Refusal {
     /// The signal was refused.
     #[error("{0}")]
     Signal(String),
+    /// A freeze or a lift was refused.
+    #[error("{0}")]
+    Freeze(String),
+    /// A cluster-wide freeze with no type to hold it.
+    #[error("the node has no entity type to freeze")]
+    NoTypes,
     /// No uploaded component has that digest.
     #[error("no uploaded strategy has the digest {0}")]
     UnknownComponent(String),

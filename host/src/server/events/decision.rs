@@ -4,7 +4,7 @@
 
 use shardalloc_proto::api::{ActivationCause, ChangedBy, DecisionEvent, EventKind, HomeReason};
 
-use crate::coordinator::{Observation, Step};
+use crate::coordinator::{FreezeAction, Observation, Step};
 use crate::store::ActivationRecord;
 use crate::strategy::external::AllocationReason;
 
@@ -103,6 +103,17 @@ pub fn from_observation(entity_type: &str, at_ms: u64, observation: &Observation
         Observation::RebalanceFallback { error } => {
             DecisionEvent { cause: Some(error.clone()), detail: Some("rebalance".into()), ..event(EventKind::Fallback) }
         }
+        Observation::Freeze { record } => DecisionEvent {
+            cause: Some(record.scope.as_str().to_owned()),
+            by: Some(record.by),
+            detail: Some(record.reason.clone()),
+            until_ms: record.until.map(|until| at_ms.saturating_add(until.saturating_sub(record.at))),
+            ..event(match record.action {
+                FreezeAction::Frozen => EventKind::Frozen,
+                FreezeAction::Lifted => EventKind::FreezeLifted,
+                FreezeAction::Expired => EventKind::FreezeExpired,
+            })
+        },
         Observation::Ignored { .. } | Observation::Limit { .. } => return None,
     })
 }

@@ -9,9 +9,11 @@
 //! - `types.rs`: entity types, their state and snapshot, the signal, where a shard is;
 //! - `placements.rs`: placements and manual rebalance (external allocation);
 //! - `regions.rs`: regions and drain;
+//! - `freeze.rs`: a type's freezes and the cluster's;
 //! - `strategies.rs`: upload, list, delete, activate, dry-run, shadow, roll back.
 
 pub mod cluster;
+pub mod freeze;
 pub mod health;
 pub mod paging;
 pub mod placements;

@@ -35,6 +35,7 @@ impl From<NotAccepted> for RejectReason {
             NotAccepted::Unallocated => RejectReason::Unallocated,
             NotAccepted::AlreadyMoving => RejectReason::AlreadyMoving,
             NotAccepted::QueueFull => RejectReason::QueueFull,
+            NotAccepted::Frozen => RejectReason::Frozen,
         }
     }
 }

@@ -100,6 +100,12 @@ pub(super) fn write_chunks(
         bytes.extend(records::encode(&loads));
         at
     });
+    let freezes = records::checkpoint_freezes(loaded);
+    let freezes_at = (!freezes.types.is_empty()).then(|| {
+        let at = bytes.len() as u64;
+        bytes.extend(records::encode(&freezes));
+        at
+    });
     let chunks = chunks(&bytes, CHUNK_BYTES);
     for (index, chunk) in chunks.iter().enumerate() {
         let put = ops::put(inner.keys.checkpoint_chunk(revision, index as u32), chunk.to_vec());
@@ -107,7 +113,8 @@ pub(super) fn write_chunks(
             return Err(StoreError::Deposed { key: inner.keys.leader() });
         }
     }
-    let record = CheckpointRecord { revision, chunks: chunks.len() as u32, sha256: sha256(&bytes), loads_at };
+    let record =
+        CheckpointRecord { revision, chunks: chunks.len() as u32, sha256: sha256(&bytes), loads_at, freezes_at };
     Ok((record, bytes.len()))
 }
 
@@ -127,16 +134,26 @@ pub(super) fn read(inner: &Inner, record: &CheckpointRecord, at: i64, schema: u6
     if sha256(&bytes) != record.sha256 {
         return Err(corrupt(what, format!("its chunks do not hash to {}", record.sha256)));
     }
-    let (state, loads) = match record.loads_at {
+    // The sections: the state, then the loads and the freezes when present.
+    let (rest, freezes) = match record.freezes_at {
         Some(at) if at <= bytes.len() as u64 => bytes.split_at(at as usize),
-        Some(at) => return Err(corrupt(what, format!("its loads start at byte {at} of {}", bytes.len()))),
+        Some(at) => return Err(corrupt(what, format!("its freezes start at byte {at} of {}", bytes.len()))),
         None => (bytes.as_slice(), &[][..]),
+    };
+    let (state, loads) = match record.loads_at {
+        Some(at) if at <= rest.len() as u64 => rest.split_at(at as usize),
+        Some(at) => return Err(corrupt(what, format!("its loads start at byte {at} of {}", rest.len()))),
+        None => (rest, &[][..]),
     };
     let mut loaded: Loaded = records::decode_as::<v1::Checkpoint, records::Checkpoint, Loaded>(schema, state)
         .map_err(|e| corrupt(&what, e))?;
     if record.loads_at.is_some() {
         let loads = records::decode::<records::CheckpointLoads>(loads).map_err(|e| corrupt(&what, e))?;
         loaded = records::with_loads(loaded, loads);
+    }
+    if record.freezes_at.is_some() {
+        let freezes = records::decode::<records::CheckpointFreezes>(freezes).map_err(|e| corrupt(&what, e))?;
+        loaded = records::with_freezes(loaded, freezes);
     }
     if loaded.revision != record.revision {
         return Err(corrupt(what, format!("it says revision {}, its data {}", record.revision, loaded.revision)));

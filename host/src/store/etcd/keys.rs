@@ -9,7 +9,8 @@
 //! {prefix}checkpoint                   CheckpointRecord (JSON)
 //! {prefix}checkpoint-v2/{revision:020}/{chunk:06}
 //!                                      the checkpoint's data (a `records::Checkpoint`,
-//!                                      then the shards' loads at the record's `loads_at`)
+//!                                      then the shards' loads at the record's `loads_at`
+//!                                      and the freezes at `freezes_at`)
 //! {prefix}blobs/{digest}/meta          BlobRecord (JSON)
 //! {prefix}blobs/{digest}/{chunk:04}    up to CHUNK_BYTES of the component
 //! {prefix}leader                       the elected node (with its lease)
@@ -185,6 +186,10 @@ pub struct CheckpointRecord {
     /// load (and in every checkpoint written before loads were kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loads_at: Option<u64>,
+    /// Where the types' freezes (`records::CheckpointFreezes`) start, after
+    /// the loads; absent when no type has a freeze or a freeze history.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub freezes_at: Option<u64>,
 }
 
 /// A blob's description.

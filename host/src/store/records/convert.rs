@@ -6,8 +6,9 @@
 use std::sync::Arc;
 
 use super::{
-    Activation, Cause, Change, Checkpoint, CheckpointLoads, Component, Declaration, Durable, Fault, Home, HomeRef,
-    HomeRow, HomeRowRef, LoadedType, Placement, Reason, ReasonRef, Region, ShardLoad, Stamp, Turn, TypeRow,
+    Activation, Cause, Change, ChangedBy, Checkpoint, CheckpointFreezes, CheckpointLoads, Component, Declaration,
+    Durable, Fault, Freeze, FreezeAction, FreezeRecord, FreezeScope, Freezes, Home, HomeRef, HomeRow, HomeRowRef,
+    LoadedType, Placement, Reason, ReasonRef, Region, ShardLoad, Stamp, Turn, TypeRow,
 };
 use crate::coordinator as core;
 use crate::store::{self, ActivationRecord, ComponentRecord, Loaded, TypeRecord};
@@ -187,6 +188,14 @@ impl From<&core::Change> for Change {
             C::LoadsSaved { loads } => Change::LoadsSaved {
                 loads: loads.iter().map(|(shard, load)| (shard.clone(), load.map(Into::into))).collect(),
             },
+            C::FreezeSet { freeze } => Change::FreezeSet { freeze: freeze.into() },
+            C::FreezeLifted { scope, at, by, reason, expired } => Change::FreezeLifted {
+                scope: (*scope).into(),
+                at: *at,
+                by: (*by).into(),
+                reason: reason.clone(),
+                expired: *expired,
+            },
         }
     }
 }
@@ -211,8 +220,135 @@ impl From<Change> for core::Change {
             Change::LoadsSaved { loads } => {
                 C::LoadsSaved { loads: loads.into_iter().map(|(shard, load)| (shard, load.map(Into::into))).collect() }
             }
+            Change::FreezeSet { freeze } => C::FreezeSet { freeze: freeze.into() },
+            Change::FreezeLifted { scope, at, by, reason, expired } => {
+                C::FreezeLifted { scope: scope.into(), at, by: by.into(), reason, expired }
+            }
         }
     }
+}
+
+impl From<core::FreezeScope> for FreezeScope {
+    fn from(s: core::FreezeScope) -> Self {
+        match s {
+            core::FreezeScope::Type => FreezeScope::Type,
+            core::FreezeScope::Cluster => FreezeScope::Cluster,
+            core::FreezeScope::Maintenance => FreezeScope::Maintenance,
+        }
+    }
+}
+
+impl From<FreezeScope> for core::FreezeScope {
+    fn from(s: FreezeScope) -> Self {
+        match s {
+            FreezeScope::Type => core::FreezeScope::Type,
+            FreezeScope::Cluster => core::FreezeScope::Cluster,
+            FreezeScope::Maintenance => core::FreezeScope::Maintenance,
+        }
+    }
+}
+
+impl From<core::ChangedBy> for ChangedBy {
+    fn from(b: core::ChangedBy) -> Self {
+        match b {
+            core::ChangedBy::Operator => ChangedBy::Operator,
+            core::ChangedBy::Automatic => ChangedBy::Automatic,
+        }
+    }
+}
+
+impl From<ChangedBy> for core::ChangedBy {
+    fn from(b: ChangedBy) -> Self {
+        match b {
+            ChangedBy::Operator => core::ChangedBy::Operator,
+            ChangedBy::Automatic => core::ChangedBy::Automatic,
+        }
+    }
+}
+
+impl From<&core::Freeze> for Freeze {
+    fn from(f: &core::Freeze) -> Self {
+        Freeze { scope: f.scope.into(), reason: f.reason.clone(), since: f.since, until: f.until, strict: f.strict }
+    }
+}
+
+impl From<Freeze> for core::Freeze {
+    fn from(f: Freeze) -> Self {
+        core::Freeze { scope: f.scope.into(), reason: f.reason, since: f.since, until: f.until, strict: f.strict }
+    }
+}
+
+impl From<&core::Freezes> for Freezes {
+    fn from(f: &core::Freezes) -> Self {
+        let action = |a: core::FreezeAction| match a {
+            core::FreezeAction::Frozen => FreezeAction::Frozen,
+            core::FreezeAction::Lifted => FreezeAction::Lifted,
+            core::FreezeAction::Expired => FreezeAction::Expired,
+        };
+        Freezes {
+            now: f.now.values().map(Into::into).collect(),
+            history: f
+                .history
+                .iter()
+                .map(|r| FreezeRecord {
+                    at: r.at,
+                    action: action(r.action),
+                    scope: r.scope.into(),
+                    by: r.by.into(),
+                    reason: r.reason.clone(),
+                    until: r.until,
+                    strict: r.strict,
+                })
+                .collect(),
+        }
+    }
+}
+
+impl From<Freezes> for core::Freezes {
+    fn from(f: Freezes) -> Self {
+        let action = |a: FreezeAction| match a {
+            FreezeAction::Frozen => core::FreezeAction::Frozen,
+            FreezeAction::Lifted => core::FreezeAction::Lifted,
+            FreezeAction::Expired => core::FreezeAction::Expired,
+        };
+        core::Freezes {
+            now: f.now.into_iter().map(|f| (f.scope.into(), f.into())).collect(),
+            history: f
+                .history
+                .into_iter()
+                .map(|r| core::FreezeRecord {
+                    at: r.at,
+                    action: action(r.action),
+                    scope: r.scope.into(),
+                    by: r.by.into(),
+                    reason: r.reason,
+                    until: r.until,
+                    strict: r.strict,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A checkpoint's freezes: the types that have a freeze or a history.
+pub fn checkpoint_freezes(loaded: &Loaded) -> CheckpointFreezes {
+    let types = loaded
+        .types
+        .iter()
+        .filter(|(_, t)| t.durable.freezes != core::Freezes::default())
+        .map(|(name, t)| (name.clone(), (&t.durable.freezes).into()))
+        .collect();
+    CheckpointFreezes { types }
+}
+
+/// `loaded` with a checkpoint's freezes put back into its types.
+pub fn with_freezes(mut loaded: Loaded, freezes: CheckpointFreezes) -> Loaded {
+    for (name, row) in freezes.types {
+        if let Some(t) = loaded.types.get_mut(&name) {
+            t.durable.freezes = row.into();
+        }
+    }
+    loaded
 }
 
 impl From<&TypeRecord> for Declaration {

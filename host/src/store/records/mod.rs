@@ -26,7 +26,10 @@ use std::collections::BTreeMap;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-pub use self::convert::{HomeRead, checkpoint, checkpoint_loads, home_row, read_home_row, turn, type_row, with_loads};
+pub use self::convert::{
+    HomeRead, checkpoint, checkpoint_freezes, checkpoint_loads, home_row, read_home_row, turn, type_row, with_freezes,
+    with_loads,
+};
 
 /// Schema 1: JSON rows, the etcd log of JSON turns and a JSON checkpoint.
 pub const SCHEMA_V1: u64 = 1;
@@ -216,6 +219,87 @@ pub enum Change {
     LoadsSaved {
         loads: Vec<(String, Option<ShardLoad>)>,
     },
+    /// Added within schema 2, at the end (as the next one).
+    FreezeSet {
+        freeze: Freeze,
+    },
+    FreezeLifted {
+        scope: FreezeScope,
+        at: u64,
+        by: ChangedBy,
+        reason: String,
+        expired: bool,
+    },
+}
+
+/// Whose freeze.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub enum FreezeScope {
+    Type,
+    Cluster,
+    Maintenance,
+}
+
+/// Who made a change: an operator or the node itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub enum ChangedBy {
+    Operator,
+    Automatic,
+}
+
+/// What happened to a freeze.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub enum FreezeAction {
+    Frozen,
+    Lifted,
+    Expired,
+}
+
+/// A freeze in force.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Freeze {
+    /// Whose.
+    pub scope: FreezeScope,
+    /// Why.
+    pub reason: String,
+    /// When it began (the driver's clock).
+    pub since: u64,
+    /// When it ends (the driver's clock).
+    pub until: Option<u64>,
+    /// Operators' moves wait too.
+    pub strict: bool,
+}
+
+/// One entry of a freeze history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FreezeRecord {
+    /// When (the driver's clock).
+    pub at: u64,
+    /// What.
+    pub action: FreezeAction,
+    /// Which freeze.
+    pub scope: FreezeScope,
+    /// Who.
+    pub by: ChangedBy,
+    /// Why.
+    pub reason: String,
+    /// The freeze's end.
+    pub until: Option<u64>,
+    /// Whether it was strict.
+    pub strict: bool,
+}
+
+/// A type's freezes and their history: redb's `freezes` row and the etcd
+/// checkpoint's freezes (added within schema 2).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Freezes {
+    /// In force, by scope.
+    pub now: Vec<Freeze>,
+    /// The history, oldest first.
+    pub history: Vec<FreezeRecord>,
 }
 
 /// A type's declaration.
@@ -394,6 +478,15 @@ pub struct Checkpoint {
 pub struct CheckpointLoads {
     /// Type → its shards' loads, by shard.
     pub types: Vec<(String, Vec<(String, ShardLoad)>)>,
+}
+
+/// The types' freezes of a checkpoint, written after its loads (added
+/// within schema 2: a checkpoint written before has none, and its record
+/// says where they start when it has).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CheckpointFreezes {
+    /// Type → its freezes.
+    pub types: Vec<(String, Freezes)>,
 }
 
 #[cfg(test)]
