@@ -21,6 +21,11 @@
 //! even after a step back; and every placement write wins over the ones
 //! before it, even when the wall clock went back between them.
 //!
+//! A second scenario, a region storm on a clean network, checks the
+//! maintenance mode: four of ten regions crash together, the type freezes
+//! itself, nothing moves but the lost regions' shards (re-homed, no
+//! hand-off), and the freeze is lifted once they are back.
+//!
 //! `cargo xtask soak-sim --seeds N` runs `simulation_seeds` over N seeds on
 //! every core, resumably (see xtask's `soak_sim.rs`).
 
@@ -30,8 +35,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use shardalloc::clock::{self, Clocks, ManualClocks, StampSequence};
 use shardalloc::coordinator::{
-    Change, Command, Config, Coordinator, Durable, Event, NodeMessage, Observation, OperatorRequest, Register, Reply,
-    Stamp,
+    Change, ChangedBy, Command, Config, Coordinator, Durable, Event, FreezeAction, FreezeScope, NodeMessage,
+    Observation, OperatorRequest, Register, Reply, Stamp,
 };
 use shardalloc::strategy::external::ExternalAllocation;
 use shardalloc::strategy::guarded::Guarded;
@@ -217,6 +222,12 @@ struct Sim {
     shards: u64,
     /// Regions cut off from the coordinator, and until when.
     split: (BTreeSet<String>, u64),
+    /// Calm steps bring dead regions back (off during a storm).
+    revive: bool,
+    /// Hand-offs started while the type was frozen.
+    frozen_moves: Vec<String>,
+    /// Hand-offs started, in all.
+    moves: usize,
 }
 
 impl Sim {
@@ -256,6 +267,9 @@ impl Sim {
             events: 0,
             shards,
             split: (BTreeSet::new(), 0),
+            revive: true,
+            frozen_moves: Vec::new(),
+            moves: 0,
         }
     }
 
@@ -289,6 +303,14 @@ impl Sim {
         for command in commands {
             match command {
                 Command::Persist { batch, changes } => {
+                    for change in &changes {
+                        if let Change::HandOffStarted { shard, .. } = change {
+                            self.moves += 1;
+                            if self.c.frozen() {
+                                self.frozen_moves.push(shard.clone());
+                            }
+                        }
+                    }
                     let at = self.now + 1 + self.rng.below(50);
                     self.persists.push_back((at, batch, changes));
                 }
@@ -597,7 +619,9 @@ impl Sim {
         }
         if churn {
             self.random_action();
-        } else if let Some(name) = names.iter().find(|n| !self.regions[*n].alive) {
+        } else if self.revive
+            && let Some(name) = names.iter().find(|n| !self.regions[*n].alive)
+        {
             // Calm: a region that finished leaving (its Leave was sent during
             // the churn) comes back as a new incarnation and stays.
             let r = self.regions.get_mut(name).unwrap();
@@ -781,6 +805,117 @@ fn simulate(seed: u64, regions: usize, shards: u64, churn_steps: usize, calm_ste
             .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
             .unwrap_or_else(|| "a panic without a message".into())
     })
+}
+
+/// A region storm on a clean network: ten regions, four crash at once. The
+/// maintenance mode must freeze the type ("4 of 10 regions lost"), no
+/// shard may move during the storm except to give the lost regions'
+/// shards a home (which is no hand-off), and the freeze must be lifted
+/// once the regions are back, after which the strategy evens out again.
+fn storm(seed: u64) -> Result<(), String> {
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut sim = Sim::new(seed, 0, 10, 200);
+        sim.duplicate = 0;
+        sim.reorder = 0;
+        sim.failed_commits = 0;
+        let names: Vec<String> = sim.regions.keys().cloned().collect();
+        for name in &names {
+            let r = sim.regions.get_mut(name).unwrap();
+            r.alive = true;
+            r.incarnation = 1;
+            sim.register(name);
+        }
+        for shard in 0..sim.shards {
+            let requester = names[sim.rng.below(names.len() as u64) as usize].clone();
+            let event = Event::GetShardHome {
+                now: sim.now,
+                requester: requester.clone(),
+                incarnation: 1,
+                shard: format!("s{shard}"),
+            };
+            sim.region_send(&requester, event);
+        }
+        for _ in 0..600 {
+            sim.step(false);
+        }
+        assert!(!sim.c.frozen(), "frozen before the storm: {:?}", sim.c.freezes());
+        // The storm: four regions crash together and stay down for 30 s.
+        sim.revive = false;
+        let lost: Vec<String> = names.iter().take(4).cloned().collect();
+        for name in &lost {
+            sim.crash_region(name);
+        }
+        let started = sim.now;
+        let mut frozen_at = None;
+        while sim.now < started + 30_000 {
+            sim.step(false);
+            if frozen_at.is_none() && sim.c.frozen() {
+                frozen_at = Some(sim.now);
+            }
+        }
+        let frozen_at = frozen_at.expect("the storm froze the type");
+        assert!(
+            frozen_at - started <= 10 * sim.config.unreachable_after_ms,
+            "froze {} ms into the storm",
+            frozen_at - started
+        );
+        let freeze = sim.c.freezes().now.get(&FreezeScope::Maintenance).expect("the maintenance mode's freeze");
+        // Frozen as soon as the third is found silent (heartbeats are staggered).
+        assert!(
+            ["3 of 10 regions lost in 60 s", "4 of 10 regions lost in 60 s"].contains(&freeze.reason.as_str()),
+            "{}",
+            freeze.reason
+        );
+        // Every shard of the lost regions has a home again, with no hand-off.
+        let homed = sim.c.durable().homes.len();
+        assert_eq!(homed as u64, sim.shards, "shards homeless in the storm");
+        // The regions come back (restarted: new incarnations).
+        for name in &lost {
+            let r = sim.regions.get_mut(name).unwrap();
+            r.alive = true;
+            r.incarnation += 1;
+            r.outstanding.clear();
+            r.lease_until = 0;
+            sim.register(name);
+        }
+        let mut lifted_at = None;
+        while sim.now < frozen_at + 10 * sim.config.maintenance.window_ms && lifted_at.is_none() {
+            sim.step(false);
+            if !sim.c.frozen() {
+                lifted_at = Some(sim.now);
+            }
+        }
+        let lifted_at = lifted_at.expect("the freeze was lifted after the storm");
+        assert!(lifted_at - frozen_at >= sim.config.maintenance.window_ms, "lifted after {} ms", lifted_at - frozen_at);
+        assert!(sim.frozen_moves.is_empty(), "shards moved while frozen: {:?}", sim.frozen_moves);
+        let last = sim.c.freezes().history.back().unwrap();
+        assert_eq!((last.action, last.by), (FreezeAction::Lifted, ChangedBy::Automatic));
+        // The strategy runs again: the restarted regions get shards.
+        let before = sim.moves;
+        for _ in 0..1_200 {
+            sim.step(false);
+        }
+        assert!(sim.moves > before, "nothing moved after the freeze was lifted");
+        let counts: Vec<usize> = sim.c.durable().regions.values().map(|r| r.shards.len()).collect();
+        let (min, max) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+        assert!(max - min <= 2, "unbalanced after the storm: {counts:?}");
+    }));
+    result.map_err(|panic| {
+        panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "a panic without a message".into())
+    })
+}
+
+#[test]
+fn simulation_region_storm_freezes_the_type() {
+    for seed in [1, 2, 3] {
+        if let Err(broken) = storm(seed) {
+            panic!("storm simulation failed with seed {seed}: {broken}");
+        }
+    }
 }
 
 /// One seed's run; panics naming the seed when it breaks an invariant.
