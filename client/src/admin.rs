@@ -25,9 +25,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::api::{
-    ActivateRequest, DryRunRequest, DryRunResponse, ErrorBody, ErrorCode, Placement, PlacementRequest, Placements,
-    PlacementsWritten, RebalanceRequest, RebalanceResponse, Regions, ShardId, ShardState, StoredStrategy, Strategies,
-    StrategyState, TypeState, Types,
+    ActivateRequest, DryRunRequest, DryRunResponse, ErrorBody, ErrorCode, FreezeRequest, FreezeState, Placement,
+    PlacementRequest, Placements, PlacementsWritten, RebalanceRequest, RebalanceResponse, Regions, ShardId, ShardState,
+    StoredStrategy, Strategies, StrategyState, TypeState, Types,
 };
 
 /// Why an admin request failed.
@@ -403,9 +403,36 @@ impl AdminClient {
         self.unit(Method::DELETE, &["v1", "cluster", "regions", address, "drain"], Body::None).await
     }
 
+    /// `GET /v1/cluster/shards/{type}/freeze` (`Some(type)`) or
+    /// `GET /v1/cluster/freeze` (`None`): the freezes in force and their history.
+    pub async fn freezes(&self, entity_type: Option<&str>) -> Result<FreezeState, AdminError> {
+        self.get(&freeze_path(entity_type)).await
+    }
+
+    /// `PUT …/freeze`: freezes a type (`Some`) or every type (`None`).
+    pub async fn freeze(&self, entity_type: Option<&str>, request: &FreezeRequest) -> Result<FreezeState, AdminError> {
+        self.json(Method::PUT, &freeze_path(entity_type), json_body(request)).await
+    }
+
+    /// `DELETE …/freeze?reason=`: lifts a type's own and maintenance
+    /// freezes (`Some`), or the cluster-wide freeze (`None`).
+    pub async fn lift_freeze(&self, entity_type: Option<&str>, reason: &str) -> Result<FreezeState, AdminError> {
+        let mut url = self.url(&freeze_path(entity_type));
+        url.query_pairs_mut().append_pair("reason", reason);
+        let (_, bytes) = self.call_url(Method::DELETE, url.clone(), Body::None).await?;
+        decode(&url, &bytes)
+    }
+
     /// `GET /v1/cluster/shards/{type}/shards/{shardId}`: where a shard is and why.
     pub async fn shard(&self, entity_type: &str, shard: &str) -> Result<ShardState, AdminError> {
         self.get(&["v1", "cluster", "shards", entity_type, "shards", shard]).await
+    }
+}
+
+fn freeze_path(entity_type: Option<&str>) -> Vec<&str> {
+    match entity_type {
+        Some(entity_type) => vec!["v1", "cluster", "shards", entity_type, "freeze"],
+        None => vec!["v1", "cluster", "freeze"],
     }
 }
 

@@ -6,7 +6,8 @@
 //! calls it forwards and ends the event streams it forwards. Regions ask
 //! for homes all the time and placements are written through a follower
 //! all the time; afterwards every acknowledged placement is there, no shard
-//! ever ran on two regions and no region fenced itself.
+//! ever ran on two regions and no region fenced itself; a freeze set
+//! through a follower survives the leader's kill and ends on the new leader.
 //!
 //! `cargo xtask ha-faults` (or `--ignored`) runs the longer series: ten
 //! kills in a row (with the failover figures), twenty SIGTERMs of the
@@ -26,7 +27,7 @@ use node::{Journal, LEADER_LEASE_S, Msg, Node, region_config};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use shardalloc_client::region::{InMemoryTransport, Region, RegionHandle, Update};
-use shardalloc_proto::api::EventKind;
+use shardalloc_proto::api::{ChangedBy, EventKind, FreezeAction, FreezeRequest};
 
 /// Three nodes on one etcd prefix.
 struct Cluster {
@@ -457,9 +458,24 @@ async fn a_killed_leader_is_replaced_and_nothing_acknowledged_is_lost() {
     })
     .await;
     owner.set_load("loaded", 0.0);
+    // A freeze of 20 s, through a follower: it survives the failover and
+    // ends on the new leader.
+    let drill = FreezeRequest { for_seconds: Some(20), until: None, reason: "failover drill".into(), strict: false };
+    let frozen = admin(&cluster.urls[writer]).freeze(Some("cart"), &drill).await.unwrap();
+    assert!(frozen.frozen);
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     let (new, failover) = kill_leader(&mut cluster, &regions[0], 0).await;
+    let survived = admin(&cluster.urls[new]).freezes(Some("cart")).await.unwrap();
+    assert_eq!(survived.history.first(), frozen.history.first(), "the freeze was lost in the failover");
+    let ended = node::wait_for("the freeze to end on the new leader", Duration::from_secs(120), async || {
+        let state = admin(&cluster.urls[new]).freezes(Some("cart")).await.ok()?;
+        (!state.frozen).then_some(state)
+    })
+    .await;
+    let last = ended.history.last().unwrap();
+    assert_eq!((last.action, last.by), (FreezeAction::Expired, ChangedBy::Automatic), "{ended:?}");
+    assert!(last.at_ms >= frozen.freezes[0].until_ms.unwrap(), "it ended before its time: {ended:?}");
     let after = admin(&cluster.urls[new]).shard("cart", "loaded").await.unwrap();
     assert!(after.load > 0.0, "the saved load was lost in the failover: {after:?}");
     eprintln!("failover after SIGKILL: {failover:?}");

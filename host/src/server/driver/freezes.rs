@@ -13,7 +13,7 @@ use shardalloc_proto::api::{FreezeEntry, FreezeInfo, FreezeState};
 use super::request::{Refusal, Reply};
 use super::{Driver, Waiter};
 use crate::coordinator::{
-    FREEZE_HISTORY, Freeze, FreezeOrder, FreezeRecord, FreezeScope, Freezes, Millis, OperatorRequest,
+    FREEZE_HISTORY, Freeze, FreezeAction, FreezeOrder, FreezeRecord, FreezeScope, Freezes, Millis, OperatorRequest,
     Reply as CoordinatorReply,
 };
 
@@ -156,16 +156,30 @@ impl Driver {
             }
             None => {
                 let freeze = self.cluster_freeze();
-                let mut history: BTreeMap<(Millis, String), &FreezeRecord> = BTreeMap::new();
+                // Each type holds the cluster's entries; a type created
+                // while a freeze was in force got its copy later, with the
+                // same end and reason: one entry each.
+                let mut history: BTreeMap<(FreezeAction, Option<Millis>, Option<String>), &FreezeRecord> =
+                    BTreeMap::new();
                 for (_, entry) in self.catalog.iter() {
                     for record in &entry.coordinator.freezes().history {
-                        if record.scope == FreezeScope::Cluster {
-                            history.insert((record.at, format!("{:?}", record.action)), record);
+                        if record.scope != FreezeScope::Cluster {
+                            continue;
+                        }
+                        let key = match record.action {
+                            FreezeAction::Frozen => (record.action, record.until, Some(record.reason.clone())),
+                            _ => (record.action, Some(record.at), None),
+                        };
+                        let kept = history.entry(key).or_insert(record);
+                        if record.at < kept.at {
+                            *kept = record;
                         }
                     }
                 }
+                let mut history: Vec<&FreezeRecord> = history.into_values().collect();
+                history.sort_by_key(|record| record.at);
                 let skip = history.len().saturating_sub(FREEZE_HISTORY);
-                state(freeze.iter(), history.into_values().skip(skip))
+                state(freeze.iter(), history.into_iter().skip(skip))
             }
         }
     }
