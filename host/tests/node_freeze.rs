@@ -164,3 +164,34 @@ async fn a_cluster_wide_freeze_without_types_is_refused() {
     let message = answer.1["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("no entity type"), "{message}");
 }
+
+/// Runs `shardalloc freeze` against `node` with `args` (on a blocking thread).
+async fn freeze_command(node: &Node, args: &[&str]) -> (bool, String, String) {
+    let mut command = node::command();
+    command.arg("freeze").args(args).args(["--node", &node.url("")]);
+    let output = tokio::task::spawn_blocking(move || command.output().expect("run shardalloc freeze")).await.unwrap();
+    let text = |bytes: Vec<u8>| String::from_utf8(bytes).unwrap();
+    (output.status.success(), text(output.stdout), text(output.stderr))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_freeze_command_freezes_shows_and_lifts() {
+    let node = Node::start(&fast_args(&[])).await;
+    let (ok, out, err) =
+        freeze_command(&node, &["set", "cart", "--for", "10m", "--reason", "deploy 42", "--strict"]).await;
+    assert!(ok, "{err}");
+    assert!(out.starts_with("cart is frozen (type freeze, strict) for 9m 5") || out.contains("for 10m 0s"), "{out}");
+    assert!(out.trim_end().ends_with(": deploy 42"), "{out}");
+    let (ok, out, _) = freeze_command(&node, &["show", "cart"]).await;
+    assert!(ok && out.contains("ago: type frozen by operator: deploy 42"), "{out}");
+    let (ok, out, _) = freeze_command(&node, &["lift", "cart", "--reason", "deployed"]).await;
+    assert!(ok && out == "cart is not frozen\n", "{out}");
+    let (ok, out, _) = freeze_command(&node, &["show", "cart", "--json"]).await;
+    let state: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(ok && state["history"][1]["reason"] == "deployed", "{out}");
+    // Refused before anything is sent, and by the node, naming the problem.
+    let (ok, _, err) = freeze_command(&node, &["set", "cart", "--for", "0", "--reason", "x"]).await;
+    assert!(!ok && err.contains("at least a second"), "{err}");
+    let (ok, _, err) = freeze_command(&node, &["set", "nope", "--for", "1m", "--reason", "x"]).await;
+    assert!(!ok && err.contains("unknown-type"), "{err}");
+}

@@ -457,13 +457,24 @@ fn soak(root: &Path, args: &[String]) -> anyhow::Result<()> {
 }
 
 /// The dashboard's screenshots the docs show: the browser tests' names.
-const SCREENSHOTS: [&str; 9] =
-    ["map", "pinned", "drained", "dry-run", "strategy", "wrong-token", "many", "load", "overview"];
+const SCREENSHOTS: [&str; 10] =
+    ["map", "pinned", "drained", "dry-run", "strategy", "wrong-token", "many", "load", "overview", "freeze"];
 
 fn screenshots(root: &Path) -> anyhow::Result<()> {
     setup()?;
     packages::ensure("screenshots")?;
-    let tests = ["test", "--locked", "-p", "shardalloc", "--test", "dashboard", "--test", "dashboard_load"];
+    let tests = [
+        "test",
+        "--locked",
+        "-p",
+        "shardalloc",
+        "--test",
+        "dashboard",
+        "--test",
+        "dashboard_load",
+        "--test",
+        "dashboard_freeze",
+    ];
     run(root, &cargo(), &tests)?;
     let taken = target_dir(root).join("tmp/dashboard");
     let docs = root.join("docs/images");

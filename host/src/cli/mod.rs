@@ -5,6 +5,7 @@ pub mod artifacts;
 pub mod compile;
 pub mod drain;
 pub mod events;
+pub mod freeze;
 pub mod regions;
 pub mod serve;
 pub mod store;
@@ -42,6 +43,10 @@ pub enum Command {
     /// Drain a region on a running node: it gets no new shard and its shards
     /// are handed off; --wait waits until it holds none.
     Drain(drain::DrainArgs),
+    /// Freeze a type (or every type) on a running node, lift a freeze, or
+    /// show the freezes: while frozen, the strategy moves no shard.
+    #[command(subcommand)]
+    Freeze(freeze::FreezeCommand),
     /// Tail the node's decision event stream: every shard homed, hand-off,
     /// placement, strategy change and region change, as it happens.
     Events(events::EventsArgs),
@@ -65,6 +70,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Rebalance(args) => admin::rebalance(args),
         Command::Strategies(command) => admin::strategies(command),
         Command::Drain(args) => drain::run(args),
+        Command::Freeze(command) => freeze::run(command),
         Command::Regions(args) => regions::run(args),
         Command::Events(args) => events::run(args),
         Command::Store(command) => store::run(command),

@@ -9,6 +9,7 @@
 //! | `shardalloc_regions` | type, status | regions by status (`up`, `unreachable`, `leaving`, `draining`) |
 //! | `shardalloc_shards` | type, region | shards per region |
 //! | `shardalloc_placements` | type | live placements |
+//! | `shardalloc_frozen` | type | 1 while a freeze is in force (the type's, the cluster's or the maintenance mode's), 2 while a strict one is, else 0 |
 //! | `shardalloc_region_load` | type, region | a region's shards' smoothed load together, as of its last load report (regions that report) |
 //! | `shardalloc_load_imbalance` | type | the most loaded region's load over the mean of the regions that report load (1 is even; absent while none reports or all carry 0) |
 //! | `shardalloc_strategy_call_seconds` | type, call, strategy | strategy call latency (`allocate`, `rebalance`) by strategy (`name@version`; at most [`MAX_STRATEGY_SERIES`] per type, then `other`) |
@@ -43,6 +44,8 @@ pub struct TypeGauges<'a> {
     pub regions: Vec<RegionGauges<'a>>,
     /// Its live placements.
     pub placements: usize,
+    /// 0 not frozen, 1 frozen, 2 frozen strictly.
+    pub frozen: i64,
 }
 
 /// One region's figures for the gauges.
@@ -124,6 +127,7 @@ pub struct Metrics {
     regions: Family<RegionLabels, Gauge>,
     shards: Family<ShardLabels, Gauge>,
     placements: Family<TypeLabels, Gauge>,
+    frozen: Family<TypeLabels, Gauge>,
     region_load: Family<ShardLabels, Gauge<f64, AtomicU64>>,
     load_imbalance: Family<TypeLabels, Gauge<f64, AtomicU64>>,
     strategy_calls: HistogramFamily,
@@ -158,6 +162,7 @@ impl Metrics {
             regions: Family::default(),
             shards: Family::default(),
             placements: Family::default(),
+            frozen: Family::default(),
             region_load: Family::default(),
             load_imbalance: Family::default(),
             strategy_calls: HistogramFamily::new_with_constructor(latency),
@@ -176,6 +181,7 @@ impl Metrics {
         registry.register("regions", "Regions by status", metrics.regions.clone());
         registry.register("shards", "Shards per region", metrics.shards.clone());
         registry.register("placements", "Live placements", metrics.placements.clone());
+        registry.register("frozen", "1 while the type is frozen, 2 while strictly", metrics.frozen.clone());
         registry.register("region_load", "A region's shards' smoothed load together", metrics.region_load.clone());
         registry.register(
             "load_imbalance",
@@ -260,6 +266,7 @@ impl Metrics {
         self.regions.clear();
         self.shards.clear();
         self.placements.clear();
+        self.frozen.clear();
         self.region_load.clear();
         self.load_imbalance.clear();
         for one in types {
@@ -285,6 +292,7 @@ impl Metrics {
                 }
             }
             self.placements.get_or_create(&TypeLabels { r#type: one.name.into() }).set(one.placements as i64);
+            self.frozen.get_or_create(&TypeLabels { r#type: one.name.into() }).set(one.frozen);
         }
     }
 

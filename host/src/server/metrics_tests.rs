@@ -66,8 +66,8 @@ fn region_load_and_the_imbalance_come_from_the_regions_that_report() {
     let regions = vec![region("a", Some(30.0)), region("b", Some(10.0)), region("old", None)];
     let quiet = vec![region("c", Some(0.0)), region("d", None)];
     metrics.update_gauges([
-        TypeGauges { name: "cart", regions, placements: 0 },
-        TypeGauges { name: "idle", regions: quiet, placements: 0 },
+        TypeGauges { name: "cart", regions, placements: 0, frozen: 2 },
+        TypeGauges { name: "idle", regions: quiet, placements: 0, frozen: 0 },
     ]);
     let text = metrics.render();
     assert!(text.contains("shardalloc_region_load{type=\"cart\",region=\"a\"} 30.0"), "{text}");
@@ -78,4 +78,6 @@ fn region_load_and_the_imbalance_come_from_the_regions_that_report() {
     );
     assert!(text.contains("shardalloc_load_imbalance{type=\"cart\"} 1.5"), "30 over a mean of 20: {text}");
     assert!(!text.contains("shardalloc_load_imbalance{type=\"idle\"}"), "no imbalance without load: {text}");
+    assert!(text.contains("shardalloc_frozen{type=\"cart\"} 2"), "strictly frozen: {text}");
+    assert!(text.contains("shardalloc_frozen{type=\"idle\"} 0"), "not frozen: {text}");
 }

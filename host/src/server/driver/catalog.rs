@@ -125,6 +125,11 @@ impl TypeCatalog {
                 })
                 .collect(),
             placements: entry.coordinator.live_placement_count(),
+            frozen: match entry.coordinator.freezes() {
+                f if f.strict() => 2,
+                f if f.frozen() => 1,
+                _ => 0,
+            },
         })
     }
 

@@ -50,6 +50,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("actions.js", "text/javascript; charset=utf-8", include_str!("assets/actions.js")),
     ("strategy.js", "text/javascript; charset=utf-8", include_str!("assets/strategy.js")),
     ("charts.js", "text/javascript; charset=utf-8", include_str!("assets/charts.js")),
+    ("freeze.js", "text/javascript; charset=utf-8", include_str!("assets/freeze.js")),
 ];
 
 /// The names of the assets.

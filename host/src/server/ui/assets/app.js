@@ -1,7 +1,7 @@
 // The dashboard's start: the login when the node asks for a token, the
 // type chosen by ?type= (the first when none), its first view from REST,
-// then kept live from the event stream, its shard loads read every
-// SAMPLE_MS.
+// then kept live from the event stream (the freeze banner read again at
+// every freeze event), its shard loads read every SAMPLE_MS.
 
 import * as api from './api.js';
 import { openStream } from './stream.js';
@@ -13,11 +13,13 @@ import { showStory } from './story.js';
 import { drain, rebalance, tell } from './actions.js';
 import { StrategyPanel } from './strategy.js';
 import { Charts, SAMPLE_MS } from './charts.js';
+import { FreezeBanner } from './freeze.js';
 
 const $ = (id) => document.getElementById(id);
 const STORY_EVENTS = 20;
 const MAX_STORIES = 20000;
 const REFRESH_AFTER_MS = 500;
+const FREEZE_EVENTS = new Set(['frozen', 'freeze-lifted', 'freeze-expired']);
 
 const page = {
   type: null,
@@ -32,6 +34,7 @@ const page = {
   strategy: null,
   charts: null,
   overview: null,
+  freeze: null,
   // The region opened from the overview: the map shows it alone.
   focus: null,
   // What colours the shards: 'reason' or 'load'.
@@ -131,6 +134,7 @@ function onEvent(event) {
   }
   remember(event);
   page.charts.onEvent(event);
+  if (FREEZE_EVENTS.has(event.kind)) page.freeze.refresh().catch((error) => tell(error.message));
   apply(event);
   if (event.shardId && event.shardId === page.marks.chosen) {
     clearTimeout(page.storyTimer);
@@ -262,6 +266,8 @@ async function open() {
   });
   page.strategy.refresh().catch((error) => tell(error.message));
   page.charts = new Charts($('charts'), page.type);
+  page.freeze = new FreezeBanner(page.type);
+  page.freeze.refresh().catch((error) => tell(error.message));
   const sample = () => {
     page.charts.sample(page.model).catch(() => {});
     // A node that cannot answer now is shown by the stream's status.
