@@ -25,9 +25,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::api::{
-    ActivateRequest, DryRunRequest, DryRunResponse, ErrorBody, ErrorCode, FreezeRequest, FreezeState, Placement,
-    PlacementRequest, Placements, PlacementsWritten, RebalanceRequest, RebalanceResponse, Regions, ShardId, ShardState,
-    StoredStrategy, Strategies, StrategyState, TypeState, Types,
+    ActivateRequest, DrainState, DryRunRequest, DryRunResponse, ErrorBody, ErrorCode, FreezeRequest, FreezeState,
+    Placement, PlacementRequest, Placements, PlacementsWritten, RebalanceRequest, RebalanceResponse, Regions, ShardId,
+    ShardState, Stoppable, StoredStrategy, Strategies, StrategyState, TypeState, Types,
 };
 
 /// Why an admin request failed.
@@ -401,6 +401,20 @@ impl AdminClient {
     /// `DELETE /v1/cluster/regions/{address}/drain`: lets the region get shards again.
     pub async fn undrain(&self, address: &str) -> Result<(), AdminError> {
         self.unit(Method::DELETE, &["v1", "cluster", "regions", address, "drain"], Body::None).await
+    }
+
+    /// `GET /v1/cluster/regions/{address}/drain`: a drain's progress.
+    pub async fn drain_state(&self, address: &str) -> Result<DrainState, AdminError> {
+        self.get(&["v1", "cluster", "regions", address, "drain"]).await
+    }
+
+    /// `GET /v1/cluster/regions/stoppable?addresses=…`: which of these
+    /// regions may stop now, together, and why the others may not.
+    pub async fn stoppable(&self, addresses: &[&str]) -> Result<Stoppable, AdminError> {
+        let mut url = self.url(&["v1", "cluster", "regions", "stoppable"]);
+        url.query_pairs_mut().append_pair("addresses", &addresses.join(","));
+        let (_, bytes) = self.call_url(Method::GET, url.clone(), Body::None).await?;
+        decode(&url, &bytes)
     }
 
     /// `GET /v1/cluster/shards/{type}/freeze` (`Some(type)`) or

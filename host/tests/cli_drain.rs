@@ -1,7 +1,8 @@
 //! `shardalloc drain REGION [--wait SECONDS]` against the real node: with
 //! another region to take its shards, `--wait` returns once the drained
-//! region holds none; with none, it fails within its bound naming what the
-//! region still holds; an unknown region fails at once.
+//! region holds none, its progress shown as a bar and the drain's state
+//! (`GET …/drain`) reporting nothing left; with none, it fails within its
+//! bound naming what the region still holds; an unknown region fails at once.
 
 mod node;
 
@@ -45,13 +46,29 @@ async fn drain_wait_returns_once_the_region_holds_no_shard() {
     registered(&a).await;
     registered(&b).await;
     home_shards(&[&a, &b], 12).await;
-    assert!(shards_of(&node, "a").await.unwrap() > 0, "a holds no shard to drain");
+    let held = shards_of(&node, "a").await.unwrap();
+    assert!(held > 0, "a holds no shard to drain");
 
     let started = Instant::now();
     let output = drain(&node, &["a", "--wait", "120"]).await;
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{}: {stdout}{}", output.status, String::from_utf8_lossy(&output.stderr));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{}: {stdout}{stderr}", output.status);
     assert!(stdout.contains("region a drained: it holds no shard"), "{stdout}");
+    // The progress, a line at each change (stderr is not a terminal here),
+    // ends with every shard handed off.
+    let last = stderr.lines().last().unwrap_or_default();
+    let (bar, rest) = last.split_once("] ").unwrap_or_default();
+    let (done, total) = rest.split_once(" shards").unwrap_or_default().0.split_once('/').unwrap_or_default();
+    assert!(bar == format!("[{}", "#".repeat(30)) && done == total && total != "0", "held {held}: {stderr}");
+    // The drain's state: nothing left, and when it began.
+    let state = node.admin().drain_state("a").await.unwrap();
+    assert!(state.draining && state.shards_left == 0 && state.hand_offs_in_flight == 0, "{state:?}");
+    assert!(state.started_at_ms.is_some(), "{state:?}");
+    // Cancelled (undrained): no drain any more.
+    node.admin().undrain("a").await.unwrap();
+    let state = node.admin().drain_state("a").await.unwrap();
+    assert!(!state.draining && state.started_at_ms.is_none(), "{state:?}");
     assert_eq!(shards_of(&node, "a").await, Some(0), "drain --wait returned while a still held shards");
     eprintln!("drain --wait returned after {:?}", started.elapsed());
     a.shutdown().await;

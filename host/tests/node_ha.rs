@@ -7,7 +7,8 @@
 //! for homes all the time and placements are written through a follower
 //! all the time; afterwards every acknowledged placement is there, no shard
 //! ever ran on two regions and no region fenced itself; a freeze set
-//! through a follower survives the leader's kill and ends on the new leader.
+//! through a follower survives the leader's kill and ends on the new leader,
+//! and so does a drain, with when it began.
 //!
 //! `cargo xtask ha-faults` (or `--ignored`) runs the longer series: ten
 //! kills in a row (with the failover figures), twenty SIGTERMs of the
@@ -463,9 +464,22 @@ async fn a_killed_leader_is_replaced_and_nothing_acknowledged_is_lost() {
     let drill = FreezeRequest { for_seconds: Some(20), until: None, reason: "failover drill".into(), strict: false };
     let frozen = admin(&cluster.urls[writer]).freeze(Some("cart"), &drill).await.unwrap();
     assert!(frozen.frozen);
+    // A drain, through a follower: it survives the failover with when it began.
+    let drained = regions[2].address().to_owned();
+    admin(&cluster.urls[writer]).drain(&drained).await.unwrap();
+    let drain = admin(&cluster.urls[writer]).drain_state(&drained).await.unwrap();
+    assert!(drain.draining && drain.started_at_ms.is_some(), "{drain:?}");
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     let (new, failover) = kill_leader(&mut cluster, &regions[0], 0).await;
+    let after = admin(&cluster.urls[new]).drain_state(&drained).await.unwrap();
+    assert!(after.draining && after.started_at_ms == drain.started_at_ms, "{drain:?} became {after:?}");
+    node::wait_for("the drained region to hold no shard", Duration::from_secs(120), async || {
+        let state = admin(&cluster.urls[new]).drain_state(&drained).await.ok()?;
+        (state.shards_left == 0).then_some(())
+    })
+    .await;
+    admin(&cluster.urls[new]).undrain(&drained).await.unwrap();
     let survived = admin(&cluster.urls[new]).freezes(Some("cart")).await.unwrap();
     assert_eq!(survived.history.first(), frozen.history.first(), "the freeze was lost in the failover");
     let ended = node::wait_for("the freeze to end on the new leader", Duration::from_secs(120), async || {

@@ -719,6 +719,101 @@ pub struct FreezeState {
     pub history: Vec<FreezeEntry>,
 }
 
+words! {
+    /// Why a region cannot stop now (`GET /v1/cluster/regions/stoppable`).
+    StopReason {
+        /// It holds shards and no region that stays could take them.
+        NoOtherHome => "no-other-home",
+        /// It holds shards and its zone (the `zone` label) would have no region left.
+        ZoneLeftEmpty => "zone-left-empty",
+        /// Hand-offs from it are in flight.
+        HandOffsInFlight => "hand-offs-in-flight",
+        /// A strict freeze holds its drain.
+        FrozenStrictly => "frozen-strictly",
+        /// Fewer regions than the type's minimum (`min-regions`) would stay.
+        BelowMinRegions => "below-min-regions",
+        /// No region with this address is registered.
+        UnknownRegion => "unknown-region",
+    }
+}
+
+/// One reason a region cannot stop now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct StopBlocked {
+    /// The entity type it is blocked in (absent for `unknown-region`).
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub entity_type: Option<String>,
+    /// Why.
+    pub reason: StopReason,
+    /// The same in words, with the figures.
+    pub detail: String,
+}
+
+/// A region that cannot stop now, and every reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct NotStoppable {
+    /// Its address.
+    pub address: String,
+    /// Why not.
+    pub reasons: Vec<StopBlocked>,
+}
+
+/// `GET /v1/cluster/regions/stoppable?addresses=a,b,c`: the regions that
+/// can stop now, all of them together, and why the others cannot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Stoppable {
+    /// These may stop now, together and in parallel (in the order asked).
+    pub stoppable: Vec<String>,
+    /// The others, each with its reasons (checked as if the stoppable ones
+    /// had stopped).
+    pub not_stoppable: Vec<NotStoppable>,
+}
+
+/// A region's drain in one type.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct DrainOfType {
+    /// The entity type.
+    #[serde(rename = "type")]
+    pub entity_type: String,
+    /// It is draining in this type.
+    pub draining: bool,
+    /// The shards it still holds.
+    pub shards_left: usize,
+    /// Hand-offs from it in flight.
+    pub hand_offs_in_flight: usize,
+    /// When its drain began (milliseconds since the Unix epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at_ms: Option<u64>,
+}
+
+/// `GET /v1/cluster/regions/{address}/drain`: a drain's progress.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct DrainState {
+    /// The region.
+    pub address: String,
+    /// It is draining in every type it serves.
+    pub draining: bool,
+    /// The shards it still holds, in every type.
+    pub shards_left: usize,
+    /// Hand-offs from it in flight, in every type.
+    pub hand_offs_in_flight: usize,
+    /// When its drain began (the earliest of its types').
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at_ms: Option<u64>,
+    /// Each type it serves.
+    pub types: Vec<DrainOfType>,
+}
+
 /// `POST …/rebalance`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

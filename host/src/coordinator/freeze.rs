@@ -285,12 +285,12 @@ impl Losses {
 impl Coordinator {
     /// The type's freezes and their history.
     pub fn freezes(&self) -> &Freezes {
-        &self.durable.freezes
+        &self.durable.operations.freezes
     }
 
     /// True while a freeze is in force.
     pub fn frozen(&self) -> bool {
-        self.durable.freezes.frozen()
+        self.durable.operations.freezes.frozen()
     }
 
     /// An operator's freeze: replaces the freeze of its scope.
@@ -317,7 +317,7 @@ impl Coordinator {
             return self.reply(request, Reply::FreezeRefused(FreezeError::ReasonTooLong(reason.len())));
         }
         for scope in scopes {
-            if self.durable.freezes.now.contains_key(&scope) {
+            if self.durable.operations.freezes.now.contains_key(&scope) {
                 if scope == FreezeScope::Maintenance {
                     self.losses.disarmed = true;
                 }
@@ -351,8 +351,15 @@ impl Coordinator {
     /// rule freezes or lifts.
     pub(super) fn check_freezes(&mut self) {
         let now = self.now;
-        let expired: Vec<FreezeScope> =
-            self.durable.freezes.now.values().filter(|f| f.until.is_some_and(|u| u <= now)).map(|f| f.scope).collect();
+        let expired: Vec<FreezeScope> = self
+            .durable
+            .operations
+            .freezes
+            .now
+            .values()
+            .filter(|f| f.until.is_some_and(|u| u <= now))
+            .map(|f| f.scope)
+            .collect();
         for scope in expired {
             self.lift(scope, ChangedBy::Automatic, "its time limit was reached".into(), true);
         }
@@ -376,7 +383,7 @@ impl Coordinator {
         if under_exit {
             self.losses.disarmed = false;
         }
-        let held = self.durable.freezes.now.contains_key(&FreezeScope::Maintenance);
+        let held = self.durable.operations.freezes.now.contains_key(&FreezeScope::Maintenance);
         let window_s = rule.window_ms.div_ceil(1000);
         // One region lost is never a storm, whatever its share.
         let storm = lost >= rule.enter_lost || (lost >= 2 && share >= rule.enter_share);

@@ -154,10 +154,10 @@ impl Coordinator {
     /// type is frozen the strategy is not asked (placements and the queue
     /// still move shards); while it is frozen strictly nothing moves.
     pub(super) fn rebalance(&mut self) {
-        if !self.enough_regions() || self.durable.freezes.strict() {
+        if !self.enough_regions() || self.durable.operations.freezes.strict() {
             return;
         }
-        let frozen = self.durable.freezes.frozen();
+        let frozen = self.durable.operations.freezes.frozen();
         let budget = self
             .config
             .max_rebalance_per_tick
@@ -222,7 +222,7 @@ impl Coordinator {
             if !seen.insert(shard.clone()) {
                 continue;
             }
-            let why = if self.durable.freezes.strict() {
+            let why = if self.durable.operations.freezes.strict() {
                 Some(NotAccepted::Frozen)
             } else if self.durable.handoffs.contains_key(&shard) || self.durable.queued.contains(&shard) {
                 Some(NotAccepted::AlreadyMoving)

@@ -83,6 +83,7 @@ mod load;
 mod placements;
 mod regions;
 mod state;
+mod stoppable;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -101,7 +102,8 @@ pub use load::{LOAD_SAMPLE_MS, LOADS_PER_SAVE};
 /// region's [`Register`] as sent and answers with [`NodeMessage`]s, so the
 /// wire and the core cannot drift apart (the driver maps nothing).
 pub use shardalloc_proto::protocol::{NodeMessage, Register};
-pub use state::{Change, Durable, Home, Interned, PlacementEntry, RegionRecord, ShardLoad, Stamp};
+pub use state::{Change, Durable, Home, Interned, Operations, PlacementEntry, RegionRecord, ShardLoad, Stamp};
+pub use stoppable::{StopBlocker, ZONE_LABEL};
 
 use crate::strategy::ClusterView;
 use crate::strategy::external::ExternalAllocation;

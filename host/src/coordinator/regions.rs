@@ -190,6 +190,9 @@ impl Coordinator {
             Some(r) => {
                 if r.draining != draining {
                     self.change(Change::RegionDraining { address: address.to_owned(), draining });
+                    if draining {
+                        self.change(Change::DrainStarted { address: address.to_owned(), at: self.now });
+                    }
                     self.observe(Observation::RegionDraining { address: address.to_owned(), draining });
                 }
                 self.reply(request, Reply::Done);
@@ -294,7 +297,7 @@ impl Coordinator {
             .filter(|r| (r.leaving || r.draining) && !r.shards.is_empty())
             .map(|r| (r.address.clone(), r.leaving))
             .collect();
-        let strict = self.durable.freezes.strict();
+        let strict = self.durable.operations.freezes.strict();
         for (address, leaving) in draining {
             if !leaving && (strict || !self.other_allocatable(&address)) {
                 continue;

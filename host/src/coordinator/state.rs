@@ -181,6 +181,13 @@ pub enum Change {
         /// Shard → its load, or `None` when the shard's load is forgotten.
         loads: Vec<(String, Option<ShardLoad>)>,
     },
+    /// A region's drain began (after its `RegionDraining`).
+    DrainStarted {
+        /// The region.
+        address: String,
+        /// When.
+        at: Millis,
+    },
     /// A freeze began (replacing the one of its scope).
     FreezeSet {
         /// The freeze.
@@ -199,6 +206,35 @@ pub enum Change {
         /// It reached its time limit (not lifted).
         expired: bool,
     },
+}
+
+/// A type's operations in progress: its freezes (with their history) and
+/// when its regions' drains began. Kept apart from the rest of the durable
+/// state in the store (one record per type).
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct Operations {
+    /// The freezes in force and their history.
+    pub freezes: Freezes,
+    /// Draining region → when its drain began.
+    pub drains: BTreeMap<String, Millis>,
+}
+
+impl Operations {
+    /// Applies `change` where it concerns them; false when it does not
+    /// change them.
+    pub fn apply(&mut self, change: &Change) -> bool {
+        match change {
+            Change::FreezeSet { .. } | Change::FreezeLifted { .. } => self.freezes.apply(change),
+            Change::DrainStarted { address, at } => {
+                self.drains.insert(address.clone(), *at);
+            }
+            Change::RegionDraining { address, draining: false } | Change::RegionRemoved { address } => {
+                return self.drains.remove(address).is_some();
+            }
+            _ => return false,
+        }
+        true
+    }
 }
 
 /// Everything the coordinator must not lose.
@@ -222,8 +258,8 @@ pub struct Durable {
     /// either. In the coordinator, current; in a store, as of the last
     /// [`Change::LoadsSaved`].
     pub loads: BTreeMap<String, ShardLoad>,
-    /// The freezes in force and their history.
-    pub freezes: Freezes,
+    /// The freezes in force and their history, and when drains began.
+    pub operations: Operations,
     /// Shares the addresses and reasons of [`Durable::homes`].
     #[serde(skip)]
     pub interned: Interned,
@@ -319,6 +355,7 @@ impl Durable {
                 self.regions.insert(record.address.clone(), record);
             }
             Change::RegionRemoved { address } => {
+                self.operations.apply(change);
                 if let Some(record) = self.regions.remove(address) {
                     for shard in record.shards {
                         self.homes.remove(&shard);
@@ -327,6 +364,7 @@ impl Durable {
                 self.interned.forget(address);
             }
             Change::RegionDraining { address, draining } => {
+                self.operations.apply(change);
                 if let Some(r) = self.regions.get_mut(address) {
                     r.draining = *draining;
                 }
@@ -365,7 +403,9 @@ impl Durable {
             Change::RebalanceUnqueued { shard } => {
                 self.queued.remove(shard);
             }
-            Change::FreezeSet { .. } | Change::FreezeLifted { .. } => self.freezes.apply(change),
+            Change::FreezeSet { .. } | Change::FreezeLifted { .. } | Change::DrainStarted { .. } => {
+                self.operations.apply(change);
+            }
             Change::LoadsSaved { loads } => {
                 for (shard, load) in loads {
                     match load {

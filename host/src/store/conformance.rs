@@ -93,8 +93,8 @@ fn coordinator_state(store: &dyn Store, revision: Revision) -> Revision {
             && durable.signal.is_some()
             && s.saved.loads.values().any(|l| l.load > 0.0)
             && s.saved.loads.values().any(|l| l.moved_at.is_some())
-            && durable.freezes.history.len() > 5
-            && durable.freezes.history.iter().any(|r| r.action == crate::coordinator::FreezeAction::Expired),
+            && durable.operations.freezes.history.len() > 5
+            && durable.operations.freezes.history.iter().any(|r| r.action == crate::coordinator::FreezeAction::Expired),
         "coordinator state: the scenario did too little to check anything: {durable:?}"
     );
     s.revision

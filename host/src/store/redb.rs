@@ -14,7 +14,7 @@
 //! | `placements`   | (type, shard)       | `records::Placement` (tombstones too) |
 //! | `queued`       | (type, shard)       | nothing                         |
 //! | `loads`        | (type, shard)       | `records::ShardLoad` (added within schema 2: an older file gets the table empty when it opens) |
-//! | `freezes`      | type                | `records::Freezes`: the freezes in force and their history (added within schema 2, as `loads`) |
+//! | `operations`   | type                | `records::Operations`: the freezes in force with their history, and when drains began (added within schema 2, as `loads`) |
 //! | `activations`  | (type, number)      | `records::Activation`           |
 //! | `components`   | digest              | component bytes (the blobs)     |
 //! | `component-info` | digest            | `records::Component`            |
@@ -37,7 +37,7 @@ use super::{
     ACTIVATION_HISTORY, ActivationRecord, ComponentRecord, Loaded, LoadedType, Revision, SCHEMA_VERSION, Store,
     StoreError, Turn, TypeRecord,
 };
-use crate::coordinator::{Change, Durable, Home, Interned, PlacementEntry, RegionRecord};
+use crate::coordinator::{Change, Durable, Home, Interned, Operations, PlacementEntry, RegionRecord};
 use crate::strategy::source::digest_of;
 
 pub(super) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
@@ -48,7 +48,7 @@ const HANDOFFS: TableDefinition<(&str, &str), &str> = TableDefinition::new("hand
 pub(super) const PLACEMENTS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("placements");
 const QUEUED: TableDefinition<(&str, &str), ()> = TableDefinition::new("queued");
 const LOADS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("loads");
-const FREEZES: TableDefinition<&str, &[u8]> = TableDefinition::new("freezes");
+const OPERATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("operations");
 pub(super) const ACTIVATIONS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("activations");
 const COMPONENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("components");
 pub(super) const COMPONENT_INFO: TableDefinition<&str, &[u8]> = TableDefinition::new("component-info");
@@ -248,7 +248,7 @@ impl RedbStore {
             txn.open_table(PLACEMENTS).map_err(db)?;
             txn.open_table(QUEUED).map_err(db)?;
             txn.open_table(LOADS).map_err(db)?;
-            txn.open_table(FREEZES).map_err(db)?;
+            txn.open_table(OPERATIONS).map_err(db)?;
             txn.open_table(ACTIVATIONS).map_err(db)?;
             txn.open_table(COMPONENTS).map_err(db)?;
             txn.open_table(COMPONENT_INFO).map_err(db)?;
@@ -637,7 +637,7 @@ fn read_types(
         Err(redb::TableError::TableDoesNotExist(_)) => {}
         Err(error) => return Err(db(error)),
     }
-    match txn.open_table(FREEZES) {
+    match txn.open_table(OPERATIONS) {
         Ok(table) => {
             let entries = match only {
                 None => table.iter().map_err(db)?,
@@ -645,9 +645,9 @@ fn read_types(
             };
             for entry in entries {
                 let (name, value) = entry.map_err(db)?;
-                let row: records::Freezes = records::decode(value.value())
-                    .map_err(|detail| StoreError::Corrupt { what: "table freezes".to_owned(), detail })?;
-                of(&mut types, name.value()).durable.freezes = row.into();
+                let row: records::Operations = records::decode(value.value())
+                    .map_err(|detail| StoreError::Corrupt { what: "table operations".to_owned(), detail })?;
+                of(&mut types, name.value()).durable.operations = row.into();
             }
         }
         Err(redb::TableError::TableDoesNotExist(_)) => {}
@@ -677,7 +677,7 @@ struct Writer<'t> {
     placements: redb::Table<'t, (&'static str, &'static str), &'static [u8]>,
     queued: redb::Table<'t, (&'static str, &'static str), ()>,
     loads: redb::Table<'t, (&'static str, &'static str), &'static [u8]>,
-    freezes: redb::Table<'t, &'static str, &'static [u8]>,
+    operations: redb::Table<'t, &'static str, &'static [u8]>,
     home_order: u64,
 }
 
@@ -720,7 +720,23 @@ impl Writer<'_> {
         self.placements.retain_in(range(), |_, _| false).map_err(db)?;
         self.queued.retain_in(range(), |_, _| false).map_err(db)?;
         self.loads.retain_in(range(), |_, _| false).map_err(db)?;
-        self.freezes.remove(t).map_err(db)?;
+        self.operations.remove(t).map_err(db)?;
+        Ok(())
+    }
+
+    /// Applies `change` to the type's operations row, written only when it
+    /// changed them.
+    fn apply_operations(&mut self, t: &str, change: &Change) -> Result<(), StoreError> {
+        let mut operations: Operations = match self.operations.get(t).map_err(db)? {
+            Some(v) => records::decode::<records::Operations>(v.value())
+                .map_err(|detail| StoreError::Corrupt { what: "table operations".to_owned(), detail })?
+                .into(),
+            None => Operations::default(),
+        };
+        if operations.apply(change) {
+            let row = records::encode(&records::Operations::from(&operations));
+            self.operations.insert(t, row.as_slice()).map_err(db)?;
+        }
         Ok(())
     }
 
@@ -734,8 +750,10 @@ impl Writer<'_> {
             }
             Change::RegionRemoved { address } => {
                 self.regions.remove((t, address.as_str())).map_err(db)?;
+                self.apply_operations(t, change)?;
             }
             Change::RegionDraining { address, draining } => {
+                self.apply_operations(t, change)?;
                 if let Some(mut record) = self.region(t, address)? {
                     record.draining = *draining;
                     self.put_region(t, &record)?;
@@ -780,16 +798,8 @@ impl Writer<'_> {
                 row.signal = signal.clone();
                 self.put_type_row(t, &row)?;
             }
-            Change::FreezeSet { .. } | Change::FreezeLifted { .. } => {
-                let mut freezes: crate::coordinator::Freezes = match self.freezes.get(t).map_err(db)? {
-                    Some(v) => records::decode::<records::Freezes>(v.value())
-                        .map_err(|detail| StoreError::Corrupt { what: "table freezes".to_owned(), detail })?
-                        .into(),
-                    None => Default::default(),
-                };
-                freezes.apply(change);
-                let row = records::encode(&records::Freezes::from(&freezes));
-                self.freezes.insert(t, row.as_slice()).map_err(db)?;
+            Change::FreezeSet { .. } | Change::FreezeLifted { .. } | Change::DrainStarted { .. } => {
+                self.apply_operations(t, change)?;
             }
             Change::LoadsSaved { loads } => {
                 for (shard, load) in loads {
@@ -910,7 +920,7 @@ impl Store for RedbStore {
                 placements: txn.open_table(PLACEMENTS).map_err(db)?,
                 queued: txn.open_table(QUEUED).map_err(db)?,
                 loads: txn.open_table(LOADS).map_err(db)?,
-                freezes: txn.open_table(FREEZES).map_err(db)?,
+                operations: txn.open_table(OPERATIONS).map_err(db)?,
                 home_order,
             };
             for t in &turn.removed_types {

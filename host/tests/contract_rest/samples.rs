@@ -16,11 +16,12 @@ use serde_json::{Value, json};
 use shardalloc_guest::{Snapshot, SnapshotRegion};
 use shardalloc_proto::api::{
     ActivateRequest, ActivationCause, ActivationInfo, ChangedBy, ClippedMove, ClusterLeader, ClusterNode,
-    DecisionEvent, DryRunRequest, DryRunResponse, DryRunRound, ErrorBody, ErrorCode, ErrorDetail, EventKind,
-    FreezeAction, FreezeEntry, FreezeInfo, FreezeRequest, FreezeScope, FreezeState, HandOff, HomeReason, Placement,
-    PlacementRequest, Placements, PlacementsWritten, RebalanceRequest, RebalanceResponse, RegionState, RegionStatus,
-    RegionSummary, Regions, RejectReason, Rejected, ShardHome, ShardId, ShardLoadState, ShardLoads, ShardState,
-    StoredStrategy, Strategies, StrategyState, TypeState, TypeSummary, Types,
+    DecisionEvent, DrainOfType, DrainState, DryRunRequest, DryRunResponse, DryRunRound, ErrorBody, ErrorCode,
+    ErrorDetail, EventKind, FreezeAction, FreezeEntry, FreezeInfo, FreezeRequest, FreezeScope, FreezeState, HandOff,
+    HomeReason, NotStoppable, Placement, PlacementRequest, Placements, PlacementsWritten, RebalanceRequest,
+    RebalanceResponse, RegionState, RegionStatus, RegionSummary, Regions, RejectReason, Rejected, ShardHome, ShardId,
+    ShardLoadState, ShardLoads, ShardState, StopBlocked, StopReason, Stoppable, StoredStrategy, Strategies,
+    StrategyState, TypeState, TypeSummary, Types,
 };
 use utoipa::ToSchema;
 
@@ -183,6 +184,18 @@ pub fn samples() -> Vec<Sample> {
         counts: map([("10.0.0.1:2552", 399), ("10.0.0.2:2552", 401)]),
         clipped: vec![clipped.clone()],
     };
+    let drain_of_type = DrainOfType {
+        entity_type: "cart".to_owned(),
+        draining: true,
+        shards_left: 12,
+        hand_offs_in_flight: 5,
+        started_at_ms: Some(AT),
+    };
+    let stop_blocked = StopBlocked {
+        entity_type: Some("cart".to_owned()),
+        reason: StopReason::ZoneLeftEmpty,
+        detail: "zone eu-1 would have no region left to take shards".to_owned(),
+    };
     let freeze_info = FreezeInfo {
         scope: FreezeScope::Maintenance,
         reason: "3 of 10 regions lost in 60 s".to_owned(),
@@ -302,6 +315,21 @@ pub fn samples() -> Vec<Sample> {
         }),
         one(freeze_info.clone()),
         one(freeze_entry.clone()),
+        one(drain_of_type.clone()),
+        one(DrainState {
+            address: "10.0.0.1:2552".to_owned(),
+            draining: true,
+            shards_left: 12,
+            hand_offs_in_flight: 5,
+            started_at_ms: Some(AT),
+            types: vec![drain_of_type],
+        }),
+        one(stop_blocked.clone()),
+        one(NotStoppable { address: "10.0.0.2:2552".to_owned(), reasons: vec![stop_blocked.clone()] }),
+        one(Stoppable {
+            stoppable: strings(["10.0.0.1:2552"]),
+            not_stoppable: vec![NotStoppable { address: "10.0.0.2:2552".to_owned(), reasons: vec![stop_blocked] }],
+        }),
         one(FreezeState { frozen: true, strict: true, freezes: vec![freeze_info], history: vec![freeze_entry] }),
         one(Snapshot {
             regions: vec![snapshot_region()],
@@ -317,6 +345,7 @@ pub fn samples() -> Vec<Sample> {
         words(EventKind::ALL),
         words(ChangedBy::ALL),
         words(FreezeScope::ALL),
+        words(StopReason::ALL),
         words(FreezeAction::ALL),
         words(ErrorCode::ALL),
     ];

@@ -67,6 +67,14 @@ impl Driver {
             }
             AdminRequest::Drain { address, draining, reply } => self.drain(address, draining, reply),
             AdminRequest::Freeze { name, change, reply } => self.on_freeze(name, change, reply),
+            AdminRequest::DrainState { address, reply } => {
+                let answer = self.drain_state(&address);
+                self.answer(reply, answer);
+            }
+            AdminRequest::Stoppable { addresses, reply } => {
+                let answer = self.stoppable(addresses);
+                self.answer(reply, answer);
+            }
             AdminRequest::DeleteType { name, force, reply } => self.delete_type(name, force, reply),
             AdminRequest::Strategies { page, reply } => {
                 let answer = self.strategies(&page);

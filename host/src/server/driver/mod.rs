@@ -45,9 +45,11 @@ mod handle;
 pub mod lease;
 mod load;
 pub mod progress;
+mod refusal;
 mod regions;
 pub mod request;
 pub mod sessions;
+pub mod stops;
 mod thread;
 pub mod writes;
 

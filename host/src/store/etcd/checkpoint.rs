@@ -100,10 +100,10 @@ pub(super) fn write_chunks(
         bytes.extend(records::encode(&loads));
         at
     });
-    let freezes = records::checkpoint_freezes(loaded);
-    let freezes_at = (!freezes.types.is_empty()).then(|| {
+    let operations = records::checkpoint_operations(loaded);
+    let operations_at = (!operations.types.is_empty()).then(|| {
         let at = bytes.len() as u64;
-        bytes.extend(records::encode(&freezes));
+        bytes.extend(records::encode(&operations));
         at
     });
     let chunks = chunks(&bytes, CHUNK_BYTES);
@@ -114,7 +114,7 @@ pub(super) fn write_chunks(
         }
     }
     let record =
-        CheckpointRecord { revision, chunks: chunks.len() as u32, sha256: sha256(&bytes), loads_at, freezes_at };
+        CheckpointRecord { revision, chunks: chunks.len() as u32, sha256: sha256(&bytes), loads_at, operations_at };
     Ok((record, bytes.len()))
 }
 
@@ -134,10 +134,10 @@ pub(super) fn read(inner: &Inner, record: &CheckpointRecord, at: i64, schema: u6
     if sha256(&bytes) != record.sha256 {
         return Err(corrupt(what, format!("its chunks do not hash to {}", record.sha256)));
     }
-    // The sections: the state, then the loads and the freezes when present.
-    let (rest, freezes) = match record.freezes_at {
+    // The sections: the state, then the loads and the operations when present.
+    let (rest, operations) = match record.operations_at {
         Some(at) if at <= bytes.len() as u64 => bytes.split_at(at as usize),
-        Some(at) => return Err(corrupt(what, format!("its freezes start at byte {at} of {}", bytes.len()))),
+        Some(at) => return Err(corrupt(what, format!("its operations start at byte {at} of {}", bytes.len()))),
         None => (bytes.as_slice(), &[][..]),
     };
     let (state, loads) = match record.loads_at {
@@ -151,9 +151,9 @@ pub(super) fn read(inner: &Inner, record: &CheckpointRecord, at: i64, schema: u6
         let loads = records::decode::<records::CheckpointLoads>(loads).map_err(|e| corrupt(&what, e))?;
         loaded = records::with_loads(loaded, loads);
     }
-    if record.freezes_at.is_some() {
-        let freezes = records::decode::<records::CheckpointFreezes>(freezes).map_err(|e| corrupt(&what, e))?;
-        loaded = records::with_freezes(loaded, freezes);
+    if record.operations_at.is_some() {
+        let operations = records::decode::<records::CheckpointOperations>(operations).map_err(|e| corrupt(&what, e))?;
+        loaded = records::with_operations(loaded, operations);
     }
     if loaded.revision != record.revision {
         return Err(corrupt(what, format!("it says revision {}, its data {}", record.revision, loaded.revision)));

@@ -10,7 +10,7 @@
 //! {prefix}checkpoint-v2/{revision:020}/{chunk:06}
 //!                                      the checkpoint's data (a `records::Checkpoint`,
 //!                                      then the shards' loads at the record's `loads_at`
-//!                                      and the freezes at `freezes_at`)
+//!                                      and the operations at `operations_at`)
 //! {prefix}blobs/{digest}/meta          BlobRecord (JSON)
 //! {prefix}blobs/{digest}/{chunk:04}    up to CHUNK_BYTES of the component
 //! {prefix}leader                       the elected node (with its lease)
@@ -186,10 +186,11 @@ pub struct CheckpointRecord {
     /// load (and in every checkpoint written before loads were kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loads_at: Option<u64>,
-    /// Where the types' freezes (`records::CheckpointFreezes`) start, after
-    /// the loads; absent when no type has a freeze or a freeze history.
+    /// Where the types' operations (`records::CheckpointOperations`:
+    /// freezes and drains) start, after the loads; absent when no type has
+    /// a freeze, a freeze history or a drain.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub freezes_at: Option<u64>,
+    pub operations_at: Option<u64>,
 }
 
 /// A blob's description.

@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use super::{
-    Activation, Cause, Change, ChangedBy, Checkpoint, CheckpointFreezes, CheckpointLoads, Component, Declaration,
+    Activation, Cause, Change, ChangedBy, Checkpoint, CheckpointLoads, CheckpointOperations, Component, Declaration,
     Durable, Fault, Freeze, FreezeAction, FreezeRecord, FreezeScope, Freezes, Home, HomeRef, HomeRow, HomeRowRef,
-    LoadedType, Placement, Reason, ReasonRef, Region, ShardLoad, Stamp, Turn, TypeRow,
+    LoadedType, Operations, Placement, Reason, ReasonRef, Region, ShardLoad, Stamp, Turn, TypeRow,
 };
 use crate::coordinator as core;
 use crate::store::{self, ActivationRecord, ComponentRecord, Loaded, TypeRecord};
@@ -189,6 +189,7 @@ impl From<&core::Change> for Change {
                 loads: loads.iter().map(|(shard, load)| (shard.clone(), load.map(Into::into))).collect(),
             },
             C::FreezeSet { freeze } => Change::FreezeSet { freeze: freeze.into() },
+            C::DrainStarted { address, at } => Change::DrainStarted { address: address.clone(), at: *at },
             C::FreezeLifted { scope, at, by, reason, expired } => Change::FreezeLifted {
                 scope: (*scope).into(),
                 at: *at,
@@ -221,6 +222,7 @@ impl From<Change> for core::Change {
                 C::LoadsSaved { loads: loads.into_iter().map(|(shard, load)| (shard, load.map(Into::into))).collect() }
             }
             Change::FreezeSet { freeze } => C::FreezeSet { freeze: freeze.into() },
+            Change::DrainStarted { address, at } => C::DrainStarted { address, at },
             Change::FreezeLifted { scope, at, by, reason, expired } => {
                 C::FreezeLifted { scope: scope.into(), at, by: by.into(), reason, expired }
             }
@@ -330,22 +332,38 @@ impl From<Freezes> for core::Freezes {
     }
 }
 
-/// A checkpoint's freezes: the types that have a freeze or a history.
-pub fn checkpoint_freezes(loaded: &Loaded) -> CheckpointFreezes {
+impl From<&core::Operations> for Operations {
+    fn from(o: &core::Operations) -> Self {
+        Operations {
+            freezes: (&o.freezes).into(),
+            drains: o.drains.iter().map(|(address, at)| (address.clone(), *at)).collect(),
+        }
+    }
+}
+
+impl From<Operations> for core::Operations {
+    fn from(o: Operations) -> Self {
+        core::Operations { freezes: o.freezes.into(), drains: o.drains.into_iter().collect() }
+    }
+}
+
+/// A checkpoint's operations: the types that have a freeze, a freeze
+/// history or a drain.
+pub fn checkpoint_operations(loaded: &Loaded) -> CheckpointOperations {
     let types = loaded
         .types
         .iter()
-        .filter(|(_, t)| t.durable.freezes != core::Freezes::default())
-        .map(|(name, t)| (name.clone(), (&t.durable.freezes).into()))
+        .filter(|(_, t)| t.durable.operations != core::Operations::default())
+        .map(|(name, t)| (name.clone(), (&t.durable.operations).into()))
         .collect();
-    CheckpointFreezes { types }
+    CheckpointOperations { types }
 }
 
-/// `loaded` with a checkpoint's freezes put back into its types.
-pub fn with_freezes(mut loaded: Loaded, freezes: CheckpointFreezes) -> Loaded {
-    for (name, row) in freezes.types {
+/// `loaded` with a checkpoint's operations put back into its types.
+pub fn with_operations(mut loaded: Loaded, operations: CheckpointOperations) -> Loaded {
+    for (name, row) in operations.types {
         if let Some(t) = loaded.types.get_mut(&name) {
-            t.durable.freezes = row.into();
+            t.durable.operations = row.into();
         }
     }
     loaded

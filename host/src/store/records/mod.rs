@@ -27,8 +27,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 pub use self::convert::{
-    HomeRead, checkpoint, checkpoint_freezes, checkpoint_loads, home_row, read_home_row, turn, type_row, with_freezes,
-    with_loads,
+    HomeRead, checkpoint, checkpoint_loads, checkpoint_operations, home_row, read_home_row, turn, type_row, with_loads,
+    with_operations,
 };
 
 /// Schema 1: JSON rows, the etcd log of JSON turns and a JSON checkpoint.
@@ -230,6 +230,10 @@ pub enum Change {
         reason: String,
         expired: bool,
     },
+    DrainStarted {
+        address: String,
+        at: u64,
+    },
 }
 
 /// Whose freeze.
@@ -292,14 +296,23 @@ pub struct FreezeRecord {
     pub strict: bool,
 }
 
-/// A type's freezes and their history: redb's `freezes` row and the etcd
-/// checkpoint's freezes (added within schema 2).
+/// A type's freezes and their history.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Freezes {
     /// In force, by scope.
     pub now: Vec<Freeze>,
     /// The history, oldest first.
     pub history: Vec<FreezeRecord>,
+}
+
+/// A type's operations in progress: redb's `operations` row and the etcd
+/// checkpoint's operations (added within schema 2).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Operations {
+    /// Its freezes.
+    pub freezes: Freezes,
+    /// Draining region → when its drain began (the driver's clock).
+    pub drains: Vec<(String, u64)>,
 }
 
 /// A type's declaration.
@@ -480,13 +493,13 @@ pub struct CheckpointLoads {
     pub types: Vec<(String, Vec<(String, ShardLoad)>)>,
 }
 
-/// The types' freezes of a checkpoint, written after its loads (added
+/// The types' operations of a checkpoint, written after its loads (added
 /// within schema 2: a checkpoint written before has none, and its record
 /// says where they start when it has).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct CheckpointFreezes {
-    /// Type → its freezes.
-    pub types: Vec<(String, Freezes)>,
+pub struct CheckpointOperations {
+    /// Type → its operations.
+    pub types: Vec<(String, Operations)>,
 }
 
 #[cfg(test)]
