@@ -26,8 +26,9 @@ use serde::de::DeserializeOwned;
 
 use crate::api::{
     ActivateRequest, DrainState, DryRunRequest, DryRunResponse, ErrorBody, ErrorCode, FreezeRequest, FreezeState,
-    Placement, PlacementRequest, Placements, PlacementsWritten, RebalanceRequest, RebalanceResponse, Regions, ShardId,
-    ShardState, Stoppable, StoredStrategy, Strategies, StrategyState, TypeState, Types,
+    Placement, PlacementRequest, Placements, PlacementsWritten, PlanRequest, PlanResponse, RebalanceRequest,
+    RebalanceResponse, Regions, ShardId, ShardState, Stoppable, StoredStrategy, Strategies, StrategyState, TypeState,
+    Types,
 };
 
 /// Why an admin request failed.
@@ -401,6 +402,12 @@ impl AdminClient {
     /// `DELETE /v1/cluster/regions/{address}/drain`: lets the region get shards again.
     pub async fn undrain(&self, address: &str) -> Result<(), AdminError> {
         self.unit(Method::DELETE, &["v1", "cluster", "regions", address, "drain"], Body::None).await
+    }
+
+    /// `POST /v1/cluster/shards/{type}/plan`: what a strategy would do on
+    /// the type's live view changed as asked. Nothing changes.
+    pub async fn plan(&self, entity_type: &str, request: &PlanRequest) -> Result<PlanResponse, AdminError> {
+        self.json(Method::POST, &["v1", "cluster", "shards", entity_type, "plan"], json_body(request)).await
     }
 
     /// `GET /v1/cluster/regions/{address}/drain`: a drain's progress.

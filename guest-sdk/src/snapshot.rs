@@ -65,6 +65,10 @@ pub struct SnapshotRegion {
     /// Gets no new shards.
     #[serde(default)]
     pub draining: bool,
+    /// How much load it can carry, in the units its shards' loads are
+    /// reported in (contract 0.2 strategies see it); absent: not declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<f64>,
 }
 
 /// A snapshot that cannot be used, with the reason.
@@ -149,7 +153,7 @@ impl Snapshot {
                 labels: r.labels.clone(),
                 proxy_only: r.proxy_only,
                 draining: r.draining,
-                capacity: None,
+                capacity: r.capacity,
             })
             .collect();
         Topology::new(regions, metric_names.into_iter().cloned().collect(), self.signal_text())

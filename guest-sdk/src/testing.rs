@@ -302,6 +302,7 @@ pub fn generate(seed: u64, shape: &Shape) -> Scenario {
                 metrics,
                 proxy_only: excluded && rng.chance(50),
                 draining: excluded,
+                capacity: None,
             }
         })
         .collect();

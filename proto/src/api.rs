@@ -418,6 +418,10 @@ words! {
         /// 400: a freeze without a reason, with both or neither of
         /// `forSeconds` and `until`, ending in the past or after 30 days.
         InvalidFreeze => "invalid-freeze",
+        /// 400: a plan names a region the type lacks (or adds one it has),
+        /// gives a load that is not a finite number at or above 0, or asks
+        /// too much (rounds, regions, loads).
+        InvalidPlan => "invalid-plan",
         /// 400: a dry run asks for too many rounds or shards.
         InvalidDryRun => "invalid-dry-run",
         /// 400: the event stream's `Last-Event-ID` is not `<term>-<seq>`.
@@ -454,6 +458,9 @@ words! {
         /// 409: the type has registered regions and the delete was not
         /// forced.
         TypeHasRegions => "type-has-regions",
+        /// 409: a plan on a type with no region, or one that leaves no
+        /// region able to take shards.
+        EmptyCluster => "empty-cluster",
         /// 409: a cluster-wide freeze on a node that has no entity type.
         NoTypes => "no-types",
         /// 409: a forced delete of the type is under way.
@@ -1078,6 +1085,123 @@ pub struct ActivateRequest {
     pub force: bool,
 }
 
+/// A region a plan adds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PlanRegion {
+    /// Its address.
+    pub address: String,
+    /// Its labels (a zone…).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// How much load it can carry (contract 0.2 strategies see it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<f64>,
+}
+
+/// `POST /v1/cluster/shards/{type}/plan`: a what-if on the live view.
+/// Its default changes nothing and runs three rounds, as an empty body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PlanRequest {
+    /// Regions to add (up, with no shard).
+    #[serde(default)]
+    pub add_regions: Vec<PlanRegion>,
+    /// Regions to remove: their shards are re-homed in round 0.
+    #[serde(default)]
+    pub remove_regions: Vec<String>,
+    /// Regions to drain: their shards move in round 0 and they get none.
+    #[serde(default)]
+    pub drain: Vec<String>,
+    /// Shard loads over the live ones (shard → load).
+    #[serde(default)]
+    pub loads: BTreeMap<String, f64>,
+    /// A built-in's name or an uploaded component's digest; absent: the
+    /// active strategy (with its configuration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<String>,
+    /// The candidate's configuration (with `strategy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<serde_json::Value>,
+    /// Rebalance rounds after round 0 (default 3, at most 100).
+    #[serde(default = "default_rounds")]
+    pub rounds: usize,
+}
+
+impl Default for PlanRequest {
+    fn default() -> Self {
+        PlanRequest {
+            add_regions: Vec::new(),
+            remove_regions: Vec::new(),
+            drain: Vec::new(),
+            loads: BTreeMap::new(),
+            strategy: None,
+            config: None,
+            rounds: default_rounds(),
+        }
+    }
+}
+
+/// A shard a plan moves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct PlanMove {
+    /// The shard.
+    pub shard_id: String,
+    /// The region it leaves.
+    pub from: String,
+    /// The region it gets; absent when no region could take it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+}
+
+/// One rebalance round of a plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct PlanRound {
+    /// 1-based.
+    pub round: usize,
+    /// Its moves, in the strategy's order.
+    pub moves: Vec<PlanMove>,
+    /// Each region's shard count after it.
+    pub counts: BTreeMap<String, usize>,
+    /// Moves the type's churn limits clipped.
+    pub clipped: Vec<ClippedMove>,
+}
+
+/// A region at the end of a plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedRegion {
+    /// Its address.
+    pub address: String,
+    /// Its shards.
+    pub shards: usize,
+    /// Its shards' loads together; absent when none of them has a load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<f64>,
+}
+
+/// What a plan would do. Nothing changed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct PlanResponse {
+    /// The strategy planned with, `name@version`.
+    pub strategy: String,
+    /// Round 0: the shards of removed and drained regions, re-homed.
+    pub displaced: Vec<PlanMove>,
+    /// The rebalance rounds.
+    pub rounds: Vec<PlanRound>,
+    /// Every region at the end, in join order.
+    pub regions: Vec<PlannedRegion>,
+}
+
 /// `POST …/strategy/dry-run`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -1206,6 +1330,13 @@ mod tests {
     /// The words are a contract: this list is what nodes of this and
     /// earlier versions answer, and clients match on it.
     #[test]
+    fn an_empty_plan_body_is_the_default_plan_of_three_rounds() {
+        let empty: PlanRequest = serde_json::from_str("{}").unwrap();
+        assert_eq!(empty, PlanRequest::default());
+        assert_eq!(empty.rounds, 3);
+    }
+
+    #[test]
     fn error_codes_keep_their_wire_spelling() {
         let words: Vec<&str> = ErrorCode::ALL.iter().map(|code| code.as_str()).collect();
         assert_eq!(
@@ -1220,6 +1351,8 @@ mod tests {
                 "invalid-target",
                 "invalid-placement",
                 "invalid-signal",
+                "invalid-freeze",
+                "invalid-plan",
                 "invalid-dry-run",
                 "invalid-last-event-id",
                 "too-many",
@@ -1236,6 +1369,8 @@ mod tests {
                 "method-not-allowed",
                 "body-timeout",
                 "type-has-regions",
+                "empty-cluster",
+                "no-types",
                 "type-being-deleted",
                 "too-many-placements",
                 "builtin",

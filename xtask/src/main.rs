@@ -457,8 +457,8 @@ fn soak(root: &Path, args: &[String]) -> anyhow::Result<()> {
 }
 
 /// The dashboard's screenshots the docs show: the browser tests' names.
-const SCREENSHOTS: [&str; 10] =
-    ["map", "pinned", "drained", "dry-run", "strategy", "wrong-token", "many", "load", "overview", "freeze"];
+const SCREENSHOTS: [&str; 11] =
+    ["map", "pinned", "drained", "dry-run", "strategy", "wrong-token", "many", "load", "overview", "freeze", "plan"];
 
 fn screenshots(root: &Path) -> anyhow::Result<()> {
     setup()?;
@@ -474,6 +474,8 @@ fn screenshots(root: &Path) -> anyhow::Result<()> {
         "dashboard_load",
         "--test",
         "dashboard_freeze",
+        "--test",
+        "dashboard_plan",
     ];
     run(root, &cargo(), &tests)?;
     let taken = target_dir(root).join("tmp/dashboard");

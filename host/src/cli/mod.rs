@@ -6,6 +6,7 @@ pub mod compile;
 pub mod drain;
 pub mod events;
 pub mod freeze;
+pub mod plan;
 pub mod regions;
 pub mod serve;
 pub mod store;
@@ -43,6 +44,9 @@ pub enum Command {
     /// Drain a region on a running node: it gets no new shard and its shards
     /// are handed off; --wait waits until it holds none.
     Drain(drain::DrainArgs),
+    /// What a strategy would do on a running node's type with regions added,
+    /// removed or drained, or shards given other loads. Nothing changes.
+    Plan(plan::PlanArgs),
     /// Freeze a type (or every type) on a running node, lift a freeze, or
     /// show the freezes: while frozen, the strategy moves no shard.
     #[command(subcommand)]
@@ -71,6 +75,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Strategies(command) => admin::strategies(command),
         Command::Drain(args) => drain::run(args),
         Command::Freeze(command) => freeze::run(command),
+        Command::Plan(args) => plan::run(args),
         Command::Regions(args) => regions::run(args),
         Command::Events(args) => events::run(args),
         Command::Store(command) => store::run(command),

@@ -519,6 +519,7 @@ impl Coordinator {
                 metrics: self.live.get(&region.address).map(|l| l.metrics.clone()).unwrap_or_default(),
                 proxy_only: region.proxy_only,
                 draining: region.draining,
+                capacity: region.capacity,
             })
             .collect()
     }

@@ -2,7 +2,8 @@
 //! nothing but calls a candidate up to thousands of times on a blocking
 //! thread; sixteen at once once starved the node's two cores. So: one at a
 //! time per type, [`MAX_DRY_RUNS`] in all (beyond: 429), each within
-//! [`DRY_RUN_DEADLINE`].
+//! [`DRY_RUN_DEADLINE`]. What-if plans (`rest/plan.rs`) run under the
+//! same limits, counted with the dry runs.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -49,13 +50,13 @@ impl DryRuns {
         if types.contains(entity_type) {
             return Err(ApiError::busy(
                 ErrorCode::DryRunBusy,
-                format!("a dry run of {entity_type} is under way; one at a time per type"),
+                format!("a dry run or plan of {entity_type} is under way; one at a time per type"),
             ));
         }
         let permit = self.all.clone().try_acquire_owned().map_err(|_| {
             ApiError::busy(
                 ErrorCode::DryRunBusy,
-                format!("{MAX_DRY_RUNS} dry runs are under way, the most at once; retry when one ends"),
+                format!("{MAX_DRY_RUNS} dry runs and plans are under way, the most at once; retry when one ends"),
             )
         })?;
         types.insert(entity_type.to_owned());

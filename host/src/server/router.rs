@@ -17,7 +17,7 @@ use utoipa_axum::routes;
 use super::api_error::{ApiError, ErrorCode};
 use super::auth;
 use super::openapi::ApiDoc;
-use super::rest::{cluster, freeze, health, placements, regions, strategies, types};
+use super::rest::{cluster, freeze, health, placements, plan, regions, strategies, types};
 use super::sessions;
 use super::state::AppState;
 
@@ -42,6 +42,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(placements::rebalance))
         .routes(routes!(strategies::get, strategies::activate))
         .routes(routes!(strategies::dry_run_candidate))
+        .routes(routes!(plan::plan_type))
         .routes(routes!(strategies::set_shadow, strategies::clear_shadow))
         .routes(routes!(strategies::rollback))
         .routes(routes!(strategies::list, strategies::upload))

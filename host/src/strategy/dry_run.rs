@@ -89,12 +89,10 @@ pub fn dry_run(
         return Err(DryRunError::Failed(format!("rebalance: {error}")));
     }
     let bounds = Bounds { deadline: Some(deadline), stop_at_fallback: true };
-    let rounds =
-        simulate_within(&mut external, snapshot, rounds, bounds, &mut paced, |_| {}).map_err(
-            |stopped| match stopped {
-                Stopped::TimedOut(done) => DryRunError::TimedOut(done),
-                Stopped::Fallback(what) => DryRunError::Failed(what),
-            },
-        )?;
+    let rounds = simulate_within(&mut external, snapshot, &Default::default(), rounds, bounds, &mut paced, |_| {})
+        .map_err(|stopped| match stopped {
+            Stopped::TimedOut(done) => DryRunError::TimedOut(done),
+            Stopped::Fallback(what) => DryRunError::Failed(what),
+        })?;
     Ok(DryRun { allocations, rebalance, rounds })
 }

@@ -34,6 +34,7 @@ pub mod dry_run;
 pub mod external;
 pub mod guarded;
 pub mod native;
+pub mod plan;
 pub mod replay;
 pub mod simulate;
 pub mod source;

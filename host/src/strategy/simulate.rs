@@ -35,6 +35,21 @@ pub struct Round {
     /// Moves the churn limits clipped, in the answer's order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub clipped: Vec<ClippedMove>,
+    /// Each moved shard with the region it left and the one it got (`None`:
+    /// none could take it), in `moved`'s order.
+    #[serde(skip)]
+    pub moves: Vec<Move>,
+}
+
+/// A shard's move in a simulated round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Move {
+    /// The shard.
+    pub shard: String,
+    /// The region it left.
+    pub from: String,
+    /// The region it got, `None` when no region could take it.
+    pub to: Option<String>,
 }
 
 /// A move the churn limits clipped in a simulated round.
@@ -72,15 +87,17 @@ pub fn simulate(
     rounds: usize,
     each: impl FnMut(&Round),
 ) -> Vec<Round> {
-    simulate_within(external, snapshot, rounds, Bounds::default(), &mut Paced::default(), each)
+    simulate_within(external, snapshot, &BTreeMap::new(), rounds, Bounds::default(), &mut Paced::default(), each)
         .expect("unbounded simulations do not stop")
 }
 
-/// [`simulate`], stopping early as `bounds` say, each round's answer
-/// clipped by `paced`'s churn limits.
+/// [`simulate`], the shards carrying `loads` (a contract 0.2 strategy sees
+/// them), stopping early as `bounds` say, each round's answer clipped by
+/// `paced`'s churn limits.
 pub fn simulate_within(
     external: &mut ExternalAllocation,
     snapshot: &Snapshot,
+    loads: &BTreeMap<String, f64>,
     rounds: usize,
     bounds: Bounds,
     paced: &mut Paced,
@@ -99,7 +116,15 @@ pub fn simulate_within(
             .iter()
             .enumerate()
             .flat_map(|(region, shards)| shards.iter().map(move |shard| (shard.as_str(), region as u32)));
-        Arc::new(ShardTable::build(&topology, metrics.clone(), homes, in_progress.iter().map(String::as_str), [], []))
+        let loads = loads.iter().filter(|(_, l)| **l != 0.0).map(|(shard, load)| (shard.as_str(), *load));
+        Arc::new(ShardTable::build(
+            &topology,
+            metrics.clone(),
+            homes,
+            in_progress.iter().map(String::as_str),
+            [],
+            loads,
+        ))
     };
     let view_of = |homes: &Vec<Vec<String>>, in_progress: &BTreeSet<String>, table: &Arc<ShardTable>| {
         ClusterView::new(topology.clone(), metrics.clone(), homes.clone(), in_progress.clone())
@@ -126,9 +151,17 @@ pub fn simulate_within(
         let clipped: Vec<ClippedMove> =
             (clipped.clipped.into_iter()).map(|(shard, limit)| ClippedMove { shard, limit: limit.as_str() }).collect();
         let moving: BTreeSet<&str> = moved.iter().map(String::as_str).collect();
-        for shards in &mut homes {
-            shards.retain(|s| !moving.contains(s.as_str()));
+        let mut left: BTreeMap<&str, String> = BTreeMap::new();
+        for (region, shards) in topology.regions().iter().zip(&mut homes) {
+            shards.retain(|s| {
+                let stays = !moving.contains(s.as_str());
+                if !stays && let Some(shard) = moving.get(s.as_str()) {
+                    left.insert(shard, region.address.clone());
+                }
+                stays
+            });
         }
+        let mut got: BTreeMap<&str, String> = BTreeMap::new();
         let changing = Arc::make_mut(&mut table);
         for shard in &in_progress {
             changing.set_moving(shard, false);
@@ -163,13 +196,21 @@ pub fn simulate_within(
                         .position(|r| r.address == allocation.region)
                         .expect("allocations name known regions");
                     homes[index].push((*shard).to_owned());
+                    got.insert(shard, allocation.region.clone());
                     Arc::make_mut(&mut table).home(shard, &allocation.region).expect("a region of the topology");
                 }
                 Err(_) => unallocated.push((*shard).to_owned()),
             }
         }
         let counts = topology.regions().iter().zip(&homes).map(|(r, h)| (r.address.clone(), h.len())).collect();
-        let result = Round { round, moved, counts, unallocated, fallbacks, clipped };
+        let moves = (moved.iter())
+            .map(|shard| Move {
+                shard: shard.clone(),
+                from: left.get(shard.as_str()).cloned().unwrap_or_default(),
+                to: got.get(shard.as_str()).cloned(),
+            })
+            .collect();
+        let result = Round { round, moved, counts, unallocated, fallbacks, clipped, moves };
         each(&result);
         all.push(result);
     }

@@ -18,10 +18,11 @@ use shardalloc_proto::api::{
     ActivateRequest, ActivationCause, ActivationInfo, ChangedBy, ClippedMove, ClusterLeader, ClusterNode,
     DecisionEvent, DrainOfType, DrainState, DryRunRequest, DryRunResponse, DryRunRound, ErrorBody, ErrorCode,
     ErrorDetail, EventKind, FreezeAction, FreezeEntry, FreezeInfo, FreezeRequest, FreezeScope, FreezeState, HandOff,
-    HomeReason, NotStoppable, Placement, PlacementRequest, Placements, PlacementsWritten, RebalanceRequest,
-    RebalanceResponse, RegionState, RegionStatus, RegionSummary, Regions, RejectReason, Rejected, ShardHome, ShardId,
-    ShardLoadState, ShardLoads, ShardState, StopBlocked, StopReason, Stoppable, StoredStrategy, Strategies,
-    StrategyState, TypeState, TypeSummary, Types,
+    HomeReason, NotStoppable, Placement, PlacementRequest, Placements, PlacementsWritten, PlanMove, PlanRegion,
+    PlanRequest, PlanResponse, PlanRound, PlannedRegion, RebalanceRequest, RebalanceResponse, RegionState,
+    RegionStatus, RegionSummary, Regions, RejectReason, Rejected, ShardHome, ShardId, ShardLoadState, ShardLoads,
+    ShardState, StopBlocked, StopReason, Stoppable, StoredStrategy, Strategies, StrategyState, TypeState, TypeSummary,
+    Types,
 };
 use utoipa::ToSchema;
 
@@ -146,6 +147,7 @@ fn snapshot_region() -> SnapshotRegion {
         metrics: map([("cpu", 0.75), ("mem-used-ratio", 0.5)]),
         proxy_only: true,
         draining: true,
+        capacity: Some(1200.0),
     }
 }
 
@@ -184,6 +186,14 @@ pub fn samples() -> Vec<Sample> {
         counts: map([("10.0.0.1:2552", 399), ("10.0.0.2:2552", 401)]),
         clipped: vec![clipped.clone()],
     };
+    let plan_region = PlanRegion {
+        address: "10.0.0.9:2552".to_owned(),
+        labels: map([("zone", "eu-central-1b".to_owned())]),
+        capacity: Some(800.0),
+    };
+    let plan_move =
+        PlanMove { shard_id: SHARD.to_owned(), from: "10.0.0.3:2552".to_owned(), to: Some("10.0.0.9:2552".to_owned()) };
+    let planned_region = PlannedRegion { address: "10.0.0.9:2552".to_owned(), shards: 7, load: Some(87.5) };
     let drain_of_type = DrainOfType {
         entity_type: "cart".to_owned(),
         draining: true,
@@ -315,6 +325,35 @@ pub fn samples() -> Vec<Sample> {
         }),
         one(freeze_info.clone()),
         one(freeze_entry.clone()),
+        one(plan_region.clone()),
+        one(PlanRequest {
+            add_regions: vec![plan_region],
+            remove_regions: strings(["10.0.0.2:2552"]),
+            drain: strings(["10.0.0.3:2552"]),
+            loads: map([(SHARD, 12.5)]),
+            strategy: Some("load-balance".to_owned()),
+            config: Some(json!({"tolerance": 0.1})),
+            rounds: 5,
+        }),
+        one(plan_move.clone()),
+        one(PlanRound {
+            round: 1,
+            moves: vec![plan_move.clone()],
+            counts: map([("10.0.0.9:2552", 7)]),
+            clipped: vec![ClippedMove { shard_id: OTHER_SHARD.to_owned(), limit: "move-cooldown".to_owned() }],
+        }),
+        one(planned_region.clone()),
+        one(PlanResponse {
+            strategy: "load-balance@0.1.0".to_owned(),
+            displaced: vec![plan_move.clone()],
+            rounds: vec![PlanRound {
+                round: 1,
+                moves: vec![plan_move],
+                counts: map([("10.0.0.9:2552", 7)]),
+                clipped: vec![ClippedMove { shard_id: OTHER_SHARD.to_owned(), limit: "move-cooldown".to_owned() }],
+            }],
+            regions: vec![planned_region],
+        }),
         one(drain_of_type.clone()),
         one(DrainState {
             address: "10.0.0.1:2552".to_owned(),

@@ -10,6 +10,7 @@
 //! - `placements.rs`: placements and manual rebalance (external allocation);
 //! - `regions.rs`: regions and drain;
 //! - `freeze.rs`: a type's freezes and the cluster's;
+//! - `plan.rs`: what-if plans;
 //! - `strategies.rs`: upload, list, delete, activate, dry-run, shadow, roll back.
 
 pub mod cluster;
@@ -17,6 +18,7 @@ pub mod freeze;
 pub mod health;
 pub mod paging;
 pub mod placements;
+pub mod plan;
 pub mod regions;
 pub mod strategies;
 pub mod types;

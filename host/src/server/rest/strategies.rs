@@ -36,7 +36,7 @@ pub const MAX_UPLOAD: usize = crate::engine::limits::MAX_COMPONENT_SIZE;
 
 /// A candidate named in a request: a built-in or an uploaded digest,
 /// read and compiled off the driver thread.
-async fn candidate(
+pub(crate) async fn candidate(
     state: &AppState,
     strategy: &str,
     config: &Option<serde_json::Value>,

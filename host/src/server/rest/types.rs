@@ -107,6 +107,27 @@ pub(crate) async fn snapshot_and_paced(state: &AppState, name: String) -> Result
     .await
 }
 
+/// What a plan of type `name` starts from: its snapshot, its churn limits
+/// over rounds from now, its shards' loads (as of their last save) and its
+/// active strategy.
+pub(crate) async fn plan_inputs(
+    state: &AppState,
+    name: String,
+) -> Result<(Snapshot, Paced, std::collections::BTreeMap<String, f64>, shardalloc_proto::api::ActivationInfo), ApiError>
+{
+    read_type(state, name, |live, durable| {
+        let mut paced = live.paced;
+        if !paced.limits.is_off() {
+            let moves = durable.loads.iter().filter_map(|(s, l)| l.moved_at.map(|at| (s.clone(), at)));
+            paced.moved_at = moves.collect();
+        }
+        let loads = durable.loads.iter().filter(|(_, l)| l.load != 0.0).map(|(s, l)| (s.clone(), l.load)).collect();
+        let strategy = live.strategy.clone();
+        (complete_snapshot(live.regions, durable), paced, loads, strategy)
+    })
+    .await
+}
+
 /// The snapshot of type `name`, then `finish` applied to it.
 async fn snapshot_then<T: Send + 'static>(
     state: &AppState,

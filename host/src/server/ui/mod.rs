@@ -51,6 +51,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("strategy.js", "text/javascript; charset=utf-8", include_str!("assets/strategy.js")),
     ("charts.js", "text/javascript; charset=utf-8", include_str!("assets/charts.js")),
     ("freeze.js", "text/javascript; charset=utf-8", include_str!("assets/freeze.js")),
+    ("plan.js", "text/javascript; charset=utf-8", include_str!("assets/plan.js")),
 ];
 
 /// The names of the assets.

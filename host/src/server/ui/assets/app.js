@@ -14,6 +14,7 @@ import { drain, rebalance, tell } from './actions.js';
 import { StrategyPanel } from './strategy.js';
 import { Charts, SAMPLE_MS } from './charts.js';
 import { FreezeBanner } from './freeze.js';
+import { PlanPanel } from './plan.js';
 
 const $ = (id) => document.getElementById(id);
 const STORY_EVENTS = 20;
@@ -35,6 +36,7 @@ const page = {
   charts: null,
   overview: null,
   freeze: null,
+  plan: null,
   // The region opened from the overview: the map shows it alone.
   focus: null,
   // What colours the shards: 'reason' or 'load'.
@@ -266,6 +268,14 @@ async function open() {
   });
   page.strategy.refresh().catch((error) => tell(error.message));
   page.charts = new Charts($('charts'), page.type);
+  page.plan = new PlanPanel(page.type, {
+    candidate: () => page.strategy.candidate(),
+    onPlan: (moved) => {
+      page.marks.dryRun = moved;
+      draw();
+    },
+    counts: () => new Map([...page.model.regions].map(([address, region]) => [address, region.shards.size])),
+  });
   page.freeze = new FreezeBanner(page.type);
   page.freeze.refresh().catch((error) => tell(error.message));
   const sample = () => {
