@@ -302,7 +302,7 @@ impl Coordinator {
             if !leaving && (strict || !self.other_allocatable(&address)) {
                 continue;
             }
-            let in_flight = self.durable.handoffs.values().filter(|from| **from == address).count();
+            let in_flight = self.durable.handoffs_from(&address);
             let budget = self.config.drain_batch.saturating_sub(in_flight);
             let shards: Vec<String> = self.durable.regions[&address]
                 .shards

@@ -341,6 +341,11 @@ impl Interned {
 }
 
 impl Durable {
+    /// How many hand-offs from the region at `address` are in flight.
+    pub fn handoffs_from(&self, address: &str) -> usize {
+        self.handoffs.values().filter(|from| *from == address).count()
+    }
+
     /// Applies one change.
     pub fn apply(&mut self, change: &Change) {
         match change {

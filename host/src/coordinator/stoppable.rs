@@ -64,7 +64,7 @@ impl Coordinator {
         {
             blockers.push(StopBlocker::ZoneLeftEmpty { zone: zone.clone() });
         }
-        let count = self.durable.handoffs.values().filter(|from| *from == candidate).count();
+        let count = self.durable.handoffs_from(candidate);
         if count > 0 {
             blockers.push(StopBlocker::HandOffsInFlight { count });
         }

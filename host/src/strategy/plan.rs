@@ -15,7 +15,6 @@ use super::churn::Paced;
 use super::external::{AllocationReason, ExternalAllocation};
 use super::guarded::Guarded;
 use super::simulate::{Bounds, Move, Round, Stopped, simulate_within};
-use super::table::ShardTable;
 use super::{AllocationStrategy, ClusterView};
 
 /// Most rounds a plan may simulate.
@@ -159,17 +158,19 @@ pub fn plan(
             };
         }
     }
-    let regions = changed
-        .regions
-        .iter()
+    // Each region's shards and, when any has a load, their load together.
+    let mut totals: BTreeMap<&str, (usize, Option<f64>)> = BTreeMap::new();
+    for (shard, home) in &homes {
+        let (count, load) = totals.entry(home.as_str()).or_default();
+        *count += 1;
+        if let Some(more) = loads.get(shard) {
+            *load = Some(load.unwrap_or(0.0) + more);
+        }
+    }
+    let regions = (changed.regions.iter())
         .map(|r| {
-            let mine = homes.iter().filter(|(_, home)| **home == r.address);
-            let (count, load, known) =
-                mine.fold((0, 0.0, false), |(n, sum, known), (shard, _)| match loads.get(shard) {
-                    Some(load) => (n + 1, sum + load, true),
-                    None => (n + 1, sum, known),
-                });
-            (r.address.clone(), count, known.then_some(load))
+            let (count, load) = totals.get(r.address.as_str()).copied().unwrap_or_default();
+            (r.address.clone(), count, load)
         })
         .collect();
     Ok(Plan { displaced: moves, rounds, regions })
@@ -250,22 +251,7 @@ fn change(snapshot: &Snapshot, changes: &Changes) -> (Snapshot, Vec<(String, Str
 
 fn view_with_loads(snapshot: &Snapshot, loads: &BTreeMap<String, f64>) -> ClusterView {
     let view = ClusterView::from_snapshot(snapshot);
-    let topology = Arc::clone(view.topology());
-    let homes = view
-        .homes()
-        .iter()
-        .enumerate()
-        .flat_map(|(region, shards)| shards.iter().map(move |shard| (shard.as_str(), region as u32)))
-        .collect::<Vec<_>>();
-    let loads = loads.iter().filter(|(_, l)| **l != 0.0).map(|(shard, load)| (shard.as_str(), *load));
-    let table = ShardTable::build(
-        &topology,
-        view.metrics().to_vec(),
-        homes,
-        view.in_progress().iter().map(String::as_str),
-        [],
-        loads,
-    );
+    let table = view.built_table_with_loads(loads).expect("a snapshot's view has homes");
     view.with_table(Arc::new(table))
 }
 

@@ -111,21 +111,7 @@ pub fn simulate_within(
     let mut in_progress: BTreeSet<String> = base.in_progress().clone();
     // The shard table a contract 0.2 strategy follows, kept in step with
     // the simulated homes as the coordinator keeps its own.
-    let mut table = {
-        let homes = homes
-            .iter()
-            .enumerate()
-            .flat_map(|(region, shards)| shards.iter().map(move |shard| (shard.as_str(), region as u32)));
-        let loads = loads.iter().filter(|(_, l)| **l != 0.0).map(|(shard, load)| (shard.as_str(), *load));
-        Arc::new(ShardTable::build(
-            &topology,
-            metrics.clone(),
-            homes,
-            in_progress.iter().map(String::as_str),
-            [],
-            loads,
-        ))
-    };
+    let mut table = Arc::new(base.built_table_with_loads(loads).expect("a snapshot's view has homes"));
     let view_of = |homes: &Vec<Vec<String>>, in_progress: &BTreeSet<String>, table: &Arc<ShardTable>| {
         ClusterView::new(topology.clone(), metrics.clone(), homes.clone(), in_progress.clone())
             .expect("simulation keeps the view consistent")

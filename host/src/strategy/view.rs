@@ -1,6 +1,6 @@
 //! The host's view of one entity type's cluster, handed to strategies.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use shardalloc_guest::{Allocations, Region, Snapshot, Topology, View};
@@ -114,6 +114,12 @@ impl ClusterView {
     /// view made without one: a snapshot's). `None` for a view made
     /// [`for_allocation`](Self::for_allocation), which has no homes.
     pub fn built_table(&self) -> Option<ShardTable> {
+        self.built_table_with_loads(&BTreeMap::new())
+    }
+
+    /// [`built_table`](Self::built_table), its shards carrying `loads`
+    /// (shard → load; a shard without one carries none).
+    pub fn built_table_with_loads(&self, loads: &BTreeMap<String, f64>) -> Option<ShardTable> {
         if !self.has_homes {
             return None;
         }
@@ -123,14 +129,8 @@ impl ClusterView {
             .enumerate()
             .flat_map(|(region, shards)| shards.iter().map(move |shard| (shard.as_str(), region as u32)));
         let moving = self.in_progress.iter().map(String::as_str);
-        Some(ShardTable::build(
-            self.topology(),
-            self.metrics().to_vec(),
-            homes,
-            moving,
-            std::iter::empty(),
-            std::iter::empty(),
-        ))
+        let loads = loads.iter().filter(|(_, l)| **l != 0.0).map(|(shard, load)| (shard.as_str(), *load));
+        Some(ShardTable::build(self.topology(), self.metrics().to_vec(), homes, moving, std::iter::empty(), loads))
     }
 
     /// The shard table this view was taken from, if any.

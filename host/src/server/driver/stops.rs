@@ -25,7 +25,7 @@ impl Driver {
                 entity_type: name.clone(),
                 draining: region.draining,
                 shards_left: region.shards.len(),
-                hand_offs_in_flight: durable.handoffs.values().filter(|from| *from == address).count(),
+                hand_offs_in_flight: durable.handoffs_from(address),
                 started_at_ms: durable.operations.drains.get(address).copied(),
             });
         }

@@ -97,14 +97,20 @@ pub async fn get(
 /// with each shard's last move as the store holds it (for dry runs).
 pub(crate) async fn snapshot_and_paced(state: &AppState, name: String) -> Result<(Snapshot, Paced), ApiError> {
     read_type(state, name, |live, durable| {
-        let mut paced = live.paced;
-        if !paced.limits.is_off() {
-            let moves = durable.loads.iter().filter_map(|(s, l)| l.moved_at.map(|at| (s.clone(), at)));
-            paced.moved_at = moves.collect();
-        }
+        let paced = with_moves(live.paced, durable);
         (complete_snapshot(live.regions, durable), paced)
     })
     .await
+}
+
+/// `paced` with each shard's last move as the store holds it, when the
+/// type has churn limits.
+fn with_moves(mut paced: Paced, durable: &Durable) -> Paced {
+    if !paced.limits.is_off() {
+        let moves = durable.loads.iter().filter_map(|(s, l)| l.moved_at.map(|at| (s.clone(), at)));
+        paced.moved_at = moves.collect();
+    }
+    paced
 }
 
 /// What a plan of type `name` starts from: its snapshot, its churn limits
@@ -116,11 +122,7 @@ pub(crate) async fn plan_inputs(
 ) -> Result<(Snapshot, Paced, std::collections::BTreeMap<String, f64>, shardalloc_proto::api::ActivationInfo), ApiError>
 {
     read_type(state, name, |live, durable| {
-        let mut paced = live.paced;
-        if !paced.limits.is_off() {
-            let moves = durable.loads.iter().filter_map(|(s, l)| l.moved_at.map(|at| (s.clone(), at)));
-            paced.moved_at = moves.collect();
-        }
+        let paced = with_moves(live.paced, durable);
         let loads = durable.loads.iter().filter(|(_, l)| l.load != 0.0).map(|(s, l)| (s.clone(), l.load)).collect();
         let strategy = live.strategy.clone();
         (complete_snapshot(live.regions, durable), paced, loads, strategy)
