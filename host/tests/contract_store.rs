@@ -320,6 +320,21 @@ fn copied(from: &Path) -> tempfile::TempDir {
     dir
 }
 
+/// Runs `open` until the file's lock is free: a store this test dropped a
+/// moment ago can stay locked while another test's child process (etcd)
+/// holds a copy of its descriptor between fork and exec.
+fn unlocked<T>(mut open: impl FnMut() -> Result<T, redb::DatabaseError>) -> Result<T, redb::DatabaseError> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        match open() {
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Opens the redb fixture of `schema` (a copy), as it opens in production.
 fn open_redb(schema: u64) -> (tempfile::TempDir, RedbStore) {
     let fixture = fixtures(schema).join("redb");
@@ -341,7 +356,7 @@ fn a_v1_redb_store_migrates_and_loads_every_value() {
     drop(store);
     // The migration rewrote every row in one transaction, then compacted:
     // nothing is left to compact.
-    let mut db = redb::Database::open(dir.path().join("shardalloc.redb")).expect("open the migrated file");
+    let mut db = unlocked(|| redb::Database::open(dir.path().join("shardalloc.redb"))).expect("open the migrated file");
     assert!(!db.compact().expect("compact"), "the migrated store was left uncompacted");
     drop(db);
     // Opened again after the migration: the same values, schema 2.
@@ -389,7 +404,7 @@ fn a_redb_store_of_a_newer_schema_is_refused() {
     let (dir, store) = open_redb(2);
     drop(store);
     {
-        let db = redb::Database::create(dir.path().join("shardalloc.redb")).unwrap();
+        let db = unlocked(|| redb::Database::create(dir.path().join("shardalloc.redb"))).unwrap();
         let txn = db.begin_write().unwrap();
         txn.open_table(redb::TableDefinition::<&str, u64>::new("meta")).unwrap().insert("schema", 3).unwrap();
         txn.commit().unwrap();

@@ -167,7 +167,8 @@ impl RedbStore {
             }
         }
         let opened =
-            redb_file::quietly(|| Database::builder().set_cache_size(CACHE_BYTES).create(&path)).map_err(damaged)?;
+            redb_file::quietly(|| waiting_out_locks(|| Database::builder().set_cache_size(CACHE_BYTES).create(&path)))
+                .map_err(damaged)?;
         let db = opened.map_err(|error| match error {
             redb::DatabaseError::DatabaseAlreadyOpen => StoreError::InUse { what: path.display().to_string() },
             other => damaged(other.to_string()),
@@ -388,6 +389,31 @@ fn integrity(path: &Path) -> Result<(), StoreError> {
     }
 }
 
+/// How long opening the file waits out a lock on it before answering that
+/// the store is in use. redb locks the file (`flock`) for as long as a
+/// descriptor of it is open, and a child process this one starts (the
+/// etcd a test starts, or any `Command`) holds a copy of every descriptor
+/// from its fork until its `exec`: a handle this process closed a moment
+/// ago can still hold the lock for that long. Another node on the same
+/// directory holds it for good, and is still refused after this wait.
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Runs `open` until it stops answering that the file is locked, or
+/// [`LOCK_WAIT`] has passed.
+pub(super) fn waiting_out_locks<T>(
+    mut open: impl FnMut() -> Result<T, redb::DatabaseError>,
+) -> Result<T, redb::DatabaseError> {
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match open() {
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// redb's page cache, for reads and writes together. The node reads every
 /// row once at start (then serves from the coordinators' memory) and writes
 /// small turns, so a large cache only holds pages it will not read again;
@@ -401,7 +427,8 @@ pub const CACHE_BYTES: usize = 16 << 20;
 fn read_back(path: &Path, hash_components: bool) -> Result<(Checked, Option<Loaded>), StoreError> {
     let damaged = |problem: String| StoreError::Damaged { path: path.display().to_string(), problem };
     let read = redb_file::quietly(|| {
-        let database = match Database::builder().set_cache_size(CACHE_BYTES).open_read_only(path) {
+        let database = match waiting_out_locks(|| Database::builder().set_cache_size(CACHE_BYTES).open_read_only(path))
+        {
             Ok(database) => database,
             Err(redb::DatabaseError::RepairAborted) => return Ok((Checked::NeedsRecovery, None)),
             Err(redb::DatabaseError::DatabaseAlreadyOpen) => {

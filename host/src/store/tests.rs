@@ -19,7 +19,7 @@ fn a_newer_schema_is_refused_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();
     drop(RedbStore::open(dir.path()).unwrap());
     {
-        let db = ::redb::Database::create(dir.path().join(redb::FILE_NAME)).unwrap();
+        let db = redb::waiting_out_locks(|| ::redb::Database::create(dir.path().join(redb::FILE_NAME))).unwrap();
         let txn = db.begin_write().unwrap();
         txn.open_table(::redb::TableDefinition::<&str, u64>::new("meta")).unwrap().insert("schema", 99).unwrap();
         txn.commit().unwrap();
@@ -34,6 +34,27 @@ fn a_second_opener_is_refused() {
     let _first = RedbStore::open(dir.path()).unwrap();
     let error = RedbStore::open(dir.path()).err().unwrap();
     assert!(matches!(error, StoreError::InUse { .. }), "{error}");
+}
+
+#[test]
+fn an_open_waits_out_a_lock_released_soon_and_no_longer() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(RedbStore::open(dir.path()).unwrap());
+    // A handle closed a moment after the open begins, as the copy a child
+    // process holds from its fork until its exec: waited out.
+    let held = ::redb::Database::create(dir.path().join(redb::FILE_NAME)).unwrap();
+    let closer = std::thread::spawn(move || {
+        std::thread::sleep(redb::LOCK_WAIT / 4);
+        drop(held);
+    });
+    let store = RedbStore::open(dir.path()).expect("a lock released within the wait was not waited out");
+    closer.join().unwrap();
+    // Held for good (another node on the directory): refused after the wait.
+    let started = std::time::Instant::now();
+    let error = RedbStore::open(dir.path()).err().unwrap();
+    assert!(matches!(error, StoreError::InUse { .. }), "{error}");
+    assert!(started.elapsed() >= redb::LOCK_WAIT, "refused before the wait was over");
+    drop(store);
 }
 
 #[test]
@@ -202,7 +223,7 @@ fn check_finds_a_component_whose_bytes_changed() {
     };
     assert!(matches!(RedbStore::check(dir.path()).unwrap(), redb::Checked::Sound(c) if c.components == 1));
     {
-        let db = ::redb::Database::create(dir.path().join(redb::FILE_NAME)).unwrap();
+        let db = redb::waiting_out_locks(|| ::redb::Database::create(dir.path().join(redb::FILE_NAME))).unwrap();
         let txn = db.begin_write().unwrap();
         txn.open_table(::redb::TableDefinition::<&str, &[u8]>::new("components"))
             .unwrap()
