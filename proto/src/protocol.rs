@@ -42,8 +42,9 @@ use serde::{Deserialize, Serialize};
 pub type Millis = u64;
 
 /// The protocol version this crate speaks. Version 2 added
-/// [`RegionMessage::Load`]; nothing else changed.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// [`RegionMessage::Load`]; version 3 [`NodeMessage::ShardHomeEpoch`],
+/// which the node sends instead of `ShardHome`.
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// The oldest protocol version a node still serves: a region that says
 /// `Hello{protocol: 1}` is welcomed in version 1 and never sends a load
@@ -349,6 +350,29 @@ pub enum NodeMessage {
         /// The leader's base URL.
         leader: String,
     },
+    /// Where a shard lives, and its epoch (protocol version 3; older
+    /// regions get a `ShardHome` instead): every change of the shard's home
+    /// gives it a greater epoch, so the region it names may fence writes to
+    /// its own storage with it (a write conditional on no greater epoch).
+    ShardHomeEpoch {
+        /// The shard.
+        shard: String,
+        /// Its home region's address.
+        home: String,
+        /// The shard's epoch on that home.
+        epoch: u64,
+    },
+}
+
+impl NodeMessage {
+    /// The message as a region speaking `protocol` reads it: a
+    /// `ShardHomeEpoch` is a `ShardHome` before version 3.
+    pub fn for_protocol(self, protocol: u32) -> NodeMessage {
+        match self {
+            NodeMessage::ShardHomeEpoch { shard, home, .. } if protocol < 3 => NodeMessage::ShardHome { shard, home },
+            other => other,
+        }
+    }
 }
 
 /// A frame that could not be encoded or decoded.
@@ -427,6 +451,17 @@ mod tests {
             encode(&NodeMessage::PlacementChanged { shard: "7".into(), target: None }).unwrap(),
             [10, 1, b'7', 0]
         );
+    }
+
+    #[test]
+    fn a_home_with_its_epoch_is_a_plain_home_before_version_3() {
+        let home = NodeMessage::ShardHomeEpoch { shard: "7".into(), home: "b".into(), epoch: 300 };
+        assert_eq!(encode(&home).unwrap(), [14, 1, b'7', 1, b'b', 0xAC, 0x02]);
+        let plain = NodeMessage::ShardHome { shard: "7".into(), home: "b".into() };
+        assert_eq!(home.clone().for_protocol(2), plain);
+        assert_eq!(home.clone().for_protocol(1), plain);
+        assert_eq!(home.clone().for_protocol(3), home);
+        assert_eq!(plain.clone().for_protocol(3), plain);
     }
 
     #[test]

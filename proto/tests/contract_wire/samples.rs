@@ -61,6 +61,7 @@ variants! {
         NodeMessage::LeaveDone => "node-leave-done",
         NodeMessage::ShuttingDown => "node-shutting-down",
         NodeMessage::Redirect { .. } => "node-redirect",
+        NodeMessage::ShardHomeEpoch { .. } => "node-shard-home-epoch",
     }
 }
 
@@ -203,5 +204,6 @@ pub fn samples() -> Vec<Sample> {
         one(node(NodeMessage::LeaveDone)),
         one(node(NodeMessage::ShuttingDown)),
         one(node(NodeMessage::Redirect { leader: "https://node-2.shardalloc.internal:7878".into() })),
+        one(node(NodeMessage::ShardHomeEpoch { shard: SHARD.into(), home: "10.0.0.2:2552".into(), epoch: 300 })),
     ]
 }
