@@ -71,7 +71,7 @@ fn region(address: &str, join_order: u64, labels: &[(&str, &str)], proxy_only: b
 }
 
 fn home(shard: &str, region: &str, reason: AllocationReason, at: u64) -> Change {
-    Change::HomeSet { shard: shard.into(), home: Home { region: region.into(), reason: reason.into(), at } }
+    Change::HomeSet { shard: shard.into(), home: Home { region: region.into(), reason: reason.into(), at, epoch: 0 } }
 }
 
 fn fault(kind: FaultKind, detail: &str) -> AllocationReason {

@@ -120,7 +120,8 @@ struct Region {
     outstanding: BTreeMap<u64, u64>,
     /// The last sequence number used.
     sequence: u64,
-    running: BTreeSet<String>,
+    /// The shards it runs, with the epoch each was started at.
+    running: BTreeMap<String, u64>,
     last_heartbeat: u64,
     /// How fast its clock runs, in millionths off true time (±1%).
     drift_ppm: i64,
@@ -208,6 +209,8 @@ struct Sim {
     link_last: BTreeMap<(String, bool), u64>,
     seq: u64,
     regions: BTreeMap<String, Region>,
+    /// Each shard's last start: the region and the epoch.
+    started: BTreeMap<String, (String, u64)>,
     homeless_since: BTreeMap<String, u64>,
     loss: u64,
     /// Per mille of messages delivered twice, and of messages overtaking.
@@ -258,6 +261,7 @@ impl Sim {
             link_last: BTreeMap::new(),
             seq: 0,
             regions,
+            started: BTreeMap::new(),
             homeless_since: BTreeMap::new(),
             loss,
             duplicate: 3,
@@ -435,10 +439,23 @@ impl Sim {
                 self.register(address);
                 return;
             }
-            NodeMessage::ShardHome { shard, home } => {
+            NodeMessage::ShardHomeEpoch { shard, home, epoch } => {
                 r.asked.remove(&shard);
-                if home == address && r.local(now) < r.lease_until {
-                    r.running.insert(shard);
+                // As the region client: a run with an older epoch is
+                // stopped and the shard started again at the new one.
+                let stale = r.running.get(&shard).is_none_or(|running| *running < epoch);
+                if home == address && r.local(now) < r.lease_until && stale {
+                    // Epochs never decrease, and a shard started on another
+                    // region than its last start gets a greater one.
+                    if let Some((last_region, last)) = self.started.get(&shard) {
+                        assert!(epoch >= *last, "t={now}: {shard} started at epoch {epoch} after {last}");
+                        assert!(
+                            epoch > *last || last_region == address,
+                            "t={now}: {shard} started on {address} at epoch {epoch}, as on {last_region}"
+                        );
+                    }
+                    self.started.insert(shard.clone(), (address.to_owned(), epoch));
+                    r.running.insert(shard, epoch);
                 }
             }
             NodeMessage::BeginHandOff { shard } => {
@@ -605,7 +622,7 @@ impl Sim {
                 };
                 self.region_send(name, event);
                 // Its load: two of the shards it runs and one it may not.
-                let running: Vec<String> = self.regions[name].running.iter().take(2).cloned().collect();
+                let running: Vec<String> = self.regions[name].running.keys().take(2).cloned().collect();
                 let stranger = format!("s{}", self.rng.below(self.shards));
                 let shards = running
                     .into_iter()
@@ -646,14 +663,15 @@ impl Sim {
     }
 
     fn check(&mut self) {
-        let mut seen: BTreeMap<&String, &String> = BTreeMap::new();
+        let mut seen: BTreeMap<&String, (&String, u64)> = BTreeMap::new();
         for (address, r) in &self.regions {
             if !r.alive {
                 continue;
             }
-            for shard in &r.running {
-                if let Some(other) = seen.insert(shard, address) {
-                    panic!("t={}: shard {shard} runs on {other} and {address}", self.now);
+            for (shard, epoch) in &r.running {
+                if let Some((other, other_epoch)) = seen.insert(shard, (address, *epoch)) {
+                    let same = if other_epoch == *epoch { ", with the same epoch" } else { "" };
+                    panic!("t={}: shard {shard} runs on {other} and {address}{same}", self.now);
                 }
             }
         }

@@ -38,6 +38,16 @@ pub trait Application: Send + Sync + 'static {
     /// home and the lease is valid, before any delivery.
     fn start_shard(&self, shard: &str) -> impl Future<Output = ()> + Send;
 
+    /// Starts the shard here at `epoch`: every change of the shard's home
+    /// gives it a greater epoch, so a write to the application's own
+    /// storage made only while no greater epoch is stored there cannot come
+    /// from a stale run elsewhere (`examples/fenced.rs`). By default calls
+    /// [`Application::start_shard`].
+    fn start_shard_at(&self, shard: &str, epoch: u64) -> impl Future<Output = ()> + Send {
+        let _ = epoch;
+        self.start_shard(shard)
+    }
+
     /// Stops the shard (a hand-off, an expired lease, leaving, shutting
     /// down). Called after every delivery queued before it. The region tells
     /// the node the shard stopped when this completes, or when the

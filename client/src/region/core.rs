@@ -121,6 +121,8 @@ pub enum Action<M> {
     Start {
         /// The shard.
         shard: String,
+        /// Its epoch here (0 from a node speaking protocol 1 or 2).
+        epoch: u64,
     },
     /// Stop the shard in the application, after the deliveries queued so
     /// far; then feed back [`RegionCore::stop_finished`].
@@ -193,6 +195,8 @@ struct ShardEntry<M> {
     /// Someone awaits the home ([`RegionCore::request_home`]).
     wanted: bool,
     local: Local,
+    /// The epoch of the run here, while it runs.
+    epoch: u64,
     /// A hand-off stop finished while the session was down.
     unreported_stop: bool,
 }
@@ -205,6 +209,7 @@ impl<M> ShardEntry<M> {
             asked_at: None,
             wanted: false,
             local: Local::Idle,
+            epoch: 0,
             unreported_stop: false,
         }
     }
@@ -529,7 +534,8 @@ impl<M> RegionCore<M> {
                     self.register(now, &mut out);
                 }
             }
-            NodeMessage::ShardHome { shard, home } => self.on_home(&shard, home, now, &mut out),
+            NodeMessage::ShardHome { shard, home } => self.on_home(&shard, home, 0, now, &mut out),
+            NodeMessage::ShardHomeEpoch { shard, home, epoch } => self.on_home(&shard, home, epoch, now, &mut out),
             NodeMessage::ShardRefused { shard, reason } => {
                 let mut dropped = 0;
                 if let Some(entry) = self.shards.get_mut(&shard) {
@@ -637,7 +643,7 @@ impl<M> RegionCore<M> {
         }
     }
 
-    fn on_home(&mut self, shard: &str, home: String, now: Millis, out: &mut Vec<Action<M>>) {
+    fn on_home(&mut self, shard: &str, home: String, epoch: u64, now: Millis, out: &mut Vec<Action<M>>) {
         let own = home == self.address();
         let may_start = !self.closing && self.lease_valid(now);
         let stop_deadline = now.saturating_add(self.config.stop_deadline_ms);
@@ -651,8 +657,16 @@ impl<M> RegionCore<M> {
                 Local::Stopping { .. } => return,
                 Local::Idle => {
                     entry.local = Local::Running;
-                    out.push(Action::Start { shard: shard.to_owned() });
-                    out.push(Action::Publish(Update::ShardStarted { shard: shard.to_owned() }));
+                    entry.epoch = epoch;
+                    out.push(Action::Start { shard: shard.to_owned(), epoch });
+                    out.push(Action::Publish(Update::ShardStarted { shard: shard.to_owned(), epoch }));
+                }
+                // Homed here again with a greater epoch: the node moved it
+                // away and back meanwhile; this run's epoch is stale.
+                Local::Running if epoch > entry.epoch => {
+                    warn!(%shard, epoch, running = entry.epoch, "the shard runs here with an older epoch: stopping it");
+                    entry.local = Local::Stopping { deadline: stop_deadline, report: false };
+                    out.push(Action::Stop { shard: shard.to_owned() });
                 }
                 Local::Running => {}
             }

@@ -96,8 +96,12 @@ fn home(shard: &str, home: &str) -> Ev {
     Node(NodeMessage::ShardHome { shard: shard.into(), home: home.into() })
 }
 
+fn home_at(shard: &str, home: &str, epoch: u64) -> Ev {
+    Node(NodeMessage::ShardHomeEpoch { shard: shard.into(), home: home.into(), epoch })
+}
+
 fn start(shard: &str) -> A {
-    Action::Start { shard: shard.into() }
+    Action::Start { shard: shard.into(), epoch: 0 }
 }
 
 fn stop(shard: &str) -> A {
@@ -117,9 +121,13 @@ fn publish(update: Update) -> A {
 }
 
 fn started(shard: &str) -> Vec<A> {
+    started_at(shard, 0)
+}
+
+fn started_at(shard: &str, epoch: u64) -> Vec<A> {
     vec![
-        start(shard),
-        publish(Update::ShardStarted { shard: shard.into() }),
+        Action::Start { shard: shard.into(), epoch },
+        publish(Update::ShardStarted { shard: shard.into(), epoch }),
         publish(Update::HomeChanged { shard: shard.into(), home: "a".into() }),
     ]
 }
@@ -522,6 +530,22 @@ fn a_running_shard_homed_elsewhere_is_stopped_without_a_report() {
 }
 
 #[test]
+fn a_shard_starts_at_the_epoch_the_node_names_and_a_greater_one_stops_the_stale_run() {
+    let mut core = registered_core();
+    run(
+        &mut core,
+        vec![
+            (10, home_at("s1", "a", 7), started_at("s1", 7)),
+            (15, home_at("s1", "a", 7), vec![]),
+            (20, home_at("s1", "a", 9), vec![stop("s1")]),
+            (40, StopFinished("s1"), vec![stopped("s1")]),
+            // The home did not change: the stale run is replaced, not moved.
+            (50, home_at("s1", "a", 9), started_at("s1", 9)[..2].to_vec()),
+        ],
+    );
+}
+
+#[test]
 fn failed_forwards_go_back_to_the_front_of_the_buffer_and_the_home_is_asked_again_later() {
     let mut core = registered_core();
     run(
@@ -812,7 +836,7 @@ mod hand_off_ordering {
             for action in actions {
                 match action {
                     Action::Send(message) => self.to_node.push_back((region, message)),
-                    Action::Start { shard } => self.log.push((region, format!("start {shard}"))),
+                    Action::Start { shard, .. } => self.log.push((region, format!("start {shard}"))),
                     Action::Stop { shard } => self.stopping.push((region, shard)),
                     Action::Deliver { message, .. } => self.log.push((region, message.to_owned())),
                     Action::Forward { to, shard, message } => {

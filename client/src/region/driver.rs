@@ -81,6 +81,7 @@ struct Worker<M> {
 /// What a new shard worker gets.
 struct ShardRun<M> {
     shard: String,
+    epoch: u64,
     run: u64,
     commands: mpsc::UnboundedReceiver<WorkerCommand<M>>,
     backlog: Arc<AtomicUsize>,
@@ -157,7 +158,7 @@ impl<M: Send + 'static> Shared<M> {
                             let _ = node.send(message);
                         }
                     }
-                    Action::Start { shard } => self.start_worker(inner, shard),
+                    Action::Start { shard, epoch } => self.start_worker(inner, shard, epoch),
                     Action::Deliver { shard, message } => match inner.workers.get(&shard) {
                         Some(worker) => {
                             worker.backlog.fetch_add(1, Ordering::Relaxed);
@@ -199,13 +200,14 @@ impl<M: Send + 'static> Shared<M> {
         }
     }
 
-    fn start_worker(&self, inner: &mut Inner<M>, shard: String) {
+    fn start_worker(&self, inner: &mut Inner<M>, shard: String, epoch: u64) {
         let run = inner.next_run;
         inner.next_run += 1;
         let (commands, receiver) = mpsc::unbounded_channel();
         let backlog = Arc::new(AtomicUsize::new(0));
         let task = (self.spawn_worker)(ShardRun {
             shard: shard.clone(),
+            epoch,
             run,
             commands: receiver,
             backlog: backlog.clone(),
@@ -247,8 +249,8 @@ impl<M: Send + 'static> Shared<M> {
 
 /// Runs one shard: start, deliveries in order, stop; then reports the stop.
 async fn run_shard<A: Application>(app: Arc<A>, run: ShardRun<A::Message>) {
-    let ShardRun { shard, run, mut commands, backlog, reports } = run;
-    app.start_shard(&shard).await;
+    let ShardRun { shard, epoch, run, mut commands, backlog, reports } = run;
+    app.start_shard_at(&shard, epoch).await;
     while let Some(command) = commands.recv().await {
         match command {
             WorkerCommand::Deliver(message) => {

@@ -119,6 +119,9 @@ pub enum Update {
     ShardStarted {
         /// The shard.
         shard: String,
+        /// Its epoch here: greater than any earlier home's of the shard, for
+        /// fencing writes to the application's storage.
+        epoch: u64,
     },
     /// A shard stopped here (or its stop was abandoned at the deadline).
     ShardStopped {

@@ -20,8 +20,8 @@ impl Coordinator {
         }
         let moving = self.durable.handoffs.contains_key(&shard);
         if !moving && let Some(home) = self.durable.homes.get(&shard) {
-            let home = home.region.to_string();
-            self.reveal(&requester, NodeMessage::ShardHome { shard, home });
+            let (home, epoch) = (home.region.to_string(), home.epoch);
+            self.reveal(&requester, NodeMessage::ShardHomeEpoch { shard, home, epoch });
             return;
         }
         if let Err(reason) = shardalloc_proto::protocol::check_shard_id(&shard) {
@@ -71,8 +71,9 @@ impl Coordinator {
         match decision {
             Ok(allocation) => {
                 let region = allocation.region.clone();
-                let home =
-                    Home { region: region.as_str().into(), reason: Arc::new(allocation.reason.clone()), at: self.now };
+                let epoch = self.durable.epoch + 1;
+                let reason = Arc::new(allocation.reason.clone());
+                let home = Home { region: region.as_str().into(), reason, at: self.now, epoch };
                 self.change(Change::HomeSet { shard: shard.to_owned(), home });
                 self.observe(Observation::Allocated {
                     shard: shard.to_owned(),
@@ -82,7 +83,8 @@ impl Coordinator {
                 });
                 for waiting in self.pending.remove(shard).unwrap_or_default() {
                     if self.durable.regions.contains_key(&waiting) {
-                        self.reveal(&waiting, NodeMessage::ShardHome { shard: shard.to_owned(), home: region.clone() });
+                        let (shard, home) = (shard.to_owned(), region.clone());
+                        self.reveal(&waiting, NodeMessage::ShardHomeEpoch { shard, home, epoch });
                     }
                 }
                 Some(region)
@@ -112,10 +114,13 @@ impl Coordinator {
 
     /// Answers the regions waiting for a shard that kept or has a home.
     pub(super) fn answer_waiting(&mut self, shard: &str) {
-        let Some(home) = self.durable.homes.get(shard).map(|h| h.region.to_string()) else { return };
+        let Some((home, epoch)) = self.durable.homes.get(shard).map(|h| (h.region.to_string(), h.epoch)) else {
+            return;
+        };
         for waiting in self.pending.remove(shard).unwrap_or_default() {
             if self.durable.regions.contains_key(&waiting) {
-                self.reveal(&waiting, NodeMessage::ShardHome { shard: shard.to_owned(), home: home.clone() });
+                let (shard, home) = (shard.to_owned(), home.clone());
+                self.reveal(&waiting, NodeMessage::ShardHomeEpoch { shard, home, epoch });
             }
         }
     }

@@ -641,8 +641,8 @@ impl Coordinator {
             for command in reveals {
                 // A home answer overtaken by a later change (the region
                 // restarted, the shard moved) is dropped: the region asks again.
-                if let Command::Send { message: NodeMessage::ShardHome { shard, home }, .. } = &command
-                    && self.durable.homes.get(shard).is_none_or(|h| *h.region != **home)
+                if let Command::Send { message: NodeMessage::ShardHomeEpoch { shard, home, epoch }, .. } = &command
+                    && self.durable.homes.get(shard).is_none_or(|h| *h.region != **home || h.epoch != *epoch)
                 {
                     continue;
                 }

@@ -67,6 +67,9 @@ pub struct Home {
     pub reason: Arc<AllocationReason>,
     /// When.
     pub at: Millis,
+    /// The shard's epoch on this home: greater than any epoch the type gave
+    /// before (0: a home stored before epochs existed).
+    pub epoch: u64,
 }
 
 /// A placement: live (with a target) or a tombstone.
@@ -260,6 +263,10 @@ pub struct Durable {
     pub loads: BTreeMap<String, ShardLoad>,
     /// The freezes in force and their history, and when drains began.
     pub operations: Operations,
+    /// The highest epoch the type has given a home: the next home gets
+    /// one more, so a shard's epoch increases at every change of its home,
+    /// also after the home with the highest is gone.
+    pub epoch: u64,
     /// Shares the addresses and reasons of [`Durable::homes`].
     #[serde(skip)]
     pub interned: Interned,
@@ -296,9 +303,9 @@ impl Interned {
                 home.region
             }
         };
-        let Home { reason, at, .. } = home;
+        let Home { reason, at, epoch, .. } = home;
         let reason = self.reason_by(|r| *r == *reason, || reason.clone());
-        Home { region, reason, at }
+        Home { region, reason, at, epoch }
     }
 
     /// `address`, shared with the homes that name it; allocated only the
@@ -384,6 +391,7 @@ impl Durable {
                 if let Some(r) = self.regions.get_mut(&*home.region) {
                     r.shards.push(shard.clone());
                 }
+                self.epoch = self.epoch.max(home.epoch);
                 let home = self.interned.home(home.clone());
                 self.homes.insert(shard.clone(), home);
             }
@@ -462,7 +470,7 @@ mod tests {
     use crate::strategy::StrategyError;
 
     fn home(region: &str, reason: AllocationReason) -> Home {
-        Home { region: region.into(), reason: Arc::new(reason), at: 1 }
+        Home { region: region.into(), reason: Arc::new(reason), at: 1, epoch: 1 }
     }
 
     #[test]

@@ -30,16 +30,16 @@ fn send(to: &str, message: NodeMessage) -> Command {
     Command::Send { to: to.into(), message }
 }
 
-fn home(shard: &str, region: &str) -> Command {
-    send(region_of(region), NodeMessage::ShardHome { shard: shard.into(), home: region.into() })
+fn home(shard: &str, region: &str, epoch: u64) -> Command {
+    send(region_of(region), NodeMessage::ShardHomeEpoch { shard: shard.into(), home: region.into(), epoch })
 }
 
 fn region_of(r: &str) -> &str {
     r
 }
 
-fn home_to(to: &str, shard: &str, region: &str) -> Command {
-    send(to, NodeMessage::ShardHome { shard: shard.into(), home: region.into() })
+fn home_to(to: &str, shard: &str, region: &str, epoch: u64) -> Command {
+    send(to, NodeMessage::ShardHomeEpoch { shard: shard.into(), home: region.into(), epoch })
 }
 
 fn registered(to: &str, incarnation: u64) -> Command {
@@ -55,8 +55,9 @@ fn allocated(shard: &str, region: &str) -> Command {
     })
 }
 
-fn home_set(shard: &str, region: &str, at: Millis) -> Change {
-    Change::HomeSet { shard: shard.into(), home: Home { region: region.into(), reason: strategy_reason().into(), at } }
+fn home_set(shard: &str, region: &str, at: Millis, epoch: u64) -> Change {
+    let home = Home { region: region.into(), reason: strategy_reason().into(), at, epoch };
+    Change::HomeSet { shard: shard.into(), home }
 }
 
 /// The batch of the single Persist in `commands`.
@@ -115,12 +116,12 @@ fn registration_and_allocation_are_revealed_only_after_persist() {
     );
     // An unrelated reveal made while batch 1 is unpersisted waits for it too.
     let out = c.handle(get_from(1, "a", 7, "s"));
-    assert_eq!(out, [allocated("s", "a"), Command::Persist { batch: 2, changes: vec![home_set("s", "a", 1)] }]);
+    assert_eq!(out, [allocated("s", "a"), Command::Persist { batch: 2, changes: vec![home_set("s", "a", 1, 1)] }]);
     assert_eq!(c.handle(get_from(2, "a", 7, "s")), []);
     assert_eq!(c.handle(Event::Persisted { now: 3, batch: 1 }), [registered("a", 7)]);
-    assert_eq!(c.handle(Event::Persisted { now: 4, batch: 2 }), [home("s", "a"), home("s", "a")]);
+    assert_eq!(c.handle(Event::Persisted { now: 4, batch: 2 }), [home("s", "a", 1), home("s", "a", 1)]);
     // A known shard's home comes from the state, at once.
-    assert_eq!(c.handle(get_from(5, "a", 7, "s")), [home("s", "a")]);
+    assert_eq!(c.handle(get_from(5, "a", 7, "s")), [home("s", "a", 1)]);
     // A request from another incarnation is told to register.
     assert_eq!(c.handle(get_from(6, "a", 6, "s")), [send("a", NodeMessage::NotRegistered)]);
 }
@@ -132,7 +133,7 @@ fn allocation_waits_for_the_minimum_number_of_regions() {
     settle(&mut c, register(0, "a", 1));
     assert_eq!(settle(&mut c, get(1, "a", "s")), []);
     let out = settle(&mut c, register(2, "b", 1));
-    assert_eq!(reveals(&out), [&registered("b", 1), &home_to("a", "s", "a")]);
+    assert_eq!(reveals(&out), [&registered("b", 1), &home_to("a", "s", "a", 1)]);
 }
 
 #[test]
@@ -209,12 +210,12 @@ fn hand_off_step_by_step() {
                 changes: vec![
                     Change::HomeRemoved { shard: "s".into() },
                     Change::HandOffEnded { shard: "s".into() },
-                    home_set("s", "b", 16),
+                    home_set("s", "b", 16, 3),
                 ]
             }
         ]
     );
-    assert_eq!(c.handle(Event::Persisted { now: 17, batch: 6 }), [home_to("b", "s", "b")]);
+    assert_eq!(c.handle(Event::Persisted { now: 17, batch: 6 }), [home_to("b", "s", "b", 3)]);
     assert_eq!(c.moving().count(), 0);
 }
 
@@ -244,7 +245,7 @@ fn hand_off_time_outs_keep_the_old_home() {
         let batch = batch_of(&out);
         assert!(out.contains(&Command::Persist { batch, changes: vec![Change::HandOffEnded { shard: "s".into() }] }));
         assert_eq!(reveals(&out), Vec::<&Command>::new());
-        assert_eq!(c.handle(Event::Persisted { now: deadline, batch }), [home_to("b", "s", "a")]);
+        assert_eq!(c.handle(Event::Persisted { now: deadline, batch }), [home_to("b", "s", "a", 1)]);
         assert_eq!(&*c.home("s").unwrap().region, "a");
     }
 }
@@ -292,8 +293,8 @@ fn owner_death_mid_hand_off_re_homes_the_shard_once() {
             Change::HomeRemoved { shard: "s".into() },
             Change::HomeRemoved { shard: "t".into() },
             Change::RegionRemoved { address: "a".into() },
-            home_set("s", "b", 15_000),
-            home_set("t", "b", 15_000),
+            home_set("s", "b", 15_000, 3),
+            home_set("t", "b", 15_000, 4),
         ]
     );
     c.handle(Event::Persisted { now: 15_000, batch });
@@ -326,8 +327,8 @@ fn incarnation_change_re_homes_and_reconnect_keeps() {
             Change::HomeRemoved { shard: "s".into() },
             Change::HomeRemoved { shard: "t".into() },
             Change::RegionRegistered(record),
-            home_set("s", "b", 21),
-            home_set("t", "a", 21),
+            home_set("s", "b", 21, 3),
+            home_set("t", "a", 21, 4),
         ]
     );
     assert_eq!(reveals(&out), Vec::<&Command>::new());
@@ -710,7 +711,7 @@ fn loads_are_saved_in_one_batch_per_interval_and_recovered_into_the_strategys_vi
     for change in c.durable().regions.values().cloned().map(Change::RegionRegistered) {
         durable.apply(&change);
     }
-    durable.apply(&home_set("s", "a", 1));
+    durable.apply(&home_set("s", "a", 1, 1));
     durable.apply(&Change::LoadsSaved { loads: vec![("s".into(), at(8.0)), ("gone".into(), None)] });
     let (mut recovered, _) = Coordinator::recover(c.config().clone(), least_shard(), durable, 70_000).unwrap();
     let view = recovered.view();

@@ -186,6 +186,7 @@ async fn session(state: AppState, mut socket: WebSocket) {
     }
     tracing::debug!(session = id, r#type = %hello.entity_type, "region session opened");
     let (mut sink, mut stream) = socket.split();
+    let protocol = hello.protocol;
     let mut writer = tokio::spawn(async move {
         // Every message already waiting is written before one flush: a
         // pipelining region gets its answers in a few system calls, not one
@@ -196,6 +197,8 @@ async fn session(state: AppState, mut socket: WebSocket) {
             while let Some(message) = next.take() {
                 batched += 1;
                 let last = matches!(message, NodeMessage::Refused { .. } | NodeMessage::ShuttingDown);
+                // A region speaking an older version reads its own messages.
+                let message = message.for_protocol(protocol);
                 if let Ok(frame) = encode(&message)
                     && sink.feed(Message::Binary(frame.into())).await.is_err()
                 {

@@ -551,7 +551,7 @@ impl TypeHomes {
             let (address, read) = records::read_home_row(bytes, &mut self.interned)
                 .map_err(|detail| StoreError::Corrupt { what: "table homes".into(), detail })?;
             let Some((region, &index)) = self.regions.get_key_value(address) else { return Ok(()) };
-            (Home { region: region.clone(), reason: read.reason, at: read.at }, read.order, index)
+            (Home { region: region.clone(), reason: read.reason, at: read.at, epoch: 0 }, read.order, index)
         } else {
             let (home, order) = home_row(schema, bytes)?;
             let Some(&index) = self.regions.get(&*home.region) else { return Ok(()) };

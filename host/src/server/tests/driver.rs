@@ -276,7 +276,7 @@ fn a_stale_incarnation_is_fenced_by_the_coordinator_and_the_live_session_keeps_i
     // The live session keeps its route; the stale one has none.
     let ask = |session| Input::Region { session, message: RegionMessage::GetShardHome { shard: "s1".into() } };
     driver.step([ask(1)], T0 + 2).unwrap();
-    assert_eq!(drain(&mut live), [NodeMessage::ShardHome { shard: "s1".into(), home: "a".into() }]);
+    assert_eq!(drain(&mut live), [NodeMessage::ShardHomeEpoch { shard: "s1".into(), home: "a".into(), epoch: 1 }]);
     driver.step([ask(2)], T0 + 3).unwrap();
     assert_eq!(drain(&mut stale), [NodeMessage::Refused { reason: "GetShardHome before Register".into() }]);
     // The coordinator's rule fired: `region-fenced` is published.

@@ -40,7 +40,7 @@ fn region(address: &str) -> RegionRecord {
 }
 
 fn home(region: &str, reason: AllocationReason) -> Home {
-    Home { region: Arc::from(region), reason: Arc::new(reason), at: 42 }
+    Home { region: Arc::from(region), reason: Arc::new(reason), at: 42, epoch: 0 }
 }
 
 fn activation(strategy: StrategySource, cause: ActivationCause) -> ActivationRecord {

@@ -243,7 +243,7 @@ impl From<AllocationReason> for CoreReason {
 
 impl From<Home> for core::Home {
     fn from(h: Home) -> Self {
-        core::Home { region: Arc::from(h.region), reason: Arc::new(h.reason.into()), at: h.at }
+        core::Home { region: Arc::from(h.region), reason: Arc::new(h.reason.into()), at: h.at, epoch: 0 }
     }
 }
 
