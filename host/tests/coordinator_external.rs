@@ -32,7 +32,10 @@ fn placement_honoured() {
     h.place(&[("42", "b")]);
     let out = h.get("a", "42");
     assert_eq!(allocation(&out, "42"), ("b".into(), AllocationReason::Placement, None));
-    assert!(sends(&out).contains(&("a".into(), NodeMessage::ShardHome { shard: "42".into(), home: "b".into() })));
+    assert!(
+        sends(&out)
+            .contains(&("a".into(), NodeMessage::ShardHomeEpoch { shard: "42".into(), home: "b".into(), epoch: 1 }))
+    );
 }
 
 #[test]

@@ -332,7 +332,7 @@ async fn a_burst_of_home_lookups_delays_no_other_region_and_its_sender_is_slowed
             .unwrap_or_else(|_| panic!("{answered} of {BURST} answers, then silence; also {others:?}"));
         match frame {
             Some(Ok(Message::Binary(bytes))) => match decode::<NodeMessage>(&bytes).unwrap() {
-                NodeMessage::ShardHome { .. } => answered += 1,
+                NodeMessage::ShardHomeEpoch { .. } => answered += 1,
                 other => *others.entry(format!("{other:?}").chars().take(20).collect::<String>()).or_insert(0) += 1,
             },
             other => panic!("the busy region's session ended after {answered} answers: {other:?}"),

@@ -15,6 +15,8 @@
 //! | `queued`       | (type, shard)       | nothing                         |
 //! | `loads`        | (type, shard)       | `records::ShardLoad` (added within schema 2: an older file gets the table empty when it opens) |
 //! | `operations`   | type                | `records::Operations`: the freezes in force with their history, and when drains began (added within schema 2, as `loads`) |
+//! | `home-epochs`  | (type, shard)       | the epoch of the shard's home (added within schema 2, as `loads`: an older home has none, epoch 0) |
+//! | `epochs`       | type                | the highest epoch the type has given (as `home-epochs`) |
 //! | `activations`  | (type, number)      | `records::Activation`           |
 //! | `components`   | digest              | component bytes (the blobs)     |
 //! | `component-info` | digest            | `records::Component`            |
@@ -49,6 +51,8 @@ pub(super) const PLACEMENTS: TableDefinition<(&str, &str), &[u8]> = TableDefinit
 const QUEUED: TableDefinition<(&str, &str), ()> = TableDefinition::new("queued");
 const LOADS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("loads");
 const OPERATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("operations");
+const HOME_EPOCHS: TableDefinition<(&str, &str), u64> = TableDefinition::new("home-epochs");
+const EPOCHS: TableDefinition<&str, u64> = TableDefinition::new("epochs");
 pub(super) const ACTIVATIONS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("activations");
 const COMPONENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("components");
 pub(super) const COMPONENT_INFO: TableDefinition<&str, &[u8]> = TableDefinition::new("component-info");
@@ -250,6 +254,8 @@ impl RedbStore {
             txn.open_table(QUEUED).map_err(db)?;
             txn.open_table(LOADS).map_err(db)?;
             txn.open_table(OPERATIONS).map_err(db)?;
+            txn.open_table(HOME_EPOCHS).map_err(db)?;
+            txn.open_table(EPOCHS).map_err(db)?;
             txn.open_table(ACTIVATIONS).map_err(db)?;
             txn.open_table(COMPONENTS).map_err(db)?;
             txn.open_table(COMPONENT_INFO).map_err(db)?;
@@ -680,6 +686,7 @@ fn read_types(
         Err(redb::TableError::TableDoesNotExist(_)) => {}
         Err(error) => return Err(db(error)),
     }
+    read_epochs(&txn, only, &mut types)?;
     let activations = txn.open_table(ACTIVATIONS).map_err(db)?;
     let activation_rows = match only {
         None => activations.iter().map_err(db)?,
@@ -695,6 +702,46 @@ fn read_types(
     Ok(types)
 }
 
+/// The types' highest epochs and their homes' epochs (after the homes).
+fn read_epochs(
+    txn: &redb::ReadTransaction,
+    only: Option<&str>,
+    types: &mut BTreeMap<String, LoadedType>,
+) -> Result<(), StoreError> {
+    match txn.open_table(EPOCHS) {
+        Ok(table) => {
+            let entries = match only {
+                None => table.iter().map_err(db)?,
+                Some(t) => table.range(t..=t).map_err(db)?,
+            };
+            for entry in entries {
+                let (name, epoch) = entry.map_err(db)?;
+                of(types, name.value()).durable.epoch = epoch.value();
+            }
+        }
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
+        Err(error) => return Err(db(error)),
+    }
+    let table = match txn.open_table(HOME_EPOCHS) {
+        Ok(table) => table,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
+        Err(error) => return Err(db(error)),
+    };
+    let next = only.map(|t| format!("{t}\0"));
+    let entries = match (only, &next) {
+        (Some(t), Some(next)) => table.range((t, "")..(next.as_str(), "")).map_err(db)?,
+        _ => table.iter().map_err(db)?,
+    };
+    for entry in entries {
+        let (key, epoch) = entry.map_err(db)?;
+        let (t, shard) = key.value();
+        if let Some(home) = types.get_mut(t).and_then(|loaded| loaded.durable.homes.get_mut(shard)) {
+            home.epoch = epoch.value();
+        }
+    }
+    Ok(())
+}
+
 /// Applies one coordinator change to the tables.
 struct Writer<'t> {
     types: redb::Table<'t, &'static str, &'static [u8]>,
@@ -705,6 +752,8 @@ struct Writer<'t> {
     queued: redb::Table<'t, (&'static str, &'static str), ()>,
     loads: redb::Table<'t, (&'static str, &'static str), &'static [u8]>,
     operations: redb::Table<'t, &'static str, &'static [u8]>,
+    home_epochs: redb::Table<'t, (&'static str, &'static str), u64>,
+    epochs: redb::Table<'t, &'static str, u64>,
     home_order: u64,
 }
 
@@ -748,6 +797,8 @@ impl Writer<'_> {
         self.queued.retain_in(range(), |_, _| false).map_err(db)?;
         self.loads.retain_in(range(), |_, _| false).map_err(db)?;
         self.operations.remove(t).map_err(db)?;
+        self.home_epochs.retain_in(range(), |_, _| false).map_err(db)?;
+        self.epochs.remove(t).map_err(db)?;
         Ok(())
     }
 
@@ -796,9 +847,17 @@ impl Writer<'_> {
                 self.home_order += 1;
                 let row = records::encode(&records::home_row(home, self.home_order));
                 self.homes.insert((t, shard.as_str()), row.as_slice()).map_err(db)?;
+                if home.epoch > 0 {
+                    self.home_epochs.insert((t, shard.as_str()), home.epoch).map_err(db)?;
+                    let highest = self.epochs.get(t).map_err(db)?.map_or(0, |v| v.value());
+                    self.epochs.insert(t, highest.max(home.epoch)).map_err(db)?;
+                } else {
+                    self.home_epochs.remove((t, shard.as_str())).map_err(db)?;
+                }
             }
             Change::HomeRemoved { shard } => {
                 self.homes.remove((t, shard.as_str())).map_err(db)?;
+                self.home_epochs.remove((t, shard.as_str())).map_err(db)?;
             }
             Change::HandOffStarted { shard, from } => {
                 self.queued.remove((t, shard.as_str())).map_err(db)?;
@@ -908,6 +967,7 @@ impl Store for RedbStore {
             regions.insert(entry.map_err(db)?.0.value().1.to_owned());
         }
         let table = txn.open_table(HOMES).map_err(db)?;
+        let epochs = txn.open_table(HOME_EPOCHS).map_err(db)?;
         let start = match after {
             Some(after) => Bound::Excluded((entity_type, after)),
             None => Bound::Included((entity_type, "")),
@@ -918,9 +978,11 @@ impl Store for RedbStore {
                 break;
             }
             let (key, value) = entry.map_err(db)?;
-            let (home, _) = home_row(SCHEMA_VERSION, value.value())?;
+            let (mut home, _) = home_row(SCHEMA_VERSION, value.value())?;
             if regions.contains(&*home.region) {
-                page.push((key.value().1.to_owned(), home));
+                let shard = key.value().1;
+                home.epoch = epochs.get((entity_type, shard)).map_err(db)?.map_or(0, |e| e.value());
+                page.push((shard.to_owned(), home));
             }
         }
         Ok(Some(page))
@@ -948,6 +1010,8 @@ impl Store for RedbStore {
                 queued: txn.open_table(QUEUED).map_err(db)?,
                 loads: txn.open_table(LOADS).map_err(db)?,
                 operations: txn.open_table(OPERATIONS).map_err(db)?,
+                home_epochs: txn.open_table(HOME_EPOCHS).map_err(db)?,
+                epochs: txn.open_table(EPOCHS).map_err(db)?,
                 home_order,
             };
             for t in &turn.removed_types {

@@ -79,7 +79,7 @@ fn a_registration_and_a_home_are_revealed_only_once_committed() {
 
     let ask = Input::Region { session: 1, message: RegionMessage::GetShardHome { shard: "s1".into() } };
     driver.step([ask], T0 + 1).unwrap();
-    assert_eq!(drain(&mut rx), [NodeMessage::ShardHome { shard: "s1".into(), home: "a".into() }]);
+    assert_eq!(drain(&mut rx), [NodeMessage::ShardHomeEpoch { shard: "s1".into(), home: "a".into(), epoch: 1 }]);
     assert_eq!(&*store.load().unwrap().types["cart"].durable.homes["s1"].region, "a");
     // The same decisions as events, numbered in order, once committed.
     assert_eq!(

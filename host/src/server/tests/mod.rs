@@ -293,7 +293,7 @@ impl FakeRegion {
     pub async fn home(&mut self, shard: &str) -> String {
         self.send(RegionMessage::GetShardHome { shard: shard.to_owned() }).await;
         self.expect(&format!("the home of {shard}"), |m| match m {
-            NodeMessage::ShardHome { shard: s, home } if s == shard => Some(home.clone()),
+            NodeMessage::ShardHomeEpoch { shard: s, home, .. } if s == shard => Some(home.clone()),
             _ => None,
         })
         .await

@@ -93,8 +93,8 @@ fn a_large_write_is_applied_a_slice_per_turn_with_region_inputs_answered_between
     let ask = Input::Region { session: 1, message: RegionMessage::GetShardHome { shard: "s1".into() } };
     driver.step([ask], T0 + 2).unwrap();
     let homes: Vec<NodeMessage> =
-        std::iter::from_fn(|| rx.try_recv().ok()).filter(|m| matches!(m, NodeMessage::ShardHome { .. })).collect();
-    assert_eq!(homes, [NodeMessage::ShardHome { shard: "s1".into(), home: "a".into() }]);
+        std::iter::from_fn(|| rx.try_recv().ok()).filter(|m| matches!(m, NodeMessage::ShardHomeEpoch { .. })).collect();
+    assert_eq!(homes, [NodeMessage::ShardHomeEpoch { shard: "s1".into(), home: "a".into(), epoch: 1 }]);
     // The answer was committed and released before the slice, so it took
     // one place of the region's PUSH_DEPTH.
     assert_eq!(stored(&store), PLACEMENTS_PER_TURN + PUSH_DEPTH.min(PLACEMENTS_PER_TURN) - 1);

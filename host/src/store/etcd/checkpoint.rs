@@ -106,6 +106,12 @@ pub(super) fn write_chunks(
         bytes.extend(records::encode(&operations));
         at
     });
+    let epochs = records::checkpoint_epochs(loaded);
+    let epochs_at = (!epochs.types.is_empty()).then(|| {
+        let at = bytes.len() as u64;
+        bytes.extend(records::encode(&epochs));
+        at
+    });
     let chunks = chunks(&bytes, CHUNK_BYTES);
     for (index, chunk) in chunks.iter().enumerate() {
         let put = ops::put(inner.keys.checkpoint_chunk(revision, index as u32), chunk.to_vec());
@@ -113,8 +119,14 @@ pub(super) fn write_chunks(
             return Err(StoreError::Deposed { key: inner.keys.leader() });
         }
     }
-    let record =
-        CheckpointRecord { revision, chunks: chunks.len() as u32, sha256: sha256(&bytes), loads_at, operations_at };
+    let record = CheckpointRecord {
+        revision,
+        chunks: chunks.len() as u32,
+        sha256: sha256(&bytes),
+        loads_at,
+        operations_at,
+        epochs_at,
+    };
     Ok((record, bytes.len()))
 }
 
@@ -134,11 +146,17 @@ pub(super) fn read(inner: &Inner, record: &CheckpointRecord, at: i64, schema: u6
     if sha256(&bytes) != record.sha256 {
         return Err(corrupt(what, format!("its chunks do not hash to {}", record.sha256)));
     }
-    // The sections: the state, then the loads and the operations when present.
-    let (rest, operations) = match record.operations_at {
+    // The sections: the state, then the loads, the operations and the
+    // epochs when present.
+    let (rest, epochs) = match record.epochs_at {
         Some(at) if at <= bytes.len() as u64 => bytes.split_at(at as usize),
-        Some(at) => return Err(corrupt(what, format!("its operations start at byte {at} of {}", bytes.len()))),
+        Some(at) => return Err(corrupt(what, format!("its epochs start at byte {at} of {}", bytes.len()))),
         None => (bytes.as_slice(), &[][..]),
+    };
+    let (rest, operations) = match record.operations_at {
+        Some(at) if at <= rest.len() as u64 => rest.split_at(at as usize),
+        Some(at) => return Err(corrupt(what, format!("its operations start at byte {at} of {}", rest.len()))),
+        None => (rest, &[][..]),
     };
     let (state, loads) = match record.loads_at {
         Some(at) if at <= rest.len() as u64 => rest.split_at(at as usize),
@@ -154,6 +172,10 @@ pub(super) fn read(inner: &Inner, record: &CheckpointRecord, at: i64, schema: u6
     if record.operations_at.is_some() {
         let operations = records::decode::<records::CheckpointOperations>(operations).map_err(|e| corrupt(&what, e))?;
         loaded = records::with_operations(loaded, operations);
+    }
+    if record.epochs_at.is_some() {
+        let epochs = records::decode::<records::CheckpointEpochs>(epochs).map_err(|e| corrupt(&what, e))?;
+        loaded = records::with_epochs(loaded, epochs);
     }
     if loaded.revision != record.revision {
         return Err(corrupt(what, format!("it says revision {}, its data {}", record.revision, loaded.revision)));

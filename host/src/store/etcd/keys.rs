@@ -10,7 +10,8 @@
 //! {prefix}checkpoint-v2/{revision:020}/{chunk:06}
 //!                                      the checkpoint's data (a `records::Checkpoint`,
 //!                                      then the shards' loads at the record's `loads_at`
-//!                                      and the operations at `operations_at`)
+//!                                      the operations at `operations_at` and the
+//!                                      epochs at `epochs_at`)
 //! {prefix}blobs/{digest}/meta          BlobRecord (JSON)
 //! {prefix}blobs/{digest}/{chunk:04}    up to CHUNK_BYTES of the component
 //! {prefix}leader                       the elected node (with its lease)
@@ -191,6 +192,10 @@ pub struct CheckpointRecord {
     /// a freeze, a freeze history or a drain.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operations_at: Option<u64>,
+    /// Where the types' epochs (`records::CheckpointEpochs`) start, after
+    /// the operations; absent when no type has given an epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epochs_at: Option<u64>,
 }
 
 /// A blob's description.

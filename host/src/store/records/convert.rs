@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use super::{
-    Activation, Cause, Change, ChangedBy, Checkpoint, CheckpointLoads, CheckpointOperations, Component, Declaration,
-    Durable, Fault, Freeze, FreezeAction, FreezeRecord, FreezeScope, Freezes, Home, HomeRef, HomeRow, HomeRowRef,
-    LoadedType, Operations, Placement, Reason, ReasonRef, Region, ShardLoad, Stamp, Turn, TypeRow,
+    Activation, Cause, Change, ChangedBy, Checkpoint, CheckpointEpochs, CheckpointLoads, CheckpointOperations,
+    Component, Declaration, Durable, Fault, Freeze, FreezeAction, FreezeRecord, FreezeScope, Freezes, Home, HomeRef,
+    HomeRow, HomeRowRef, LoadedType, Operations, Placement, Reason, ReasonRef, Region, ShardLoad, Stamp, Turn, TypeRow,
 };
 use crate::coordinator as core;
 use crate::store::{self, ActivationRecord, ComponentRecord, Loaded, TypeRecord};
@@ -174,7 +174,9 @@ impl From<&core::Change> for Change {
                 Change::RegionDraining { address: address.clone(), draining: *draining }
             }
             C::RegionLeaving { address } => Change::RegionLeaving { address: address.clone() },
-            C::HomeSet { shard, home } => Change::HomeSet { shard: shard.clone(), home: home.into() },
+            C::HomeSet { shard, home } => {
+                Change::HomeSetAt { shard: shard.clone(), home: home.into(), epoch: home.epoch }
+            }
             C::HomeRemoved { shard } => Change::HomeRemoved { shard: shard.clone() },
             C::HandOffStarted { shard, from } => Change::HandOffStarted { shard: shard.clone(), from: from.clone() },
             C::HandOffEnded { shard } => Change::HandOffEnded { shard: shard.clone() },
@@ -210,6 +212,9 @@ impl From<Change> for core::Change {
             Change::RegionDraining { address, draining } => C::RegionDraining { address, draining },
             Change::RegionLeaving { address } => C::RegionLeaving { address },
             Change::HomeSet { shard, home } => C::HomeSet { shard, home: home.into() },
+            Change::HomeSetAt { shard, home, epoch } => {
+                C::HomeSet { shard, home: core::Home { epoch, ..core::Home::from(home) } }
+            }
             Change::HomeRemoved { shard } => C::HomeRemoved { shard },
             Change::HandOffStarted { shard, from } => C::HandOffStarted { shard, from },
             Change::HandOffEnded { shard } => C::HandOffEnded { shard },
@@ -357,6 +362,33 @@ pub fn checkpoint_operations(loaded: &Loaded) -> CheckpointOperations {
         .map(|(name, t)| (name.clone(), (&t.durable.operations).into()))
         .collect();
     CheckpointOperations { types }
+}
+
+/// The types' epochs of `loaded`, for a checkpoint's epochs section.
+pub fn checkpoint_epochs(loaded: &Loaded) -> CheckpointEpochs {
+    let types = (loaded.types.iter())
+        .filter(|(_, t)| t.durable.epoch > 0)
+        .map(|(name, t)| {
+            let homes = t.durable.homes.iter().filter(|(_, h)| h.epoch > 0).map(|(s, h)| (s.clone(), h.epoch));
+            (name.clone(), t.durable.epoch, homes.collect())
+        })
+        .collect();
+    CheckpointEpochs { types }
+}
+
+/// `loaded` with a checkpoint's epochs put back into its types and homes.
+pub fn with_epochs(mut loaded: Loaded, epochs: CheckpointEpochs) -> Loaded {
+    for (name, highest, homes) in epochs.types {
+        if let Some(t) = loaded.types.get_mut(&name) {
+            t.durable.epoch = t.durable.epoch.max(highest);
+            for (shard, epoch) in homes {
+                if let Some(home) = t.durable.homes.get_mut(&shard) {
+                    home.epoch = epoch;
+                }
+            }
+        }
+    }
+    loaded
 }
 
 /// `loaded` with a checkpoint's operations put back into its types.

@@ -27,8 +27,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 pub use self::convert::{
-    HomeRead, checkpoint, checkpoint_loads, checkpoint_operations, home_row, read_home_row, turn, type_row, with_loads,
-    with_operations,
+    HomeRead, checkpoint, checkpoint_epochs, checkpoint_loads, checkpoint_operations, home_row, read_home_row, turn,
+    type_row, with_epochs, with_loads, with_operations,
 };
 
 /// Schema 1: JSON rows, the etcd log of JSON turns and a JSON checkpoint.
@@ -233,6 +233,14 @@ pub enum Change {
     DrainStarted {
         address: String,
         at: u64,
+    },
+    /// Added within schema 2, at the end: a home with the shard's epoch.
+    /// The node writes it for every home; a `HomeSet` (written before)
+    /// reads as epoch 0.
+    HomeSetAt {
+        shard: String,
+        home: Home,
+        epoch: u64,
     },
 }
 
@@ -500,6 +508,15 @@ pub struct CheckpointLoads {
 pub struct CheckpointOperations {
     /// Type → its operations.
     pub types: Vec<(String, Operations)>,
+}
+
+/// The types' epochs of a checkpoint, written after its operations (added
+/// within schema 2: a checkpoint written before has none, and its record
+/// says where they start when it has).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CheckpointEpochs {
+    /// Type → its highest epoch given, and its homes' epochs by shard.
+    pub types: Vec<(String, u64, Vec<(String, u64)>)>,
 }
 
 #[cfg(test)]
