@@ -340,6 +340,7 @@ fn memory(_: &mut Criterion) {
                         region: format!("10.0.{}.{}:2552", (s % 1_000) / 256, (s % 1_000) % 256).into(),
                         reason: reason.clone().into(),
                         at: 1_700_000_000_000,
+                        epoch: s as u64 + 1,
                     },
                 })
                 .collect();

@@ -100,10 +100,6 @@ fn home_at(shard: &str, home: &str, epoch: u64) -> Ev {
     Node(NodeMessage::ShardHomeEpoch { shard: shard.into(), home: home.into(), epoch })
 }
 
-fn start(shard: &str) -> A {
-    Action::Start { shard: shard.into(), epoch: 0 }
-}
-
 fn stop(shard: &str) -> A {
     Action::Stop { shard: shard.into() }
 }
