@@ -981,6 +981,11 @@ pub struct ShardState {
     /// Unix epoch).
     #[serde(default)]
     pub moved_ms: Option<u64>,
+    /// Its home's epoch: it rises at every change of the shard's home,
+    /// across failovers too, and its region receives it with the shard
+    /// (for fencing writes: docs/operations.md). `null` without a home.
+    #[serde(default)]
+    pub epoch: Option<u64>,
 }
 
 /// `GET /v1/cluster/shards/{type}/shards?sort=load`: a page of a type's

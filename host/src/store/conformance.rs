@@ -6,8 +6,8 @@
 //! 2. a load gives back exactly what a coordinator built, over a seeded
 //!    scenario of registrations, homes, hand-offs, placements, drains,
 //!    signals, load reports and freezes (with their history) committed
-//!    turn by turn (the shards' loads as
-//!    of their last save);
+//!    turn by turn (the shards' loads as of their last save), the homes'
+//!    epochs and each type's highest epoch included;
 //! 3. a write based on an old revision is fenced and writes nothing;
 //! 4. blobs are stored, listed, read and deleted apart from turns, and
 //!    component records come and go with turns;
@@ -94,7 +94,9 @@ fn coordinator_state(store: &dyn Store, revision: Revision) -> Revision {
             && s.saved.loads.values().any(|l| l.load > 0.0)
             && s.saved.loads.values().any(|l| l.moved_at.is_some())
             && durable.operations.freezes.history.len() > 5
-            && durable.operations.freezes.history.iter().any(|r| r.action == crate::coordinator::FreezeAction::Expired),
+            && durable.operations.freezes.history.iter().any(|r| r.action == crate::coordinator::FreezeAction::Expired)
+            && durable.epoch > durable.homes.len() as u64
+            && durable.homes.values().all(|h| h.epoch > 0),
         "coordinator state: the scenario did too little to check anything: {durable:?}"
     );
     s.revision

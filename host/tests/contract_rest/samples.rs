@@ -258,6 +258,7 @@ pub fn samples() -> Vec<Sample> {
             placement: Some("10.0.0.3:2552".to_owned()),
             load: 1250.5,
             moved_ms: Some(AT),
+            epoch: Some(17),
         }),
         one(ShardLoads {
             shards: vec![ShardLoadState {

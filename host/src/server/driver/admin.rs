@@ -228,6 +228,7 @@ impl Driver {
             moved_ms: load.moved_at,
             home: home.map(|h| h.region.to_string()),
             since_ms: home.map(|h| h.at),
+            epoch: home.map(|h| h.epoch),
             shard_id: shard,
             reason,
             detail,

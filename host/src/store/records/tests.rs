@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{checkpoint, decode, decode_as, encode, home_row, read_home_row, turn, type_row};
+use super::{checkpoint, checkpoint_epochs, decode, decode_as, encode, home_row, read_home_row, turn, type_row, with_epochs};
 use crate::coordinator::{Change, Home, Interned, PlacementEntry, RegionRecord, Stamp};
 use crate::store::{ActivationRecord, ComponentRecord, Loaded, MemoryStore, Store, Turn, TypeRecord};
 use crate::strategy::external::AllocationReason;
@@ -72,7 +72,8 @@ fn every_change() -> Turn {
         Change::RegionRemoved { address: "r1".into() },
     ];
     for (i, reason) in reasons().into_iter().enumerate() {
-        changes.push(Change::HomeSet { shard: format!("s{i}"), home: home("r1", reason) });
+        let epoch = if i == 0 { 0 } else { 40 + i as u64 };
+        changes.push(Change::HomeSet { shard: format!("s{i}"), home: Home { epoch, ..home("r1", reason) } });
     }
     let causes = [ActivationCause::Initial, ActivationCause::Operator, ActivationCause::Rollback];
     let mut activations: Vec<_> =
@@ -111,8 +112,8 @@ fn a_whole_state_round_trips() {
     let mut changes = vec![Change::RegionRegistered(RegionRecord { shards: vec![], ..region("r1") })];
     changes.push(Change::RegionRegistered(RegionRecord { shards: vec![], ..region("r2") }));
     for (i, reason) in reasons().into_iter().enumerate() {
-        changes
-            .push(Change::HomeSet { shard: format!("s{i}"), home: home(if i % 2 == 0 { "r1" } else { "r2" }, reason) });
+        let home = Home { epoch: 10 + i as u64, ..home(if i % 2 == 0 { "r1" } else { "r2" }, reason) };
+        changes.push(Change::HomeSet { shard: format!("s{i}"), home });
     }
     changes
         .extend(every_change().changes["a"].iter().filter(|c| matches!(c, Change::PlacementWritten { .. })).cloned());
@@ -124,7 +125,11 @@ fn a_whole_state_round_trips() {
     memory.commit(0, &Turn { removed_types: vec![], ..turn }).unwrap();
     let want = memory.load().unwrap();
     assert_eq!(want.types["a"].durable.homes.len(), reasons().len());
+    assert_eq!(want.types["a"].durable.epoch, 10 + reasons().len() as u64 - 1);
+    // The checkpoint's data, then its epochs section (as etcd keeps them).
     let back: Loaded = decode::<super::Checkpoint>(&encode(&checkpoint(&want))).unwrap().into();
+    let epochs = decode::<super::CheckpointEpochs>(&encode(&checkpoint_epochs(&want))).unwrap();
+    let back = with_epochs(back, epochs);
     assert_eq!(back, want);
     // The homes are interned as they load: one address shared.
     let on_r1: Vec<&Home> = back.types["a"].durable.homes.values().filter(|h| &*h.region == "r1").collect();

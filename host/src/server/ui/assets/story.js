@@ -43,6 +43,7 @@ export async function showStory(type, shard, events, regions) {
   row(list, 'home', state.home || 'none');
   row(list, 'why', [state.reason, state.detail].filter(Boolean).join(': ') || '—');
   row(list, 'since', state.sinceMs ? new Date(state.sinceMs).toLocaleString() : '—');
+  row(list, 'epoch', state.epoch == null ? '—' : String(state.epoch));
   row(list, 'placement', state.placement || 'none');
   row(list, 'moving', state.moving ? 'yes, a hand-off is in flight' : 'no');
   row(list, 'load', `${shownLoad(state.load || 0)}/s (smoothed)`);
