@@ -370,7 +370,8 @@ async fn granted_lease(cluster: &Cluster) -> u64 {
 }
 
 fn no_overlaps(journal: &Journal) {
-    assert!(journal.overlaps().is_empty(), "shards ran on two regions at once: {:?}", journal.overlaps());
+    let overlaps = journal.overlaps();
+    assert!(overlaps.is_empty(), "shards ran on two regions at once, or at a stale epoch: {overlaps:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -459,6 +460,9 @@ async fn a_killed_leader_is_replaced_and_nothing_acknowledged_is_lost() {
     })
     .await;
     owner.set_load("loaded", 0.0);
+    // Its epoch, which its home started it at.
+    let before = admin(&cluster.urls[leader]).shard("cart", "loaded").await.unwrap().epoch.expect("an epoch");
+    assert_eq!(journal.starts("loaded").last(), Some(&(home.clone(), before)), "{:?}", journal.starts("loaded"));
     // A freeze of 20 s, through a follower: it survives the failover and
     // ends on the new leader.
     let drill = FreezeRequest { for_seconds: Some(20), until: None, reason: "failover drill".into(), strict: false };
@@ -492,6 +496,19 @@ async fn a_killed_leader_is_replaced_and_nothing_acknowledged_is_lost() {
     assert!(last.at_ms >= frozen.freezes[0].until_ms.unwrap(), "it ended before its time: {ended:?}");
     let after = admin(&cluster.urls[new]).shard("cart", "loaded").await.unwrap();
     assert!(after.load > 0.0, "the saved load was lost in the failover: {after:?}");
+    // Moved by the new leader, the shard's epoch keeps rising, and its new
+    // home starts it at the new epoch.
+    let target = regions.iter().find(|r| Some(r.address()) != after.home.as_deref()).unwrap();
+    admin(&cluster.urls[new]).set_placement("cart", "loaded", target.address()).await.unwrap();
+    let moved = node::wait_for("the shard to start on its placement", Duration::from_secs(120), async || {
+        let home = tokio::time::timeout(Duration::from_secs(2), target.home_of("loaded")).await.ok()?.ok()?;
+        let start = journal.starts("loaded").last().cloned()?;
+        (home == target.address() && start.0 == home).then_some(start.1)
+    })
+    .await;
+    assert!(moved > before && moved > after.epoch.unwrap_or(0), "epoch {before}, then {after:?}, then {moved}");
+    let state = admin(&cluster.urls[new]).shard("cart", "loaded").await.unwrap();
+    assert_eq!(state.epoch, Some(moved), "the node and the region disagree on the epoch");
     eprintln!("failover after SIGKILL: {failover:?}");
     assert!(failover < Duration::from_secs(30), "no home answered within 30 s of the kill ({failover:?})");
     tokio::time::sleep(Duration::from_secs(2)).await;

@@ -342,6 +342,11 @@ impl<M> RegionCore<M> {
         self.shards.iter().filter(|(_, e)| e.local != Local::Idle).map(|(s, _)| s.clone()).collect()
     }
 
+    /// The epoch a shard runs here at, while it runs (not while stopping).
+    pub fn epoch_of(&self, shard: &str) -> Option<u64> {
+        self.shards.get(shard).filter(|e| e.local == Local::Running).map(|e| e.epoch)
+    }
+
     /// Messages buffered over all shards.
     pub fn buffered(&self) -> usize {
         self.buffered

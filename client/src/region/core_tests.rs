@@ -539,6 +539,10 @@ fn a_shard_starts_at_the_epoch_the_node_names_and_a_greater_one_stops_the_stale_
             (50, home_at("s1", "a", 9), started_at("s1", 9)[..2].to_vec()),
         ],
     );
+    assert_eq!(core.epoch_of("s1"), Some(9));
+    assert_eq!(core.epoch_of("s2"), None);
+    run(&mut core, vec![(60, home_at("s1", "b", 10), vec![stop("s1"), changed("s1", "b")])]);
+    assert_eq!(core.epoch_of("s1"), None, "a stopping run has no epoch to write with");
 }
 
 #[test]

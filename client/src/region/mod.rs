@@ -507,6 +507,12 @@ impl<M: Send + 'static> RegionHandle<M> {
         self.shared.lock().core.running()
     }
 
+    /// The epoch `shard` runs here at, while it runs: what the application
+    /// fences its own writes with (see [`Application::start_shard_at`]).
+    pub fn epoch_of(&self, shard: &str) -> Option<u64> {
+        self.shared.lock().core.epoch_of(shard)
+    }
+
     /// True while the region is fenced (its lease ran out unrenewed).
     pub fn is_fenced(&self) -> bool {
         self.shared.lock().core.is_fenced()

@@ -686,7 +686,7 @@ fn read_types(
         Err(redb::TableError::TableDoesNotExist(_)) => {}
         Err(error) => return Err(db(error)),
     }
-    read_epochs(&txn, only, &mut types)?;
+    read_epochs(txn, only, &mut types)?;
     let activations = txn.open_table(ACTIVATIONS).map_err(db)?;
     let activation_rows = match only {
         None => activations.iter().map_err(db)?,

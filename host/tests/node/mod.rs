@@ -489,8 +489,11 @@ struct JournalState {
     entries: Vec<(Instant, Entry)>,
     /// Shard → the regions running it now.
     running: BTreeMap<String, Vec<String>>,
-    /// Every start of a shard that already ran somewhere.
+    /// Every start of a shard that already ran somewhere, or at an epoch
+    /// below an earlier start's, or at another region's epoch.
     overlaps: Vec<String>,
+    /// Shard → its starts: (region, epoch), in order.
+    starts: BTreeMap<String, Vec<(String, u64)>>,
     /// How long `stop_shard` takes.
     stop_delay: Duration,
 }
@@ -533,9 +536,16 @@ impl Journal {
         state.running.iter().filter(|(_, r)| r.iter().any(|r| r == region)).map(|(s, _)| s.clone()).collect()
     }
 
-    /// Every start of a shard that already ran somewhere (should be none).
+    /// Every start of a shard that already ran somewhere, or whose epoch
+    /// was below an earlier start's or equal to another region's (should
+    /// be none).
     pub fn overlaps(&self) -> Vec<String> {
         self.0.lock().unwrap().overlaps.clone()
+    }
+
+    /// The starts of `shard`: (region, epoch), in order.
+    pub fn starts(&self, shard: &str) -> Vec<(String, u64)> {
+        self.0.lock().unwrap().starts.get(shard).cloned().unwrap_or_default()
     }
 
     /// The messages delivered to `shard`: (region, message), in order.
@@ -552,6 +562,19 @@ impl Journal {
     /// True when `region` has seen `entry`-like start (or stop) of `shard`.
     pub fn saw(&self, entry: &Entry) -> bool {
         self.0.lock().unwrap().entries.iter().any(|(_, e)| e == entry)
+    }
+
+    fn record_start(&self, region: &str, shard: &str, epoch: u64) {
+        {
+            let mut state = self.0.lock().unwrap();
+            let starts = state.starts.entry(shard.to_owned()).or_default();
+            let fault = starts.iter().find(|(r, e)| *e > epoch || (*e == epoch && r != region)).map(|(r, e)| {
+                format!("{shard} started on {region} at epoch {epoch} after it started on {r} at epoch {e}")
+            });
+            starts.push((region.to_owned(), epoch));
+            state.overlaps.extend(fault);
+        }
+        self.record(Entry::Started { region: region.to_owned(), shard: shard.to_owned() });
     }
 
     fn record(&self, entry: Entry) {
@@ -594,7 +617,11 @@ impl Application for App {
     type Message = Msg;
 
     async fn start_shard(&self, shard: &str) {
-        self.journal.record(Entry::Started { region: self.region.clone(), shard: shard.to_owned() });
+        self.start_shard_at(shard, 0).await
+    }
+
+    async fn start_shard_at(&self, shard: &str, epoch: u64) {
+        self.journal.record_start(&self.region, shard, epoch);
     }
 
     async fn stop_shard(&self, shard: &str) {

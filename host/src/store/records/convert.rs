@@ -8,7 +8,8 @@ use std::sync::Arc;
 use super::{
     Activation, Cause, Change, ChangedBy, Checkpoint, CheckpointEpochs, CheckpointLoads, CheckpointOperations,
     Component, Declaration, Durable, Fault, Freeze, FreezeAction, FreezeRecord, FreezeScope, Freezes, Home, HomeRef,
-    HomeRow, HomeRowRef, LoadedType, Operations, Placement, Reason, ReasonRef, Region, ShardLoad, Stamp, Turn, TypeRow,
+    HomeRow, HomeRowRef, LoadedType, Operations, Placement, Reason, ReasonRef, Region, ShardLoad, Stamp, Turn,
+    TypeEpochs, TypeRow,
 };
 use crate::coordinator as core;
 use crate::store::{self, ActivationRecord, ComponentRecord, Loaded, TypeRecord};
@@ -370,7 +371,7 @@ pub fn checkpoint_epochs(loaded: &Loaded) -> CheckpointEpochs {
         .filter(|(_, t)| t.durable.epoch > 0)
         .map(|(name, t)| {
             let homes = t.durable.homes.iter().filter(|(_, h)| h.epoch > 0).map(|(s, h)| (s.clone(), h.epoch));
-            (name.clone(), t.durable.epoch, homes.collect())
+            TypeEpochs { name: name.clone(), highest: t.durable.epoch, homes: homes.collect() }
         })
         .collect();
     CheckpointEpochs { types }
@@ -378,7 +379,7 @@ pub fn checkpoint_epochs(loaded: &Loaded) -> CheckpointEpochs {
 
 /// `loaded` with a checkpoint's epochs put back into its types and homes.
 pub fn with_epochs(mut loaded: Loaded, epochs: CheckpointEpochs) -> Loaded {
-    for (name, highest, homes) in epochs.types {
+    for TypeEpochs { name, highest, homes } in epochs.types {
         if let Some(t) = loaded.types.get_mut(&name) {
             t.durable.epoch = t.durable.epoch.max(highest);
             for (shard, epoch) in homes {

@@ -515,8 +515,20 @@ pub struct CheckpointOperations {
 /// says where they start when it has).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct CheckpointEpochs {
-    /// Type → its highest epoch given, and its homes' epochs by shard.
-    pub types: Vec<(String, u64, Vec<(String, u64)>)>,
+    /// The types that gave an epoch.
+    pub types: Vec<TypeEpochs>,
+}
+
+/// One type's epochs in a checkpoint (postcard writes it as the tuple of
+/// its fields, in order).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TypeEpochs {
+    /// The type.
+    pub name: String,
+    /// The highest epoch it gave.
+    pub highest: u64,
+    /// Its homes' epochs, by shard (those above 0).
+    pub homes: Vec<(String, u64)>,
 }
 
 #[cfg(test)]

@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use super::{checkpoint, checkpoint_epochs, decode, decode_as, encode, home_row, read_home_row, turn, type_row, with_epochs};
+use super::{
+    checkpoint, checkpoint_epochs, decode, decode_as, encode, home_row, read_home_row, turn, type_row, with_epochs,
+};
 use crate::coordinator::{Change, Home, Interned, PlacementEntry, RegionRecord, Stamp};
 use crate::store::{ActivationRecord, ComponentRecord, Loaded, MemoryStore, Store, Turn, TypeRecord};
 use crate::strategy::external::AllocationReason;
