@@ -7,6 +7,12 @@
 //! moved, or a variant inserted or reordered, changes the bytes and fails
 //! here with a message naming the contract.
 //!
+//! `contracts/wire/frames.json` holds every sample's value as JSON (serde's
+//! own shape: a struct as an object, an enum variant as `{"Variant": …}` or
+//! `"Variant"`), keyed by its fixture's name with its kind (`hello`,
+//! `region`, `node`): the clients in other languages (`clients/`) decode
+//! each fixture to that value and encode the value to the fixture's bytes.
+//!
 //! `SHARDALLOC_BLESS=1 cargo test -p shardalloc-proto --test contract_wire`
 //! writes the fixtures instead (never when `CI` is set).
 
@@ -19,7 +25,10 @@ use std::path::{Path, PathBuf};
 
 use shardalloc_proto::protocol::PROTOCOL_VERSION;
 
-use samples::{HELLO, NODE_VARIANTS, REGION_VARIANTS, Sample, samples};
+use samples::{Frame, HELLO, NODE_VARIANTS, REGION_VARIANTS, Sample, samples};
+
+/// The file of the samples' values, for the clients in other languages.
+const VALUES: &str = "frames.json";
 
 /// The fixtures' directory.
 fn fixtures() -> PathBuf {
@@ -181,7 +190,7 @@ fn every_wire_fixture_has_a_sample() {
     let mut failures = Vec::new();
     for entry in std::fs::read_dir(fixtures()).expect("contracts/wire exists") {
         let file = entry.expect("a directory entry").file_name().to_string_lossy().into_owned();
-        if produced.contains(&file) {
+        if produced.contains(&file) || file == VALUES {
             continue;
         }
         if blessing {
@@ -206,4 +215,50 @@ fn hex_round_trips() {
     assert_eq!(from_hex(&text).unwrap(), bytes);
     assert!(from_hex("abc").is_err());
     assert!(from_hex("zz").is_err());
+}
+
+/// Every sample's value, as `contracts/wire/frames.json` holds it.
+fn values() -> String {
+    let mut all = serde_json::Map::new();
+    for sample in samples() {
+        let (kind, value) = match &sample.frame {
+            Frame::Hello(hello) => ("hello", serde_json::to_value(hello)),
+            Frame::Region(message) => ("region", serde_json::to_value(message)),
+            Frame::Node(message) => ("node", serde_json::to_value(message)),
+        };
+        let value = value.expect("every sample is JSON");
+        let name = sample.file().trim_end_matches(".hex").to_owned();
+        all.insert(name, serde_json::json!({ "kind": kind, "value": value }));
+    }
+    let mut text = serde_json::to_string_pretty(&serde_json::Value::Object(all)).expect("JSON");
+    text.push('\n');
+    text
+}
+
+#[test]
+fn the_values_file_holds_every_sample_for_the_other_clients() {
+    let path = fixtures().join(VALUES);
+    if blessing() {
+        std::fs::write(&path, values()).expect("writing contracts/wire/frames.json");
+        return;
+    }
+    let golden = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("contracts/wire/{VALUES}: {e}"));
+    assert!(
+        golden == values(),
+        "{}: contracts/wire/{VALUES} does not hold the samples' values (the other clients test against it); \
+         regenerate it with `{REGENERATE}` together with the frames",
+        contract()
+    );
+    // And it reads back to the samples.
+    let read: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&golden).expect("JSON");
+    for sample in samples() {
+        let name = sample.file().trim_end_matches(".hex").to_owned();
+        let value = read[&name]["value"].clone();
+        let frame = match &sample.frame {
+            Frame::Hello(_) => serde_json::from_value(value).map(Frame::Hello),
+            Frame::Region(_) => serde_json::from_value(value).map(Frame::Region),
+            Frame::Node(_) => serde_json::from_value(value).map(Frame::Node),
+        };
+        assert_eq!(frame.expect("a value reads back"), sample.frame, "{name}");
+    }
 }
