@@ -41,6 +41,8 @@
 //! - `examples [NAME…]` (`examples/`): build every example strategy by
 //!   following its README, and check that they conform and agree;
 //!   `c-example`: the C example's build, which its README runs;
+//! - `clients` (`clients.rs`): check the clients in other languages
+//!   (`clients/typescript`, `clients/python`), as `test` does;
 //! - `bench [NAME…]` (`bench.rs`): every benchmark in one run and one table
 //!   of ratios (`target/bench-report.md`);
 //! - `busy-host [--load NAME]… [--duration S] [--placements N] …`
@@ -67,6 +69,7 @@ use shardalloc_guest_build::{Toolchain, build_components};
 mod bench;
 mod busy_host;
 mod children;
+mod clients;
 mod demo_ha;
 mod examples;
 mod fuzz;
@@ -95,6 +98,7 @@ fn main() -> anyhow::Result<()> {
         Some("ha-faults") => ha_faults(&root),
         Some("component") => component(&root, &args[1..]),
         Some("examples") => examples::run(&root, &args[1..], true),
+        Some("clients") => clients::run(&root),
         Some("c-example") => examples::c_example(&root),
         Some("bench") => bench::run(&root, &args[1..]),
         Some("busy-host") => busy_host::run(&root, &target_dir(&root), &args[1..]),
@@ -103,7 +107,7 @@ fn main() -> anyhow::Result<()> {
         Some("sysfree") => sysfree::check(&root, &target_dir(&root)),
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\n  setup       install the wasm32 toolchain (rustup target, else Debian rustc-web)\n  test        formatting, the code's shape, lints and every test (what CI runs)\n  shape       check the code's shape: server file sizes, import direction, no OpenAPI JSON, no I/O under shardalloc-proto, the core free of the client crate\n  demo        build and start a node with three simulated regions (--ha: three etcd members, three nodes)\n  fuzz        [--target NAME]… [--minutes N] [--jobs J]: run the fuzz targets (libFuzzer, stable Rust) and keep what they find\n  soak-sim    --seeds N [--jobs J]: the coordinator's fault simulation over N seeds, resumable\n  soak        --minutes N [--etcd [--kill-every S]] [--out PNG]: the real node under churn for N minutes (soak.csv, events.csv, soak.png in target/soak/); --etcd: three nodes on etcd, the leader killed every S seconds\n              --plot CSV [--events CSV] [--out PNG]: draw a soak's samples and events again, without running it\n  screenshots regenerate the dashboard's screenshots in docs/images/ (runs its browser tests)\n  demo-strategies  show the built-in strategies offline on a generated cluster\n  ha-faults   the long HA fault series on real etcd (ten leader kills, twenty leader SIGTERMs, etcd members lost, rolling restart)\n  component   -p CRATE [--out FILE]: build a strategy crate into a component\n  examples    [NAME…]: build every example strategy (examples/strategies/) by following its README, and check them\n  c-example   build the C example strategy (used by its README)\n  bench       [NAME…]: run every benchmark in one go and print one table of ratios\n  busy-host   [--load NAME]… [--duration S] [--placements N]: the release node pinned to one core (taskset) under the attack's five loads; home-answer p99 and regions removed per load (target/busy-host/results.md)\n  image       [--no-test]: build the OCI image shardalloc:latest (Containerfile, podman) and check its probes\n  etcd-api    regenerate the etcd client's protocol code from etcd-api/proto/ (no system protoc)\n  sysfree     only the guard: the node builds with protoc and protobuf's include files hidden"
+                "usage: cargo xtask <command>\n\n  setup       install the wasm32 toolchain (rustup target, else Debian rustc-web)\n  test        formatting, the code's shape, lints and every test (what CI runs)\n  shape       check the code's shape: server file sizes, import direction, no OpenAPI JSON, no I/O under shardalloc-proto, the core free of the client crate\n  demo        build and start a node with three simulated regions (--ha: three etcd members, three nodes)\n  fuzz        [--target NAME]… [--minutes N] [--jobs J]: run the fuzz targets (libFuzzer, stable Rust) and keep what they find\n  soak-sim    --seeds N [--jobs J]: the coordinator's fault simulation over N seeds, resumable\n  soak        --minutes N [--etcd [--kill-every S]] [--out PNG]: the real node under churn for N minutes (soak.csv, events.csv, soak.png in target/soak/); --etcd: three nodes on etcd, the leader killed every S seconds\n              --plot CSV [--events CSV] [--out PNG]: draw a soak's samples and events again, without running it\n  screenshots regenerate the dashboard's screenshots in docs/images/ (runs its browser tests)\n  demo-strategies  show the built-in strategies offline on a generated cluster\n  ha-faults   the long HA fault series on real etcd (ten leader kills, twenty leader SIGTERMs, etcd members lost, rolling restart)\n  component   -p CRATE [--out FILE]: build a strategy crate into a component\n  examples    [NAME…]: build every example strategy (examples/strategies/) by following its README, and check them\n  clients     check the clients in other languages (clients/typescript, clients/python): their tests, types and packages\n  c-example   build the C example strategy (used by its README)\n  bench       [NAME…]: run every benchmark in one go and print one table of ratios\n  busy-host   [--load NAME]… [--duration S] [--placements N]: the release node pinned to one core (taskset) under the attack's five loads; home-answer p99 and regions removed per load (target/busy-host/results.md)\n  image       [--no-test]: build the OCI image shardalloc:latest (Containerfile, podman) and check its probes\n  etcd-api    regenerate the etcd client's protocol code from etcd-api/proto/ (no system protoc)\n  sysfree     only the guard: the node builds with protoc and protobuf's include files hidden"
             );
             bail!("unknown or missing command");
         }
@@ -228,6 +232,21 @@ fn test(root: &Path) -> anyhow::Result<()> {
             eprintln!("xtask: the example strategies could not start: {error:#}");
         }
     }
+    let at = Instant::now();
+    for (name, outcome) in clients::checks(root) {
+        match outcome {
+            Ok(counted) => {
+                tally.passed += counted.passed;
+                tally.failed += counted.failed;
+                tally.skipped += counted.skipped;
+            }
+            Err(error) => {
+                tally.failed += 1;
+                eprintln!("xtask: {name} failed: {error:#}");
+            }
+        }
+    }
+    step("clients in other languages", at);
     for (name, took) in &steps {
         eprintln!("xtask: step {name}: {:.0?}", took);
     }

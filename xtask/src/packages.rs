@@ -11,8 +11,9 @@ use anyhow::{Context, bail};
 const DOCUMENT: &str = include_str!("../../docs/development.md");
 
 /// The commands (and the one situation) the list may name.
-pub const COMMANDS: [&str; 11] = [
+pub const COMMANDS: [&str; 12] = [
     "test",
+    "clients",
     "demo --ha",
     "ha-faults",
     "soak --etcd",

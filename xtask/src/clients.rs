@@ -1,0 +1,151 @@
+//! The clients in other languages (`clients/`), as `cargo xtask test` and
+//! `cargo xtask clients` check them: the TypeScript client's `npm ci` and
+//! `npm test` (tsc's strict type check, then Node's test runner), and its
+//! tarball (`npm pack`) installed into an empty directory and imported; the
+//! Python client installed into a fresh venv under `target/`, its tests run
+//! against the installed package, and mypy's strict check. Each client's
+//! tests are counted into the summary one by one.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+
+use crate::tests::Tally;
+
+/// mypy, pinned: the type checker the Python client is held to.
+const MYPY: &str = "mypy==1.13.0";
+
+/// `cargo xtask clients`: every client's checks, and one summary line.
+pub fn run(root: &Path) -> anyhow::Result<()> {
+    crate::packages::ensure("clients")?;
+    let mut tally = Tally { passed: 0, failed: 0, skipped: 0 };
+    let mut failed = Vec::new();
+    for (name, outcome) in checks(root) {
+        match outcome {
+            Ok(counted) => {
+                tally.passed += counted.passed;
+                tally.failed += counted.failed;
+                tally.skipped += counted.skipped;
+            }
+            Err(error) => failed.push(format!("{name}: {error:#}")),
+        }
+    }
+    println!("{}", tally.summary());
+    if !failed.is_empty() {
+        bail!("{}", failed.join("\n"));
+    }
+    Ok(())
+}
+
+/// Runs every client's checks; one outcome per client, with its tests
+/// counted.
+pub fn checks(root: &Path) -> Vec<(String, anyhow::Result<Tally>)> {
+    let mut outcomes = Vec::new();
+    for (name, check) in [("typescript", typescript as fn(&Path) -> anyhow::Result<Tally>), ("python", python)] {
+        let started = Instant::now();
+        eprintln!("xtask: client {name}: checking clients/{name}");
+        let outcome = check(root);
+        match &outcome {
+            Ok(tally) => eprintln!("xtask: client {name}: {} in {:.0?}", tally.summary(), started.elapsed()),
+            Err(error) => eprintln!("xtask: client {name}: FAILED: {error:#}"),
+        }
+        outcomes.push((format!("client {name}"), outcome));
+    }
+    outcomes
+}
+
+/// Runs `command` and answers whether it succeeded and what it printed
+/// (stdout, then stderr); the output is echoed when it failed.
+fn captured(command: &mut Command) -> anyhow::Result<(bool, String)> {
+    eprintln!("xtask: {command:?}");
+    let out = command.output().with_context(|| format!("could not run {:?}", command.get_program()))?;
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    if !out.status.success() {
+        eprintln!("{text}");
+    }
+    Ok((out.status.success(), text))
+}
+
+/// Runs `command` and answers what it printed; fails naming the command
+/// when it fails.
+fn output(command: &mut Command) -> anyhow::Result<String> {
+    let (ok, text) = captured(command)?;
+    if !ok {
+        bail!("{command:?} failed");
+    }
+    Ok(text)
+}
+
+/// The number that begins what follows `prefix` on the first line
+/// starting with it (`# pass 44`, `Ran 44 tests in 0.1s`).
+fn count(text: &str, prefix: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|line| line.trim().strip_prefix(prefix))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+}
+
+fn typescript(root: &Path) -> anyhow::Result<Tally> {
+    let dir = root.join("clients/typescript");
+    output(Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(&dir))?;
+    let (ok, text) = captured(Command::new("npm").arg("test").current_dir(&dir))?;
+    let tally = Tally {
+        passed: count(&text, "# pass ").unwrap_or(0),
+        failed: count(&text, "# fail ").unwrap_or(0),
+        skipped: count(&text, "# skipped ").unwrap_or(0),
+    };
+    if !ok {
+        bail!("npm test failed: {}", tally.summary());
+    }
+    if tally.passed == 0 {
+        bail!("npm test ran no test");
+    }
+    // The tarball installs into an empty directory and imports.
+    let scratch = crate::target_dir(root).join("clients/typescript-pack");
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch).context("a scratch directory")?;
+    output(Command::new("npm").args(["pack", "--pack-destination"]).arg(&scratch).current_dir(&dir))?;
+    let tarball = std::fs::read_dir(&scratch)?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .find(|path| path.extension().is_some_and(|e| e == "tgz"))
+        .context("npm pack made no tarball")?;
+    let app = scratch.join("app");
+    std::fs::create_dir_all(&app)?;
+    std::fs::write(app.join("package.json"), r#"{"name":"app","private":true,"type":"module"}"#)?;
+    output(Command::new("npm").args(["install", "--no-audit", "--no-fund"]).arg(&tarball).current_dir(&app))?;
+    let script = "import { decodeNode, encodeNode } from '@shardalloc/client';\n\
+                  const m = { type: 'ShardHomeEpoch', shard: 's', home: 'r', epoch: 7 };\n\
+                  if (JSON.stringify(decodeNode(encodeNode(m))) !== JSON.stringify(m)) process.exit(1);\n";
+    output(Command::new("node").args(["--input-type=module", "-e", script]).current_dir(&app))
+        .context("the packed client does not import and round-trip a frame in an empty directory")?;
+    Ok(tally)
+}
+
+fn python(root: &Path) -> anyhow::Result<Tally> {
+    let dir = root.join("clients/python");
+    let venv = crate::target_dir(root).join("clients/python-venv");
+    let _ = std::fs::remove_dir_all(&venv);
+    output(Command::new("python3").args(["-m", "venv"]).arg(&venv))
+        .context("python3 -m venv (Debian: python3-venv) could not make a venv")?;
+    let pip = venv.join("bin/pip");
+    output(Command::new(&pip).args(["install", "--quiet", "--disable-pip-version-check", MYPY]))?;
+    output(Command::new(&pip).args(["install", "--quiet", "--disable-pip-version-check"]).arg(&dir))
+        .context("pip install clients/python")?;
+    // The tests run from their directory against the installed package.
+    let (ok, text) = captured(
+        Command::new(venv.join("bin/python"))
+            .args(["-m", "unittest", "discover", "-s", ".", "-v"])
+            .current_dir(dir.join("tests")),
+    )?;
+    let ran = count(&text, "Ran ").unwrap_or(0);
+    if !ok {
+        bail!("the Python client's tests failed ({ran} ran)");
+    }
+    if ran == 0 {
+        bail!("unittest ran no test");
+    }
+    output(Command::new(venv.join("bin/mypy")).args(["--strict", "src", "tests"]).current_dir(&dir))
+        .context("mypy --strict found problems")?;
+    Ok(Tally { passed: ran, failed: 0, skipped: 0 })
+}
