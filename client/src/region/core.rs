@@ -277,6 +277,10 @@ pub struct RegionCore<M> {
     drain_request: Option<bool>,
     /// A drain-and-leave under way or ended.
     departure: Option<Departure>,
+    /// What a call found to do before it failed (the lease ran out in a
+    /// `send` the buffers then refused): done first at the next call, so a
+    /// fence's stops are never lost.
+    deferred: Vec<Action<M>>,
 }
 
 impl<M> RegionCore<M> {
@@ -300,6 +304,7 @@ impl<M> RegionCore<M> {
             closing: false,
             drain_request: None,
             departure: None,
+            deferred: Vec::new(),
         }
     }
 
@@ -416,6 +421,7 @@ impl<M> RegionCore<M> {
 
     /// Fences the region when its lease has run out.
     fn check_lease(&mut self, now: Millis, out: &mut Vec<Action<M>>) {
+        out.append(&mut self.deferred);
         if self.fenced || self.lease_until.is_none_or(|until| now < until) {
             return;
         }
@@ -702,7 +708,10 @@ impl<M> RegionCore<M> {
         check_shard(shard).map_err(|reason| SendError::InvalidShard { shard: shard.to_owned(), reason })?;
         let mut out = Vec::new();
         self.check_lease(now, &mut out);
-        self.route(shard, message, now, &mut out)?;
+        if let Err(error) = self.route(shard, message, now, &mut out) {
+            self.deferred = out;
+            return Err(error);
+        }
         Ok(out)
     }
 
@@ -715,8 +724,9 @@ impl<M> RegionCore<M> {
         self.check_lease(now, &mut out);
         if self.shards.get(shard).is_some_and(|e| e.local == Local::Running) {
             out.push(Action::Deliver { shard: shard.to_owned(), message });
-        } else {
-            self.route(shard, message, now, &mut out)?;
+        } else if let Err(error) = self.route(shard, message, now, &mut out) {
+            self.deferred = out;
+            return Err(error);
         }
         Ok(out)
     }

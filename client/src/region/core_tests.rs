@@ -277,6 +277,27 @@ fn messages_buffer_until_the_home_is_known_and_flush_in_order() {
 }
 
 #[test]
+fn a_fence_found_by_a_refused_send_stops_the_shards_at_the_next_call() {
+    let mut core = registered_core();
+    run(
+        &mut core,
+        vec![
+            (10, home_at("s1", "a", 3), started_at("s1", 3)),
+            (20, Send("s2", "1"), vec![get_home("s2")]),
+            (20, Send("s2", "2"), vec![]),
+            (20, Send("s2", "3"), vec![]),
+            // The lease ran out at 1,000: this send finds it, and is refused.
+            (1_000, SendFails("s2", "4", SendError::BufferFull { shard: "s2".into(), limit: 3 }), vec![]),
+        ],
+    );
+    assert!(core.is_fenced());
+    // The fence's stop was not lost with the refusal: the next call does it first.
+    let next = core.stop_finished("none", 1_001);
+    assert_eq!(next, vec![stop("s1"), publish(Update::Fenced)]);
+    assert!(core.stop_finished("none", 1_002).is_empty(), "done once");
+}
+
+#[test]
 fn buffers_are_bounded_per_shard_and_in_total() {
     let mut core = RegionCore::new(config());
     run(
