@@ -1,6 +1,7 @@
 //! The clients in other languages (`clients/`), as `cargo xtask test` and
-//! `cargo xtask clients` check them: the TypeScript client's `npm ci` and
-//! `npm test` (tsc's strict type check, then Node's test runner), and its
+//! `cargo xtask clients` check them: the TypeScript client's `npm ci`,
+//! `npm test` (tsc's strict type check, then Node's test runner) and
+//! `npm run test:node` (the region client against this build's node), and its
 //! tarball (`npm pack`) installed into an empty directory and imported; the
 //! Python client installed into a fresh venv under `target/`, its tests run
 //! against the installed package, and mypy's strict check. Each client's
@@ -89,17 +90,24 @@ fn count(text: &str, prefix: &str) -> Option<u64> {
 fn typescript(root: &Path) -> anyhow::Result<Tally> {
     let dir = root.join("clients/typescript");
     output(Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(&dir))?;
-    let (ok, text) = captured(Command::new("npm").arg("test").current_dir(&dir))?;
-    let tally = Tally {
-        passed: count(&text, "# pass ").unwrap_or(0),
-        failed: count(&text, "# fail ").unwrap_or(0),
-        skipped: count(&text, "# skipped ").unwrap_or(0),
-    };
-    if !ok {
-        bail!("npm test failed: {}", tally.summary());
-    }
-    if tally.passed == 0 {
-        bail!("npm test ran no test");
+    let mut tally = Tally { passed: 0, failed: 0, skipped: 0 };
+    // The unit tests, then the tests against a real node (this build's).
+    let node = node_binary(root)?;
+    for script in [["test"].as_slice(), ["run", "test:node"].as_slice()] {
+        let (ok, text) = captured(Command::new("npm").args(script).env("SHARDALLOC_BIN", &node).current_dir(&dir))?;
+        let counted = Tally {
+            passed: count(&text, "# pass ").unwrap_or(0),
+            failed: count(&text, "# fail ").unwrap_or(0),
+            skipped: count(&text, "# skipped ").unwrap_or(0),
+        };
+        if !ok {
+            bail!("npm {} failed: {}", script.join(" "), counted.summary());
+        }
+        if counted.passed == 0 {
+            bail!("npm {} ran no test", script.join(" "));
+        }
+        tally.passed += counted.passed;
+        tally.skipped += counted.skipped;
     }
     // The tarball installs into an empty directory and imports.
     let scratch = crate::target_dir(root).join("clients/typescript-pack");
@@ -120,6 +128,16 @@ fn typescript(root: &Path) -> anyhow::Result<Tally> {
     output(Command::new("node").args(["--input-type=module", "-e", script]).current_dir(&app))
         .context("the packed client does not import and round-trip a frame in an empty directory")?;
     Ok(tally)
+}
+
+/// The node the clients' tests start: this workspace's debug build, built
+/// when missing (`cargo xtask test` has built it by then).
+fn node_binary(root: &Path) -> anyhow::Result<std::path::PathBuf> {
+    let binary = crate::target_dir(root).join("debug/shardalloc");
+    if !binary.is_file() {
+        crate::run(root, &crate::cargo(), &["build", "--locked", "-p", "shardalloc"])?;
+    }
+    Ok(binary)
 }
 
 fn python(root: &Path) -> anyhow::Result<Tally> {

@@ -1,5 +1,16 @@
-// The shardalloc client for Node. So far: the region protocol's frames and
-// their encoding (`wire.ts`), tested against the golden frames the node is
-// pinned to.
+// The shardalloc client for Node: the region protocol's frames and their
+// encoding (`wire.ts`), tested against the golden frames the node is
+// pinned to, and the region client's deterministic, sans-I/O core
+// (`region/`): `RegionCore`, its actions and updates, its errors, and the
+// load meter its heartbeats report from; and the region itself (`Region`:
+// the WebSocket session, timers and the application's shard workers).
 
 export * from './wire.js';
+export * from './region/actions.js';
+export * from './region/core.js';
+export { RegionError, SendError, type RegionErrorDetail, type SendErrorDetail } from './region/errors.js';
+export * from './region/load.js';
+export type { Application } from './region/application.js';
+export { Region, type RegionConfig, type RegionEvents } from './region/region.js';
+export { connectUrlOf } from './region/session.js';
+export { InMemoryTransport, TransportError, type Inbox, type Transport } from './region/transport.js';

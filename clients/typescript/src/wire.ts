@@ -21,6 +21,27 @@ export const MAX_FRAME_BYTES = 1 << 20;
 /** The path of the region session's WebSocket on a node. */
 export const CONNECT_PATH = '/v1/regions/connect';
 
+/** The longest shard id, in UTF-8 bytes. */
+export const MAX_SHARD_ID_BYTES = 256;
+
+/** The longest region address, in bytes (printable ASCII, no spaces). */
+export const MAX_ADDRESS_BYTES = 256;
+
+/** Most shards a load report names one by one; the others go into its `rest`. */
+export const MAX_LOAD_SHARDS = 1024;
+
+/**
+ * The shortest window a load report may cover, in milliseconds: a region
+ * keeps gathering until its window is at least this long.
+ */
+export const MIN_LOAD_WINDOW_MS = 500;
+
+/**
+ * The longest window a load report may cover, in milliseconds: a region
+ * drops what it gathered over a longer one and starts a new window.
+ */
+export const MAX_LOAD_WINDOW_MS = 60_000;
+
 /** A region's first frame. */
 export interface Hello {
   /** The protocol version the region speaks. */

@@ -1,0 +1,1041 @@
+// The region's deterministic, sans-I/O core: `RegionCore` (the Rust
+// client's `region/core.rs`, the same state machine).
+//
+// Events go in (a `NodeMessage`, an application send, a message from
+// another region, a tick, a finished stop, the session going up or down),
+// each carrying the time as milliseconds of the driver's clock (a
+// `number`); `Action`s come out, in the order the driver must perform
+// them. The core has no clock, no sockets, no timers and no randomness, so
+// every decision can be tested with literal action lists.
+//
+//  driver ──event(now)──▶ RegionCore ──▶ Action[]
+//                                         ├─ Send (RegionMessage)     → the node session
+//                                         ├─ Start / Stop / Deliver  → the application (per shard, in order)
+//                                         ├─ AbandonStop             → give up on a stop past its deadline
+//                                         ├─ Forward                 → the transport, to another region
+//                                         ├─ Publish (Update)        → the updates stream
+//                                         └─ Reconnect               → hang up; the driver reconnects
+//
+// Lease. Registration and heartbeats share one sequence counter; the send
+// time of the last `SEQUENCE_WINDOW` of them is kept. `Registered` and
+// `HeartbeatAck` extend the lease to *that message's* send time plus
+// `leaseMs`, and drop every entry up to the acknowledged sequence, so a
+// late or lost acknowledgement never stretches the lease. When the lease
+// runs out (checked at every event) the region fences itself: it stops
+// every running shard and forgets every cached home. It starts shards
+// again only after an acknowledgement renews the lease.
+//
+// Per-shard state. Each shard the region has heard of has a cached home
+// (or none), a FIFO buffer of messages waiting for a home, whether a
+// `GetShardHome` is out, whether someone awaits the home, and its local
+// state (idle, running, stopping). Messages are buffered while the home is
+// unknown (never asked, asked, or dropped by `BeginHandOff`) and flushed
+// in order when a `ShardHome` answer arrives, so one sender's messages to
+// one shard keep their order across hand-offs. Wherever several shards
+// are acted on at once, they are taken in the order of their ids' UTF-8
+// bytes, as the Rust client's `BTreeMap` takes them.
+//
+// Drain and leave. `drainAndLeave` is a departure within a bound (for a
+// Kubernetes preStop hook): `Drain{draining: true}` first, so the node
+// hands the shards off (`drain_batch` at a time) to regions that can take
+// them while this one still serves what it has; `Leave` once no shard runs
+// here, or at half the bound when shards still run (the drain stalled: no
+// other region can take them; a leaving region is let go even then); done
+// at `LeaveDone`. When the bound passes first, the core gives up: it stops
+// every shard still running, undrains the region if it asked to leave (so
+// a restart at the same address is not left draining), and reports what
+// was left (a `DrainAndLeaveTimedOut` `RegionError`).
+//
+// The Rust core logs warnings (a fence, a stale run stopped, an abandoned
+// stop); this one does no I/O at all, so it has no log: every such event
+// also shows in the actions.
+
+import { compareUtf8 } from '../postcard.js';
+import type { LoadReport, NodeMessage, RegionMessage } from '../wire.js';
+import type { Action, HomeLookup, Update } from './actions.js';
+import { RegionError, SendError, checkShard } from './errors.js';
+
+/** How many registration and heartbeat send times are kept for lease renewal. */
+export const SEQUENCE_WINDOW = 64;
+
+/** Default per-shard buffer limit, in messages. */
+export const DEFAULT_SHARD_BUFFER_LIMIT = 1_000;
+
+/** Default region-wide buffer limit, in messages. */
+export const DEFAULT_TOTAL_BUFFER_LIMIT = 100_000;
+
+/**
+ * The shortest silence, in milliseconds, after which a registered region
+ * gives its session up (three heartbeat intervals, when longer).
+ */
+export const MIN_SILENCE_MS = 1_000;
+
+/** A `Register` message without its tag and sequence: who the region is. */
+export type Registration = Omit<Extract<RegionMessage, { type: 'Register' }>, 'type' | 'sequence'>;
+
+/** What the core needs to know about its region. */
+export interface CoreConfig {
+  /** The registration sent to the node (its `sequence` is filled in per send). */
+  registration: Registration;
+  /** Most messages buffered for one shard. */
+  shardBufferLimit: number;
+  /** Most messages buffered over all shards. */
+  totalBufferLimit: number;
+  /**
+   * How long the application may take to stop a shard (including the
+   * deliveries queued before the stop), in milliseconds; past it the stop
+   * is abandoned and reported anyway.
+   */
+  stopDeadlineMs: number;
+  /**
+   * How long to wait for a `ShardHome` answer before asking again, in
+   * milliseconds (the node may drop an answer overtaken by a change, or
+   * forget a waiting request when it restarts).
+   */
+  homeRetryMs: number;
+  /**
+   * How long the node may stay silent (no `Welcome`, no registration
+   * answer) before the session is given up, in milliseconds. Once
+   * registered, the limit is three heartbeat intervals (at least
+   * {@link MIN_SILENCE_MS}) instead.
+   */
+  responseTimeoutMs: number;
+}
+
+/** A configuration with the default limits and timings (the Rust `CoreConfig::new`). */
+export function coreConfig(registration: Registration): CoreConfig {
+  return {
+    registration,
+    shardBufferLimit: DEFAULT_SHARD_BUFFER_LIMIT,
+    totalBufferLimit: DEFAULT_TOTAL_BUFFER_LIMIT,
+    stopDeadlineMs: 10_000,
+    homeRetryMs: 2_000,
+    responseTimeoutMs: 10_000,
+  };
+}
+
+/**
+ * How a `drainAndLeave` ended: `ok` once the node let the region go, else
+ * the error (the bound passed first).
+ */
+export type DepartureOutcome = { ok: true } | { ok: false; error: RegionError };
+
+/** The application's side of a shard on this region. */
+type Local =
+  | { state: 'Idle' }
+  | { state: 'Running' }
+  /** `report`: send `ShardStopped` when done (a hand-off asked for the stop). */
+  | { state: 'Stopping'; deadline: number; report: boolean };
+
+const IDLE: Local = { state: 'Idle' };
+const RUNNING: Local = { state: 'Running' };
+
+interface ShardEntry<M> {
+  home: string | undefined;
+  buffer: M[];
+  /**
+   * When `GetShardHome` was last sent (or a failed forward deferred it);
+   * undefined when no answer is expected.
+   */
+  askedAt: number | undefined;
+  /** Someone awaits the home (`requestHome`). */
+  wanted: boolean;
+  local: Local;
+  /** The epoch of the run here, while it runs. */
+  epoch: number;
+  /** A hand-off stop finished while the session was down. */
+  unreportedStop: boolean;
+}
+
+function newEntry<M>(): ShardEntry<M> {
+  return {
+    home: undefined,
+    buffer: [],
+    askedAt: undefined,
+    wanted: false,
+    local: IDLE,
+    epoch: 0,
+    unreportedStop: false,
+  };
+}
+
+function needsHome<M>(entry: ShardEntry<M>): boolean {
+  return entry.home === undefined && (entry.wanted || entry.buffer.length > 0);
+}
+
+function isEmpty<M>(entry: ShardEntry<M>): boolean {
+  return (
+    entry.home === undefined &&
+    entry.buffer.length === 0 &&
+    entry.askedAt === undefined &&
+    !entry.wanted &&
+    entry.local.state === 'Idle' &&
+    !entry.unreportedStop
+  );
+}
+
+/** A `drainAndLeave` under way (see the file's comment). */
+interface Departure {
+  /** The bound asked for. */
+  boundMs: number;
+  /** Send `Leave` from then on even if shards still run here. */
+  leaveAt: number;
+  /** Give up from then on. */
+  giveUpAt: number;
+  /** How it ended, once it has. */
+  outcome: DepartureOutcome | undefined;
+}
+
+/** The session's registration state. */
+type Link =
+  /** No session. */
+  | { state: 'Down' }
+  /** A `Register` with this sequence is out. */
+  | { state: 'Registering'; sequence: number }
+  /** Registered on this session. */
+  | { state: 'Registered' };
+
+/**
+ * The region's state machine: events in, `Action`s out. `M` is the
+ * application's message type. See the file's comment.
+ */
+export class RegionCore<M> {
+  /** The configuration. */
+  readonly config: Readonly<CoreConfig>;
+  private link: Link = { state: 'Down' };
+  /** Send time of recent registrations and heartbeats, by sequence (inserted in increasing order). */
+  private readonly sent = new Map<number, number>();
+  private sequence = 1;
+  private leaseEnd: number | undefined = undefined;
+  private fenced = false;
+  private heartbeatIntervalMs = 1_000;
+  private nextHeartbeat = 0;
+  private lastHeard = 0;
+  private readonly shards = new Map<string, ShardEntry<M>>();
+  /** The shards' ids in UTF-8 byte order, while no shard was added or removed since. */
+  private sortedIds: string[] | undefined = undefined;
+  private bufferedCount = 0;
+  private leaving = false;
+  /** `Leave` was sent (on some session). */
+  private leaveSent = false;
+  private left = false;
+  /** Shutting down or left: nothing starts any more. */
+  private closing = false;
+  /** A drain request to send once registered. */
+  private drainRequest: boolean | undefined = undefined;
+  /** A drain-and-leave under way or ended. */
+  private departing: Departure | undefined = undefined;
+  /**
+   * What a call found to do before it failed (the lease ran out in a `send`
+   * the buffers then refused): done first at the next call, so a fence's
+   * stops are never lost.
+   */
+  private deferred: Action<M>[] = [];
+
+  /** A region that has not connected yet. */
+  constructor(config: CoreConfig) {
+    this.config = config;
+  }
+
+  private get address(): string {
+    return this.config.registration.address;
+  }
+
+  /** True while registered on the current session. */
+  isRegistered(): boolean {
+    return this.link.state === 'Registered';
+  }
+
+  /** True while the region is fenced: its lease ran out and was not renewed since. */
+  isFenced(): boolean {
+    return this.fenced;
+  }
+
+  /** When the lease runs out, in milliseconds of the driver's clock (undefined if the region never held one). */
+  leaseUntil(): number | undefined {
+    return this.leaseEnd;
+  }
+
+  /** True once the node let the region go (`LeaveDone`, or `NotRegistered` while leaving). */
+  hasLeft(): boolean {
+    return this.left;
+  }
+
+  /** True when no shard runs or is stopping. */
+  isIdle(): boolean {
+    for (const entry of this.shards.values()) {
+      if (entry.local.state !== 'Idle') {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /** The shards the application runs (started, and not yet stopped), in UTF-8 byte order. */
+  running(): string[] {
+    return this.ordered()
+      .filter(([, entry]) => entry.local.state !== 'Idle')
+      .map(([shard]) => shard);
+  }
+
+  /** The epoch a shard runs here at, while it runs (not while stopping). */
+  epochOf(shard: string): number | undefined {
+    const entry = this.shards.get(shard);
+    return entry?.local.state === 'Running' ? entry.epoch : undefined;
+  }
+
+  /** Messages buffered over all shards. */
+  buffered(): number {
+    return this.bufferedCount;
+  }
+
+  /** The cached home of a shard. */
+  cachedHome(shard: string): string | undefined {
+    return this.shards.get(shard)?.home;
+  }
+
+  /** True when a message sent to the shard now would be delivered here. */
+  deliversLocally(shard: string): boolean {
+    const entry = this.shards.get(shard);
+    return entry !== undefined && entry.local.state === 'Running' && entry.home === this.address;
+  }
+
+  /** The session is up (the node welcomed the region): register. */
+  connected(now: number): Action<M>[] {
+    const out: Action<M>[] = [];
+    this.checkLease(now, out);
+    this.lastHeard = now;
+    if (!this.left) {
+      this.register(now, out);
+    }
+    return out;
+  }
+
+  /**
+   * The session is down. The lease keeps running out; cached homes stay
+   * (they are valid while the lease is); outstanding home requests are
+   * asked again after the next registration.
+   */
+  disconnected(now: number, reason: string): Action<M>[] {
+    const out: Action<M>[] = [];
+    this.checkLease(now, out);
+    if (this.link.state === 'Down') {
+      return out;
+    }
+    this.link = { state: 'Down' };
+    for (const entry of this.shards.values()) {
+      entry.askedAt = undefined;
+    }
+    this.forgetEmpty();
+    out.push(publish({ type: 'Disconnected', reason }));
+    return out;
+  }
+
+  /** A message from the node. */
+  onMessage(message: NodeMessage, now: number): Action<M>[] {
+    const out: Action<M>[] = [];
+    this.checkLease(now, out);
+    this.lastHeard = now;
+    switch (message.type) {
+      // The session handles both in its handshake.
+      case 'Welcome':
+      case 'Redirect':
+        break;
+      case 'Refused':
+        out.push(publish({ type: 'Refused', reason: message.reason }));
+        out.push({ type: 'Reconnect', reason: `the node refused the session: ${message.reason}` });
+        break;
+      case 'Registered':
+        this.onRegistered(message, now, out);
+        break;
+      case 'RegisterRefused':
+        out.push(publish({ type: 'Refused', reason: message.reason }));
+        out.push({ type: 'Reconnect', reason: `the node refused the registration: ${message.reason}` });
+        break;
+      case 'HeartbeatAck':
+        // Also while re-registering: the node granted this lease.
+        if (
+          message.incarnation === this.config.registration.incarnation &&
+          this.link.state !== 'Down' &&
+          this.renew(message.sequence, message.leaseMs, now, out)
+        ) {
+          this.askMissing(now, out);
+        }
+        break;
+      case 'NotRegistered':
+        if (this.leaving) {
+          // The node removes a leaving region before its LeaveDone is out
+          // (that waits for a persist), so a NotRegistered can overtake
+          // it: the region is gone either way.
+          this.finishLeave(now, out);
+        } else if (!this.left && this.link.state === 'Registered') {
+          this.register(now, out);
+        }
+        break;
+      case 'ShardHome':
+        this.onHome(message.shard, message.home, 0, now, out);
+        break;
+      case 'ShardHomeEpoch':
+        this.onHome(message.shard, message.home, message.epoch, now, out);
+        break;
+      case 'ShardRefused': {
+        const { shard, reason } = message;
+        let dropped = 0;
+        const entry = this.shards.get(shard);
+        if (entry !== undefined) {
+          dropped = entry.buffer.length;
+          entry.buffer = [];
+          entry.askedAt = undefined;
+          entry.wanted = false;
+          this.bufferedCount -= dropped;
+          this.forgetIfEmpty(shard);
+        }
+        out.push(publish({ type: 'ShardRefused', shard, reason, dropped }));
+        break;
+      }
+      case 'BeginHandOff': {
+        // Messages for the shard wait here from now on; a home request
+        // made now is answered when the hand-off ends.
+        const { shard } = message;
+        let ask = false;
+        const entry = this.shards.get(shard);
+        if (entry !== undefined) {
+          entry.home = undefined;
+          ask = needsHome(entry) && entry.askedAt === undefined;
+          this.forgetIfEmpty(shard);
+        }
+        out.push({ type: 'Send', message: { type: 'BeginHandOffAck', shard } });
+        if (ask) {
+          this.ask(shard, now, out);
+        }
+        break;
+      }
+      case 'HandOff': {
+        const { shard } = message;
+        const deadline = now + this.config.stopDeadlineMs;
+        const entry = this.entry(shard);
+        entry.home = undefined;
+        switch (entry.local.state) {
+          case 'Running':
+            entry.local = { state: 'Stopping', deadline, report: true };
+            out.push({ type: 'Stop', shard });
+            break;
+          case 'Stopping':
+            entry.local = { state: 'Stopping', deadline: entry.local.deadline, report: true };
+            break;
+          case 'Idle':
+            this.forgetIfEmpty(shard);
+            out.push({ type: 'Send', message: { type: 'ShardStopped', shard } });
+            break;
+        }
+        break;
+      }
+      case 'PlacementChanged':
+        out.push(publish({ type: 'PlacementChanged', shard: message.shard, target: message.target }));
+        break;
+      case 'LeaveDone':
+        this.finishLeave(now, out);
+        break;
+      case 'ShuttingDown':
+        out.push({ type: 'Reconnect', reason: 'the node is shutting down' });
+        break;
+    }
+    this.advanceDeparture(now, out);
+    return out;
+  }
+
+  /**
+   * The application sends `message` to `shard`. Throws a {@link SendError}
+   * when the shard id is invalid or the buffers are full.
+   */
+  send(shard: string, message: M, now: number): Action<M>[] {
+    const reason = checkShard(shard);
+    if (reason !== undefined) {
+      throw new SendError({ kind: 'InvalidShard', shard, reason });
+    }
+    const out: Action<M>[] = [];
+    this.checkLease(now, out);
+    this.routeOrDefer(shard, message, now, out);
+    return out;
+  }
+
+  /** Routes `message`; when that throws, keeps what `out` holds for the next call. */
+  private routeOrDefer(shard: string, message: M, now: number, out: Action<M>[]): void {
+    try {
+      this.route(shard, message, now, out);
+    } catch (error) {
+      this.deferred = out;
+      throw error;
+    }
+  }
+
+  /**
+   * Another region carried `message` for `shard` here. Delivered when the
+   * shard runs here (the sender sent it before the shard's hand-off
+   * began); otherwise routed again like a local send (and, like one,
+   * throws a {@link SendError} when it cannot be taken).
+   */
+  inbound(shard: string, message: M, now: number): Action<M>[] {
+    const reason = checkShard(shard);
+    if (reason !== undefined) {
+      throw new SendError({ kind: 'InvalidShard', shard, reason });
+    }
+    const out: Action<M>[] = [];
+    this.checkLease(now, out);
+    if (this.shards.get(shard)?.local.state === 'Running') {
+      out.push({ type: 'Deliver', shard, message });
+    } else {
+      this.routeOrDefer(shard, message, now, out);
+    }
+    return out;
+  }
+
+  /**
+   * Someone wants the shard's home: the cached one, or it is asked for.
+   * Throws a {@link RegionError} when the shard id is invalid.
+   */
+  requestHome(shard: string, now: number): HomeLookup<M> {
+    const reason = checkShard(shard);
+    if (reason !== undefined) {
+      throw new RegionError({ kind: 'InvalidShard', shard, reason });
+    }
+    const out: Action<M>[] = [];
+    this.checkLease(now, out);
+    const home = this.cachedHome(shard);
+    if (home !== undefined && out.length === 0) {
+      return { type: 'Known', home };
+    }
+    const entry = this.entry(shard);
+    entry.wanted = true;
+    if (entry.home === undefined && entry.askedAt === undefined) {
+      this.ask(shard, now, out);
+    }
+    return { type: 'Asked', actions: out };
+  }
+
+  /** The application finished stopping the shard (after a `Stop` action). A hand-off's stop is reported to the node. */
+  stopFinished(shard: string, now: number): Action<M>[] {
+    const out: Action<M>[] = [];
+    this.checkLease(now, out);
+    this.finishStop(shard, now, out);
+    this.advanceDeparture(now, out);
+    return out;
+  }
+
+  /**
+   * The transport could not carry these messages (in order) to `to`: they
+   * go back to the front of the shard's buffer, the cached home is dropped
+   * and asked for again after `homeRetryMs`.
+   */
+  forwardFailed(shard: string, to: string, messages: readonly M[], now: number): Action<M>[] {
+    const out: Action<M>[] = [];
+    this.checkLease(now, out);
+    const canAsk = this.canAsk();
+    const entry = this.entry(shard);
+    // `to` names the failed home only for the Rust core's warning when it
+    // is no longer the cached one: the cached home is dropped either way.
+    entry.home = undefined;
+    entry.buffer = [...messages, ...entry.buffer];
+    if (canAsk && entry.askedAt === undefined) {
+      entry.askedAt = now;
+    }
+    this.bufferedCount += messages.length;
+    return out;
+  }
+
+  /**
+   * Time passes: the lease, stop deadlines, heartbeats, the node's silence
+   * and home requests to repeat. `metrics` is called only when a heartbeat
+   * is due.
+   */
+  tick(now: number, metrics: () => Record<string, number>): Action<M>[] {
+    return this.tickWithLoad(now, metrics, () => undefined);
+  }
+
+  /**
+   * `tick`, with a load report after each heartbeat: `load` is called only
+   * when a heartbeat is due, with what tells the shards running here
+   * (running or stopping) from the others, and its report (if any) is sent
+   * right after the heartbeat.
+   */
+  tickWithLoad(
+    now: number,
+    metrics: () => Record<string, number>,
+    load: (runs: (shard: string) => boolean) => LoadReport | undefined,
+  ): Action<M>[] {
+    const out: Action<M>[] = [];
+    this.checkLease(now, out);
+    const late = this.ordered()
+      .filter(([, entry]) => entry.local.state === 'Stopping' && entry.local.deadline <= now)
+      .map(([shard]) => shard);
+    for (const shard of late) {
+      out.push({ type: 'AbandonStop', shard });
+      this.finishStop(shard, now, out);
+    }
+    if (this.link.state === 'Registered' && now >= this.nextHeartbeat) {
+      const sequence = this.nextSequence(now);
+      this.nextHeartbeat = now + this.heartbeatIntervalMs;
+      out.push({ type: 'Send', message: { type: 'Heartbeat', sequence, metrics: metrics() } });
+      const runs = (shard: string): boolean => {
+        const entry = this.shards.get(shard);
+        return entry !== undefined && entry.local.state !== 'Idle';
+      };
+      const report = load(runs);
+      if (report !== undefined) {
+        out.push({ type: 'Send', message: { type: 'Load', ...report } });
+      }
+    }
+    if (this.link.state !== 'Down') {
+      // Three missed acknowledgements: a paused or cut-off node is left
+      // well within the lease, so a failover costs no shard.
+      const limit =
+        this.link.state === 'Registered'
+          ? Math.max(this.heartbeatIntervalMs * 3, MIN_SILENCE_MS)
+          : this.config.responseTimeoutMs;
+      const silent = Math.max(0, now - this.lastHeard);
+      if (silent >= limit) {
+        this.lastHeard = now;
+        out.push({ type: 'Reconnect', reason: `the node has been silent for ${silent} ms` });
+      }
+    }
+    if (this.canAsk()) {
+      const retry = this.config.homeRetryMs;
+      const due = this.ordered()
+        .filter(([, entry]) => needsHome(entry) && entry.askedAt !== undefined && now >= entry.askedAt + retry)
+        .map(([shard]) => shard);
+      for (const shard of due) {
+        this.ask(shard, now, out);
+      }
+    }
+    this.advanceDeparture(now, out);
+    return out;
+  }
+
+  /**
+   * The region wants to leave: `Leave` now if registered, else after the
+   * next registration. The node hands its shards off, then answers
+   * `LeaveDone`.
+   */
+  leave(now: number): Action<M>[] {
+    const out: Action<M>[] = [];
+    this.checkLease(now, out);
+    if (this.left || this.leaving) {
+      return out;
+    }
+    this.startLeaving(out);
+    return out;
+  }
+
+  /**
+   * The region drains, then leaves, within `boundMs` (see the file's
+   * comment). Ignored when the region already leaves, has left or departs.
+   * Its end is {@link RegionCore.departure}.
+   */
+  drainAndLeave(boundMs: number, now: number): Action<M>[] {
+    const out: Action<M>[] = [];
+    this.checkLease(now, out);
+    if (this.left || this.leaving || this.departing !== undefined) {
+      return out;
+    }
+    this.departing = {
+      boundMs,
+      leaveAt: now + Math.floor(boundMs / 2),
+      giveUpAt: now + boundMs,
+      outcome: undefined,
+    };
+    out.push(...this.requestDrain(true, now));
+    this.advanceDeparture(now, out);
+    return out;
+  }
+
+  /**
+   * How a {@link RegionCore.drainAndLeave} ended: undefined while it runs
+   * (or when none was asked for), `ok` once the node let the region go,
+   * the error once the bound passed first (the shards still running were
+   * told to stop: wait for {@link RegionCore.isIdle}).
+   */
+  departure(): DepartureOutcome | undefined {
+    return this.departing?.outcome;
+  }
+
+  /** The region shuts down without leaving: every running shard stops and nothing starts any more. */
+  shutdown(now: number): Action<M>[] {
+    const out: Action<M>[] = [];
+    this.checkLease(now, out);
+    this.closing = true;
+    this.stopAll(now, out);
+    return out;
+  }
+
+  /**
+   * Asks the node to drain (`true`) or undrain (`false`) this region; sent
+   * once, now or after the next registration.
+   */
+  requestDrain(draining: boolean, now: number): Action<M>[] {
+    const out: Action<M>[] = [];
+    this.checkLease(now, out);
+    if (this.link.state === 'Registered') {
+      this.drainRequest = undefined;
+      out.push({ type: 'Send', message: { type: 'Drain', draining } });
+    } else {
+      this.drainRequest = draining;
+    }
+    return out;
+  }
+
+  // ---- internals ----
+
+  /** The shards and their entries, in the UTF-8 byte order of their ids (a snapshot). */
+  private ordered(): [string, ShardEntry<M>][] {
+    this.sortedIds ??= [...this.shards.keys()].sort(compareUtf8);
+    const entries: [string, ShardEntry<M>][] = [];
+    for (const shard of this.sortedIds) {
+      const entry = this.shards.get(shard);
+      if (entry !== undefined) {
+        entries.push([shard, entry]);
+      }
+    }
+    return entries;
+  }
+
+  private leaseValid(now: number): boolean {
+    return !this.fenced && this.leaseEnd !== undefined && now < this.leaseEnd;
+  }
+
+  private canAsk(): boolean {
+    return this.link.state === 'Registered' && !this.fenced && !this.left;
+  }
+
+  /** The shard's entry, made if it has none. */
+  private entry(shard: string): ShardEntry<M> {
+    let entry = this.shards.get(shard);
+    if (entry === undefined) {
+      entry = newEntry();
+      this.shards.set(shard, entry);
+      this.sortedIds = undefined;
+    }
+    return entry;
+  }
+
+  private forgetIfEmpty(shard: string): void {
+    const entry = this.shards.get(shard);
+    if (entry !== undefined && isEmpty(entry)) {
+      this.shards.delete(shard);
+      this.sortedIds = undefined;
+    }
+  }
+
+  /** Drops every entry that holds nothing. */
+  private forgetEmpty(): void {
+    for (const [shard, entry] of this.shards) {
+      if (isEmpty(entry)) {
+        this.shards.delete(shard);
+        this.sortedIds = undefined;
+      }
+    }
+  }
+
+  private nextSequence(now: number): number {
+    const sequence = this.sequence;
+    this.sequence += 1;
+    this.sent.set(sequence, now);
+    while (this.sent.size > SEQUENCE_WINDOW) {
+      const first = this.sent.keys().next();
+      if (first.done === true) {
+        break;
+      }
+      this.sent.delete(first.value);
+    }
+    return sequence;
+  }
+
+  private register(now: number, out: Action<M>[]): void {
+    const sequence = this.nextSequence(now);
+    this.link = { state: 'Registering', sequence };
+    for (const entry of this.shards.values()) {
+      entry.askedAt = undefined;
+    }
+    this.forgetEmpty();
+    const registration = this.config.registration;
+    out.push({
+      type: 'Send',
+      message: {
+        type: 'Register',
+        ...registration,
+        roles: [...registration.roles],
+        labels: { ...registration.labels },
+        sequence,
+      },
+    });
+  }
+
+  /** Extends the lease to `sentAt + leaseMs`; true when that lifts a fence. */
+  private renew(sequence: number, leaseMs: number, now: number, out: Action<M>[]): boolean {
+    const sentAt = this.sent.get(sequence);
+    if (sentAt === undefined) {
+      return false;
+    }
+    for (const s of [...this.sent.keys()]) {
+      if (s <= sequence) {
+        this.sent.delete(s);
+      }
+    }
+    const until = sentAt + leaseMs;
+    this.leaseEnd = this.leaseEnd === undefined ? until : Math.max(this.leaseEnd, until);
+    if (this.fenced && now < until) {
+      this.fenced = false;
+      out.push(publish({ type: 'LeaseRegained' }));
+      return true;
+    }
+    return false;
+  }
+
+  /** Fences the region when its lease has run out. */
+  private checkLease(now: number, out: Action<M>[]): void {
+    out.push(...this.deferred.splice(0));
+    if (this.fenced || this.leaseEnd === undefined || now < this.leaseEnd) {
+      return;
+    }
+    this.fenced = true;
+    const deadline = now + this.config.stopDeadlineMs;
+    for (const [shard, entry] of this.ordered()) {
+      entry.home = undefined;
+      if (entry.local.state === 'Running') {
+        entry.local = { state: 'Stopping', deadline, report: false };
+        out.push({ type: 'Stop', shard });
+      }
+    }
+    this.forgetEmpty();
+    out.push(publish({ type: 'Fenced' }));
+  }
+
+  private ask(shard: string, now: number, out: Action<M>[]): void {
+    if (!this.canAsk()) {
+      return;
+    }
+    this.entry(shard).askedAt = now;
+    out.push({ type: 'Send', message: { type: 'GetShardHome', shard } });
+  }
+
+  /** Asks for every home that is needed and not asked for. */
+  private askMissing(now: number, out: Action<M>[]): void {
+    if (!this.canAsk()) {
+      return;
+    }
+    const missing = this.ordered()
+      .filter(([, entry]) => needsHome(entry) && entry.askedAt === undefined)
+      .map(([shard]) => shard);
+    for (const shard of missing) {
+      this.ask(shard, now, out);
+    }
+  }
+
+  /** Stops every running shard without reporting it to the node. */
+  private stopAll(now: number, out: Action<M>[]): void {
+    const deadline = now + this.config.stopDeadlineMs;
+    for (const [shard, entry] of this.ordered()) {
+      if (entry.local.state === 'Running') {
+        entry.local = { state: 'Stopping', deadline, report: false };
+        if (entry.home === this.address) {
+          entry.home = undefined;
+        }
+        out.push({ type: 'Stop', shard });
+      }
+    }
+  }
+
+  /** The node let the region go: stop everything, start nothing. */
+  private finishLeave(now: number, out: Action<M>[]): void {
+    if (this.leaving && !this.left) {
+      this.left = true;
+      this.closing = true;
+      this.stopAll(now, out);
+      out.push(publish({ type: 'Left' }));
+    }
+  }
+
+  private onRegistered(
+    message: Extract<NodeMessage, { type: 'Registered' }>,
+    now: number,
+    out: Action<M>[],
+  ): void {
+    const { incarnation, sequence, leaseMs, heartbeatIntervalMs } = message;
+    if (
+      incarnation !== this.config.registration.incarnation ||
+      this.link.state !== 'Registering' ||
+      this.link.sequence !== sequence
+    ) {
+      // Not for the registration in flight.
+      return;
+    }
+    this.link = { state: 'Registered' };
+    this.heartbeatIntervalMs = Math.max(heartbeatIntervalMs, 1);
+    this.nextHeartbeat = now + this.heartbeatIntervalMs;
+    out.push(publish({ type: 'Registered', incarnation }));
+    this.renew(sequence, leaseMs, now, out);
+    // Hand-off stops that finished while the session was down.
+    const reported: string[] = [];
+    for (const [shard, entry] of this.ordered()) {
+      if (entry.unreportedStop) {
+        entry.unreportedStop = false;
+        reported.push(shard);
+      }
+    }
+    for (const shard of reported) {
+      out.push({ type: 'Send', message: { type: 'ShardStopped', shard } });
+      this.forgetIfEmpty(shard);
+    }
+    if (this.drainRequest !== undefined) {
+      const draining = this.drainRequest;
+      this.drainRequest = undefined;
+      out.push({ type: 'Send', message: { type: 'Drain', draining } });
+    }
+    this.askMissing(now, out);
+    if (this.leaving) {
+      this.leaveSent = true;
+      out.push({ type: 'Send', message: { type: 'Leave' } });
+    }
+  }
+
+  private onHome(shard: string, home: string, epoch: number, now: number, out: Action<M>[]): void {
+    const own = home === this.address;
+    const mayStart = !this.closing && this.leaseValid(now);
+    const stopDeadline = now + this.config.stopDeadlineMs;
+    const entry = this.entry(shard);
+    entry.askedAt = undefined;
+    if (own) {
+      // Not while fenced or closing, nor before the last run stopped:
+      // asked again after renewal or the stop.
+      if (!mayStart) {
+        this.forgetIfEmpty(shard);
+        return;
+      }
+      switch (entry.local.state) {
+        case 'Stopping':
+          return;
+        case 'Idle':
+          entry.local = RUNNING;
+          entry.epoch = epoch;
+          out.push({ type: 'Start', shard, epoch });
+          out.push(publish({ type: 'ShardStarted', shard, epoch }));
+          break;
+        case 'Running':
+          // Homed here again with a greater epoch: the node moved it away
+          // and back meanwhile; this run's epoch is stale.
+          if (epoch > entry.epoch) {
+            entry.local = { state: 'Stopping', deadline: stopDeadline, report: false };
+            out.push({ type: 'Stop', shard });
+          }
+          break;
+      }
+    } else if (entry.local.state === 'Running') {
+      // The node homes it elsewhere: this run is stale.
+      entry.local = { state: 'Stopping', deadline: stopDeadline, report: false };
+      out.push({ type: 'Stop', shard });
+    }
+    entry.wanted = false;
+    if (entry.home !== home) {
+      entry.home = home;
+      out.push(publish({ type: 'HomeChanged', shard, home }));
+    }
+    const flushed = entry.buffer;
+    entry.buffer = [];
+    for (const message of flushed) {
+      out.push(own ? { type: 'Deliver', shard, message } : { type: 'Forward', to: home, shard, message });
+    }
+    this.bufferedCount -= flushed.length;
+  }
+
+  private route(shard: string, message: M, now: number, out: Action<M>[]): void {
+    const own = this.address;
+    const known = this.shards.get(shard);
+    if (known?.home !== undefined) {
+      if (known.home === own && known.local.state === 'Running') {
+        out.push({ type: 'Deliver', shard, message });
+        return;
+      }
+      if (known.home !== own) {
+        out.push({ type: 'Forward', to: known.home, shard, message });
+        return;
+      }
+    }
+    const queued = known?.buffer.length ?? 0;
+    if (queued >= this.config.shardBufferLimit) {
+      throw new SendError({ kind: 'BufferFull', shard, limit: this.config.shardBufferLimit });
+    }
+    if (this.bufferedCount >= this.config.totalBufferLimit) {
+      throw new SendError({ kind: 'TotalBufferFull', limit: this.config.totalBufferLimit });
+    }
+    const entry = this.entry(shard);
+    entry.buffer.push(message);
+    const ask = entry.askedAt === undefined;
+    this.bufferedCount += 1;
+    if (ask) {
+      this.ask(shard, now, out);
+    }
+  }
+
+  private finishStop(shard: string, now: number, out: Action<M>[]): void {
+    const connected = this.link.state !== 'Down';
+    const entry = this.shards.get(shard);
+    if (entry === undefined || entry.local.state !== 'Stopping') {
+      return;
+    }
+    const report = entry.local.report;
+    entry.local = IDLE;
+    if (report) {
+      if (connected) {
+        out.push({ type: 'Send', message: { type: 'ShardStopped', shard } });
+      } else {
+        entry.unreportedStop = true;
+      }
+    }
+    out.push(publish({ type: 'ShardStopped', shard }));
+    if (needsHome(entry) && entry.askedAt === undefined) {
+      this.ask(shard, now, out);
+    }
+    this.forgetIfEmpty(shard);
+  }
+
+  /**
+   * Moves a drain-and-leave on: done once left; `Leave` once nothing runs
+   * here (or at half the bound); gives up at the bound.
+   */
+  private advanceDeparture(now: number, out: Action<M>[]): void {
+    const departure = this.departing;
+    if (departure === undefined || departure.outcome !== undefined) {
+      return;
+    }
+    if (this.left) {
+      departure.outcome = { ok: true };
+    } else if (now >= departure.giveUpAt) {
+      const shards = this.running();
+      const leaveAsked = this.leaveSent;
+      if (leaveAsked && this.link.state === 'Registered') {
+        // Leaving, it gets no new shards; undrained, a restart at this
+        // address is not left draining.
+        out.push({ type: 'Send', message: { type: 'Drain', draining: false } });
+      }
+      this.closing = true;
+      this.stopAll(now, out);
+      departure.outcome = {
+        ok: false,
+        error: new RegionError({ kind: 'DrainAndLeaveTimedOut', boundMs: departure.boundMs, shards, leaveAsked }),
+      };
+    } else if (!this.leaving && (this.isIdle() || now >= departure.leaveAt)) {
+      this.startLeaving(out);
+    }
+  }
+
+  private startLeaving(out: Action<M>[]): void {
+    this.leaving = true;
+    if (this.link.state === 'Registered') {
+      this.leaveSent = true;
+      out.push({ type: 'Send', message: { type: 'Leave' } });
+    }
+  }
+}
+
+function publish<M>(update: Update): Action<M> {
+  return { type: 'Publish', update };
+}

@@ -1,0 +1,185 @@
+// The region client's errors (the Rust client's `region/error.rs`):
+// `RegionError` for lifecycle and home look-ups, `SendError` for messages
+// the region cannot take, and `checkShard`, the shard id rule both use.
+// Each error has a `kind` naming the Rust variant, its fields in `detail`,
+// and a message worded like the Rust `Display` text.
+
+import { MAX_SHARD_ID_BYTES } from '../wire.js';
+
+/** What a {@link RegionError} is, with its fields; `kind` names the Rust variant. */
+export type RegionErrorDetail =
+  /** The region's configuration cannot work. */
+  | { kind: 'Config'; problem: string }
+  /** The shard id is empty or too long. */
+  | { kind: 'InvalidShard'; shard: string; reason: string }
+  /** The node would not give the shard a home (a limit). */
+  | { kind: 'ShardRefused'; shard: string; reason: string }
+  /**
+   * The node refused the session or the registration (version, entity type,
+   * token, a stale incarnation, too many regions); the region keeps retrying.
+   */
+  | { kind: 'Refused'; reason: string }
+  /** The region left the cluster. */
+  | { kind: 'Left' }
+  /** The region was shut down. */
+  | { kind: 'ShutDown' }
+  /** The node did not confirm the leave within `timeoutMs`; the region stopped its shards and closed anyway. */
+  | { kind: 'LeaveTimedOut'; timeoutMs: number }
+  /**
+   * A drain-and-leave ran out of its bound: `shards` still ran here (they
+   * were stopped then), or none did but the node had not let the region go;
+   * `leaveAsked` tells whether the region had sent `Leave`.
+   */
+  | { kind: 'DrainAndLeaveTimedOut'; boundMs: number; shards: string[]; leaveAsked: boolean };
+
+/** Why a region operation failed. */
+export class RegionError extends Error {
+  override name = 'RegionError';
+  /** The Rust variant this error is. */
+  readonly kind: RegionErrorDetail['kind'];
+  /** The variant with its fields. */
+  readonly detail: RegionErrorDetail;
+
+  /** An error of this kind, its message worded like the Rust client's. */
+  constructor(detail: RegionErrorDetail) {
+    super(regionMessage(detail));
+    this.kind = detail.kind;
+    this.detail = detail;
+  }
+}
+
+function regionMessage(detail: RegionErrorDetail): string {
+  switch (detail.kind) {
+    case 'Config':
+      return `invalid region configuration: ${detail.problem}`;
+    case 'InvalidShard':
+      return `invalid shard id ${debugString(detail.shard)}: ${detail.reason}`;
+    case 'ShardRefused':
+      return `the node refused shard ${detail.shard}: ${detail.reason}`;
+    case 'Refused':
+      return `the node refused the region: ${detail.reason}`;
+    case 'Left':
+      return 'the region has left the cluster';
+    case 'ShutDown':
+      return 'the region has shut down';
+    case 'LeaveTimedOut':
+      return (
+        `the node did not confirm the leave within ${debugDuration(detail.timeoutMs)}; ` +
+        'the region stopped its shards and closed anyway'
+      );
+    case 'DrainAndLeaveTimedOut':
+      return (
+        `the region did not drain and leave within ${debugDuration(detail.boundMs)}: ` +
+        leftBehind(detail.shards, detail.leaveAsked)
+      );
+  }
+}
+
+/** What a drain-and-leave left behind, in words: at most ten shards named, the rest counted. */
+function leftBehind(shards: readonly string[], leaveAsked: boolean): string {
+  const shown = 10;
+  const waiting = leaveAsked
+    ? 'the node had not confirmed its leave'
+    : 'it had not reached the node to ask to leave';
+  if (shards.length === 0) {
+    return `it ran no shard any more, but ${waiting}`;
+  }
+  let names = shards.slice(0, shown).join(', ');
+  if (shards.length > shown) {
+    names += ` and ${shards.length - shown} more`;
+  }
+  const count = shards.length === 1 ? '1 shard' : `${shards.length} shards`;
+  return `it still ran ${count} (${names}), stopped there and then, and ${waiting}`;
+}
+
+/** What a {@link SendError} is, with its fields; `kind` names the Rust variant. */
+export type SendErrorDetail =
+  /** The shard already has `limit` messages waiting (for its home, or for the application). */
+  | { kind: 'BufferFull'; shard: string; limit: number }
+  /** The region holds `limit` buffered messages over all shards. */
+  | { kind: 'TotalBufferFull'; limit: number }
+  /** The shard id is empty or too long. */
+  | { kind: 'InvalidShard'; shard: string; reason: string }
+  /** The region has left or shut down. */
+  | { kind: 'Stopped' };
+
+/** Why a send did not take a message. */
+export class SendError extends Error {
+  override name = 'SendError';
+  /** The Rust variant this error is. */
+  readonly kind: SendErrorDetail['kind'];
+  /** The variant with its fields. */
+  readonly detail: SendErrorDetail;
+
+  /** An error of this kind, its message worded like the Rust client's. */
+  constructor(detail: SendErrorDetail) {
+    super(sendMessage(detail));
+    this.kind = detail.kind;
+    this.detail = detail;
+  }
+}
+
+function sendMessage(detail: SendErrorDetail): string {
+  switch (detail.kind) {
+    case 'BufferFull':
+      return `the buffer of shard ${detail.shard} is full (${detail.limit} messages)`;
+    case 'TotalBufferFull':
+      return `the region's buffers are full (${detail.limit} messages over all shards)`;
+    case 'InvalidShard':
+      return `invalid shard id ${debugString(detail.shard)}: ${detail.reason}`;
+    case 'Stopped':
+      return 'the region has stopped; it takes no more messages';
+  }
+}
+
+/**
+ * Checks a shard id: 1 to {@link MAX_SHARD_ID_BYTES} UTF-8 bytes. Returns
+ * what is wrong with it, or `undefined` when it is fine.
+ */
+export function checkShard(shard: string): string | undefined {
+  const length = new TextEncoder().encode(shard).length;
+  if (length === 0) {
+    return 'a shard id is empty';
+  }
+  if (length > MAX_SHARD_ID_BYTES) {
+    return `a shard id of ${length} bytes is longer than ${MAX_SHARD_ID_BYTES} bytes`;
+  }
+  return undefined;
+}
+
+/** A string quoted as Rust's `{:?}` shows it (quotes, backslash escapes, `\u{…}` for control characters). */
+function debugString(value: string): string {
+  let quoted = '"';
+  for (const char of value) {
+    const code = char.codePointAt(0) ?? 0;
+    if (char === '"' || char === '\\') {
+      quoted += `\\${char}`;
+    } else if (char === '\n') {
+      quoted += '\\n';
+    } else if (char === '\r') {
+      quoted += '\\r';
+    } else if (char === '\t') {
+      quoted += '\\t';
+    } else if (char === '\0') {
+      quoted += '\\0';
+    } else if (code < 0x20 || code === 0x7f) {
+      quoted += `\\u{${code.toString(16)}}`;
+    } else {
+      quoted += char;
+    }
+  }
+  return `${quoted}"`;
+}
+
+/** Milliseconds as Rust's `{:?}` shows a `Duration` of them: `380ms`, `20s`, `1.5s`, `0ns`. */
+function debugDuration(ms: number): string {
+  if (ms === 0) {
+    return '0ns';
+  }
+  if (ms < 1000) {
+    return `${ms}ms`;
+  }
+  const seconds = Math.floor(ms / 1000);
+  const fraction = String(ms % 1000).padStart(3, '0').replace(/0+$/, '');
+  return fraction === '' ? `${seconds}s` : `${seconds}.${fraction}s`;
+}

@@ -1,0 +1,633 @@
+// The region: `Region.start(config, application, transport)` connects to
+// the node and serves the application's shards. It owns the clock and the
+// I/O and feeds the sans-I/O `RegionCore`, performing its actions in the
+// order it emits them (the Rust client's `driver.rs`, on Node's one thread):
+//
+//   session events (session.ts)   → core.connected / onMessage / disconnected
+//   other regions (the inbox)     → core.inbound
+//   a shard's stop finished       → core.stopFinished
+//   a tick every 50 ms            → core.tickWithLoad, reconnect when due, the leave deadline
+//   send / homeOf / leave / …     → the core's matching call
+//
+// Each running shard has a worker: a promise chain calling the application
+// in order (`startShard`, `deliver` per message, `stopShard`), reporting
+// the stop back. A stop past its deadline is abandoned.
+
+import { EventEmitter } from 'node:events';
+
+import type { Action, Update } from './actions.js';
+import type { Application } from './application.js';
+import { RegionCore } from './core.js';
+import { RegionError, SendError } from './errors.js';
+import { LoadMeter } from './load.js';
+import { Leader, Session, connectUrlOf, type SessionEvent, type SessionParams } from './session.js';
+import { InMemoryTransport, TransportError, type Inbox, type Transport } from './transport.js';
+import { MAX_ADDRESS_BYTES, MAX_LOAD_SHARDS } from '../wire.js';
+
+/** How often the region ticks its core (ms). */
+const TICK_MS = 50;
+
+/** How a region connects and behaves; `Region.start` fills in the defaults. */
+export interface RegionConfig {
+  /** The node's URL (`http(s)://host:port` or `ws(s)://…`), or every node's of an HA cluster. */
+  node: string | string[];
+  /** The entity type this region serves. */
+  entityType: string;
+  /** This region's address, unique in the cluster; other regions reach it by it. */
+  address: string;
+  /** Greater for every restart; default: milliseconds since the Unix epoch at start. */
+  incarnation?: number;
+  /** Cluster roles. */
+  roles?: string[];
+  /** The application's version, shown to operators and strategies. */
+  appVersion?: string;
+  /** Labels (`zone`, …) strategies place by. */
+  labels?: Record<string, string>;
+  /** Routes messages only; never a shard's home. */
+  proxyOnly?: boolean;
+  /** The region token, if the node wants one. */
+  token?: string;
+  /** PEM certificates to trust for `wss://`/`https://` nodes (a private CA). */
+  ca?: string | Buffer;
+  /** Most messages buffered for one shard (default 1,000). */
+  shardBufferLimit?: number;
+  /** Most messages buffered over all shards (default 100,000). */
+  totalBufferLimit?: number;
+  /** How long `stopShard` may take before the stop is abandoned (default 10 s). */
+  stopDeadlineMs?: number;
+  /** How long `leave()` waits for the node's `LeaveDone` (default 60 s). */
+  leaveTimeoutMs?: number;
+  /** The bound of `drainAndLeave()` (default 20 s). */
+  drainAndLeaveTimeoutMs?: number;
+  /** The first reconnect delay (default 100 ms); it doubles up to `reconnectMaxMs`. */
+  reconnectMinMs?: number;
+  /** The longest reconnect delay (default 5 s). */
+  reconnectMaxMs?: number;
+  /** How long to wait for a home before asking again (default 2 s). */
+  homeRetryMs?: number;
+  /** How long the node may stay silent before registering (default 10 s). */
+  responseTimeoutMs?: number;
+  /** The bound of the WebSocket handshake and the `Welcome` (default 10 s). */
+  connectTimeoutMs?: number;
+  /** Most shards a load report names (default 256, at most 1,024). */
+  loadReportShards?: number;
+}
+
+/** The config with every default filled in. */
+type Settled = Required<Omit<RegionConfig, 'token' | 'ca' | 'node'>> & {
+  urls: string[];
+  token: string | undefined;
+  ca: string | Buffer | undefined;
+};
+
+function settle(config: RegionConfig): Settled {
+  const problem = (text: string): never => {
+    throw new RegionError({ kind: 'Config', problem: text });
+  };
+  const nodes = Array.isArray(config.node) ? config.node : config.node.split(',').map((n) => n.trim());
+  if (nodes.length === 0 || nodes.some((n) => n === '')) {
+    problem('name at least one node URL (e.g. http://127.0.0.1:7878)');
+  }
+  const urls = nodes.map((node) => {
+    try {
+      return connectUrlOf(node);
+    } catch (error) {
+      return problem((error as Error).message);
+    }
+  });
+  if (!config.address) problem('the address is empty');
+  if (!config.entityType) problem('the entity type is empty');
+  if (new TextEncoder().encode(config.address).length > MAX_ADDRESS_BYTES || /[^\x21-\x7e]/.test(config.address)) {
+    problem(`an address is 1 to ${MAX_ADDRESS_BYTES} bytes of printable ASCII without spaces, not ${JSON.stringify(config.address)}`);
+  }
+  if (!/^[A-Za-z0-9._-]{1,128}$/.test(config.entityType)) {
+    problem(`an entity type name is 1 to 128 characters of A-Z a-z 0-9 . _ -, not ${JSON.stringify(config.entityType)}`);
+  }
+  const settled: Settled = {
+    urls,
+    entityType: config.entityType,
+    address: config.address,
+    incarnation: config.incarnation ?? Date.now(),
+    roles: config.roles ?? [],
+    appVersion: config.appVersion ?? '',
+    labels: config.labels ?? {},
+    proxyOnly: config.proxyOnly ?? false,
+    token: config.token,
+    ca: config.ca,
+    shardBufferLimit: config.shardBufferLimit ?? 1_000,
+    totalBufferLimit: config.totalBufferLimit ?? 100_000,
+    stopDeadlineMs: config.stopDeadlineMs ?? 10_000,
+    leaveTimeoutMs: config.leaveTimeoutMs ?? 60_000,
+    drainAndLeaveTimeoutMs: config.drainAndLeaveTimeoutMs ?? 20_000,
+    reconnectMinMs: config.reconnectMinMs ?? 100,
+    reconnectMaxMs: config.reconnectMaxMs ?? 5_000,
+    homeRetryMs: config.homeRetryMs ?? 2_000,
+    responseTimeoutMs: config.responseTimeoutMs ?? 10_000,
+    connectTimeoutMs: config.connectTimeoutMs ?? 10_000,
+    loadReportShards: config.loadReportShards ?? 256,
+  };
+  if (settled.shardBufferLimit < 1 || settled.totalBufferLimit < 1) problem('buffer limits must be at least 1');
+  if (settled.loadReportShards < 1 || settled.loadReportShards > MAX_LOAD_SHARDS) {
+    problem(`loadReportShards is ${settled.loadReportShards}; it must be 1 to ${MAX_LOAD_SHARDS}`);
+  }
+  if (!(settled.connectTimeoutMs > 0)) problem('the connect timeout must be greater than zero');
+  if (!(settled.reconnectMinMs > 0 && settled.reconnectMinMs <= settled.reconnectMaxMs)) {
+    problem(`the reconnect delays must satisfy 0 < min (${settled.reconnectMinMs} ms) <= max (${settled.reconnectMaxMs} ms)`);
+  }
+  if (!Number.isSafeInteger(settled.incarnation) || settled.incarnation < 0) {
+    problem(`the incarnation must be a whole number from 0, not ${settled.incarnation}`);
+  }
+  return settled;
+}
+
+/** Reconnect delays: doubling from min to max, each drawn from the upper half of the step. */
+class Backoff {
+  private step: number;
+  constructor(
+    private readonly min: number,
+    private readonly max: number,
+  ) {
+    this.step = min;
+  }
+  next(): number {
+    const step = this.step;
+    this.step = Math.min(this.step * 2, this.max);
+    return step / 2 + Math.random() * (step / 2);
+  }
+  reset(): void {
+    this.step = this.min;
+  }
+}
+
+/** One shard's worker: the application's calls for one run, in order. */
+interface Worker<M> {
+  run: number;
+  /** The end of the chain of calls queued so far. */
+  tail: Promise<void>;
+  /** Deliveries queued and not yet done. */
+  backlog: number;
+  /** Set when the stop was abandoned: later calls of this run are skipped. */
+  abandoned: boolean;
+}
+
+/** How the region is ending. */
+type Ending =
+  | { type: 'leave'; deadline: number; timedOut: boolean }
+  | { type: 'drain-and-leave' }
+  | { type: 'shutdown' };
+
+/** The events a region emits: `update` for every {@link Update}. */
+export interface RegionEvents {
+  update: [Update];
+}
+
+/** A region serving `M` messages. See the module comment. */
+export class Region<M> extends EventEmitter<RegionEvents> {
+  private readonly core: RegionCore<M>;
+  private readonly started = performance.now();
+  private readonly params: SessionParams;
+  private readonly leader = new Leader();
+  private readonly backoff: Backoff;
+  private readonly meter = new LoadMeter();
+  private readonly workers = new Map<string, Worker<M>>();
+  private readonly waiters = new Map<string, { resolve: (home: string) => void; reject: (error: Error) => void }[]>();
+  private readonly done: { resolve: () => void; reject: (error: Error) => void }[] = [];
+  private readonly registeredWaiters: { resolve: () => void; reject: (error: Error) => void }[] = [];
+  private readonly inboxHandle: Inbox<M>;
+  private session: Session | null = null;
+  private generation = 0;
+  private link: { type: 'waiting'; at: number } | { type: 'connecting' } | { type: 'up' } = { type: 'waiting', at: 0 };
+  private nextRun = 1;
+  private ending: Ending | null = null;
+  private ended: RegionError | null = null;
+  private refused: string | null = null;
+  private readonly ticker: NodeJS.Timeout;
+
+  private constructor(
+    private readonly config: Settled,
+    private readonly app: Application<M>,
+    private readonly transport: Transport<M>,
+  ) {
+    super();
+    this.core = new RegionCore<M>({
+      registration: {
+        address: config.address,
+        incarnation: config.incarnation,
+        roles: config.roles,
+        appVersion: config.appVersion,
+        labels: config.labels,
+        proxyOnly: config.proxyOnly,
+      },
+      shardBufferLimit: config.shardBufferLimit,
+      totalBufferLimit: config.totalBufferLimit,
+      stopDeadlineMs: config.stopDeadlineMs,
+      homeRetryMs: config.homeRetryMs,
+      responseTimeoutMs: config.responseTimeoutMs,
+    });
+    this.params = {
+      urls: config.urls,
+      entityType: config.entityType,
+      token: config.token,
+      ca: config.ca,
+      handshakeTimeoutMs: config.connectTimeoutMs,
+    };
+    this.backoff = new Backoff(config.reconnectMinMs, config.reconnectMaxMs);
+    this.inboxHandle = {
+      address: config.address,
+      deliver: (shard, message) => this.onInbound(shard, message),
+    };
+    transport.attach?.(this.inboxHandle);
+    this.ticker = setInterval(() => this.onTick(), TICK_MS);
+    queueMicrotask(() => this.onTick());
+  }
+
+  /**
+   * Starts a region: it connects, registers and serves `app`'s shards.
+   * Throws a {@link RegionError} of kind `Config` naming a bad setting.
+   */
+  static start<M>(config: RegionConfig, app: Application<M>, transport: Transport<M> = new InMemoryTransport<M>()): Region<M> {
+    return new Region(settle(config), app, transport);
+  }
+
+  /** This region's address. */
+  get address(): string {
+    return this.config.address;
+  }
+
+  /** This region's incarnation. */
+  get incarnation(): number {
+    return this.config.incarnation;
+  }
+
+  private now(): number {
+    return Math.floor(performance.now() - this.started);
+  }
+
+  /** Where `shard` lives: at once when cached, else once the node answers. Rejects with a {@link RegionError}. */
+  homeOf(shard: string): Promise<string> {
+    if (this.ended) {
+      return Promise.reject(this.ended);
+    }
+    let lookup;
+    try {
+      lookup = this.core.requestHome(shard, this.now());
+    } catch (error) {
+      return Promise.reject(error as Error);
+    }
+    if (lookup.type === 'Known') {
+      return Promise.resolve(lookup.home);
+    }
+    return new Promise((resolve, reject) => {
+      const list = this.waiters.get(shard) ?? [];
+      list.push({ resolve, reject });
+      this.waiters.set(shard, list);
+      this.execute(lookup.actions);
+    });
+  }
+
+  /** Sends `message` to `shard`, wherever it lives. Throws a {@link SendError} when it cannot take it. */
+  send(shard: string, message: M): void {
+    if (this.ended) {
+      throw new SendError({ kind: 'Stopped' });
+    }
+    const limit = this.config.shardBufferLimit;
+    if (this.core.deliversLocally(shard) && (this.workers.get(shard)?.backlog ?? 0) >= limit) {
+      throw new SendError({ kind: 'BufferFull', shard, limit });
+    }
+    this.execute(this.core.send(shard, message, this.now()));
+  }
+
+  /** `units` of work done by `shard` (requests weighted by their cost, bytes…): reported per second. */
+  recordLoad(shard: string, units: number): void {
+    this.meter.record(shard, units, this.now());
+  }
+
+  /** The shard's load is `rate` per second until set again (0 clears it). */
+  setLoad(shard: string, rate: number): void {
+    this.meter.set(shard, rate, this.now());
+  }
+
+  /** Resolves once registered; rejects when the node refuses the region or it stops first. */
+  waitRegistered(): Promise<void> {
+    if (this.ended) return Promise.reject(this.ended);
+    if (this.core.isRegistered()) return Promise.resolve();
+    if (this.refused !== null) return Promise.reject(new RegionError({ kind: 'Refused', reason: this.refused }));
+    return new Promise((resolve, reject) => this.registeredWaiters.push({ resolve, reject }));
+  }
+
+  /** True while registered with the node (never once the region has stopped). */
+  isRegistered(): boolean {
+    return this.ended === null && this.core.isRegistered();
+  }
+
+  /** True while fenced (the lease ran out unrenewed). */
+  isFenced(): boolean {
+    return this.core.isFenced();
+  }
+
+  /** The shards running here, sorted. */
+  runningShards(): string[] {
+    return this.core.running();
+  }
+
+  /** The epoch `shard` runs here at, while it runs. */
+  epochOf(shard: string): number | undefined {
+    return this.core.epochOf(shard);
+  }
+
+  /** Asks the node to drain this region (`true`) or stop draining it. */
+  requestDrain(draining: boolean): void {
+    this.execute(this.core.requestDrain(draining, this.now()));
+  }
+
+  /** Leaves: the node hands every shard off, then the region stops. Rejects when the node does not confirm in time. */
+  leave(): Promise<void> {
+    return this.control(() => {
+      if (this.ending === null) {
+        this.ending = { type: 'leave', deadline: this.now() + this.config.leaveTimeoutMs, timedOut: false };
+        this.execute(this.core.leave(this.now()));
+      }
+    });
+  }
+
+  /** Drains, then leaves, within `drainAndLeaveTimeoutMs`: for a Kubernetes preStop hook. */
+  drainAndLeave(): Promise<void> {
+    return this.control(() => {
+      if (this.ending === null) {
+        this.ending = { type: 'drain-and-leave' };
+        this.execute(this.core.drainAndLeave(this.config.drainAndLeaveTimeoutMs, this.now()));
+      }
+    });
+  }
+
+  /** Stops every shard and closes the session, without handing shards off. */
+  shutdown(): Promise<void> {
+    return this.control(() => this.shutDown()).catch(() => undefined);
+  }
+
+  private control(begin: () => void): Promise<void> {
+    if (this.ended) {
+      return Promise.reject(this.ended);
+    }
+    return new Promise((resolve, reject) => {
+      this.done.push({ resolve, reject });
+      begin();
+      this.checkFinished();
+    });
+  }
+
+  private shutDown(): void {
+    if (this.ending?.type !== 'shutdown') {
+      this.ending = { type: 'shutdown' };
+      this.execute(this.core.shutdown(this.now()));
+    }
+  }
+
+  /** Performs the core's actions in order; forwards the transport could not carry go back to the core. */
+  private execute(actions: Action<M>[]): void {
+    const queue = [...actions];
+    const failed = new Map<string, { to: string; messages: M[] }>();
+    for (;;) {
+      for (let action = queue.shift(); action !== undefined; action = queue.shift()) {
+        switch (action.type) {
+          case 'Send':
+            this.session?.send(action.message);
+            break;
+          case 'Start':
+            this.startWorker(action.shard, action.epoch);
+            break;
+          case 'Deliver': {
+            const worker = this.workers.get(action.shard);
+            if (worker) {
+              worker.backlog += 1;
+              const { shard, message } = action;
+              this.chain(worker, shard, async () => {
+                await this.app.deliver(shard, message);
+                worker.backlog -= 1;
+              });
+            }
+            break;
+          }
+          case 'Stop': {
+            const worker = this.workers.get(action.shard);
+            if (worker) {
+              const shard = action.shard;
+              this.chain(worker, shard, async () => {
+                try {
+                  await this.app.stopShard(shard);
+                } finally {
+                  // Reported even when the application threw: the shard is not running.
+                  if (this.workers.get(shard) === worker && !this.ended) {
+                    this.workers.delete(shard);
+                    this.execute(this.core.stopFinished(shard, this.now()));
+                    this.checkFinished();
+                  }
+                }
+              });
+            }
+            break;
+          }
+          case 'AbandonStop': {
+            const worker = this.workers.get(action.shard);
+            if (worker) {
+              worker.abandoned = true;
+              this.workers.delete(action.shard);
+            }
+            break;
+          }
+          case 'Forward': {
+            const pending = failed.get(action.shard);
+            if (pending) {
+              pending.messages.push(action.message);
+              break;
+            }
+            try {
+              this.transport.send(action.to, action.shard, action.message);
+            } catch (error) {
+              if (!(error instanceof TransportError)) throw error;
+              failed.set(action.shard, { to: action.to, messages: [action.message] });
+            }
+            break;
+          }
+          case 'Publish':
+            this.publish(action.update);
+            break;
+          case 'Reconnect':
+            this.session?.close(action.reason);
+            break;
+        }
+      }
+      if (failed.size === 0) {
+        return;
+      }
+      for (const [shard, { to, messages }] of failed) {
+        queue.push(...this.core.forwardFailed(shard, to, messages, this.now()));
+      }
+      failed.clear();
+    }
+  }
+
+  /** Queues `call` after the worker's earlier calls; an application's throw is reported and the run goes on. */
+  private chain(worker: Worker<M>, shard: string, call: () => Promise<void>): void {
+    worker.tail = worker.tail.then(async () => {
+      if (!worker.abandoned) {
+        try {
+          await call();
+        } catch (error) {
+          console.error(`shardalloc region ${this.address}: the application threw on shard ${shard}:`, error);
+        }
+      }
+    });
+  }
+
+  private startWorker(shard: string, epoch: number): void {
+    const old = this.workers.get(shard);
+    if (old) old.abandoned = true;
+    const worker: Worker<M> = { run: this.nextRun++, tail: Promise.resolve(), backlog: 0, abandoned: false };
+    this.workers.set(shard, worker);
+    this.chain(worker, shard, async () => {
+      await this.app.startShard(shard, epoch);
+    });
+  }
+
+  private publish(update: Update): void {
+    switch (update.type) {
+      case 'HomeChanged': {
+        for (const waiter of this.waiters.get(update.shard) ?? []) waiter.resolve(update.home);
+        this.waiters.delete(update.shard);
+        break;
+      }
+      case 'ShardRefused': {
+        const error = new RegionError({ kind: 'ShardRefused', shard: update.shard, reason: update.reason });
+        for (const waiter of this.waiters.get(update.shard) ?? []) waiter.reject(error);
+        this.waiters.delete(update.shard);
+        break;
+      }
+      case 'Registered':
+        this.refused = null;
+        for (const waiter of this.registeredWaiters.splice(0)) waiter.resolve();
+        break;
+      case 'Refused': {
+        this.refused = update.reason;
+        const error = new RegionError({ kind: 'Refused', reason: update.reason });
+        for (const waiter of this.registeredWaiters.splice(0)) waiter.reject(error);
+        break;
+      }
+      default:
+        break;
+    }
+    this.emit('update', update);
+  }
+
+  private onInbound(shard: string, message: M): void {
+    if (this.ended) {
+      throw new TransportError('closed', `region ${this.address} has stopped`);
+    }
+    try {
+      this.execute(this.core.inbound(shard, message, this.now()));
+    } catch (error) {
+      if (error instanceof SendError && error.kind === 'TotalBufferFull') {
+        throw new TransportError('inbox-full', `the inbox of region ${this.address} is full: ${error.message}`);
+      }
+      throw error;
+    }
+  }
+
+  private onSession(generation: number, event: SessionEvent): void {
+    if (generation !== this.generation || this.ended) {
+      return;
+    }
+    switch (event.type) {
+      case 'connected':
+        this.link = { type: 'up' };
+        this.execute(this.core.connected(this.now()));
+        break;
+      case 'message':
+        this.execute(this.core.onMessage(event.message, this.now()));
+        if (this.core.isRegistered()) this.backoff.reset();
+        break;
+      case 'refused':
+        this.publish({ type: 'Refused', reason: event.reason });
+        break;
+      case 'closed':
+        this.session = null;
+        this.link = { type: 'waiting', at: this.now() + this.backoff.next() };
+        this.execute(this.core.disconnected(this.now(), event.reason));
+        break;
+    }
+    this.checkFinished();
+  }
+
+  private onTick(): void {
+    if (this.ended) {
+      return;
+    }
+    const now = this.now();
+    this.execute(
+      this.core.tickWithLoad(
+        now,
+        () => this.app.metrics?.() ?? {},
+        (runs: (shard: string) => boolean) => this.meter.report(now, runs, this.config.loadReportShards),
+      ),
+    );
+    if (this.link.type === 'waiting' && now >= this.link.at && this.ending?.type !== 'shutdown') {
+      this.generation += 1;
+      const generation = this.generation;
+      this.link = { type: 'connecting' };
+      this.session = Session.open(this.params, this.leader, generation, (event) => this.onSession(generation, event));
+    }
+    if (this.ending?.type === 'leave' && !this.ending.timedOut && now >= this.ending.deadline && !this.core.hasLeft()) {
+      this.ending.timedOut = true;
+      this.execute(this.core.shutdown(now));
+    }
+    this.checkFinished();
+  }
+
+  private checkFinished(): void {
+    if (this.ended || this.ending === null || !this.core.isIdle()) {
+      return;
+    }
+    const ending = this.ending;
+    let outcome: RegionError | null;
+    if (ending.type === 'shutdown') {
+      outcome = null;
+    } else if (ending.type === 'leave') {
+      if (!ending.timedOut && !this.core.hasLeft()) return;
+      outcome = ending.timedOut ? new RegionError({ kind: 'LeaveTimedOut', timeoutMs: this.config.leaveTimeoutMs }) : null;
+    } else {
+      const departure = this.core.departure();
+      if (departure === undefined) return;
+      outcome = departure.ok ? null : departure.error;
+    }
+    this.finish(ending.type === 'shutdown' ? new RegionError({ kind: 'ShutDown' }) : new RegionError({ kind: 'Left' }), outcome);
+  }
+
+  private finish(ended: RegionError, outcome: RegionError | null): void {
+    this.ended = ended;
+    clearInterval(this.ticker);
+    for (const [, waiters] of this.waiters) for (const waiter of waiters) waiter.reject(ended);
+    this.waiters.clear();
+    for (const waiter of this.registeredWaiters.splice(0)) waiter.reject(ended);
+    for (const worker of this.workers.values()) worker.abandoned = true;
+    this.workers.clear();
+    this.transport.detach?.(this.inboxHandle);
+    const session = this.session;
+    this.session = null;
+    // Let the session send what is queued (a `Leave`, a close frame).
+    setTimeout(() => session?.close('the region stopped'), 100).unref();
+    for (const done of this.done.splice(0)) {
+      if (outcome) done.reject(outcome);
+      else done.resolve();
+    }
+  }
+
+  /** Messages sent to the region's `send` that went nowhere yet (buffered for a home). */
+  buffered(): number {
+    return this.core.buffered();
+  }
+
+  /** Used by tests and a transport that has its own network: hand a forwarded message in. */
+  inbox(): Inbox<M> {
+    return this.inboxHandle;
+  }
+}

@@ -1,0 +1,148 @@
+// The TypeScript region client against the real node: registration, a home
+// and its epoch, deliveries in order, a hand-off under traffic with no
+// message lost or doubled, drain and leave, a wrong token and a stale
+// incarnation refused by name.
+
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+
+import { InMemoryTransport, Region, RegionError, type Application, type RegionConfig } from '../src/index.js';
+import { FAST, Node, PATIENCE_MS, waitFor } from './node.js';
+
+/** What every region's application saw, in order. */
+class Journal {
+  readonly entries: string[] = [];
+  /** Shard → (region, message) in delivery order. */
+  readonly delivered = new Map<string, [string, number][]>();
+  /** Shard → the regions running it now. */
+  readonly running = new Map<string, Set<string>>();
+  readonly overlaps: string[] = [];
+  readonly epochs = new Map<string, number[]>();
+
+  app(region: string): Application<number> {
+    return {
+      startShard: (shard, epoch) => {
+        const set = this.running.get(shard) ?? new Set();
+        if (set.size > 0) this.overlaps.push(`${shard} started on ${region} while on ${[...set].join()}`);
+        set.add(region);
+        this.running.set(shard, set);
+        this.epochs.set(shard, [...(this.epochs.get(shard) ?? []), epoch]);
+        this.entries.push(`start ${shard} on ${region} at ${epoch}`);
+      },
+      stopShard: async (shard) => {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        this.running.get(shard)?.delete(region);
+        this.entries.push(`stop ${shard} on ${region}`);
+      },
+      deliver: (shard, n) => {
+        this.delivered.set(shard, [...(this.delivered.get(shard) ?? []), [region, n]]);
+      },
+    };
+  }
+}
+
+function config(node: Node, address: string, extra: Partial<RegionConfig> = {}): RegionConfig {
+  return {
+    node: node.base,
+    entityType: 'cart',
+    address,
+    reconnectMinMs: 50,
+    reconnectMaxMs: 500,
+    homeRetryMs: 300,
+    stopDeadlineMs: 5_000,
+    leaveTimeoutMs: 20_000,
+    ...extra,
+  };
+}
+
+describe('the region client with the real node', () => {
+  let node: Node;
+  before(async () => {
+    node = await Node.start(['--type', 'cart', '--region-token', 'secret', ...FAST]);
+  });
+  after(() => node.stop());
+
+  it('registers, learns a home with its epoch, delivers in order, and a hand-off under traffic loses nothing', async () => {
+    const journal = new Journal();
+    const network = new InMemoryTransport<number>();
+    const a = Region.start(config(node, 'ts-a', { token: 'secret' }), journal.app('ts-a'), network);
+    const b = Region.start(config(node, 'ts-b', { token: 'secret' }), journal.app('ts-b'), network);
+    try {
+      await Promise.all([a.waitRegistered(), b.waitRegistered()]);
+      const placed = await node.request('POST', '/v1/cluster/shards/cart/placements', {
+        placements: [{ shardId: 'orders', target: 'ts-a' }],
+      });
+      assert.equal(placed.status, 200, JSON.stringify(placed.body));
+      assert.equal(await a.homeOf('orders'), 'ts-a');
+      await waitFor('orders to run on ts-a', () => (a.epochOf('orders') !== undefined ? true : undefined));
+      const shard = (await node.request('GET', '/v1/cluster/shards/cart/shards/orders')).body as { epoch: number };
+      assert.equal(a.epochOf('orders'), shard.epoch, "the region runs the shard at the node's epoch");
+
+      // b sends 300 messages while the shard moves from a to b.
+      let sent = 0;
+      const sender = (async () => {
+        for (; sent < 300; sent++) {
+          b.send('orders', sent);
+          await new Promise((resolve) => setTimeout(resolve, 2));
+        }
+      })();
+      await waitFor('some messages delivered on ts-a', () => ((journal.delivered.get('orders')?.length ?? 0) > 20 ? true : undefined));
+      const moved = await node.request('POST', '/v1/cluster/shards/cart/placements', {
+        placements: [{ shardId: 'orders', target: 'ts-b' }],
+      });
+      assert.equal(moved.status, 200, JSON.stringify(moved.body));
+      await sender;
+      const delivered = await waitFor('every message delivered', () => {
+        const list = journal.delivered.get('orders') ?? [];
+        return list.length >= 300 ? list : undefined;
+      });
+      assert.deepEqual(delivered.map(([, n]) => n), [...Array(300).keys()], 'lost, doubled or reordered');
+      assert.ok(delivered.some(([r]) => r === 'ts-a') && delivered.some(([r]) => r === 'ts-b'), 'the shard did not move under traffic');
+      const epochs = journal.epochs.get('orders') ?? [];
+      assert.ok(epochs.length === 2 && (epochs[1] as number) > (epochs[0] as number), `epochs ${epochs.join()}`);
+      assert.deepEqual(journal.overlaps, []);
+
+      // a drains and leaves; b stays.
+      await a.drainAndLeave();
+      assert.equal(a.isRegistered(), false);
+      assert.deepEqual(a.runningShards(), []);
+      const regions = (await node.request('GET', '/v1/cluster/regions')).body as { regions: { address: string }[] };
+      assert.ok(!JSON.stringify(regions).includes('"ts-a"'), `ts-a is still registered: ${JSON.stringify(regions)}`);
+      await assert.rejects(a.homeOf('x'), (error: unknown) => error instanceof RegionError && error.kind === 'Left');
+    } finally {
+      await Promise.all([a.shutdown(), b.shutdown()]);
+    }
+  });
+
+  it('names a wrong token and a stale incarnation', async () => {
+    const journal = new Journal();
+    const wrong = Region.start(config(node, 'ts-wrong', { token: 'nope' }), journal.app('ts-wrong'));
+    await assert.rejects(wrong.waitRegistered(), (error: unknown) => {
+      assert.ok(error instanceof RegionError && error.kind === 'Refused', String(error));
+      assert.match(error.message, /refused the region token \(401\)/);
+      return true;
+    });
+    await wrong.shutdown();
+
+    const newer = Region.start(config(node, 'ts-same', { token: 'secret', incarnation: 2 }), journal.app('ts-same'));
+    await newer.waitRegistered();
+    const older = Region.start(config(node, 'ts-same', { token: 'secret', incarnation: 1 }), journal.app('ts-same'));
+    await assert.rejects(older.waitRegistered(), (error: unknown) => {
+      assert.ok(error instanceof RegionError && error.kind === 'Refused', String(error));
+      assert.match(error.message, /incarnation 1 is older than the registered incarnation 2/);
+      return true;
+    });
+    await Promise.all([older.shutdown(), newer.shutdown()]);
+  });
+
+  it('refuses a bad configuration by name', () => {
+    assert.throws(() => Region.start(config(node, ''), new Journal().app('x')), /the address is empty/);
+    assert.throws(() => Region.start(config(node, 'a', { node: 'ftp://x' }), new Journal().app('x')), /must start with http/);
+    assert.throws(
+      () => Region.start(config(node, 'a', { reconnectMinMs: 10, reconnectMaxMs: 5 }), new Journal().app('x')),
+      /reconnect delays/,
+    );
+  });
+});
+
+void PATIENCE_MS;
