@@ -1,6 +1,22 @@
 """A Python client of shardalloc, the shard placement service.
 
-So far it holds the region protocol's wire codec, :mod:`shardalloc_client.wire`:
-the messages a region and the node exchange on ``/v1/regions/connect``
-(docs/protocol.md) and their postcard encoding.
+So far it holds:
+
+- :mod:`shardalloc_client.wire`, the region protocol's wire codec: the
+  messages a region and the node exchange on ``/v1/regions/connect``
+  (docs/protocol.md) and their postcard encoding;
+- :mod:`shardalloc_client.region_core`, the region's deterministic, sans-I/O
+  state machine (registration, leases and fencing, shard homes, buffers,
+  hand-offs, drain and leave), with the actions and updates it hands its
+  driver in :mod:`shardalloc_client.region_actions` and its errors in
+  :mod:`shardalloc_client.region_errors`.
+
+The package logs warnings (a fence, a stale run stopped) through
+:mod:`logging` under the ``shardalloc_client`` logger, which has a
+``NullHandler`` so nothing is printed unless the application configures
+logging.
 """
+
+import logging
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())

@@ -1,0 +1,337 @@
+"""The region client's errors: :class:`RegionError` for lifecycle and home
+look-ups, :class:`SendError` for messages the region cannot take, and
+:func:`check_shard`, the shard id rule both apply.
+
+A port of the Rust client's ``client/src/region/error.rs``: each Rust
+variant is a ``kind`` of one exception class, built by the class method of
+the same name in snake case, and the messages read as the Rust ``Display``
+texts do (durations as Rust's ``Debug`` writes them: ``380ms``, ``20s``,
+``1.5s``).
+"""
+
+from collections.abc import Iterable
+from typing import Final, Literal, TypeAlias
+
+__all__ = [
+    "MAX_SHARD_ID_BYTES",
+    "RegionErrorKind",
+    "RegionError",
+    "SendErrorKind",
+    "SendError",
+    "check_shard",
+]
+
+MAX_SHARD_ID_BYTES: Final = 256
+"""The longest shard id, in bytes of UTF-8."""
+
+RegionErrorKind: TypeAlias = Literal[
+    "Config",
+    "NoRuntime",
+    "InvalidShard",
+    "ShardRefused",
+    "Refused",
+    "Left",
+    "ShutDown",
+    "LeaveTimedOut",
+    "DrainAndLeaveTimedOut",
+]
+"""The variants of the Rust ``RegionError``, by name."""
+
+SendErrorKind: TypeAlias = Literal["BufferFull", "TotalBufferFull", "InvalidShard", "Stopped"]
+"""The variants of the Rust ``SendError``, by name."""
+
+
+def _debug_duration(ms: int) -> str:
+    """A duration of ``ms`` milliseconds as Rust's ``Duration`` ``Debug``
+    writes it: the largest unit of s, ms, µs and ns that is at least 1,
+    with as many decimals as it needs."""
+    nanos = ms * 1_000_000
+    for unit, size in (("s", 1_000_000_000), ("ms", 1_000_000), ("µs", 1_000)):
+        if nanos >= size:
+            whole, fraction = divmod(nanos, size)
+            if not fraction:
+                return f"{whole}{unit}"
+            digits = str(fraction).rjust(len(str(size)) - 1, "0").rstrip("0")
+            return f"{whole}.{digits}{unit}"
+    return f"{nanos}ns"
+
+
+def _debug_str(text: str) -> str:
+    """``text`` quoted as Rust's ``str`` ``Debug`` writes it (close enough
+    for error messages: the same escapes for quotes, backslashes, common
+    controls and characters that are not printable)."""
+    out = ['"']
+    for char in text:
+        if char == '"':
+            out.append('\\"')
+        elif char == "\\":
+            out.append("\\\\")
+        elif char == "\n":
+            out.append("\\n")
+        elif char == "\r":
+            out.append("\\r")
+        elif char == "\t":
+            out.append("\\t")
+        elif char == "\0":
+            out.append("\\0")
+        elif char != " " and not char.isprintable():
+            out.append(f"\\u{{{ord(char):x}}}")
+        else:
+            out.append(char)
+    out.append('"')
+    return "".join(out)
+
+
+def _left_behind(shards: tuple[str, ...], leave_asked: bool) -> str:
+    """What a drain-and-leave left behind, in words: at most ten shards
+    named, the rest counted."""
+    shown = 10
+    if leave_asked:
+        waiting = "the node had not confirmed its leave"
+    else:
+        waiting = "it had not reached the node to ask to leave"
+    if not shards:
+        return f"it ran no shard any more, but {waiting}"
+    names = ", ".join(shards[:shown])
+    if len(shards) > shown:
+        names += f" and {len(shards) - shown} more"
+    count = "1 shard" if len(shards) == 1 else f"{len(shards)} shards"
+    return f"it still ran {count} ({names}), stopped there and then, and {waiting}"
+
+
+class RegionError(Exception):
+    """Why a region operation failed. ``kind`` names the Rust variant; the
+    fields that variant does not carry are ``None``. Two errors are equal
+    when their kinds and fields are."""
+
+    kind: RegionErrorKind
+    """Which variant."""
+    detail: str | None
+    """What is wrong with the configuration (``Config``)."""
+    shard: str | None
+    """The shard (``InvalidShard``, ``ShardRefused``)."""
+    reason: str | None
+    """What is wrong with the shard id (``InvalidShard``), or the node's
+    reason (``ShardRefused``, ``Refused``)."""
+    bound_ms: int | None
+    """The bound, in milliseconds (``LeaveTimedOut``, ``DrainAndLeaveTimedOut``)."""
+    shards: tuple[str, ...] | None
+    """The shards still running here when the bound passed (``DrainAndLeaveTimedOut``)."""
+    leave_asked: bool | None
+    """Whether the region had asked the node to let it go; false when the
+    node could not be reached for it (``DrainAndLeaveTimedOut``)."""
+
+    def __init__(
+        self,
+        kind: RegionErrorKind,
+        message: str,
+        *,
+        detail: str | None = None,
+        shard: str | None = None,
+        reason: str | None = None,
+        bound_ms: int | None = None,
+        shards: tuple[str, ...] | None = None,
+        leave_asked: bool | None = None,
+    ) -> None:
+        """Use the class methods, one per kind, which write the message."""
+        super().__init__(message)
+        self.kind = kind
+        self.detail = detail
+        self.shard = shard
+        self.reason = reason
+        self.bound_ms = bound_ms
+        self.shards = shards
+        self.leave_asked = leave_asked
+
+    def _key(self) -> tuple[object, ...]:
+        return (
+            self.kind,
+            self.detail,
+            self.shard,
+            self.reason,
+            self.bound_ms,
+            self.shards,
+            self.leave_asked,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RegionError):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"RegionError({self.kind}: {self})"
+
+    @classmethod
+    def config(cls, detail: str) -> "RegionError":
+        """The region's configuration cannot work."""
+        return cls("Config", f"invalid region configuration: {detail}", detail=detail)
+
+    @classmethod
+    def no_runtime(cls) -> "RegionError":
+        """The Rust client's region was started outside a Tokio runtime. Kept
+        so the kinds match the Rust variants one for one; the sans-I/O core
+        never raises it."""
+        return cls("NoRuntime", "a region must be started inside a Tokio runtime")
+
+    @classmethod
+    def invalid_shard(cls, shard: str, reason: str) -> "RegionError":
+        """The shard id is empty or too long."""
+        return cls(
+            "InvalidShard",
+            f"invalid shard id {_debug_str(shard)}: {reason}",
+            shard=shard,
+            reason=reason,
+        )
+
+    @classmethod
+    def shard_refused(cls, shard: str, reason: str) -> "RegionError":
+        """The node would not give the shard a home (a limit)."""
+        return cls(
+            "ShardRefused", f"the node refused shard {shard}: {reason}", shard=shard, reason=reason
+        )
+
+    @classmethod
+    def refused(cls, reason: str) -> "RegionError":
+        """The node refused the session or the registration (version, entity
+        type, token, a stale incarnation, too many regions)."""
+        return cls("Refused", f"the node refused the region: {reason}", reason=reason)
+
+    @classmethod
+    def left(cls) -> "RegionError":
+        """The region left the cluster."""
+        return cls("Left", "the region has left the cluster")
+
+    @classmethod
+    def shut_down(cls) -> "RegionError":
+        """The region was shut down."""
+        return cls("ShutDown", "the region has shut down")
+
+    @classmethod
+    def leave_timed_out(cls, bound_ms: int) -> "RegionError":
+        """The node did not confirm the leave within ``bound_ms``; the region
+        stopped its shards and closed anyway."""
+        return cls(
+            "LeaveTimedOut",
+            f"the node did not confirm the leave within {_debug_duration(bound_ms)}; "
+            "the region stopped its shards and closed anyway",
+            bound_ms=bound_ms,
+        )
+
+    @classmethod
+    def drain_and_leave_timed_out(
+        cls, bound_ms: int, shards: Iterable[str], leave_asked: bool
+    ) -> "RegionError":
+        """A drain-and-leave ran out of its bound: the shards named still ran
+        here (they were stopped then), or none did but the node had not let
+        the region go."""
+        names = tuple(shards)
+        return cls(
+            "DrainAndLeaveTimedOut",
+            f"the region did not drain and leave within {_debug_duration(bound_ms)}: "
+            f"{_left_behind(names, leave_asked)}",
+            bound_ms=bound_ms,
+            shards=names,
+            leave_asked=leave_asked,
+        )
+
+
+class SendError(Exception):
+    """Why the region did not take a message. ``kind`` names the Rust
+    variant; the fields that variant does not carry are ``None``. Two
+    errors are equal when their kinds and fields are."""
+
+    kind: SendErrorKind
+    """Which variant."""
+    shard: str | None
+    """The shard (``BufferFull``, ``InvalidShard``)."""
+    limit: int | None
+    """The per-shard (``BufferFull``) or region-wide (``TotalBufferFull``) limit, in messages."""
+    reason: str | None
+    """What is wrong with the shard id (``InvalidShard``)."""
+
+    def __init__(
+        self,
+        kind: SendErrorKind,
+        message: str,
+        *,
+        shard: str | None = None,
+        limit: int | None = None,
+        reason: str | None = None,
+    ) -> None:
+        """Use the class methods, one per kind, which write the message."""
+        super().__init__(message)
+        self.kind = kind
+        self.shard = shard
+        self.limit = limit
+        self.reason = reason
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.kind, self.shard, self.limit, self.reason)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SendError):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"SendError({self.kind}: {self})"
+
+    @classmethod
+    def buffer_full(cls, shard: str, limit: int) -> "SendError":
+        """The shard already has ``limit`` messages waiting (for its home, or
+        for the application to take them)."""
+        return cls(
+            "BufferFull",
+            f"the buffer of shard {shard} is full ({limit} messages)",
+            shard=shard,
+            limit=limit,
+        )
+
+    @classmethod
+    def total_buffer_full(cls, limit: int) -> "SendError":
+        """The region holds ``limit`` buffered messages over all shards."""
+        return cls(
+            "TotalBufferFull",
+            f"the region's buffers are full ({limit} messages over all shards)",
+            limit=limit,
+        )
+
+    @classmethod
+    def invalid_shard(cls, shard: str, reason: str) -> "SendError":
+        """The shard id is empty or too long."""
+        return cls(
+            "InvalidShard",
+            f"invalid shard id {_debug_str(shard)}: {reason}",
+            shard=shard,
+            reason=reason,
+        )
+
+    @classmethod
+    def stopped(cls) -> "SendError":
+        """The region has left or shut down."""
+        return cls("Stopped", "the region has stopped; it takes no more messages")
+
+
+def check_shard(shard: str) -> str | None:
+    """Checks a shard id: 1 to :data:`MAX_SHARD_ID_BYTES` bytes of UTF-8.
+    Returns what is wrong with it, or ``None`` when it is fine.
+
+    A ``str`` that has no UTF-8 form (a lone surrogate) is refused too; a
+    Rust ``&str`` cannot hold one, and no frame could carry it.
+    """
+    try:
+        length = len(shard.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "a shard id must be valid UTF-8 (it holds a lone surrogate)"
+    if length == 0:
+        return "a shard id is empty"
+    if length > MAX_SHARD_ID_BYTES:
+        return f"a shard id of {length} bytes is longer than {MAX_SHARD_ID_BYTES} bytes"
+    return None
