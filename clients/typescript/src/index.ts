@@ -3,7 +3,8 @@
 // pinned to, and the region client's deterministic, sans-I/O core
 // (`region/`): `RegionCore`, its actions and updates, its errors, and the
 // load meter its heartbeats report from; and the region itself (`Region`:
-// the WebSocket session, timers and the application's shard workers).
+// the WebSocket session, timers and the application's shard workers); the
+// admin REST client, its event stream and `PlacementsView`.
 
 export * from './wire.js';
 export * from './region/actions.js';
@@ -14,3 +15,7 @@ export type { Application } from './region/application.js';
 export { Region, type RegionConfig, type RegionEvents } from './region/region.js';
 export { connectUrlOf } from './region/session.js';
 export { InMemoryTransport, TransportError, type Inbox, type Transport } from './region/transport.js';
+export { AdminClient, AdminError, EventStream, REQUEST_TIMEOUT_MS } from './admin/client.js';
+export { PlacementsView, type PlacementsViewEvents, type PlacementsViewOptions } from './admin/placements-view.js';
+export { SseParser, MAX_EVENT_BYTES, type SseEvent } from './admin/sse.js';
+export type * from './admin/types.js';

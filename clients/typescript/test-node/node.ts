@@ -43,13 +43,27 @@ export class Node {
     /** `http://127.0.0.1:PORT`. */
     readonly base: string,
     private readonly log: string[],
+    private readonly args: string[],
   ) {}
 
   /** Starts a node with `args` after `serve --listen 127.0.0.1:0 --data …`. */
   static async start(args: string[]): Promise<Node> {
-    const data = mkdtempSync(join(tmpdir(), 'shardalloc-ts-'));
+    return Node.spawn(args, mkdtempSync(join(tmpdir(), 'shardalloc-ts-')), '127.0.0.1:0');
+  }
+
+  /** Stops the node (SIGTERM, then waits for it) and starts it again on the same address and data. */
+  async restart(): Promise<Node> {
+    const exited = new Promise((resolve) => this.child.once('exit', resolve));
+    this.child.kill('SIGTERM');
+    await exited;
+    const next = await Node.spawn(this.args, this.data, new URL(this.base).host);
+    next.log.unshift(...this.log);
+    return next;
+  }
+
+  private static async spawn(args: string[], data: string, listen: string): Promise<Node> {
     const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SHARDALLOC_')));
-    const child = spawn(binary(), ['serve', '--listen', '127.0.0.1:0', '--data', data, ...args], {
+    const child = spawn(binary(), ['serve', '--listen', listen, '--data', data, ...args], {
       env: { ...env, SHARDALLOC_LOG: 'info,tower_http=warn' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -76,7 +90,7 @@ export class Node {
         reject(new Error(`the node exited (${code}) before it listened:\n${log.join('\n')}`));
       });
     });
-    return new Node(child, data, base, log);
+    return new Node(child, data, base, log, args);
   }
 
   /** The node's last output lines. */

@@ -1,0 +1,304 @@
+// `AdminClient`: the node's admin REST API from Node — placements,
+// rebalance, regions and drains, shards, strategies (upload, activate,
+// roll back) and the decision event stream. Every path is built from the
+// base URL with percent-encoded segments. Every non-2xx answer carries
+// `{"error":{"code","message"}}` and becomes an `AdminError` with that code
+// and message; a request that got no answer is an `AdminError` naming the
+// URL. `https://` nodes may be signed by a private CA (`ca`).
+
+import http from 'node:http';
+import https from 'node:https';
+
+import { SseParser } from './sse.js';
+import type {
+  ActivateRequest,
+  DecisionEvent,
+  DrainState,
+  Placement,
+  Placements,
+  PlacementsWritten,
+  RebalanceResponse,
+  Regions,
+  ShardState,
+  Strategies,
+  StoredStrategy,
+  StrategyState,
+  StreamedEvent,
+} from './types.js';
+
+/** Why an admin request failed. */
+export class AdminError extends Error {
+  override name = 'AdminError';
+  constructor(
+    message: string,
+    /** The HTTP status, when the node answered. */
+    readonly status: number | null = null,
+    /** The node's error code (`unknown-type`, `invalid-placement`, …), when it sent one. */
+    readonly code: string | null = null,
+  ) {
+    super(message);
+  }
+}
+
+/** How long a request may take before it is given up (ms). */
+export const REQUEST_TIMEOUT_MS = 60_000;
+
+/** A client of one node's admin API. */
+export class AdminClient {
+  private readonly base: URL;
+
+  /**
+   * A client of the node at `baseUrl` (`http(s)://host:port`), sending
+   * `Authorization: Bearer <token>` when a token is given; `ca` (PEM) is
+   * trusted for an `https://` node besides the system's roots.
+   */
+  constructor(
+    baseUrl: string,
+    private readonly token?: string,
+    private readonly ca?: string | Buffer,
+  ) {
+    let base: URL;
+    try {
+      base = new URL(baseUrl);
+    } catch {
+      throw new AdminError(`invalid admin base URL ${JSON.stringify(baseUrl)}: not a URL`);
+    }
+    if (base.protocol !== 'http:' && base.protocol !== 'https:') {
+      throw new AdminError(`invalid admin base URL ${JSON.stringify(baseUrl)}: scheme ${base.protocol} is not http or https`);
+    }
+    if (base.search || base.hash) {
+      throw new AdminError(`invalid admin base URL ${JSON.stringify(baseUrl)}: it must be a plain http(s)://host[:port][/path] URL`);
+    }
+    this.base = base;
+  }
+
+  /** The URL of `segments` under the base URL, each percent-encoded, with `query`. */
+  url(segments: string[], query: Record<string, string | undefined> = {}): URL {
+    const url = new URL(this.base);
+    url.pathname = url.pathname.replace(/\/+$/, '') + '/' + segments.map(encodeURIComponent).join('/');
+    for (const [key, value] of Object.entries(query)) {
+      if (value !== undefined) url.searchParams.set(key, value);
+    }
+    return url;
+  }
+
+  private open(method: string, url: URL, headers: Record<string, string>, body?: Buffer): Promise<http.IncomingMessage> {
+    const all: Record<string, string> = { ...headers };
+    if (this.token !== undefined) all['authorization'] = `Bearer ${this.token}`;
+    if (body !== undefined) all['content-length'] = String(body.length);
+    const transport = url.protocol === 'https:' ? https : http;
+    return new Promise((resolve, reject) => {
+      const request = transport.request(
+        url,
+        { method, headers: all, timeout: REQUEST_TIMEOUT_MS, ...(this.ca === undefined ? {} : { ca: this.ca }) },
+        resolve,
+      );
+      request.on('timeout', () => request.destroy(new Error(`no answer within ${REQUEST_TIMEOUT_MS} ms`)));
+      request.on('error', (error: NodeJS.ErrnoException) => {
+        const untrusted = /certificate|self.signed|CERT_/i.test(`${error.code ?? ''} ${error.message}`);
+        reject(
+          new AdminError(
+            untrusted
+              ? `the node at ${url.origin} presented a certificate this client does not trust (${error.message}); give the CA that signed it as \`ca\``
+              : `request to ${url} failed: ${error.message}`,
+          ),
+        );
+      });
+      request.end(body);
+    });
+  }
+
+  private async call(method: string, url: URL, body?: unknown, contentType = 'application/json'): Promise<{ status: number; text: string }> {
+    const bytes =
+      body === undefined ? undefined : Buffer.isBuffer(body) ? body : Buffer.from(JSON.stringify(body), 'utf8');
+    const headers: Record<string, string> = { accept: 'application/json' };
+    if (bytes !== undefined) headers['content-type'] = contentType;
+    const response = await this.open(method, url, headers, bytes);
+    const chunks: Buffer[] = [];
+    for await (const chunk of response) chunks.push(chunk as Buffer);
+    const text = Buffer.concat(chunks).toString('utf8');
+    const status = response.statusCode ?? 0;
+    if (status < 200 || status >= 300) {
+      throw errorFrom(url, status, text);
+    }
+    return { status, text };
+  }
+
+  private async json<T>(method: string, segments: string[], body?: unknown, query: Record<string, string | undefined> = {}): Promise<T> {
+    const url = this.url(segments, query);
+    const { text } = await this.call(method, url, body);
+    try {
+      return JSON.parse(text) as T;
+    } catch (error) {
+      throw new AdminError(`cannot read the answer from ${url}: ${(error as Error).message}`);
+    }
+  }
+
+  /** Every page of a list, following `next` to the last. */
+  private async allPages<T extends { next?: string | null }>(segments: string[], merge: (all: T, page: T) => void): Promise<T> {
+    const all = await this.json<T>('GET', segments);
+    let next = all.next ?? null;
+    while (next !== null) {
+      const page = await this.json<T>('GET', segments, undefined, { after: next });
+      merge(all, page);
+      next = page.next ?? null;
+    }
+    all.next = null;
+    return all;
+  }
+
+  /** One page of a type's placements, after the cursor `after`. */
+  placementsPage(entityType: string, after?: string, limit?: number): Promise<Placements> {
+    return this.json('GET', ['v1', 'cluster', 'shards', entityType, 'placements'], undefined, {
+      after,
+      limit: limit === undefined ? undefined : String(limit),
+    });
+  }
+
+  /** Every live placement of a type (every page). */
+  placements(entityType: string): Promise<Placements> {
+    return this.allPages<Placements>(['v1', 'cluster', 'shards', entityType, 'placements'], (all, page) =>
+      all.placements.push(...page.placements),
+    );
+  }
+
+  /** Pins `shard` to the region `target`. */
+  setPlacement(entityType: string, shard: string, target: string): Promise<PlacementsWritten> {
+    return this.json('POST', ['v1', 'cluster', 'shards', entityType, 'placements'], { shardId: shard, target });
+  }
+
+  /** Pins many shards at once, all or nothing. */
+  setPlacements(entityType: string, placements: Placement[]): Promise<PlacementsWritten> {
+    return this.json('POST', ['v1', 'cluster', 'shards', entityType, 'placements'], { placements });
+  }
+
+  /** Removes a shard's placement: true when one was removed, false when it had none. */
+  async removePlacement(entityType: string, shard: string): Promise<boolean> {
+    try {
+      await this.call('DELETE', this.url(['v1', 'cluster', 'shards', entityType, 'placements', shard]));
+      return true;
+    } catch (error) {
+      if (error instanceof AdminError && error.status === 404 && error.code !== 'unknown-type') return false;
+      throw error;
+    }
+  }
+
+  /** Moves the shards at the next rebalance tick, or at once when `immediate`. */
+  rebalance(entityType: string, shards: string[], immediate = false): Promise<RebalanceResponse> {
+    return this.json('POST', ['v1', 'cluster', 'shards', entityType, 'rebalance'], { shardIds: shards, immediate });
+  }
+
+  /** Where a shard is and why. */
+  shard(entityType: string, shard: string): Promise<ShardState> {
+    return this.json('GET', ['v1', 'cluster', 'shards', entityType, 'shards', shard]);
+  }
+
+  /** Every region in brief (every page). */
+  regions(): Promise<Regions> {
+    return this.allPages<Regions>(['v1', 'cluster', 'regions'], (all, page) => all.regions.push(...page.regions));
+  }
+
+  /** Drains a region: its shards are handed off, a batch at a time. */
+  async drain(address: string): Promise<void> {
+    await this.call('POST', this.url(['v1', 'cluster', 'regions', address, 'drain']));
+  }
+
+  /** Stops draining a region. */
+  async undrain(address: string): Promise<void> {
+    await this.call('DELETE', this.url(['v1', 'cluster', 'regions', address, 'drain']));
+  }
+
+  /** A drain's progress. */
+  drainState(address: string): Promise<DrainState> {
+    return this.json('GET', ['v1', 'cluster', 'regions', address, 'drain']);
+  }
+
+  /** Uploads a strategy component (the bytes of a `.wasm`). */
+  uploadStrategy(component: Uint8Array): Promise<StoredStrategy> {
+    const url = this.url(['v1', 'strategies']);
+    return this.call('POST', url, Buffer.from(component), 'application/wasm').then(({ text }) => JSON.parse(text) as StoredStrategy);
+  }
+
+  /** Every uploaded strategy (every page). */
+  strategies(): Promise<Strategies> {
+    return this.allPages<Strategies>(['v1', 'strategies'], (all, page) => all.strategies.push(...page.strategies));
+  }
+
+  /** A type's strategy: the active one and its history. */
+  strategy(entityType: string): Promise<StrategyState> {
+    return this.json('GET', ['v1', 'cluster', 'shards', entityType, 'strategy']);
+  }
+
+  /** Activates a strategy for a type (a built-in's name or an upload's digest). */
+  activate(entityType: string, request: ActivateRequest): Promise<StrategyState> {
+    return this.json('PUT', ['v1', 'cluster', 'shards', entityType, 'strategy'], request);
+  }
+
+  /** Rolls a type's strategy back to the one before. */
+  rollback(entityType: string): Promise<StrategyState> {
+    return this.json('POST', ['v1', 'cluster', 'shards', entityType, 'strategy', 'rollback']);
+  }
+
+  /**
+   * The decision event stream (`GET /v1/events`), of one type when
+   * `entityType` is given, resuming after `lastEventId`. Iterate it for
+   * events; `close()` it when done. Ends when the node ends it.
+   */
+  async events(entityType?: string, lastEventId?: string): Promise<EventStream> {
+    const url = this.url(['v1', 'events'], { type: entityType });
+    const headers: Record<string, string> = { accept: 'text/event-stream' };
+    if (lastEventId !== undefined) headers['last-event-id'] = lastEventId;
+    const response = await this.open('GET', url, headers);
+    const status = response.statusCode ?? 0;
+    if (status < 200 || status >= 300) {
+      const chunks: Buffer[] = [];
+      for await (const chunk of response) chunks.push(chunk as Buffer);
+      throw errorFrom(url, status, Buffer.concat(chunks).toString('utf8'));
+    }
+    return new EventStream(url, response);
+  }
+}
+
+/** An open decision event stream: an async iterable of events. */
+export class EventStream implements AsyncIterable<StreamedEvent> {
+  private readonly parser = new SseParser();
+
+  constructor(
+    private readonly url: URL,
+    private readonly response: http.IncomingMessage,
+  ) {}
+
+  async *[Symbol.asyncIterator](): AsyncIterator<StreamedEvent> {
+    for await (const chunk of this.response) {
+      for (const { id, data } of this.parser.feed(chunk as Buffer)) {
+        let event: DecisionEvent;
+        try {
+          event = JSON.parse(data) as DecisionEvent;
+        } catch (error) {
+          throw new AdminError(`cannot read an event from ${this.url}: ${(error as Error).message}`);
+        }
+        yield { id, event };
+      }
+    }
+  }
+
+  /** Hangs up. */
+  close(): void {
+    this.response.destroy();
+  }
+}
+
+/** The error of a non-2xx answer: the node's code and message when it sent them. */
+function errorFrom(url: URL, status: number, text: string): AdminError {
+  try {
+    const body = JSON.parse(text) as { error?: { code?: unknown; message?: unknown } };
+    const code = body.error?.code;
+    const message = body.error?.message;
+    if (typeof code === 'string' && typeof message === 'string') {
+      return new AdminError(`the node answered ${status} ${code}: ${message}`, status, code);
+    }
+  } catch {
+    // Not an error body: named below.
+  }
+  return new AdminError(`the node answered ${status} to ${url} without an error body: ${text.slice(0, 200)}`, status);
+}
