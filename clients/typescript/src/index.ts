@@ -19,3 +19,10 @@ export { AdminClient, AdminError, EventStream, REQUEST_TIMEOUT_MS } from './admi
 export { PlacementsView, type PlacementsViewEvents, type PlacementsViewOptions } from './admin/placements-view.js';
 export { SseParser, MAX_EVENT_BYTES, type SseEvent } from './admin/sse.js';
 export type * from './admin/types.js';
+export { ExternalAllocationController, type ShardIdLike } from './external/controller.js';
+export {
+  externalAllocationStrategy,
+  type AllocationStrategy,
+  type ExternalAllocationState,
+  type PlacementWarning,
+} from './external/strategy.js';

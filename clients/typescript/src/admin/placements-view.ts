@@ -74,6 +74,11 @@ export class PlacementsView extends EventEmitter<PlacementsViewEvents> {
     return this.map.size;
   }
 
+  /** The placements as an external allocation strategy reads them (`externalAllocationStrategy(fallback, () => view)`). */
+  get explicitPlacements(): ReadonlyMap<string, string> {
+    return this.map;
+  }
+
   /** Every placement the view holds: shard → target. */
   entries(): Map<string, string> {
     return new Map(this.map);

@@ -1,0 +1,47 @@
+// `ExternalAllocationController`: the programmatic API the external
+// allocation feature request asks for (`../shared/seeds`, "4. Programmatic
+// API"), backed by a shardalloc node: explicit placements set, removed and
+// read, and shards re-evaluated now. Placements are durable on the node
+// (its store, across restarts and failovers) and pushed to every region
+// of the type at once.
+
+import type { AdminClient } from '../admin/client.js';
+
+/** A shard id as the feature request writes it (a number) or as shardalloc does (a string). */
+export type ShardIdLike = string | number;
+
+/** Set, remove, read explicit placements of one type; re-evaluate shards now. */
+export class ExternalAllocationController {
+  constructor(
+    private readonly admin: AdminClient,
+    /** The entity type. */
+    readonly typeName: string,
+  ) {}
+
+  /** Sets or updates the explicit placement of `shardId` on the region `target`. */
+  async setPlacement(shardId: ShardIdLike, target: string): Promise<void> {
+    await this.admin.setPlacement(this.typeName, String(shardId), target);
+  }
+
+  /** Removes the explicit placement: the shard's strategy decides again from the next rebalance. */
+  async removePlacement(shardId: ShardIdLike): Promise<void> {
+    await this.admin.removePlacement(this.typeName, String(shardId));
+  }
+
+  /** The current explicit placements: shard id → region. */
+  async getPlacements(): Promise<ReadonlyMap<string, string>> {
+    const all = await this.admin.placements(this.typeName);
+    return new Map(all.placements.map((p) => [p.shardId, p.target]));
+  }
+
+  /**
+   * Re-evaluates these shards now (hand-off, then allocation): with a
+   * placement set, this moves them to it without waiting for the next
+   * rebalance tick. Answers the shards the node refused to move, with why
+   * (`already-moving`, `no-home`, `frozen`, …).
+   */
+  async rebalanceNow(shardIds: readonly ShardIdLike[]): Promise<{ shardId: string; reason: string }[]> {
+    const answer = await this.admin.rebalance(this.typeName, shardIds.map(String), true);
+    return answer.rejected;
+  }
+}
