@@ -79,7 +79,7 @@ export class Node {
       const timer = setTimeout(() => reject(new Error(`the node printed no address within ${PATIENCE_MS} ms:\n${log.join('\n')}`)), PATIENCE_MS);
       child.stdout?.on('data', (chunk: Buffer) => {
         keep('[stdout] ')(chunk);
-        const found = /shardalloc listening on (http:\/\/\S+)/.exec(chunk.toString('utf8'));
+        const found = /shardalloc listening on (https?:\/\/\S+)/.exec(chunk.toString('utf8'));
         if (found?.[1]) {
           clearTimeout(timer);
           resolve(found[1]);

@@ -549,11 +549,18 @@ export class Region<M> extends EventEmitter<RegionEvents> {
       case 'refused':
         this.publish({ type: 'Refused', reason: event.reason });
         break;
-      case 'closed':
+      case 'closed': {
+        const connected = this.link.type === 'up';
         this.session = null;
         this.link = { type: 'waiting', at: this.now() + this.backoff.next() };
         this.execute(this.core.disconnected(this.now(), event.reason));
+        if (!connected) {
+          // An attempt that never connected: the core had no session to lose,
+          // but the application hears why (a wrong URL, an untrusted certificate).
+          this.publish({ type: 'Disconnected', reason: event.reason });
+        }
         break;
+      }
     }
     this.checkFinished();
   }
