@@ -1,11 +1,12 @@
 //! The clients in other languages (`clients/`), as `cargo xtask test` and
 //! `cargo xtask clients` check them: the TypeScript client's `npm ci`,
 //! `npm test` (tsc's strict type check, then Node's test runner) and
-//! `npm run test:node` (the region client against this build's node), and its
-//! tarball (`npm pack`) installed into an empty directory and imported; the
-//! Python client installed into a fresh venv under `target/`, its tests run
-//! against the installed package, and mypy's strict check. Each client's
-//! tests are counted into the summary one by one.
+//! `npm run test:node` (against this build's node), and its tarball
+//! (`npm pack`) installed into an empty directory and imported; the Python
+//! client installed into a fresh venv under `target/` (with its one
+//! dependency, websockets), its unit tests and its tests against this
+//! build's node run against the installed package, and mypy's strict
+//! check. Each client's tests are counted into the summary one by one.
 
 use std::path::Path;
 use std::process::Command;
@@ -150,20 +151,27 @@ fn python(root: &Path) -> anyhow::Result<Tally> {
     output(Command::new(&pip).args(["install", "--quiet", "--disable-pip-version-check", MYPY]))?;
     output(Command::new(&pip).args(["install", "--quiet", "--disable-pip-version-check"]).arg(&dir))
         .context("pip install clients/python")?;
-    // The tests run from their directory against the installed package.
-    let (ok, text) = captured(
-        Command::new(venv.join("bin/python"))
-            .args(["-m", "unittest", "discover", "-s", ".", "-v"])
-            .current_dir(dir.join("tests")),
-    )?;
-    let ran = count(&text, "Ran ").unwrap_or(0);
-    if !ok {
-        bail!("the Python client's tests failed ({ran} ran)");
+    // The tests run from their directories against the installed package:
+    // the unit tests, then those against this build's node.
+    let node = node_binary(root)?;
+    let mut ran = 0;
+    for tests in ["tests", "tests_node"] {
+        let (ok, text) = captured(
+            Command::new(venv.join("bin/python"))
+                .args(["-m", "unittest", "discover", "-s", ".", "-v"])
+                .env("SHARDALLOC_BIN", &node)
+                .current_dir(dir.join(tests)),
+        )?;
+        let counted = count(&text, "Ran ").unwrap_or(0);
+        if !ok {
+            bail!("the Python client's {tests} failed ({counted} ran)");
+        }
+        if counted == 0 {
+            bail!("unittest ran nothing in clients/python/{tests}");
+        }
+        ran += counted;
     }
-    if ran == 0 {
-        bail!("unittest ran no test");
-    }
-    output(Command::new(venv.join("bin/mypy")).args(["--strict", "src", "tests"]).current_dir(&dir))
+    output(Command::new(venv.join("bin/mypy")).args(["--strict", "src", "tests", "tests_node"]).current_dir(&dir))
         .context("mypy --strict found problems")?;
     Ok(Tally { passed: ran, failed: 0, skipped: 0 })
 }

@@ -29,6 +29,7 @@ from shardalloc_client.region_actions import (
 )
 from shardalloc_client.region_core import CoreConfig, Departed, RegionCore
 from shardalloc_client.region_errors import RegionError, SendError
+from shardalloc_client.region_load import LoadMeter
 
 Msg: TypeAlias = str
 A: TypeAlias = Action[Msg]
@@ -919,11 +920,18 @@ class RegionCoreTests(unittest.TestCase):
         meter.record("t", 99.0, 0)
         meter.set("u", 5.0, 0)
 
+        asked = 0
+
         def tick(now: int) -> list[A]:
-            return core.tick_with_load(now, cpu, lambda runs: meter.report(now, runs, 10))
+            def load(runs: Callable[[str], bool]) -> wire.LoadReport | None:
+                nonlocal asked
+                asked += 1
+                return meter.report(now, runs, 10)
+
+            return core.tick_with_load(now, cpu, load)
 
         self.assertEqual(tick(100), [], "no heartbeat due: the meter is not asked")
-        self.assertEqual(meter.reports, 0, "no heartbeat due: the meter is not asked")
+        self.assertEqual(asked, 0, "no heartbeat due: the meter is not asked")
         report = wire.LoadReport(window_ms=405, shards=(), rest=0.0)
         self.assertEqual(
             tick(405),
@@ -945,58 +953,6 @@ class RegionCoreTests(unittest.TestCase):
                 ),
             ],
             "t runs on b and u nowhere: only s is reported",
-        )
-
-
-class LoadMeter:
-    """A stand-in for the Rust client's ``LoadMeter`` (``region/load.rs``),
-    which the Python package does not hold yet: the same arithmetic (work
-    summed over the window as units per second, gauges added, only shards
-    ``runs`` names, most loaded first and ties by id, ``top`` named and the
-    rest summed, a window under 500 ms goes on, one over 60 s is dropped),
-    without the limit on metered shards."""
-
-    MIN_LOAD_WINDOW_MS = 500
-    MAX_LOAD_WINDOW_MS = 60_000
-
-    def __init__(self) -> None:
-        self.work: dict[str, float] = {}
-        self.gauges: dict[str, float] = {}
-        self.since: int | None = None
-        self.reports = 0
-        """How many times ``report`` was called."""
-
-    def record(self, shard: str, units: float, now: int) -> None:
-        if self.since is None:
-            self.since = now
-        self.work[shard] = self.work.get(shard, 0.0) + units
-
-    def set(self, shard: str, rate: float, now: int) -> None:
-        if self.since is None:
-            self.since = now
-        self.gauges[shard] = rate
-
-    def report(self, now: int, runs: Callable[[str], bool], top: int) -> wire.LoadReport | None:
-        self.reports += 1
-        if self.since is None:
-            return None
-        window_ms = max(now - self.since, 0)
-        if window_ms < self.MIN_LOAD_WINDOW_MS:
-            return None
-        work, self.work, self.since = self.work, {}, now
-        self.gauges = {shard: rate for shard, rate in self.gauges.items() if runs(shard)}
-        if window_ms > self.MAX_LOAD_WINDOW_MS:
-            return None
-        seconds = window_ms / 1000
-        rates = dict(self.gauges)
-        for shard, units in work.items():
-            if runs(shard):
-                rates[shard] = rates.get(shard, 0.0) + units / seconds
-        ranked = sorted(rates.items(), key=lambda item: (-item[1], item[0]))
-        return wire.LoadReport(
-            window_ms=window_ms,
-            shards=tuple(wire.ShardLoad(shard=s, load=load) for s, load in ranked[:top]),
-            rest=sum(load for _, load in ranked[top:]),
         )
 
 

@@ -9,7 +9,12 @@ So far it holds:
   state machine (registration, leases and fencing, shard homes, buffers,
   hand-offs, drain and leave), with the actions and updates it hands its
   driver in :mod:`shardalloc_client.region_actions` and its errors in
-  :mod:`shardalloc_client.region_errors`.
+  :mod:`shardalloc_client.region_errors`;
+- :mod:`shardalloc_client.region`, the region's asyncio driver around that
+  core (:class:`~shardalloc_client.region.Region`), with its WebSocket
+  session in :mod:`shardalloc_client.region_session`, the transport between
+  regions in :mod:`shardalloc_client.region_transport` and the load meter
+  in :mod:`shardalloc_client.region_load`.
 
 The package logs warnings (a fence, a stale run stopped) through
 :mod:`logging` under the ``shardalloc_client`` logger, which has a

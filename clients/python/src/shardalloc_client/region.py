@@ -1,0 +1,866 @@
+"""The region: ``await Region.start(config, app)`` connects to the node and
+serves the application's shards.
+
+The asyncio driver around the sans-I/O :class:`~shardalloc_client.region_core.RegionCore`
+(a port of the TypeScript client's ``region/region.ts``, itself a port of
+the Rust client's ``region/driver.rs``). It owns the clock and the I/O,
+feeds the core and performs the actions the core returns, in order, all on
+one event loop::
+
+    session events (region_session)  → core.connected / on_message / disconnected
+    other regions (the inbox)        → core.inbound
+    a shard's stop finished          → core.stop_finished
+    a tick every 50 ms               → core.tick_with_load, reconnect when due, the leave deadline
+    send / home_of / leave / …       → the core's matching call
+
+Each running shard has a worker: one asyncio task calling the application
+in order (``start_shard``, ``deliver`` per message, ``stop_shard``) and
+reporting the stop back, even when the application raised. A stop past its
+deadline is abandoned: its task is cancelled and the shard counts as
+stopped.
+"""
+
+import asyncio
+import logging
+import math
+import random
+import re
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final, Generic, Literal, Protocol, TypeAlias, TypeVar, Union
+
+from . import region_actions as up
+from .region_actions import (
+    AbandonStop,
+    Action,
+    Deliver,
+    Forward,
+    Known,
+    Publish,
+    Reconnect,
+    Send,
+    Start,
+    Stop,
+    Update,
+)
+from .region_core import CoreConfig, RegionCore
+from .region_errors import RegionError, SendError
+from .region_load import MAX_LOAD_SHARDS, LoadMeter
+from .region_session import (
+    Leader,
+    Session,
+    SessionClosed,
+    SessionConnected,
+    SessionEvent,
+    SessionMessage,
+    SessionParams,
+    SessionRefused,
+    connect_url_of,
+    tls_context,
+)
+from .region_transport import InMemoryTransport, Transport, TransportError
+from .wire import Register
+
+__all__ = [
+    "TICK_MS",
+    "MAX_ADDRESS_BYTES",
+    "Application",
+    "RegionConfig",
+    "Region",
+    "Updates",
+]
+
+M = TypeVar("M")
+M_contra = TypeVar("M_contra", contravariant=True)
+
+TICK_MS: Final = 50
+"""How often the region ticks its core, in milliseconds."""
+
+MAX_ADDRESS_BYTES: Final = 256
+"""The longest region address, in bytes (printable ASCII, no spaces)."""
+
+_ENTITY_TYPE: Final = re.compile(r"[A-Za-z0-9._-]{1,128}")
+_ADDRESS: Final = re.compile(r"[\x21-\x7e]+")
+_U64_MAX: Final = (1 << 64) - 1
+
+_log = logging.getLogger(__name__)
+
+
+class Application(Protocol[M_contra]):
+    """The application a region serves.
+
+    For each shard the region calls :meth:`start_shard` first, then
+    :meth:`deliver` for each message in order, then :meth:`stop_shard`; the
+    calls of one shard never overlap, each is awaited before the next.
+    Different shards run concurrently.
+
+    An application may also define ``metrics(self) -> Mapping[str, float]``:
+    gauges sent with every heartbeat (``cpu``, ``mem-used-ratio``, custom
+    ones). It is called on the event loop; keep it quick.
+    """
+
+    async def start_shard(self, shard: str, epoch: int) -> None:
+        """Starts the shard here, at ``epoch``: every change of the shard's
+        home gives it a greater epoch, so a write to the application's own
+        storage made only while no greater epoch is stored there cannot come
+        from a stale run elsewhere (docs/operations.md, "Fencing writes with
+        shard epochs"). 0 from a node older than protocol version 3."""
+        ...
+
+    async def stop_shard(self, shard: str) -> None:
+        """Stops the shard (a hand-off, an expired lease, leaving, shutting
+        down), after every delivery queued before it. The region tells the
+        node the shard stopped when this returns or raises, or when the stop
+        deadline passes (then this call is cancelled)."""
+        ...
+
+    async def deliver(self, shard: str, message: M_contra) -> None:
+        """Delivers a message to a running shard."""
+        ...
+
+
+@dataclass(frozen=True)
+class RegionConfig:
+    """How a region connects and behaves. Only ``node``, ``entity_type``
+    and ``address`` have no default; :meth:`Region.start` checks the rest."""
+
+    node: str | Sequence[str]
+    """The node's URL (``http(s)://host:port`` or ``ws(s)://…``), or every
+    node's of an HA cluster (a sequence, or one string separated by commas)."""
+    entity_type: str
+    """The entity type this region serves."""
+    address: str
+    """This region's address, unique in the cluster; other regions reach it by it."""
+    incarnation: int | None = None
+    """Greater for every restart; default: milliseconds since the Unix epoch at start."""
+    roles: Sequence[str] = ()
+    """Cluster roles."""
+    app_version: str = ""
+    """The application's version, shown to operators and strategies."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """Labels (``zone``, …) strategies place by."""
+    proxy_only: bool = False
+    """Routes messages only; never a shard's home."""
+    token: str | None = None
+    """The region token, if the node wants one."""
+    ca_file: str | None = None
+    """A file of PEM certificates to trust for ``wss://`` nodes (a private CA)."""
+    ca_pem: str | None = None
+    """PEM certificates to trust for ``wss://`` nodes (a private CA)."""
+    shard_buffer_limit: int = 1_000
+    """Most messages buffered for one shard."""
+    total_buffer_limit: int = 100_000
+    """Most messages buffered over all shards."""
+    stop_deadline_ms: int = 10_000
+    """How long ``stop_shard`` may take before the stop is abandoned."""
+    leave_timeout_ms: int = 60_000
+    """How long :meth:`Region.leave` waits for the node's ``LeaveDone``."""
+    drain_and_leave_timeout_ms: int = 20_000
+    """The bound of :meth:`Region.drain_and_leave`."""
+    reconnect_min_ms: int = 100
+    """The first reconnect delay; it doubles up to ``reconnect_max_ms``."""
+    reconnect_max_ms: int = 5_000
+    """The longest reconnect delay."""
+    home_retry_ms: int = 2_000
+    """How long to wait for a home before asking again."""
+    response_timeout_ms: int = 10_000
+    """How long the node may stay silent before registering."""
+    connect_timeout_ms: int = 10_000
+    """The bound of the WebSocket handshake and of the ``Welcome``."""
+    load_report_shards: int = 256
+    """Most shards a load report names (at most 1,024)."""
+
+
+@dataclass(frozen=True)
+class _Settled:
+    """A checked configuration and what follows from it."""
+
+    config: RegionConfig
+    urls: tuple[str, ...]
+    incarnation: int
+    params: SessionParams
+
+
+def _settle(config: RegionConfig) -> _Settled:
+    """Checks ``config``; raises a ``Config`` :class:`RegionError` naming the problem."""
+
+    def problem(text: str) -> RegionError:
+        return RegionError.config(text)
+
+    if isinstance(config.node, str):
+        nodes = [node.strip() for node in config.node.split(",")]
+    else:
+        nodes = list(config.node)
+    if not nodes or any(not isinstance(node, str) or not node for node in nodes):
+        raise problem("name at least one node URL (e.g. http://127.0.0.1:7878)")
+    urls = []
+    for node in nodes:
+        try:
+            urls.append(connect_url_of(node))
+        except ValueError as error:
+            raise problem(str(error)) from None
+    if not config.address:
+        raise problem("the address is empty")
+    if not config.entity_type:
+        raise problem("the entity type is empty")
+    if len(config.address) > MAX_ADDRESS_BYTES or not _ADDRESS.fullmatch(config.address):
+        raise problem(
+            f"an address is 1 to {MAX_ADDRESS_BYTES} bytes of printable ASCII without spaces, "
+            f"not {config.address!r}"
+        )
+    if not _ENTITY_TYPE.fullmatch(config.entity_type):
+        raise problem(
+            "an entity type name is 1 to 128 characters of A-Z a-z 0-9 . _ -, "
+            f"not {config.entity_type!r}"
+        )
+    if config.shard_buffer_limit < 1 or config.total_buffer_limit < 1:
+        raise problem("buffer limits must be at least 1")
+    if not 1 <= config.load_report_shards <= MAX_LOAD_SHARDS:
+        raise problem(
+            f"load_report_shards is {config.load_report_shards}; it must be 1 to {MAX_LOAD_SHARDS}"
+        )
+    if not config.connect_timeout_ms > 0:
+        raise problem("the connect timeout must be greater than zero")
+    if not 0 < config.reconnect_min_ms <= config.reconnect_max_ms:
+        raise problem(
+            f"the reconnect delays must satisfy 0 < min ({config.reconnect_min_ms} ms) "
+            f"<= max ({config.reconnect_max_ms} ms)"
+        )
+    for name in ("stop_deadline_ms", "leave_timeout_ms", "drain_and_leave_timeout_ms",
+                 "home_retry_ms", "response_timeout_ms"):
+        value = getattr(config, name)
+        if not isinstance(value, int) or value < 0:
+            raise problem(f"{name} must be a whole number of milliseconds from 0, not {value!r}")
+    incarnation = config.incarnation if config.incarnation is not None else time.time_ns() // 1_000_000
+    if isinstance(incarnation, bool) or not isinstance(incarnation, int) or not 0 <= incarnation <= _U64_MAX:
+        raise problem(f"the incarnation must be a whole number from 0, not {incarnation!r}")
+    try:
+        context = tls_context(config.ca_file, config.ca_pem)
+    except (OSError, ValueError) as error:
+        raise problem(f"cannot read the CA certificates: {error}") from None
+    params = SessionParams(
+        urls=tuple(urls),
+        entity_type=config.entity_type,
+        token=config.token,
+        ssl_context=context,
+        handshake_timeout_ms=config.connect_timeout_ms,
+    )
+    return _Settled(config=config, urls=tuple(urls), incarnation=incarnation, params=params)
+
+
+class _Backoff:
+    """Reconnect delays: doubling from min to max, each drawn from the upper half of the step."""
+
+    def __init__(self, minimum: int, maximum: int) -> None:
+        self._min = minimum
+        self._max = maximum
+        self._step = minimum
+
+    def next(self) -> int:
+        step = self._step
+        self._step = min(self._step * 2, self._max)
+        return math.floor(step / 2 + random.random() * (step / 2))
+
+    def reset(self) -> None:
+        self._step = self._min
+
+
+@dataclass
+class _Worker:
+    """One shard's worker: the application's calls for one run, in order."""
+
+    run: int
+    calls: "asyncio.Queue[tuple[Callable[[], Awaitable[None]], bool]]" = field(
+        default_factory=asyncio.Queue
+    )
+    """Calls queued, each with whether it is the run's last (the stop)."""
+    backlog: int = 0
+    """Deliveries queued and not yet done."""
+    abandoned: bool = False
+    """Set when the run was given up: later calls are skipped."""
+    task: "asyncio.Task[None] | None" = None
+
+
+@dataclass
+class _Leaving:
+    deadline: int
+    timed_out: bool = False
+
+
+_Ending: TypeAlias = Union[_Leaving, Literal["drain-and-leave", "shutdown"]]
+
+
+class Updates(AsyncIterator[Update]):
+    """What a region publishes (:mod:`shardalloc_client.region_actions`'s
+    updates), from :meth:`Region.updates` on, in order; it ends when the
+    region stops or :meth:`close` is called. Unbounded: read it, or close it."""
+
+    def __init__(self, unsubscribe: Callable[["Updates"], None]) -> None:
+        """Use :meth:`Region.updates`."""
+        self._queue: asyncio.Queue[Update | None] = asyncio.Queue()
+        self._unsubscribe = unsubscribe
+        self._closed = False
+
+    def _put(self, update: Update | None) -> None:
+        if not self._closed:
+            self._queue.put_nowait(update)
+            if update is None:
+                self._closed = True
+
+    def close(self) -> None:
+        """Stops receiving; the iteration ends after what is already queued."""
+        self._unsubscribe(self)
+        self._put(None)
+
+    def __aiter__(self) -> "Updates":
+        return self
+
+    async def __anext__(self) -> Update:
+        update = await self._queue.get()
+        if update is None:
+            self._queue.put_nowait(None)
+            raise StopAsyncIteration
+        return update
+
+
+class _RegionInbox(Generic[M]):
+    """The region's :class:`~shardalloc_client.region_transport.Inbox`."""
+
+    def __init__(self, region: "Region[M]") -> None:
+        self._region = region
+
+    @property
+    def address(self) -> str:
+        """The region's address."""
+        return self._region.address
+
+    def deliver(self, shard: str, message: M) -> None:
+        """Hands a forwarded message to the region."""
+        self._region._on_inbound(shard, message)
+
+
+class Region(Generic[M]):
+    """A region serving ``M`` messages. See the module documentation.
+
+    Start it with ``await Region.start(…)``; every method is called on the
+    event loop it was started on."""
+
+    def __init__(
+        self, settled: _Settled, app: Application[M], transport: Transport[M]
+    ) -> None:
+        """Use :meth:`start`."""
+        config = settled.config
+        self._config = config
+        self._incarnation = settled.incarnation
+        self._app = app
+        self._transport = transport
+        self._loop = asyncio.get_running_loop()
+        self._started = time.monotonic()
+        self._core: RegionCore[M] = RegionCore(
+            CoreConfig(
+                registration=Register(
+                    address=config.address,
+                    incarnation=settled.incarnation,
+                    roles=tuple(config.roles),
+                    app_version=config.app_version,
+                    labels=dict(config.labels),
+                    proxy_only=config.proxy_only,
+                    sequence=0,
+                ),
+                shard_buffer_limit=config.shard_buffer_limit,
+                total_buffer_limit=config.total_buffer_limit,
+                stop_deadline_ms=config.stop_deadline_ms,
+                home_retry_ms=config.home_retry_ms,
+                response_timeout_ms=config.response_timeout_ms,
+            )
+        )
+        self._params = settled.params
+        self._leader = Leader()
+        self._backoff = _Backoff(config.reconnect_min_ms, config.reconnect_max_ms)
+        self._meter = LoadMeter()
+        self._workers: dict[str, _Worker] = {}
+        self._waiters: dict[str, list[asyncio.Future[str]]] = {}
+        self._done: list[asyncio.Future[None]] = []
+        self._registered_waiters: list[asyncio.Future[None]] = []
+        self._subscribers: list[Updates] = []
+        self._inbox = _RegionInbox(self)
+        self._session: Session | None = None
+        self._closing_session: Session | None = None
+        self._generation = 0
+        self._link: Literal["waiting", "connecting", "up"] = "waiting"
+        self._reconnect_at = 0
+        self._next_run = 1
+        self._ending: _Ending | None = None
+        self._ended: RegionError | None = None
+        self._refused: str | None = None
+        transport.attach(self._inbox)
+        self._ticker = self._loop.create_task(self._ticking(), name=f"shardalloc region {config.address}")
+
+    @classmethod
+    async def start(
+        cls,
+        config: RegionConfig,
+        app: Application[M],
+        transport: Transport[M] | None = None,
+    ) -> "Region[M]":
+        """Starts a region on the running event loop: it connects, registers
+        and serves ``app``'s shards, forwarding messages for shards homed
+        elsewhere over ``transport`` (a fresh :class:`InMemoryTransport` by
+        default, which reaches no other region). Returns at once, before
+        the region registers (:meth:`wait_registered`). Raises a
+        :class:`RegionError` of kind ``Config`` naming a bad setting."""
+        settled = _settle(config)
+        return cls(settled, app, transport if transport is not None else InMemoryTransport())
+
+    @property
+    def address(self) -> str:
+        """This region's address."""
+        return self._config.address
+
+    @property
+    def incarnation(self) -> int:
+        """This region's incarnation."""
+        return self._incarnation
+
+    def _now(self) -> int:
+        return int((time.monotonic() - self._started) * 1000)
+
+    async def home_of(self, shard: str) -> str:
+        """Where ``shard`` lives: at once when cached, else once the node
+        answers. Raises a :class:`RegionError` (``InvalidShard``,
+        ``ShardRefused``, or how the region ended)."""
+        if self._ended is not None:
+            raise self._ended
+        lookup = self._core.request_home(shard, self._now())
+        if isinstance(lookup, Known):
+            return lookup.home
+        future: asyncio.Future[str] = self._loop.create_future()
+        self._waiters.setdefault(shard, []).append(future)
+        self._execute(lookup.actions)
+        return await future
+
+    def send(self, shard: str, message: M) -> None:
+        """Sends ``message`` to ``shard``, wherever it lives. Raises a
+        :class:`SendError` when the region cannot take it."""
+        if self._ended is not None:
+            raise SendError.stopped()
+        limit = self._config.shard_buffer_limit
+        worker = self._workers.get(shard)
+        if self._core.delivers_locally(shard) and worker is not None and worker.backlog >= limit:
+            raise SendError.buffer_full(shard, limit)
+        self._execute(self._core.send(shard, message, self._now()))
+
+    def record_load(self, shard: str, units: float) -> None:
+        """``units`` of work done by ``shard`` (requests weighted by their
+        cost, bytes…): reported per second."""
+        self._meter.record(shard, units, self._now())
+
+    def set_load(self, shard: str, rate: float) -> None:
+        """The shard's load is ``rate`` per second until set again (0 clears it)."""
+        self._meter.set(shard, rate, self._now())
+
+    async def wait_registered(self) -> None:
+        """Returns once registered; raises a :class:`RegionError` when the
+        node refuses the region (``Refused``) or it stops first."""
+        if self._ended is not None:
+            raise self._ended
+        if self._core.is_registered():
+            return
+        if self._refused is not None:
+            raise RegionError.refused(self._refused)
+        future: asyncio.Future[None] = self._loop.create_future()
+        self._registered_waiters.append(future)
+        await future
+
+    def is_registered(self) -> bool:
+        """True while registered with the node (never once the region has stopped)."""
+        return self._ended is None and self._core.is_registered()
+
+    def is_fenced(self) -> bool:
+        """True while fenced (the lease ran out unrenewed)."""
+        return self._core.is_fenced()
+
+    def running_shards(self) -> list[str]:
+        """The shards running here, sorted."""
+        return self._core.running()
+
+    def epoch_of(self, shard: str) -> int | None:
+        """The epoch ``shard`` runs here at, while it runs."""
+        return self._core.epoch_of(shard)
+
+    def buffered(self) -> int:
+        """Messages sent that went nowhere yet (buffered for a home)."""
+        return self._core.buffered()
+
+    def inbox(self) -> _RegionInbox[M]:
+        """Where a transport with its own network hands forwarded messages in."""
+        return self._inbox
+
+    def updates(self) -> Updates:
+        """The updates published from now on, as an async iterator that
+        ends when the region stops (or it is closed)."""
+        updates = Updates(self._unsubscribe)
+        if self._ended is not None:
+            updates._put(None)
+        else:
+            self._subscribers.append(updates)
+        return updates
+
+    def _unsubscribe(self, updates: Updates) -> None:
+        if updates in self._subscribers:
+            self._subscribers.remove(updates)
+
+    def request_drain(self, draining: bool) -> None:
+        """Asks the node to drain this region (``True``) or stop draining it."""
+        self._execute(self._core.request_drain(draining, self._now()))
+
+    async def leave(self) -> None:
+        """Leaves: the node hands every shard off, then the region stops.
+        Raises a ``LeaveTimedOut`` :class:`RegionError` when the node does
+        not confirm within ``leave_timeout_ms`` (the region stops anyway)."""
+
+        def begin() -> None:
+            if self._ending is None:
+                self._ending = _Leaving(deadline=self._now() + self._config.leave_timeout_ms)
+                self._execute(self._core.leave(self._now()))
+
+        await self._control(begin)
+
+    async def drain_and_leave(self) -> None:
+        """Drains, then leaves, within ``drain_and_leave_timeout_ms``: for a
+        Kubernetes preStop hook. Raises a ``DrainAndLeaveTimedOut``
+        :class:`RegionError` when the bound passes first."""
+
+        def begin() -> None:
+            if self._ending is None:
+                self._ending = "drain-and-leave"
+                self._execute(
+                    self._core.drain_and_leave(self._config.drain_and_leave_timeout_ms, self._now())
+                )
+
+        await self._control(begin)
+
+    async def shutdown(self) -> None:
+        """Stops every shard and closes the session, without handing shards
+        off. Returns once stopped; does nothing once the region has ended."""
+        if self._ended is not None:
+            return
+        try:
+            await self._control(self._shut_down)
+        except RegionError:
+            pass
+
+    async def _control(self, begin: Callable[[], None]) -> None:
+        if self._ended is not None:
+            raise self._ended
+        future: asyncio.Future[None] = self._loop.create_future()
+        self._done.append(future)
+        begin()
+        self._check_finished()
+        try:
+            await future
+        finally:
+            await self._wind_down()
+
+    async def _wind_down(self) -> None:
+        """Waits (briefly) for the session to close and the ticker to stop."""
+        session = self._closing_session
+        if session is not None:
+            try:
+                async with asyncio.timeout(3):
+                    await session.wait_closed()
+            except TimeoutError:
+                pass
+        if self._ended is not None:
+            await asyncio.gather(self._ticker, return_exceptions=True)
+
+    def _shut_down(self) -> None:
+        if self._ending != "shutdown":
+            self._ending = "shutdown"
+            self._execute(self._core.shutdown(self._now()))
+
+    # The actions.
+
+    def _execute(self, actions: list[Action[M]]) -> None:
+        """Performs the core's actions in order; forwards the transport
+        could not carry go back to the core."""
+        queue: deque[Action[M]] = deque(actions)
+        failed: dict[str, tuple[str, list[M]]] = {}
+        while True:
+            while queue:
+                action = queue.popleft()
+                if isinstance(action, Send):
+                    if self._session is not None:
+                        self._session.send(action.message)
+                elif isinstance(action, Start):
+                    self._start_worker(action.shard, action.epoch)
+                elif isinstance(action, Deliver):
+                    self._deliver(action.shard, action.message)
+                elif isinstance(action, Stop):
+                    self._stop(action.shard)
+                elif isinstance(action, AbandonStop):
+                    worker = self._workers.pop(action.shard, None)
+                    if worker is not None:
+                        self._abandon(worker)
+                elif isinstance(action, Forward):
+                    pending = failed.get(action.shard)
+                    if pending is not None:
+                        pending[1].append(action.message)
+                    elif not self._forward(action.to, action.shard, action.message):
+                        failed[action.shard] = (action.to, [action.message])
+                elif isinstance(action, Publish):
+                    self._publish(action.update)
+                elif isinstance(action, Reconnect):
+                    if self._session is not None:
+                        self._session.close(action.reason)
+            if not failed:
+                return
+            for shard, (to, messages) in failed.items():
+                queue.extend(self._core.forward_failed(shard, to, messages, self._now()))
+            failed.clear()
+
+    def _forward(self, to: str, shard: str, message: M) -> bool:
+        """Hands ``message`` to the transport; false when it could not carry it."""
+        try:
+            self._transport.send(to, shard, message)
+            return True
+        except TransportError:
+            return False
+        except Exception:
+            _log.exception(
+                "region %s: the transport raised forwarding shard %s to %s", self.address, shard, to
+            )
+            return False
+
+    async def _work(self, worker: _Worker, shard: str) -> None:
+        """The worker's task: its calls, one after another, until the stop."""
+        while True:
+            call, last = await worker.calls.get()
+            if worker.abandoned:
+                return
+            try:
+                await call()
+            except Exception:
+                _log.exception(
+                    "region %s: the application raised on shard %s", self.address, shard
+                )
+            if last:
+                return
+
+    def _start_worker(self, shard: str, epoch: int) -> None:
+        old = self._workers.get(shard)
+        if old is not None:
+            self._abandon(old)
+        worker = _Worker(run=self._next_run)
+        self._next_run += 1
+        self._workers[shard] = worker
+        worker.task = self._loop.create_task(self._work(worker, shard), name=f"shard {shard}")
+
+        async def start() -> None:
+            await self._app.start_shard(shard, epoch)
+
+        worker.calls.put_nowait((start, False))
+
+    def _deliver(self, shard: str, message: M) -> None:
+        worker = self._workers.get(shard)
+        if worker is None:
+            return
+        worker.backlog += 1
+
+        async def deliver() -> None:
+            try:
+                await self._app.deliver(shard, message)
+            finally:
+                worker.backlog -= 1
+
+        worker.calls.put_nowait((deliver, False))
+
+    def _stop(self, shard: str) -> None:
+        worker = self._workers.get(shard)
+        if worker is None:
+            return
+
+        async def stop() -> None:
+            try:
+                await self._app.stop_shard(shard)
+            finally:
+                # Reported even when the application raised: the shard is not
+                # running. Not when the stop was abandoned (cancelled).
+                if self._workers.get(shard) is worker and self._ended is None:
+                    del self._workers[shard]
+                    self._execute(self._core.stop_finished(shard, self._now()))
+                    self._check_finished()
+
+        worker.calls.put_nowait((stop, True))
+
+    def _abandon(self, worker: _Worker) -> None:
+        worker.abandoned = True
+        if worker.task is not None and worker.task is not asyncio.current_task():
+            worker.task.cancel()
+
+    def _publish(self, update: Update) -> None:
+        if isinstance(update, up.HomeChanged):
+            for future in self._waiters.pop(update.shard, []):
+                if not future.done():
+                    future.set_result(update.home)
+        elif isinstance(update, up.ShardRefused):
+            error = RegionError.shard_refused(update.shard, update.reason)
+            for future in self._waiters.pop(update.shard, []):
+                if not future.done():
+                    future.set_exception(error)
+        elif isinstance(update, up.Registered):
+            self._refused = None
+            waiters, self._registered_waiters = self._registered_waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+        elif isinstance(update, up.Refused):
+            self._refused = update.reason
+            refused = RegionError.refused(update.reason)
+            waiters, self._registered_waiters = self._registered_waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_exception(refused)
+        for updates in list(self._subscribers):
+            updates._put(update)
+
+    # Events.
+
+    def _on_inbound(self, shard: str, message: M) -> None:
+        if self._ended is not None:
+            raise TransportError("closed", f"region {self.address} has stopped")
+        try:
+            self._execute(self._core.inbound(shard, message, self._now()))
+        except SendError as error:
+            if error.kind in ("TotalBufferFull", "BufferFull"):
+                raise TransportError(
+                    "inbox-full", f"the inbox of region {self.address} is full: {error}"
+                ) from error
+            raise
+
+    def _on_session(self, generation: int, event: SessionEvent) -> None:
+        if generation != self._generation or self._ended is not None:
+            return
+        if isinstance(event, SessionConnected):
+            self._link = "up"
+            self._execute(self._core.connected(self._now()))
+        elif isinstance(event, SessionMessage):
+            self._execute(self._core.on_message(event.message, self._now()))
+            if self._core.is_registered():
+                self._backoff.reset()
+        elif isinstance(event, SessionRefused):
+            self._publish(up.Refused(reason=event.reason))
+        elif isinstance(event, SessionClosed):
+            self._session = None
+            self._link = "waiting"
+            self._reconnect_at = self._now() + self._backoff.next()
+            self._execute(self._core.disconnected(self._now(), event.reason))
+        self._check_finished()
+
+    def _metrics(self) -> Mapping[str, float]:
+        metrics = getattr(self._app, "metrics", None)
+        if metrics is None:
+            return {}
+        try:
+            return dict(metrics())
+        except Exception:
+            _log.exception("region %s: the application's metrics() raised", self.address)
+            return {}
+
+    async def _ticking(self) -> None:
+        while self._ended is None:
+            try:
+                self._on_tick()
+            except Exception:
+                _log.exception("region %s: a tick failed", self.address)
+            await asyncio.sleep(TICK_MS / 1000)
+
+    def _on_tick(self) -> None:
+        if self._ended is not None:
+            return
+        now = self._now()
+        top = self._config.load_report_shards
+        self._execute(
+            self._core.tick_with_load(
+                now, self._metrics, lambda runs: self._meter.report(now, runs, top)
+            )
+        )
+        if self._link == "waiting" and now >= self._reconnect_at and self._ending != "shutdown":
+            self._generation += 1
+            generation = self._generation
+            self._link = "connecting"
+            self._session = Session.open(
+                self._params,
+                self._leader,
+                generation,
+                lambda event: self._on_session(generation, event),
+            )
+        ending = self._ending
+        if (
+            isinstance(ending, _Leaving)
+            and not ending.timed_out
+            and now >= ending.deadline
+            and not self._core.has_left()
+        ):
+            ending.timed_out = True
+            self._execute(self._core.shutdown(now))
+        self._check_finished()
+
+    def _check_finished(self) -> None:
+        ending = self._ending
+        if self._ended is not None or ending is None or not self._core.is_idle():
+            return
+        outcome: RegionError | None
+        if ending == "shutdown":
+            outcome = None
+        elif isinstance(ending, _Leaving):
+            if not ending.timed_out and not self._core.has_left():
+                return
+            outcome = (
+                RegionError.leave_timed_out(self._config.leave_timeout_ms)
+                if ending.timed_out
+                else None
+            )
+        else:
+            departure = self._core.departure()
+            if departure is None:
+                return
+            outcome = departure.error
+        self._finish(
+            RegionError.shut_down() if ending == "shutdown" else RegionError.left(), outcome
+        )
+
+    def _finish(self, ended: RegionError, outcome: RegionError | None) -> None:
+        self._ended = ended
+        homes = [future for futures in self._waiters.values() for future in futures]
+        registered, self._registered_waiters = self._registered_waiters, []
+        self._waiters.clear()
+        for home in homes:
+            if not home.done():
+                home.set_exception(ended)
+        for waiter in registered:
+            if not waiter.done():
+                waiter.set_exception(ended)
+        workers = list(self._workers.values())
+        self._workers.clear()
+        for worker in workers:
+            self._abandon(worker)
+        self._transport.detach(self._inbox)
+        session, self._session = self._session, None
+        if session is not None:
+            # Queued frames (a `Leave`) go first, then the close frame.
+            self._closing_session = session
+            session.close("the region stopped")
+        subscribers, self._subscribers = self._subscribers, []
+        for updates in subscribers:
+            updates._put(None)
+        done, self._done = self._done, []
+        for future in done:
+            if future.done():
+                continue
+            if outcome is not None:
+                future.set_exception(outcome)
+            else:
+                future.set_result(None)

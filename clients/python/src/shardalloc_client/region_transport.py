@@ -1,0 +1,99 @@
+"""How a region carries messages to a shard whose home is another region.
+
+The application gives its :class:`~shardalloc_client.region.Region` a
+:class:`Transport`; :class:`InMemoryTransport` links regions of one process
+(tests, examples). A real service carries messages over its own network
+(HTTP, gRPC, a queue) and hands what arrives to the home region's
+:class:`Inbox` (``Region.inbox()``). A port of the TypeScript client's
+``region/transport.ts`` (the Rust client's ``region/transport.rs``).
+
+Everything here is called on the region's event loop, synchronously: a
+transport that needs I/O queues the message and returns.
+"""
+
+from typing import Literal, Protocol, TypeAlias, TypeVar
+
+__all__ = ["TransportErrorKind", "TransportError", "Inbox", "Transport", "InMemoryTransport"]
+
+M = TypeVar("M")
+M_contra = TypeVar("M_contra", contravariant=True)
+
+TransportErrorKind: TypeAlias = Literal["unknown-address", "inbox-full", "closed", "unreachable"]
+"""Why a message could not be carried."""
+
+
+class TransportError(Exception):
+    """A message could not be carried; the region buffers it again and asks
+    for the shard's home anew."""
+
+    kind: TransportErrorKind
+    """``unknown-address``, ``inbox-full``, ``closed`` or ``unreachable``."""
+
+    def __init__(self, kind: TransportErrorKind, message: str) -> None:
+        """An error of ``kind``, explained by ``message``."""
+        super().__init__(message)
+        self.kind = kind
+
+    def __repr__(self) -> str:
+        return f"TransportError({self.kind}: {self})"
+
+
+class Inbox(Protocol[M_contra]):
+    """Where a region receives the messages other regions forward to it."""
+
+    @property
+    def address(self) -> str:
+        """The region's address."""
+        ...
+
+    def deliver(self, shard: str, message: M_contra) -> None:
+        """Hands a message for ``shard`` to the region; raises
+        :class:`TransportError` when it cannot take it."""
+        ...
+
+
+class Transport(Protocol[M]):
+    """Carries messages between regions."""
+
+    def send(self, to: str, shard: str, message: M) -> None:
+        """Carries ``message`` for ``shard`` to the region at ``to``; raises
+        :class:`TransportError` when it cannot."""
+        ...
+
+    def attach(self, inbox: Inbox[M]) -> None:
+        """The region started and receives at ``inbox`` (a no-op for a
+        transport that does not need to know)."""
+        ...
+
+    def detach(self, inbox: Inbox[M]) -> None:
+        """The region stopped (a no-op for a transport that does not need to know)."""
+        ...
+
+
+class InMemoryTransport(Transport[M]):
+    """Regions of one process and one event loop, reaching each other's
+    inboxes directly."""
+
+    def __init__(self) -> None:
+        """A transport with no region attached."""
+        self._inboxes: dict[str, Inbox[M]] = {}
+
+    def send(self, to: str, shard: str, message: M) -> None:
+        """Hands ``message`` to the inbox of the region at ``to``."""
+        inbox = self._inboxes.get(to)
+        if inbox is None:
+            raise TransportError("unknown-address", f"no region at address {to}")
+        inbox.deliver(shard, message)
+
+    def attach(self, inbox: Inbox[M]) -> None:
+        """Makes the region reachable at its address."""
+        self._inboxes[inbox.address] = inbox
+
+    def detach(self, inbox: Inbox[M]) -> None:
+        """Makes the region unreachable, unless another took its address since."""
+        if self._inboxes.get(inbox.address) is inbox:
+            del self._inboxes[inbox.address]
+
+    def addresses(self) -> list[str]:
+        """The addresses attached, sorted."""
+        return sorted(self._inboxes)
