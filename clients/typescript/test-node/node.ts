@@ -51,6 +51,16 @@ export class Node {
     return Node.spawn(args, mkdtempSync(join(tmpdir(), 'shardalloc-ts-')), '127.0.0.1:0');
   }
 
+  /** Starts a node listening on `listen` (a fixed port, for a node that must know its URL before it starts). */
+  static async startOn(listen: string, args: string[]): Promise<Node> {
+    return Node.spawn(args, mkdtempSync(join(tmpdir(), 'shardalloc-ts-')), listen);
+  }
+
+  /** Kills the node at once (SIGKILL), keeping its data. */
+  kill(): void {
+    this.child.kill('SIGKILL');
+  }
+
   /** Stops the node (SIGTERM, then waits for it) and starts it again on the same address and data. */
   async restart(): Promise<Node> {
     const exited = new Promise((resolve) => this.child.once('exit', resolve));

@@ -114,7 +114,7 @@ describe('the region client with the real node', () => {
     }
   });
 
-  it('names a wrong token and a stale incarnation', async () => {
+  it('names a wrong token and a stale incarnation, and a new incarnation takes over', async () => {
     const journal = new Journal();
     const wrong = Region.start(config(node, 'ts-wrong', { token: 'nope' }), journal.app('ts-wrong'));
     await assert.rejects(wrong.waitRegistered(), (error: unknown) => {
@@ -132,7 +132,11 @@ describe('the region client with the real node', () => {
       assert.match(error.message, /incarnation 1 is older than the registered incarnation 2/);
       return true;
     });
-    await Promise.all([older.shutdown(), newer.shutdown()]);
+    // A restart with a new incarnation takes the address over.
+    const newest = Region.start(config(node, 'ts-same', { token: 'secret', incarnation: 3 }), journal.app('ts-same'));
+    await newest.waitRegistered();
+    assert.equal(await newest.homeOf('taken-over'), 'ts-same');
+    await Promise.all([older.shutdown(), newer.shutdown(), newest.shutdown()]);
   });
 
   it('refuses a bad configuration by name', () => {
