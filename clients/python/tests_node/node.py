@@ -15,6 +15,7 @@ import shutil
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -36,7 +37,7 @@ FAST: Final = [
 PATIENCE_S: Final = 30.0
 """Generous: every wait here takes milliseconds when things work."""
 
-_LISTENING: Final = re.compile(r"shardalloc listening on (http://\S+)")
+_LISTENING: Final = re.compile(r"shardalloc listening on (https?://\S+)")
 
 
 def binary() -> str:
@@ -57,30 +58,57 @@ class Node:
 
     def __init__(
         self, process: asyncio.subprocess.Process, data: str, base: str, log: deque[str],
-        readers: list["asyncio.Task[None]"],
+        readers: list["asyncio.Task[None]"], args: list[str],
     ) -> None:
         """Use :meth:`start`."""
         self._process = process
         self._data = data
         self.base = base
-        """``http://127.0.0.1:PORT``."""
+        """``http://127.0.0.1:PORT`` (``https://`` with ``--tls-cert``)."""
         self._log = log
         self._readers = readers
+        self._args = args
 
     @classmethod
     async def start(cls, args: list[str]) -> "Node":
         """Starts a node with ``args`` after ``serve --listen 127.0.0.1:0 --data …``."""
-        data = tempfile.mkdtemp(prefix="shardalloc-py-")
+        return await cls._spawn(args, tempfile.mkdtemp(prefix="shardalloc-py-"), "127.0.0.1:0")
+
+    async def restart(self) -> "Node":
+        """Stops the node (SIGTERM, then waits for it) and starts it again
+        on the same address and data directory; answers the new node, whose
+        output follows this one's."""
+        if self._process.returncode is None:
+            self._process.terminate()
+        await self._process.wait()
+        for reader in self._readers:
+            await asyncio.gather(reader, return_exceptions=True)
+        listen = urllib.parse.urlsplit(self.base).netloc
+        # The port was just freed; binding it again may take a moment.
+        deadline = time.monotonic() + PATIENCE_S
+        while True:
+            try:
+                node = await Node._spawn(self._args, self._data, listen, self._log)
+                return node
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.1)
+
+    @classmethod
+    async def _spawn(
+        cls, args: list[str], data: str, listen: str, earlier: deque[str] | None = None
+    ) -> "Node":
         env = {k: v for k, v in os.environ.items() if not k.startswith("SHARDALLOC_")}
         env["SHARDALLOC_LOG"] = "info,tower_http=warn"
         process = await asyncio.create_subprocess_exec(
-            binary(), "serve", "--listen", "127.0.0.1:0", "--data", data, *args,
+            binary(), "serve", "--listen", listen, "--data", data, *args,
             env=env,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )
-        log: deque[str] = deque(maxlen=400)
+        log: deque[str] = deque(earlier or (), maxlen=400)
         address: asyncio.Future[str] = asyncio.get_running_loop().create_future()
 
         async def keep(stream: asyncio.StreamReader | None, prefix: str) -> None:
@@ -97,7 +125,7 @@ class Node:
             asyncio.create_task(keep(process.stdout, "[stdout] ")),
             asyncio.create_task(keep(process.stderr, "")),
         ]
-        node = cls(process, data, "", log, readers)
+        node = cls(process, data, "", log, readers, args)
         exited = asyncio.create_task(process.wait())
         try:
             racing: list[asyncio.Future[Any]] = [address, exited]
@@ -112,7 +140,7 @@ class Node:
                 )
             raise RuntimeError(f"the node printed no address within {PATIENCE_S} s:\n{node.output()}")
         except BaseException:
-            await node.stop()
+            await node.stop(keep_data=earlier is not None)
             raise
         finally:
             if not exited.done():
@@ -138,15 +166,16 @@ class Node:
 
         return await asyncio.to_thread(call)
 
-    async def stop(self) -> None:
-        """Kills the node and removes its data."""
+    async def stop(self, keep_data: bool = False) -> None:
+        """Kills the node and removes its data (unless ``keep_data``)."""
         if self._process.returncode is None:
             self._process.kill()
         await self._process.wait()
         for reader in self._readers:
             reader.cancel()
         await asyncio.gather(*self._readers, return_exceptions=True)
-        shutil.rmtree(self._data, ignore_errors=True)
+        if not keep_data:
+            shutil.rmtree(self._data, ignore_errors=True)
 
 
 async def wait_for(

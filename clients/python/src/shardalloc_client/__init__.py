@@ -14,9 +14,17 @@ So far it holds:
   core (:class:`~shardalloc_client.region.Region`), with its WebSocket
   session in :mod:`shardalloc_client.region_session`, the transport between
   regions in :mod:`shardalloc_client.region_transport` and the load meter
-  in :mod:`shardalloc_client.region_load`.
+  in :mod:`shardalloc_client.region_load`;
+- :mod:`shardalloc_client.admin`, the admin REST client
+  (:class:`~shardalloc_client.admin.AdminClient`) and the decision event
+  stream, with the bodies in :mod:`shardalloc_client.admin_types` and the
+  stream's framing in :mod:`shardalloc_client.sse`;
+- :mod:`shardalloc_client.placements_view`, a live in-memory map of one
+  type's placements;
+- :mod:`shardalloc_client.external`, the external allocation feature
+  request's API: a controller and an allocation strategy reading a view.
 
-The package logs warnings (a fence, a stale run stopped) through
+The package logs warnings (a fence, a stale run stopped, a placement passed over) through
 :mod:`logging` under the ``shardalloc_client`` logger, which has a
 ``NullHandler`` so nothing is printed unless the application configures
 logging.

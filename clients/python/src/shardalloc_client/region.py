@@ -753,10 +753,16 @@ class Region(Generic[M]):
         elif isinstance(event, SessionRefused):
             self._publish(up.Refused(reason=event.reason))
         elif isinstance(event, SessionClosed):
+            connected = self._link == "up"
             self._session = None
             self._link = "waiting"
             self._reconnect_at = self._now() + self._backoff.next()
             self._execute(self._core.disconnected(self._now(), event.reason))
+            if not connected:
+                # An attempt that never connected: the core had no session to
+                # lose, but the application hears why (a wrong URL, an
+                # untrusted certificate).
+                self._publish(up.Disconnected(reason=event.reason))
         self._check_finished()
 
     def _metrics(self) -> Mapping[str, float]:
