@@ -74,6 +74,19 @@ class Node:
         """Starts a node with ``args`` after ``serve --listen 127.0.0.1:0 --data …``."""
         return await cls._spawn(args, tempfile.mkdtemp(prefix="shardalloc-py-"), "127.0.0.1:0")
 
+    @classmethod
+    async def start_on(cls, listen: str, args: list[str]) -> "Node":
+        """Starts a node listening on ``listen`` (``127.0.0.1:PORT``, a fixed
+        port, for a node that must know its URL before it starts) with
+        ``args`` after ``serve --listen … --data …``."""
+        return await cls._spawn(args, tempfile.mkdtemp(prefix="shardalloc-py-"), listen)
+
+    def kill(self) -> None:
+        """Kills the node at once (SIGKILL), keeping its data; :meth:`stop`
+        still reaps it and removes the data."""
+        if self._process.returncode is None:
+            self._process.kill()
+
     async def restart(self) -> "Node":
         """Stops the node (SIGTERM, then waits for it) and starts it again
         on the same address and data directory; answers the new node, whose
