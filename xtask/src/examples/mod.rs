@@ -1,5 +1,7 @@
 //! `cargo xtask examples`: every example strategy under
-//! `examples/strategies/`, built and checked the way its README says.
+//! `examples/strategies/`, built and checked the way its README says, and
+//! every example service under `examples/services/`, run and checked the
+//! way its README says.
 //!
 //! Each example's README is the test: its ` ```sh ` blocks are run line by
 //! line in the example's directory (with the `shardalloc` just built first
@@ -27,6 +29,10 @@ pub const EXAMPLES: [(&str, &str); 4] = [
     ("javascript", "build/latency-aware-js.wasm"),
     ("python", "build/latency-aware-py.wasm"),
 ];
+
+/// The example services (`examples/services/`), by directory name: each
+/// README runs its service's processes behind a node and checks them.
+pub const SERVICES: [&str; 1] = ["typescript-counter"];
 
 /// Questions every example must answer identically.
 const SAME_ANSWERS: [&[&str]; 4] = [
@@ -83,9 +89,25 @@ pub fn checks(root: &Path, only: &[String], build: bool) -> anyhow::Result<Vec<(
         }
         outcomes.push((format!("example {name}"), outcome));
     }
-    let agree = same_answers(&bin_dir, &examples_dir.join("snapshot.json"), &built).map_err(|e| format!("{e:#}"));
-    outcomes.push(("the examples answer alike".to_owned(), agree));
-    eprintln!("xtask: {} examples checked in {:.0?}", built.len(), started.elapsed());
+    if only.is_empty() || EXAMPLES.iter().any(|(name, _)| only.iter().any(|o| o == name)) {
+        let agree = same_answers(&bin_dir, &examples_dir.join("snapshot.json"), &built).map_err(|e| format!("{e:#}"));
+        outcomes.push(("the examples answer alike".to_owned(), agree));
+    }
+    for name in SERVICES {
+        if !only.is_empty() && !only.iter().any(|o| o == name) {
+            continue;
+        }
+        let dir = root.join("examples/services").join(name);
+        let step = Instant::now();
+        eprintln!("xtask: example service {name}: following {}", dir.join("README.md").display());
+        let outcome = readme::follow(root, &dir, &bin_dir).map_err(|e| format!("{e:#}"));
+        match &outcome {
+            Ok(()) => eprintln!("xtask: example service {name}: done in {:.0?}", step.elapsed()),
+            Err(error) => eprintln!("xtask: example service {name}: FAILED: {error}"),
+        }
+        outcomes.push((format!("example service {name}"), outcome));
+    }
+    eprintln!("xtask: {} examples checked in {:.0?}", outcomes.len(), started.elapsed());
     Ok(outcomes)
 }
 
