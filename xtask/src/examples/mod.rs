@@ -32,7 +32,7 @@ pub const EXAMPLES: [(&str, &str); 4] = [
 
 /// The example services (`examples/services/`), by directory name: each
 /// README runs its service's processes behind a node and checks them.
-pub const SERVICES: [&str; 1] = ["typescript-counter"];
+pub const SERVICES: [&str; 2] = ["typescript-counter", "python-counter"];
 
 /// Questions every example must answer identically.
 const SAME_ANSWERS: [&[&str]; 4] = [
