@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
-import { Region, type Update } from '../src/index.js';
+import { AdminClient, PlacementsView, Region, type Update } from '../src/index.js';
 import { Etcd, freePort } from './etcd.js';
 import { Node, waitFor } from './node.js';
 
@@ -108,6 +108,34 @@ describe('the region client on an HA cluster', () => {
       assert.equal(state.home, 'ts-ha');
     } finally {
       await region.shutdown();
+    }
+  });
+
+  it("keeps a placements view, opened on a follower, in step across the leader's kill", async () => {
+    const alive = [0, 1, 2].filter((i) => nodes[i]?.running());
+    const current = await leader(alive);
+    const follower = alive.find((i) => i !== current) as number;
+    const admin = new AdminClient(urls[follower] as string);
+    await admin.setPlacement('cart', 'view-before', 'somewhere');
+    const view = await PlacementsView.open(admin, 'cart', { reconnectMinMs: 50, reconnectMaxMs: 500 });
+    try {
+      assert.equal(view.get('view-before'), 'somewhere');
+      nodes[current]?.kill();
+      await leader(alive.filter((i) => i !== current), current);
+      // Written through the survivor, after the failover: the view, whose
+      // stream the killed leader ended, reconnects and sees it.
+      await waitFor('a placement written after the failover', async () => {
+        try {
+          await admin.setPlacement('cart', 'view-after', 'elsewhere');
+          return true;
+        } catch {
+          return undefined;
+        }
+      }, 60_000);
+      await waitFor('the view to see it', () => (view.get('view-after') === 'elsewhere' ? true : undefined), 60_000);
+      assert.equal(view.get('view-before'), 'somewhere', 'a placement from before the failover was lost');
+    } finally {
+      view.close();
     }
   });
 });

@@ -56,6 +56,11 @@ export class Node {
     return Node.spawn(args, mkdtempSync(join(tmpdir(), 'shardalloc-ts-')), listen);
   }
 
+  /** True until the node's process has exited. */
+  running(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null;
+  }
+
   /** Kills the node at once (SIGKILL), keeping its data. */
   kill(): void {
     this.child.kill('SIGKILL');
