@@ -2,7 +2,8 @@
 is given every node's URL; a follower redirects it to the leader. When the
 leader is killed, the region follows the new leader's redirect, registers
 again and goes on — within its lease: no fence, its shard keeps running,
-and homes are answered. The scenario of the TypeScript client's
+and homes are answered. A placements view opened on a follower stays in
+step across the same kill. The scenarios of the TypeScript client's
 ``test-node/ha.test.ts``.
 """
 
@@ -18,6 +19,8 @@ from typing import Final
 from etcd import Etcd, free_port
 from node import Node, wait_for
 
+from shardalloc_client.admin import AdminClient, AdminError
+from shardalloc_client.placements_view import PlacementsView
 from shardalloc_client.region import Region, RegionConfig
 from shardalloc_client.region_actions import Fenced, Registered, Update
 
@@ -176,6 +179,38 @@ class HaNodeTests(unittest.IsolatedAsyncioTestCase):
             await region.shutdown()
             updates.close()
             await reader
+
+    async def test_keeps_a_placements_view_opened_on_a_follower_in_step_across_the_leaders_kill(
+        self,
+    ) -> None:
+        alive = list(range(3))
+        current = await self.leader(alive)
+        follower = next(i for i in alive if i != current)
+        admin = AdminClient(self.urls[follower])
+        await admin.set_placement("cart", "view-before", "somewhere")
+        view = await PlacementsView.open(admin, "cart", reconnect_min_ms=50, reconnect_max_ms=500)
+        try:
+            self.assertEqual(view.get("view-before"), "somewhere")
+            self.nodes[current].kill()
+            await self.leader([i for i in alive if i != current], current)
+
+            # Written through the survivor, after the failover: the view, whose
+            # stream the killed leader ended, reconnects and sees it.
+            async def written() -> bool | None:
+                try:
+                    await admin.set_placement("cart", "view-after", "elsewhere")
+                    return True
+                except AdminError:
+                    return None
+
+            done: bool = await wait_for("a placement written after the failover", written, 60)
+            self.assertTrue(done)
+            await wait_for("the view to see it",
+                           lambda: True if view.get("view-after") == "elsewhere" else None, 60)
+            self.assertEqual(view.get("view-before"), "somewhere",
+                             "a placement from before the failover was lost")
+        finally:
+            view.close()
 
 
 if __name__ == "__main__":
