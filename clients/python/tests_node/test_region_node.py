@@ -4,7 +4,8 @@ The session (handshake, registration, a home with its epoch, a wrong token
 and an absent node named), ``connect_url_of``, and the region: registration,
 a home and its epoch, deliveries in order, a hand-off under traffic with no
 message lost or doubled, drain and leave, a wrong token and a stale
-incarnation refused by name, a bad configuration refused by name. The
+incarnation refused by name, a new incarnation taking the address over, a
+bad configuration refused by name. The
 scenarios of the TypeScript client's ``test-node/session.test.ts`` and
 ``test-node/region.test.ts``.
 
@@ -282,7 +283,7 @@ class RegionTests(NodeTestCase):
         finally:
             await asyncio.gather(a.shutdown(), b.shutdown())
 
-    async def test_names_a_wrong_token_and_a_stale_incarnation(self) -> None:
+    async def test_names_a_wrong_token_and_a_stale_incarnation_and_a_new_one_takes_over(self) -> None:
         journal = Journal()
         wrong = await Region.start(config(self.node, "py-wrong", token="nope"), journal.app("py-wrong"))
         with self.assertRaises(RegionError) as refused:
@@ -307,7 +308,14 @@ class RegionTests(NodeTestCase):
         self.assertRegex(
             str(stale.exception), r"incarnation 1 is older than the registered incarnation 2"
         )
-        await asyncio.gather(older.shutdown(), newer.shutdown())
+        # A restart with a new incarnation takes the address over.
+        newest = await Region.start(
+            config(self.node, "py-same", token="secret", incarnation=3), journal.app("py-same")
+        )
+        async with asyncio.timeout(PATIENCE_S):
+            await newest.wait_registered()
+            self.assertEqual(await newest.home_of("taken-over"), "py-same")
+        await asyncio.gather(older.shutdown(), newer.shutdown(), newest.shutdown())
 
     async def test_refuses_a_bad_configuration_by_name(self) -> None:
         app = Journal().app("x")
