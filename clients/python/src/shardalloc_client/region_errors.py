@@ -99,7 +99,29 @@ def _left_behind(shards: tuple[str, ...], leave_asked: bool) -> str:
     return f"it still ran {count} ({names}), stopped there and then, and {waiting}"
 
 
-class RegionError(Exception):
+class _Keyed(Exception):
+    """An error equal to another of its class with the same kind and fields,
+    shown with its class and kind."""
+
+    kind: str
+
+    def _key(self) -> tuple[object, ...]:
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, _Keyed)
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.kind}: {self})"
+
+
+class RegionError(_Keyed):
     """Why a region operation failed. ``kind`` names the Rust variant; the
     fields that variant does not carry are ``None``. Two errors are equal
     when their kinds and fields are."""
@@ -154,16 +176,6 @@ class RegionError(Exception):
             self.leave_asked,
         )
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, RegionError):
-            return NotImplemented
-        return self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash(self._key())
-
-    def __repr__(self) -> str:
-        return f"RegionError({self.kind}: {self})"
 
     @classmethod
     def config(cls, detail: str) -> "RegionError":
@@ -239,7 +251,7 @@ class RegionError(Exception):
         )
 
 
-class SendError(Exception):
+class SendError(_Keyed):
     """Why the region did not take a message. ``kind`` names the Rust
     variant; the fields that variant does not carry are ``None``. Two
     errors are equal when their kinds and fields are."""
@@ -272,16 +284,6 @@ class SendError(Exception):
     def _key(self) -> tuple[object, ...]:
         return (self.kind, self.shard, self.limit, self.reason)
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, SendError):
-            return NotImplemented
-        return self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash(self._key())
-
-    def __repr__(self) -> str:
-        return f"SendError({self.kind}: {self})"
 
     @classmethod
     def buffer_full(cls, shard: str, limit: int) -> "SendError":
