@@ -525,6 +525,18 @@ fn rows<V: redb::Value + 'static>(
     }
 }
 
+/// The rows of a table keyed by type name: every row, or the one of type
+/// `only`.
+fn named_rows<V: redb::Value + 'static>(
+    table: &redb::ReadOnlyTable<&'static str, V>,
+    only: Option<&str>,
+) -> Result<redb::Range<'static, &'static str, V>, StoreError> {
+    match only {
+        None => table.range::<&str>(..).map_err(db),
+        Some(t) => table.range(t..=t).map_err(db),
+    }
+}
+
 /// One type's homes as a start reads them, row by row in shard order, into
 /// the map and the regions' shard lists (in allocation order) that
 /// [`Durable::apply`] would have built. The map is built in one go from
@@ -597,12 +609,7 @@ fn read_types(
     schema: u64,
 ) -> Result<BTreeMap<String, LoadedType>, StoreError> {
     let mut types: BTreeMap<String, LoadedType> = BTreeMap::new();
-    let type_rows = txn.open_table(TYPES).map_err(db)?;
-    let rows_of_types = match only {
-        None => type_rows.iter().map_err(db)?,
-        Some(t) => type_rows.range(t..=t).map_err(db)?,
-    };
-    for entry in rows_of_types {
+    for entry in named_rows(&txn.open_table(TYPES).map_err(db)?, only)? {
         let (name, value) = entry.map_err(db)?;
         let row = type_row(schema, value.value())?;
         let loaded = of(&mut types, name.value());
@@ -672,11 +679,7 @@ fn read_types(
     }
     match txn.open_table(OPERATIONS) {
         Ok(table) => {
-            let entries = match only {
-                None => table.iter().map_err(db)?,
-                Some(t) => table.range(t..=t).map_err(db)?,
-            };
-            for entry in entries {
+            for entry in named_rows(&table, only)? {
                 let (name, value) = entry.map_err(db)?;
                 let row: records::Operations = records::decode(value.value())
                     .map_err(|detail| StoreError::Corrupt { what: "table operations".to_owned(), detail })?;
@@ -710,11 +713,7 @@ fn read_epochs(
 ) -> Result<(), StoreError> {
     match txn.open_table(EPOCHS) {
         Ok(table) => {
-            let entries = match only {
-                None => table.iter().map_err(db)?,
-                Some(t) => table.range(t..=t).map_err(db)?,
-            };
-            for entry in entries {
+            for entry in named_rows(&table, only)? {
                 let (name, epoch) = entry.map_err(db)?;
                 of(types, name.value()).durable.epoch = epoch.value();
             }
@@ -727,12 +726,7 @@ fn read_epochs(
         Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
         Err(error) => return Err(db(error)),
     };
-    let next = only.map(|t| format!("{t}\0"));
-    let entries = match (only, &next) {
-        (Some(t), Some(next)) => table.range((t, "")..(next.as_str(), "")).map_err(db)?,
-        _ => table.iter().map_err(db)?,
-    };
-    for entry in entries {
+    for entry in rows(&table, only)? {
         let (key, epoch) = entry.map_err(db)?;
         let (t, shard) = key.value();
         if let Some(home) = types.get_mut(t).and_then(|loaded| loaded.durable.homes.get_mut(shard)) {
