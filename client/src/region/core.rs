@@ -708,11 +708,7 @@ impl<M> RegionCore<M> {
         check_shard(shard).map_err(|reason| SendError::InvalidShard { shard: shard.to_owned(), reason })?;
         let mut out = Vec::new();
         self.check_lease(now, &mut out);
-        if let Err(error) = self.route(shard, message, now, &mut out) {
-            self.deferred = out;
-            return Err(error);
-        }
-        Ok(out)
+        self.route_or_defer(shard, message, now, out)
     }
 
     /// Another region carried `message` for `shard` here. Delivered when the
@@ -724,11 +720,27 @@ impl<M> RegionCore<M> {
         self.check_lease(now, &mut out);
         if self.shards.get(shard).is_some_and(|e| e.local == Local::Running) {
             out.push(Action::Deliver { shard: shard.to_owned(), message });
-        } else if let Err(error) = self.route(shard, message, now, &mut out) {
-            self.deferred = out;
-            return Err(error);
+            return Ok(out);
         }
-        Ok(out)
+        self.route_or_defer(shard, message, now, out)
+    }
+
+    /// Routes `message` after the actions in `out`; when routing refuses it,
+    /// those actions are kept for the next call instead of being lost.
+    fn route_or_defer(
+        &mut self,
+        shard: &str,
+        message: M,
+        now: Millis,
+        mut out: Vec<Action<M>>,
+    ) -> Result<Vec<Action<M>>, SendError> {
+        match self.route(shard, message, now, &mut out) {
+            Ok(()) => Ok(out),
+            Err(error) => {
+                self.deferred = out;
+                Err(error)
+            }
+        }
     }
 
     fn route(&mut self, shard: &str, message: M, now: Millis, out: &mut Vec<Action<M>>) -> Result<(), SendError> {
