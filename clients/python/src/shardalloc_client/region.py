@@ -271,7 +271,6 @@ class _Backoff:
 class _Worker:
     """One shard's worker: the application's calls for one run, in order."""
 
-    run: int
     calls: "asyncio.Queue[tuple[Callable[[], Awaitable[None]], bool]]" = field(
         default_factory=asyncio.Queue
     )
@@ -391,7 +390,6 @@ class Region(Generic[M]):
         self._generation = 0
         self._link: Literal["waiting", "connecting", "up"] = "waiting"
         self._reconnect_at = 0
-        self._next_run = 1
         self._ending: _Ending | None = None
         self._ended: RegionError | None = None
         self._refused: str | None = None
@@ -653,8 +651,7 @@ class Region(Generic[M]):
         old = self._workers.get(shard)
         if old is not None:
             self._abandon(old)
-        worker = _Worker(run=self._next_run)
-        self._next_run += 1
+        worker = _Worker()
         self._workers[shard] = worker
         worker.task = self._loop.create_task(self._work(worker, shard), name=f"shard {shard}")
 

@@ -161,7 +161,6 @@ class Backoff {
 
 /** One shard's worker: the application's calls for one run, in order. */
 interface Worker<M> {
-  run: number;
   /** The end of the chain of calls queued so far. */
   tail: Promise<void>;
   /** Deliveries queued and not yet done. */
@@ -197,7 +196,6 @@ export class Region<M> extends EventEmitter<RegionEvents> {
   private session: Session | null = null;
   private generation = 0;
   private link: { type: 'waiting'; at: number } | { type: 'connecting' } | { type: 'up' } = { type: 'waiting', at: 0 };
-  private nextRun = 1;
   private ending: Ending | null = null;
   private ended: RegionError | null = null;
   private refused: string | null = null;
@@ -483,7 +481,7 @@ export class Region<M> extends EventEmitter<RegionEvents> {
   private startWorker(shard: string, epoch: number): void {
     const old = this.workers.get(shard);
     if (old) old.abandoned = true;
-    const worker: Worker<M> = { run: this.nextRun++, tail: Promise.resolve(), backlog: 0, abandoned: false };
+    const worker: Worker<M> = { tail: Promise.resolve(), backlog: 0, abandoned: false };
     this.workers.set(shard, worker);
     this.chain(worker, shard, async () => {
       await this.app.startShard(shard, epoch);
