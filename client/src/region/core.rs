@@ -1026,6 +1026,7 @@ impl<M> RegionCore<M> {
     }
 }
 
+/// The core's tests: the scenarios of `contracts/region-core/`.
 #[cfg(test)]
-#[path = "core_tests.rs"]
-mod tests;
+#[path = "core_scenarios.rs"]
+mod scenarios;
