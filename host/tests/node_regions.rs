@@ -2,7 +2,9 @@
 //! region and moves a running shard through a full hand-off, while messages
 //! from both regions keep flowing, each sender's in order; a drain; a
 //! region's own `drain_and_leave` (its shards handed off while traffic
-//! flows, and its bound); the region simulator's stop on SIGTERM.
+//! flows, and its bound); a region that falls silent is removed and the
+//! others hear of it (`RegionRemoved`) and find its shards' new homes; the
+//! region simulator's stop on SIGTERM.
 
 mod node;
 
@@ -228,6 +230,41 @@ async fn draining_a_region_moves_its_shards_away() {
     assert!(journal.overlaps().is_empty(), "{:?}", journal.overlaps());
     a.shutdown().await;
     b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_silent_region_is_removed_and_the_others_drop_their_homes_on_it() {
+    let node = Node::start(&fast_args(&[])).await;
+    let journal = Journal::default();
+    let network = InMemoryTransport::new();
+    let a = node.region("cart", "a", &journal, &network, |_| {});
+    let b = node.region("cart", "b", &journal, &network, |_| {});
+    registered(&a).await;
+    registered(&b).await;
+    let on_b = wait_for("b to hold a shard", Duration::from_secs(30), async || {
+        for i in 0..16 {
+            let shard = format!("r{i}");
+            b.home_of(&shard).await.ok()?;
+            a.home_of(&shard).await.ok()?;
+        }
+        let on_b = journal.running_on("b");
+        (!on_b.is_empty()).then_some(on_b)
+    })
+    .await;
+    let mut updates = a.updates();
+    // b goes without a word to the node (as a crashed process would):
+    // removed 4.5 s after its last heartbeat.
+    b.shutdown().await;
+    next_update(&mut updates, "b's removal", Duration::from_secs(60), |u| {
+        (*u == Update::RegionRemoved { address: "b".into() }).then_some(())
+    })
+    .await;
+    // Every home a had cached on b was dropped: asked again, it is a.
+    for shard in &on_b {
+        assert_eq!(tokio::time::timeout(Duration::from_secs(30), a.home_of(shard)).await.unwrap().unwrap(), "a");
+    }
+    assert!(journal.overlaps().is_empty(), "{:?}", journal.overlaps());
+    a.shutdown().await;
 }
 
 /// Homes shards `d0` … `d7` by asking both regions; answers those that run on `a`.

@@ -43,8 +43,9 @@ pub type Millis = u64;
 
 /// The protocol version this crate speaks. Version 2 added
 /// [`RegionMessage::Load`]; version 3 [`NodeMessage::ShardHomeEpoch`],
-/// which the node sends instead of `ShardHome`.
-pub const PROTOCOL_VERSION: u32 = 3;
+/// which the node sends instead of `ShardHome`; version 4
+/// [`NodeMessage::RegionRemoved`], which older regions are not sent.
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// The oldest protocol version a node still serves: a region that says
 /// `Hello{protocol: 1}` is welcomed in version 1 and never sends a load
@@ -362,15 +363,28 @@ pub enum NodeMessage {
         /// The shard's epoch on that home.
         epoch: u64,
     },
+    /// A region of the type was removed: it left, it was silent past the
+    /// removal timeout, or it restarted (a new incarnation at its address
+    /// while the old one held shards). Protocol version 4; older regions
+    /// are not told. Its shards are homed again, so a region drops every
+    /// cached home on `address` and asks again before its next message there.
+    RegionRemoved {
+        /// The removed region's address.
+        address: String,
+    },
 }
 
 impl NodeMessage {
     /// The message as a region speaking `protocol` reads it: a
-    /// `ShardHomeEpoch` is a `ShardHome` before version 3.
-    pub fn for_protocol(self, protocol: u32) -> NodeMessage {
+    /// `ShardHomeEpoch` is a `ShardHome` before version 3; a
+    /// `RegionRemoved` is not sent before version 4 (`None`).
+    pub fn for_protocol(self, protocol: u32) -> Option<NodeMessage> {
         match self {
-            NodeMessage::ShardHomeEpoch { shard, home, .. } if protocol < 3 => NodeMessage::ShardHome { shard, home },
-            other => other,
+            NodeMessage::ShardHomeEpoch { shard, home, .. } if protocol < 3 => {
+                Some(NodeMessage::ShardHome { shard, home })
+            }
+            NodeMessage::RegionRemoved { .. } if protocol < 4 => None,
+            other => Some(other),
         }
     }
 }
@@ -458,10 +472,13 @@ mod tests {
         let home = NodeMessage::ShardHomeEpoch { shard: "7".into(), home: "b".into(), epoch: 300 };
         assert_eq!(encode(&home).unwrap(), [14, 1, b'7', 1, b'b', 0xAC, 0x02]);
         let plain = NodeMessage::ShardHome { shard: "7".into(), home: "b".into() };
-        assert_eq!(home.clone().for_protocol(2), plain);
-        assert_eq!(home.clone().for_protocol(1), plain);
-        assert_eq!(home.clone().for_protocol(3), home);
-        assert_eq!(plain.clone().for_protocol(3), plain);
+        assert_eq!(home.clone().for_protocol(2), Some(plain.clone()));
+        assert_eq!(home.clone().for_protocol(1), Some(plain.clone()));
+        assert_eq!(home.clone().for_protocol(3), Some(home.clone()));
+        assert_eq!(plain.clone().for_protocol(3), Some(plain));
+        let removed = NodeMessage::RegionRemoved { address: "10.0.0.2:2552".into() };
+        assert_eq!(removed.clone().for_protocol(3), None, "a version 3 region is not told");
+        assert_eq!(removed.clone().for_protocol(4), Some(removed));
     }
 
     #[test]

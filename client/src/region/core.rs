@@ -596,12 +596,38 @@ impl<M> RegionCore<M> {
                 out.push(Action::Publish(Update::PlacementChanged { shard, target }));
             }
             NodeMessage::LeaveDone => self.finish_leave(now, &mut out),
+            NodeMessage::RegionRemoved { address } => self.on_region_removed(address, now, &mut out),
             NodeMessage::ShuttingDown => {
                 out.push(Action::Reconnect { reason: "the node is shutting down".to_owned() });
             }
         }
         self.advance_departure(now, &mut out);
         out
+    }
+
+    /// Another region was removed: every cached home on it is dropped;
+    /// shards with messages waiting (or a home wanted) ask again at once,
+    /// the others at their next send.
+    fn on_region_removed(&mut self, address: String, now: Millis, out: &mut Vec<Action<M>>) {
+        if address == self.address() {
+            warn!(%address, "the node says this region was removed; waiting for it to say NotRegistered");
+            return;
+        }
+        let homed: Vec<String> = self
+            .shards
+            .iter()
+            .filter(|(_, e)| e.home.as_deref() == Some(address.as_str()))
+            .map(|(s, _)| s.clone())
+            .collect();
+        for shard in homed {
+            let entry = self.entry(&shard);
+            entry.home = None;
+            if entry.needs_home() && entry.asked_at.is_none() {
+                self.ask(&shard, now, out);
+            }
+            self.forget_if_empty(&shard);
+        }
+        out.push(Action::Publish(Update::RegionRemoved { address }));
     }
 
     /// The node let the region go: stop everything, start nothing.

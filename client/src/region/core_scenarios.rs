@@ -107,6 +107,7 @@ fn render_update(update: &Update) -> Value {
         Update::ShardStarted { shard, epoch } => json!({"ShardStarted": {"shard": shard, "epoch": epoch}}),
         Update::ShardStopped { shard } => json!({"ShardStopped": {"shard": shard}}),
         Update::Left => json!("Left"),
+        Update::RegionRemoved { address } => json!({"RegionRemoved": {"address": address}}),
     }
 }
 

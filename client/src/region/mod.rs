@@ -130,6 +130,14 @@ pub enum Update {
     },
     /// The node confirmed the leave; the region stops.
     Left,
+    /// Another region of the type was removed (it left, or was silent past
+    /// the node's removal timeout): every cached home on it was dropped,
+    /// and its shards' homes are asked again when next needed. A transport
+    /// may close its connection to that address.
+    RegionRemoved {
+        /// The removed region's address.
+        address: String,
+    },
 }
 
 /// The default bound of [`RegionHandle::drain_and_leave`]: 20 s.

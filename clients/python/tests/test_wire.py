@@ -111,7 +111,7 @@ class GoldenFrames(unittest.TestCase):
                 with self.subTest(variant.__name__):
                     self.assertIn(variant, found)
         self.assertEqual(len(typing.get_args(RegionMessage)), 8)
-        self.assertEqual(len(typing.get_args(NodeMessage)), 15)
+        self.assertEqual(len(typing.get_args(NodeMessage)), 16)
 
 
 class Refusals(unittest.TestCase):

@@ -10,7 +10,7 @@ import { FrameError, Reader, Writer } from './postcard.js';
 export { FrameError } from './postcard.js';
 
 /** The protocol version this client speaks. */
-export const PROTOCOL_VERSION = 3;
+export const PROTOCOL_VERSION = 4;
 
 /** The oldest version a node serves. */
 export const OLDEST_PROTOCOL_VERSION = 1;
@@ -93,7 +93,9 @@ export type NodeMessage =
   | { type: 'LeaveDone' }
   | { type: 'ShuttingDown' }
   | { type: 'Redirect'; leader: string }
-  | { type: 'ShardHomeEpoch'; shard: string; home: string; epoch: number };
+  | { type: 'ShardHomeEpoch'; shard: string; home: string; epoch: number }
+  /** A region of the type was removed (protocol version 4): drop every cached home on `address`. */
+  | { type: 'RegionRemoved'; address: string };
 
 /** A region's load report (the `Load` message without its tag). */
 export type LoadReport = Omit<Extract<RegionMessage, { type: 'Load' }>, 'type'>;
@@ -127,6 +129,7 @@ export const NODE_VARIANTS = [
   'ShuttingDown',
   'Redirect',
   'ShardHomeEpoch',
+  'RegionRemoved',
 ] as const satisfies readonly NodeMessage['type'][];
 
 function checkSize(bytes: Uint8Array): void {
@@ -302,6 +305,9 @@ export function encodeNode(message: NodeMessage): Uint8Array {
       w.string(message.home);
       w.u64(message.epoch, 'ShardHomeEpoch.epoch');
       break;
+    case 'RegionRemoved':
+      w.string(message.address);
+      break;
   }
   return sized(w.finish());
 }
@@ -373,6 +379,9 @@ export function decodeNode(bytes: Uint8Array): NodeMessage {
         home: r.string('ShardHomeEpoch.home'),
         epoch: r.u64('ShardHomeEpoch.epoch'),
       };
+      break;
+    case 'RegionRemoved':
+      message = { type, address: r.string('RegionRemoved.address') };
       break;
   }
   r.end(`NodeMessage ${type}`);

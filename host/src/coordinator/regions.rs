@@ -119,6 +119,11 @@ impl Coordinator {
                 heartbeat_interval_ms: self.config.heartbeat_interval_ms,
             },
         );
+        if !rehomed.is_empty() {
+            // The old incarnation's shards are homed again: the others'
+            // cached homes on this address are stale.
+            self.tell_removed(&address);
+        }
         self.observe(Observation::RegionRegistered {
             address,
             incarnation: registration.incarnation,
@@ -252,8 +257,19 @@ impl Coordinator {
             waiting.retain(|r| r != address);
         }
         self.observe(Observation::RegionRemoved { address: address.to_owned(), why, shards: record.shards.len() });
+        self.tell_removed(address);
         for shard in record.shards {
             self.allocate(&shard, None);
+        }
+    }
+
+    /// Tells every other region that `address` (or its old incarnation) is
+    /// gone, so each drops its cached homes there (revealed after the
+    /// persist, as every answer is).
+    fn tell_removed(&mut self, address: &str) {
+        let others: Vec<String> = self.durable.regions.keys().filter(|r| *r != address).cloned().collect();
+        for region in others {
+            self.reveal(&region, NodeMessage::RegionRemoved { address: address.to_owned() });
         }
     }
 

@@ -302,6 +302,55 @@ fn owner_death_mid_hand_off_re_homes_the_shard_once() {
     assert_eq!(c.moving().count(), 0);
 }
 
+/// The `RegionRemoved` messages among `commands`.
+fn removals(commands: &[Command]) -> Vec<&Command> {
+    commands.iter().filter(|c| matches!(c, Command::Send { message: NodeMessage::RegionRemoved { .. }, .. })).collect()
+}
+
+fn removed(to: &str, address: &str) -> Command {
+    send(to, NodeMessage::RegionRemoved { address: address.into() })
+}
+
+#[test]
+fn every_other_region_hears_that_a_region_was_removed_after_the_persist() {
+    let mut c = two_regions();
+    settle(&mut c, register(4, "c", 1));
+    // a restarts with a new incarnation: its old shards are homed again.
+    let out = settle(&mut c, register(5, "a", 2));
+    assert_eq!(removals(&out), [&removed("b", "a"), &removed("c", "a")]);
+    // A reconnect of the same incarnation removes nothing.
+    assert_eq!(removals(&settle(&mut c, register(6, "a", 2))), Vec::<&Command>::new());
+    // b falls silent: a and c hear of it, once the removal is persisted.
+    for now in [5_000, 10_000, 14_000] {
+        for address in ["a", "c"] {
+            c.handle(Event::Heartbeat {
+                now,
+                address: address.into(),
+                incarnation: if address == "a" { 2 } else { 1 },
+                metrics: Default::default(),
+                sequence: now,
+            });
+        }
+    }
+    // b's last word was its registration at 3: the removal timeout (15 s) passes at 15,003.
+    let out = c.handle(Event::Tick { now: 15_003 });
+    assert!(out.iter().any(|c| matches!(c, Command::Persist { .. })), "{out:#?}");
+    assert_eq!(removals(&out), Vec::<&Command>::new(), "not before the persist");
+    let out = c.handle(Event::Persisted { now: 15_003, batch: batch_of(&out) });
+    assert_eq!(removals(&out), [&removed("a", "b"), &removed("c", "b")]);
+    // c leaves: its shards are handed off, then a hears of it and c is told it may go.
+    let held = c.durable().regions["c"].shards.clone();
+    let mut out = settle(&mut c, Event::Leave { now: 15_004, address: "c".into(), incarnation: 1 });
+    for shard in &held {
+        assert_eq!(removals(&out), Vec::<&Command>::new(), "not while c holds {shard}");
+        c.handle(Event::BeginHandOffAck { now: 15_005, region: "a".into(), incarnation: 2, shard: shard.clone() });
+        c.handle(ack(15_005, "c", shard));
+        out = settle(&mut c, stopped(15_006, "c", shard));
+    }
+    assert!(out.contains(&send("c", NodeMessage::LeaveDone)), "{out:#?}");
+    assert_eq!(removals(&out), [&removed("a", "c")]);
+}
+
 #[test]
 fn incarnation_change_re_homes_and_reconnect_keeps() {
     let mut c = two_regions();

@@ -197,9 +197,10 @@ async fn session(state: AppState, mut socket: WebSocket) {
             while let Some(message) = next.take() {
                 batched += 1;
                 let last = matches!(message, NodeMessage::Refused { .. } | NodeMessage::ShuttingDown);
-                // A region speaking an older version reads its own messages.
-                let message = message.for_protocol(protocol);
-                if let Ok(frame) = encode(&message)
+                // A region speaking an older version reads its own messages
+                // (and is not sent those it does not know).
+                if let Some(message) = message.for_protocol(protocol)
+                    && let Ok(frame) = encode(&message)
                     && sink.feed(Message::Binary(frame.into())).await.is_err()
                 {
                     return;

@@ -62,6 +62,7 @@ variants! {
         NodeMessage::ShuttingDown => "node-shutting-down",
         NodeMessage::Redirect { .. } => "node-redirect",
         NodeMessage::ShardHomeEpoch { .. } => "node-shard-home-epoch",
+        NodeMessage::RegionRemoved { .. } => "node-region-removed",
     }
 }
 
@@ -205,5 +206,6 @@ pub fn samples() -> Vec<Sample> {
         one(node(NodeMessage::ShuttingDown)),
         one(node(NodeMessage::Redirect { leader: "https://node-2.shardalloc.internal:7878".into() })),
         one(node(NodeMessage::ShardHomeEpoch { shard: SHARD.into(), home: "10.0.0.2:2552".into(), epoch: 300 })),
+        one(node(NodeMessage::RegionRemoved { address: "10.0.0.2:2552".into() })),
     ]
 }

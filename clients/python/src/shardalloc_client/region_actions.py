@@ -31,6 +31,7 @@ __all__ = [
     "ShardStarted",
     "ShardStopped",
     "Left",
+    "RegionRemoved",
     "Update",
     "Send",
     "Start",
@@ -142,6 +143,16 @@ class Left:
     """The node confirmed the leave; the region stops."""
 
 
+@dataclass(frozen=True)
+class RegionRemoved:
+    """Another region of the type was removed (it left, or was silent past
+    the node's removal timeout): every cached home on it was dropped, and
+    its shards' homes are asked again when next needed."""
+
+    address: str
+    """The removed region's address."""
+
+
 Update: TypeAlias = Union[
     Registered,
     Refused,
@@ -154,6 +165,7 @@ Update: TypeAlias = Union[
     ShardStarted,
     ShardStopped,
     Left,
+    RegionRemoved,
 ]
 """What a region publishes on its updates stream."""
 

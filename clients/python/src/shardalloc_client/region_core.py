@@ -56,7 +56,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Final, Generic, Literal, TypeAlias, TypeVar, Union
+from typing import Final, Generic, Literal, TypeAlias, TypeVar, Union, get_args
 
 from . import region_actions as actions
 from . import wire
@@ -529,10 +529,28 @@ class RegionCore(Generic[M]):
                 out.append(Publish(actions.PlacementChanged(shard=shard, target=target)))
             case wire.LeaveDone():
                 self._finish_leave(now, out)
+            case wire.RegionRemoved(address=address):
+                self._on_region_removed(address, now, out)
             case wire.ShuttingDown():
                 out.append(Reconnect("the node is shutting down"))
         self._advance_departure(now, out)
         return out
+
+    def _on_region_removed(self, address: str, now: int, out: list[Action[M]]) -> None:
+        """Another region was removed: every cached home on it is dropped;
+        shards with messages waiting (or a home wanted) ask again at once,
+        the others at their next send. The region's own removal is left to
+        the node's ``NotRegistered``."""
+        if address == self._address:
+            _log.warning("the node says this region (%s) was removed; waiting for NotRegistered", address)
+            return
+        for shard in self._in_order(lambda e: e.home == address):
+            entry = self._entry(shard)
+            entry.home = None
+            if entry.needs_home() and entry.asked_at is None:
+                self._ask(shard, now, out)
+            self._forget_if_empty(shard)
+        out.append(Publish(actions.RegionRemoved(address=address)))
 
     def _finish_leave(self, now: int, out: list[Action[M]]) -> None:
         """The node let the region go: stop everything, start nothing."""
@@ -921,23 +939,7 @@ class RegionCore(Generic[M]):
         return out
 
 
-_NODE_MESSAGES: Final = (
-    wire.Welcome,
-    wire.Refused,
-    wire.Registered,
-    wire.RegisterRefused,
-    wire.HeartbeatAck,
-    wire.NotRegistered,
-    wire.ShardHome,
-    wire.ShardRefused,
-    wire.BeginHandOff,
-    wire.HandOff,
-    wire.PlacementChanged,
-    wire.LeaveDone,
-    wire.ShuttingDown,
-    wire.Redirect,
-    wire.ShardHomeEpoch,
-)
+_NODE_MESSAGES: Final = get_args(wire.NodeMessage)
 """The classes of :data:`~shardalloc_client.wire.NodeMessage`."""
 
 

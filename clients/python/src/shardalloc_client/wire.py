@@ -50,6 +50,7 @@ __all__ = [
     "ShuttingDown",
     "Redirect",
     "ShardHomeEpoch",
+    "RegionRemoved",
     "NodeMessage",
     "encode_hello",
     "decode_hello",
@@ -59,10 +60,10 @@ __all__ = [
     "decode_node",
 ]
 
-PROTOCOL_VERSION: Final = 3
+PROTOCOL_VERSION: Final = 4
 """The protocol version this codec speaks. Version 2 added :class:`Load`;
 version 3 :class:`ShardHomeEpoch`, which the node sends instead of
-:class:`ShardHome`."""
+:class:`ShardHome`; version 4 :class:`RegionRemoved`."""
 
 OLDEST_PROTOCOL_VERSION: Final = 1
 """The oldest protocol version a node still serves."""
@@ -346,6 +347,16 @@ class ShardHomeEpoch:
     """The shard's epoch on that home; greater for every change of home (a u64)."""
 
 
+@dataclass(frozen=True)
+class RegionRemoved:
+    """A region of the type was removed: it left, was silent past the
+    removal timeout, or restarted (``NodeMessage`` variant 15; protocol
+    version 4). Drop every cached home on ``address``."""
+
+    address: str
+    """The removed region's address."""
+
+
 NodeMessage: TypeAlias = Union[
     Welcome,
     Refused,
@@ -362,6 +373,7 @@ NodeMessage: TypeAlias = Union[
     ShuttingDown,
     Redirect,
     ShardHomeEpoch,
+    RegionRemoved,
 ]
 """What the node sends, in variant order."""
 
@@ -730,6 +742,9 @@ def encode_node(message: NodeMessage) -> bytes:
             w.string(message.shard, "ShardHomeEpoch.shard")
             w.string(message.home, "ShardHomeEpoch.home")
             w.u64(message.epoch, "ShardHomeEpoch.epoch")
+        case RegionRemoved():
+            w.variant(15)
+            w.string(message.address, "RegionRemoved.address")
         case _:
             raise FrameError(f"{type(message).__name__} is not a NodeMessage")
     return w.frame()
@@ -789,6 +804,8 @@ def decode_node(frame: bytes) -> NodeMessage:
                 home=r.string("ShardHomeEpoch.home"),
                 epoch=r.u64("ShardHomeEpoch.epoch"),
             )
+        case 15:
+            message = RegionRemoved(address=r.string("RegionRemoved.address"))
         case _:
             raise FrameError(f"unknown NodeMessage variant {index}")
     r.end(type(message).__name__)

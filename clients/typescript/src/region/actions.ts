@@ -32,7 +32,13 @@ export type Update =
   /** A shard stopped here (or its stop was abandoned at the deadline). */
   | { type: 'ShardStopped'; shard: string }
   /** The node confirmed the leave; the region stops. */
-  | { type: 'Left' };
+  | { type: 'Left' }
+  /**
+   * Another region of the type was removed (it left, or was silent past the
+   * node's removal timeout): every cached home on it was dropped, and its
+   * shards' homes are asked again when next needed.
+   */
+  | { type: 'RegionRemoved'; address: string };
 
 /** Something the driver must do, in order. `M` is the application's message type. */
 export type Action<M> =

@@ -436,6 +436,9 @@ export class RegionCore<M> {
       case 'LeaveDone':
         this.finishLeave(now, out);
         break;
+      case 'RegionRemoved':
+        this.onRegionRemoved(message.address, now, out);
+        break;
       case 'ShuttingDown':
         out.push({ type: 'Reconnect', reason: 'the node is shutting down' });
         break;
@@ -715,6 +718,30 @@ export class RegionCore<M> {
       this.sortedIds = undefined;
     }
     return entry;
+  }
+
+  /**
+   * Another region was removed: every cached home on it is dropped; shards
+   * with messages waiting (or a home wanted) ask again at once, the others
+   * at their next send. The region's own removal is left to the node's
+   * `NotRegistered`.
+   */
+  private onRegionRemoved(address: string, now: number, out: Action<M>[]): void {
+    if (address === this.address) {
+      return;
+    }
+    const homed = this.ordered()
+      .filter(([, entry]) => entry.home === address)
+      .map(([shard]) => shard);
+    for (const shard of homed) {
+      const entry = this.entry(shard);
+      entry.home = undefined;
+      if (needsHome(entry) && entry.askedAt === undefined) {
+        this.ask(shard, now, out);
+      }
+      this.forgetIfEmpty(shard);
+    }
+    out.push(publish({ type: 'RegionRemoved', address }));
   }
 
   private forgetIfEmpty(shard: string): void {
