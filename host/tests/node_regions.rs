@@ -4,7 +4,7 @@
 //! region's own `drain_and_leave` (its shards handed off while traffic
 //! flows, and its bound); a region that falls silent is removed and the
 //! others hear of it (`RegionRemoved`) and find its shards' new homes; the
-//! region simulator's stop on SIGTERM.
+//! region simulator's stop on SIGTERM; an unhonoured placement logged once.
 
 mod node;
 
@@ -265,6 +265,35 @@ async fn a_silent_region_is_removed_and_the_others_drop_their_homes_on_it() {
     }
     assert!(journal.overlaps().is_empty(), "{:?}", journal.overlaps());
     a.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unhonoured_placement_is_logged_once() {
+    let node = Node::start(&fast_args(&[])).await;
+    let journal = Journal::default();
+    let network = InMemoryTransport::new();
+    let a = node.region("cart", "a", &journal, &network, |_| {});
+    let b = node.region("cart", "b", &journal, &network, |_| {});
+    registered(&a).await;
+    registered(&b).await;
+    let admin = node.admin();
+    admin.drain("b").await.unwrap();
+    admin.set_placement("cart", "pinned", "b").await.unwrap();
+    // b is draining: the placement is not honoured, the strategy homes it on a.
+    assert_eq!(tokio::time::timeout(Duration::from_secs(30), a.home_of("pinned")).await.unwrap().unwrap(), "a");
+    let lines = wait_for("the warning in the node's log", Duration::from_secs(30), async || {
+        let log = node.log_tail();
+        let lines: Vec<String> = log.lines().filter(|l| l.contains("not honoured")).map(str::to_owned).collect();
+        (!lines.is_empty()).then_some(lines)
+    })
+    .await;
+    // Give a second warning time to arrive, were there one.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let again = node.log_tail().lines().filter(|l| l.contains("not honoured")).count();
+    assert_eq!(again, 1, "logged {again} times: {lines:?}");
+    assert!(lines[0].contains("cart") && lines[0].contains("pinned"), "{lines:?}");
+    a.shutdown().await;
+    b.shutdown().await;
 }
 
 /// Homes shards `d0` … `d7` by asking both regions; answers those that run on `a`.

@@ -100,13 +100,13 @@ impl ExternalAllocation {
         if let Some(target) = self.placements.get(shard) {
             match view.not_allocatable_reason(target) {
                 None => return Ok(Allocation { region: target.clone(), reason: AllocationReason::Placement, warning }),
+                // Not logged here: the allocation carries the warning, and
+                // the node's driver logs it once with the type.
                 Some(reason) => {
-                    let text = format!(
+                    warning = Some(format!(
                         "placement of shard {shard} on {target} not honoured ({reason}); using strategy {} instead",
                         self.info().name
-                    );
-                    tracing::warn!(shard, target = %target, reason = %reason, "{text}");
-                    warning = Some(text);
+                    ));
                 }
             }
         }
