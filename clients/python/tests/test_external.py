@@ -5,7 +5,12 @@ import unittest
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
-from shardalloc_client.external import ExternalAllocationState, external_allocation_strategy
+from shardalloc_client.external import (
+    ExternalAllocationState,
+    LeastShard,
+    external_allocation_strategy,
+    least_shard,
+)
 
 CURRENT: Mapping[str, Sequence[str]] = {"a": ["1", "2", "42"], "b": ["3"]}
 
@@ -87,3 +92,45 @@ class ExternalAllocationStrategyTests(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class LeastShardFallback(unittest.TestCase):
+    """The exported least-shard fallback, as the README passes it to
+    ``external_allocation_strategy``."""
+
+    def test_allocates_to_the_candidate_with_the_fewest_shards_the_first_on_a_tie(self) -> None:
+        cases: list[tuple[dict[str, list[str]], list[str], str]] = [
+            ({"a": ["1", "2"], "b": ["3"]}, ["a", "b"], "b"),
+            ({"a": ["1"], "b": ["2"]}, ["a", "b"], "a"),
+            ({"a": ["1"], "b": ["2"]}, ["b", "a"], "b"),
+            ({"a": ["1", "2"]}, ["a", "c"], "c"),
+        ]
+        for current, candidates, expected in cases:
+            with self.subTest(current=current, candidates=candidates):
+                self.assertEqual(least_shard.allocate("new", candidates, current), expected)
+        with self.assertRaisesRegex(ValueError, "no candidate region for shard new"):
+            least_shard.allocate("new", [], {})
+
+    def test_rebalances_from_the_most_to_the_least_loaded_within_its_limit(self) -> None:
+        six = ["1", "2", "3", "4", "5", "6"]
+        cases: list[tuple[dict[str, list[str]], set[str], list[str]]] = [
+            ({"a": six, "b": []}, set(), ["1", "2", "3"]),
+            ({"a": six[:4], "b": []}, set(), ["1", "2"]),
+            ({"a": ["1", "2"], "b": ["3"]}, set(), []),
+            ({"a": six, "b": []}, {"1", "2"}, ["3"]),
+            ({"a": six, "b": []}, {"x", "y", "z"}, []),
+            ({"a": ["1", "2", "3"]}, set(), []),
+        ]
+        for current, in_progress, expected in cases:
+            with self.subTest(current=current, in_progress=in_progress):
+                self.assertEqual(least_shard.rebalance(current, in_progress), expected)
+        self.assertEqual(LeastShard(max_simultaneous=1).rebalance({"a": six[:4], "b": []}, set()), ["1"])
+        with self.assertRaisesRegex(ValueError, "max_simultaneous is 0; it must be a whole number of at least 1"):
+            LeastShard(max_simultaneous=0)
+
+    def test_the_readme_places_explicitly_then_by_least_shard(self) -> None:
+        state = State({"42": "a"})
+        strategy = external_allocation_strategy(least_shard, lambda: state)
+        current = {"a": ["1", "2"], "b": []}
+        self.assertEqual(strategy.allocate("42", ["a", "b"], current), "a")
+        self.assertEqual(strategy.allocate("7", ["a", "b"], current), "b")

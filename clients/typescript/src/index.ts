@@ -20,6 +20,7 @@ export { PlacementsView, type PlacementsViewEvents, type PlacementsViewOptions }
 export { SseParser, MAX_EVENT_BYTES, type SseEvent } from './admin/sse.js';
 export type * from './admin/types.js';
 export { ExternalAllocationController, type ShardIdLike } from './external/controller.js';
+export { leastShard, leastShardStrategy, type LeastShardOptions } from './external/least-shard.js';
 export {
   externalAllocationStrategy,
   type AllocationStrategy,

@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { it } from 'node:test';
 
 import { externalAllocationStrategy, type AllocationStrategy } from '../src/external/strategy.js';
+import { externalAllocationStrategy as fromIndex, leastShard, leastShardStrategy } from '../src/index.js';
 
 const current = new Map<string, readonly string[]>([
   ['a', ['1', '2', '42']],
@@ -56,4 +57,46 @@ it('rebalances shards off their placement, and the fallback picks among the othe
     const strategy = externalAllocationStrategy(fallback(picks), () => ({ explicitPlacements: placements }));
     assert.deepEqual(strategy.rebalance(current, moving), want, what);
   }
+});
+
+// The README's `externalAllocationStrategy(leastShard, …)`, with the
+// exported least-shard fallback, table by table.
+
+const regions = (table: Record<string, string[]>): Map<string, readonly string[]> => new Map(Object.entries(table));
+
+it('leastShard allocates to the candidate with the fewest shards, the first on a tie', () => {
+  const cases: [Record<string, string[]>, string[], string][] = [
+    [{ a: ['1', '2'], b: ['3'] }, ['a', 'b'], 'b'],
+    [{ a: ['1'], b: ['2'] }, ['a', 'b'], 'a'],
+    [{ a: ['1'], b: ['2'] }, ['b', 'a'], 'b'],
+    [{ a: ['1', '2'] }, ['a', 'c'], 'c'],
+  ];
+  for (const [current, candidates, expected] of cases) {
+    assert.equal(leastShard.allocate('new', candidates, regions(current)), expected, JSON.stringify([current, candidates]));
+  }
+  assert.throws(() => leastShard.allocate('new', [], regions({})), /no candidate region for shard new/);
+});
+
+it('leastShard rebalances from the most to the least loaded while they differ by two, within its limit', () => {
+  const cases: [Record<string, string[]>, string[], string[]][] = [
+    [{ a: ['1', '2', '3', '4', '5', '6'], b: [] }, [], ['1', '2', '3']],
+    [{ a: ['1', '2', '3', '4'], b: [] }, [], ['1', '2']],
+    [{ a: ['1', '2'], b: ['3'] }, [], []],
+    [{ a: ['1', '2', '3', '4', '5', '6'], b: [] }, ['1', '2'], ['3']],
+    [{ a: ['1', '2', '3', '4', '5', '6'], b: [] }, ['x', 'y', 'z'], []],
+    [{ a: ['1', '2', '3'] }, [], []],
+  ];
+  for (const [current, inProgress, expected] of cases) {
+    assert.deepEqual(leastShard.rebalance(regions(current), new Set(inProgress)), expected, JSON.stringify([current, inProgress]));
+  }
+  assert.deepEqual(leastShardStrategy({ maxSimultaneous: 1 }).rebalance(regions({ a: ['1', '2', '3', '4'], b: [] }), new Set()), ['1']);
+  assert.throws(() => leastShardStrategy({ maxSimultaneous: 0 }), /maxSimultaneous is 0; it must be a whole number of at least 1/);
+});
+
+it("the README's externalAllocationStrategy(leastShard, …) places explicitly, then by least shard", () => {
+  const view = { explicitPlacements: new Map([['42', 'a']]) };
+  const strategy = fromIndex(leastShard, () => view);
+  const current = regions({ a: ['1', '2'], b: [] });
+  assert.equal(strategy.allocate('42', ['a', 'b'], current), 'a');
+  assert.equal(strategy.allocate('7', ['a', 'b'], current), 'b');
 });

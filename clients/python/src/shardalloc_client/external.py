@@ -29,7 +29,9 @@ __all__ = [
     "ExternalAllocationState",
     "PlacementWarning",
     "ShardIdLike",
+    "LeastShard",
     "external_allocation_strategy",
+    "least_shard",
     "warn_in_log",
 ]
 
@@ -160,3 +162,39 @@ def external_allocation_strategy(
       each once.
     """
     return _External(fallback, get_state, warn)
+
+
+class LeastShard:
+    """Akka's least-shard allocation over :class:`AllocationStrategy`, the
+    fallback :func:`external_allocation_strategy` is most often given. A new
+    shard goes to the candidate holding the fewest shards (the first such
+    candidate on a tie); a rebalance moves shards from the most loaded
+    region towards the least loaded one while they differ by two or more,
+    at most ``max_simultaneous`` moves in flight (those in progress
+    included). :data:`least_shard` has the defaults."""
+
+    def __init__(self, max_simultaneous: int = 3) -> None:
+        if isinstance(max_simultaneous, bool) or not isinstance(max_simultaneous, int) or max_simultaneous < 1:
+            raise ValueError(f"max_simultaneous is {max_simultaneous!r}; it must be a whole number of at least 1")
+        self.max_simultaneous = max_simultaneous
+
+    def allocate(self, shard_id: str, candidates: Sequence[str], current: Mapping[str, Sequence[str]]) -> str:
+        """The candidate with the fewest shards in ``current``."""
+        if not candidates:
+            raise ValueError(f"no candidate region for shard {shard_id}")
+        return min(candidates, key=lambda region: len(current.get(region, ())))
+
+    def rebalance(self, current: Mapping[str, Sequence[str]], in_progress: Set[str]) -> list[str]:
+        """Shards of the most loaded region, while it holds two or more than the least loaded."""
+        room = self.max_simultaneous - len(in_progress)
+        if room <= 0 or len(current) < 2:
+            return []
+        least = min(current, key=lambda region: len(current[region]))
+        most = max(current, key=lambda region: len(current[region]))
+        excess = (len(current[most]) - len(current[least])) // 2
+        movable = [shard for shard in current[most] if shard not in in_progress]
+        return movable[: min(room, excess)]
+
+
+least_shard: AllocationStrategy = LeastShard()
+"""Least-shard allocation with the default settings."""
