@@ -4,7 +4,9 @@
 //! region's own `drain_and_leave` (its shards handed off while traffic
 //! flows, and its bound); a region that falls silent is removed and the
 //! others hear of it (`RegionRemoved`) and find its shards' new homes; the
-//! region simulator's stop on SIGTERM; an unhonoured placement logged once.
+//! region simulator's stop on SIGTERM; an unhonoured placement logged once;
+//! forwards a transport reports lost later, retried and then given up to
+//! the application by name.
 
 mod node;
 
@@ -13,7 +15,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use shardalloc_client::region::{InMemoryTransport, RegionError, RegionHandle, Update};
+use shardalloc_client::region::{
+    InMemoryTransport, Inbox, RegionError, RegionHandle, Transport, TransportError, Undelivered, Update,
+};
 
 use node::{Entry, Journal, Msg, Node, fast_args, next_update, registered, wait_for};
 
@@ -292,6 +296,110 @@ async fn an_unhonoured_placement_is_logged_once() {
     let again = node.log_tail().lines().filter(|l| l.contains("not honoured")).count();
     assert_eq!(again, 1, "logged {again} times: {lines:?}");
     assert!(lines[0].contains("cart") && lines[0].contains("pinned"), "{lines:?}");
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// A network where every message to `lost` is taken, then reported lost a
+/// moment later through the sender's inbox, one report per message and in
+/// the order sent (as a connection's reset would be found); the rest goes
+/// through `InMemoryTransport`.
+#[derive(Clone)]
+struct Lossy {
+    network: InMemoryTransport<Msg>,
+    lost: &'static str,
+    senders: Arc<std::sync::Mutex<Vec<Inbox<Msg>>>>,
+    reports: tokio::sync::mpsc::UnboundedSender<(Inbox<Msg>, String, String, Msg)>,
+}
+
+impl Lossy {
+    fn new(lost: &'static str) -> Self {
+        let (reports, mut pending) = tokio::sync::mpsc::unbounded_channel::<(Inbox<Msg>, String, String, Msg)>();
+        tokio::spawn(async move {
+            while let Some((inbox, to, shard, message)) = pending.recv().await {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                let error = TransportError::Unreachable { address: to.clone(), reason: "connection reset".into() };
+                inbox.not_delivered(&to, &shard, vec![message], &error);
+            }
+        });
+        Lossy { network: InMemoryTransport::new(), lost, senders: Default::default(), reports }
+    }
+}
+
+impl Transport<Msg> for Lossy {
+    fn send(&self, to: &str, shard: &str, message: Msg) -> Result<(), Undelivered<Msg>> {
+        if to != self.lost {
+            return self.network.send(to, shard, message);
+        }
+        let senders = self.senders.lock().unwrap().clone();
+        if let Some(inbox) = senders.into_iter().find(|inbox| inbox.address() == message.from) {
+            let _ = self.reports.send((inbox, to.to_owned(), shard.to_owned(), message));
+        }
+        Ok(())
+    }
+
+    fn attach(&self, inbox: Inbox<Msg>) {
+        self.senders.lock().unwrap().push(inbox.clone());
+        self.network.attach(inbox);
+    }
+
+    fn detach(&self, inbox: &Inbox<Msg>) {
+        self.network.detach(inbox);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn forwards_reported_lost_are_retried_then_given_up_to_the_application_by_name() {
+    let node = Node::start(&fast_args(&[])).await;
+    let journal = Journal::default();
+    let network = Lossy::new("b");
+    let a = node.region("cart", "a", &journal, &network, |c| {
+        c.forward_attempts = 3;
+        c.home_retry = Duration::from_millis(100);
+    });
+    let b = node.region("cart", "b", &journal, &network, |_| {});
+    registered(&a).await;
+    registered(&b).await;
+    // A shard homed on b (which lives, but whose messages are all lost).
+    let shard = wait_for("a shard homed on b", Duration::from_secs(30), async || {
+        for i in 0..32 {
+            let shard = format!("l{i}");
+            if b.home_of(&shard).await.ok()? == "b" {
+                return Some(shard);
+            }
+        }
+        None
+    })
+    .await;
+    a.home_of(&shard).await.unwrap();
+    for n in 0..5 {
+        a.send(&shard, Msg::new("a", n)).unwrap();
+    }
+    // Each failure is retried after the home is asked again; the third in
+    // a row gives every waiting message up, in order, by name.
+    let given_up = wait_for("the five messages given up", Duration::from_secs(30), async || {
+        let entries = journal.entries();
+        let given_up: Vec<(u64, String)> = entries
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Undelivered { region, shard: s, msg, error } if region == "a" && *s == shard => {
+                    Some((msg.n, error.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        (given_up.len() >= 5).then_some(given_up)
+    })
+    .await;
+    assert_eq!(given_up.iter().map(|(n, _)| *n).collect::<Vec<_>>(), [0, 1, 2, 3, 4], "{given_up:?}");
+    for (_, error) in &given_up {
+        assert!(error.contains("3 forwards in a row failed") && error.contains("connection reset"), "{error}");
+    }
+    assert!(journal.deliveries(&shard).is_empty(), "nothing reached b");
+    // None is handed over twice.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let count = journal.entries().iter().filter(|e| matches!(e, Entry::Undelivered { .. })).count();
+    assert_eq!(count, 5);
     a.shutdown().await;
     b.shutdown().await;
 }

@@ -57,6 +57,18 @@ pub trait Application: Send + Sync + 'static {
     /// Delivers a message to a running shard.
     fn deliver(&self, shard: &str, message: Self::Message) -> impl Future<Output = ()> + Send;
 
+    /// A message the region took for `shard` was given up: its forwards to
+    /// the shard's home kept failing past
+    /// [`RegionConfig::forward_attempts`](super::RegionConfig::forward_attempts)
+    /// or [`RegionConfig::forward_deadline`](super::RegionConfig::forward_deadline).
+    /// Every message accepted by [`RegionHandle::send`](super::RegionHandle::send)
+    /// is delivered or handed here. Called on the region's task: keep it
+    /// quick. By default logs a warning.
+    fn undelivered(&self, shard: &str, message: Self::Message, error: super::DeliveryError) {
+        let _ = message;
+        tracing::warn!(%shard, %error, "a message was given up");
+    }
+
     /// Gauges sent with every heartbeat (`mem-used-ratio`, `cpu`, custom
     /// ones), handed to the strategy. Non-finite values are dropped by the
     /// node. Called on the region's task: keep it quick.

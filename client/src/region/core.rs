@@ -58,7 +58,7 @@ use std::time::Duration;
 use tracing::warn;
 
 use super::Update;
-use super::error::{RegionError, SendError, check_shard};
+use super::error::{DeliveryError, RegionError, SendError, check_shard};
 pub use crate::protocol::Millis;
 use crate::protocol::{LoadReport, NodeMessage, RegionMessage, Register};
 
@@ -70,6 +70,15 @@ pub const DEFAULT_SHARD_BUFFER_LIMIT: usize = 1_000;
 
 /// Default region-wide buffer limit, in messages.
 pub const DEFAULT_TOTAL_BUFFER_LIMIT: usize = 100_000;
+
+/// Default number of failed forwards in a row after which a shard's
+/// messages are given up ([`CoreConfig::forward_attempts`]).
+pub const DEFAULT_FORWARD_ATTEMPTS: u32 = 10;
+
+/// Default time a shard's forwards may keep failing before its messages
+/// are given up ([`CoreConfig::forward_deadline_ms`]): twice the node's
+/// default removal time (15 s), so a dead home is replaced well before.
+pub const DEFAULT_FORWARD_DEADLINE_MS: Millis = 30_000;
 
 /// What the core needs to know about its region.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,6 +101,14 @@ pub struct CoreConfig {
     /// answer) before the session is given up. Once registered, the limit
     /// is three heartbeat intervals (at least [`MIN_SILENCE_MS`]) instead.
     pub response_timeout_ms: Millis,
+    /// How many forwards of one shard may fail in a row (against homes the
+    /// node keeps naming) before its messages are given up: each one
+    /// given back or waiting goes to the application as
+    /// [`Action::Undelivered`]. A home the node names anew starts a new run.
+    pub forward_attempts: u32,
+    /// How long a shard's forwards may keep failing, from the first failure
+    /// of the run, before its messages are given up the same way.
+    pub forward_deadline_ms: Millis,
 }
 
 /// The shortest silence after which a registered region gives its session
@@ -108,6 +125,8 @@ impl CoreConfig {
             stop_deadline_ms: 10_000,
             home_retry_ms: 2_000,
             response_timeout_ms: 10_000,
+            forward_attempts: DEFAULT_FORWARD_ATTEMPTS,
+            forward_deadline_ms: DEFAULT_FORWARD_DEADLINE_MS,
         }
     }
 }
@@ -153,6 +172,16 @@ pub enum Action<M> {
         /// The message.
         message: M,
     },
+    /// A message the region took is given up: its shard's forwards kept
+    /// failing. Hand it to the application with the error.
+    Undelivered {
+        /// The shard.
+        shard: String,
+        /// The message.
+        message: M,
+        /// Why it was given up.
+        error: DeliveryError,
+    },
     /// Publish on the updates stream.
     Publish(Update),
     /// Hang up the session; the driver reconnects with backoff and feeds
@@ -161,6 +190,16 @@ pub enum Action<M> {
         /// Why.
         reason: String,
     },
+}
+
+/// The error of a run of failed forwards past its deadline.
+fn deadline_passed(shard: &str, failing: &Failing, now: Millis) -> DeliveryError {
+    DeliveryError::DeadlinePassed {
+        shard: shard.to_owned(),
+        to: failing.to.clone(),
+        waited_ms: now.saturating_sub(failing.since),
+        reason: failing.reason.clone(),
+    }
 }
 
 /// The answer to [`RegionCore::request_home`].
@@ -199,6 +238,25 @@ struct ShardEntry<M> {
     epoch: u64,
     /// A hand-off stop finished while the session was down.
     unreported_stop: bool,
+    /// The run of failed forwards under way, if any.
+    failing: Option<Failing>,
+    /// How many messages at the front of `buffer` came back from failed
+    /// forwards: later ones come back behind them, ahead of the messages
+    /// never sent, so reports arriving one by one keep the send order.
+    returned: usize,
+    /// A failure was already counted since the last home answer: the
+    /// forwards of one round count as one attempt, however many reports
+    /// they come back in.
+    round_failed: bool,
+}
+
+/// A shard's run of failed forwards: since when, how many, the last one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Failing {
+    since: Millis,
+    attempts: u32,
+    to: String,
+    reason: String,
 }
 
 impl<M> ShardEntry<M> {
@@ -211,6 +269,9 @@ impl<M> ShardEntry<M> {
             local: Local::Idle,
             epoch: 0,
             unreported_stop: false,
+            failing: None,
+            returned: 0,
+            round_failed: false,
         }
     }
 
@@ -552,6 +613,7 @@ impl<M> RegionCore<M> {
                 if let Some(entry) = self.shards.get_mut(&shard) {
                     dropped = entry.buffer.len();
                     entry.buffer.clear();
+                    entry.returned = 0;
                     entry.asked_at = None;
                     entry.wanted = false;
                     self.buffered -= dropped;
@@ -714,11 +776,17 @@ impl<M> RegionCore<M> {
             out.push(Action::Stop { shard: shard.to_owned() });
         }
         entry.wanted = false;
+        entry.round_failed = false;
+        if entry.failing.as_ref().is_some_and(|f| f.to != home) {
+            // A home other than the failing one: a new run of attempts.
+            entry.failing = None;
+        }
         if entry.home.as_deref() != Some(home.as_str()) {
             entry.home = Some(home.clone());
             out.push(Action::Publish(Update::HomeChanged { shard: shard.to_owned(), home: home.clone() }));
         }
         let flushed = entry.buffer.len();
+        entry.returned = 0;
         for message in entry.buffer.drain(..) {
             out.push(if own {
                 Action::Deliver { shard: shard.to_owned(), message }
@@ -848,27 +916,80 @@ impl<M> RegionCore<M> {
         self.forget_if_empty(shard);
     }
 
-    /// The transport could not carry these messages (in order) to `to`:
-    /// they go back to the front of the shard's buffer, the cached home is
-    /// dropped and asked for again after `home_retry_ms`.
-    pub fn forward_failed(&mut self, shard: &str, to: &str, messages: Vec<M>, now: Millis) -> Vec<Action<M>> {
+    /// The transport could not carry these messages (in order) to `to`, at
+    /// once or later (`reason` says why): one more failed attempt in the
+    /// shard's run. Within [`CoreConfig::forward_attempts`] and
+    /// [`CoreConfig::forward_deadline_ms`] they go back to the front of the
+    /// shard's buffer, the cached home is dropped and asked for again after
+    /// `home_retry_ms`; past either, they and every message waiting for the
+    /// shard are given up ([`Action::Undelivered`], in order).
+    pub fn forward_failed(
+        &mut self,
+        shard: &str,
+        to: &str,
+        messages: Vec<M>,
+        reason: &str,
+        now: Millis,
+    ) -> Vec<Action<M>> {
         let mut out = Vec::new();
         self.check_lease(now, &mut out);
         let count = messages.len();
         let can_ask = self.can_ask();
+        let (attempts_limit, deadline) = (self.config.forward_attempts, self.config.forward_deadline_ms);
+        self.buffered += count;
         let entry = self.entry(shard);
-        if entry.home.as_deref() != Some(to) {
+        if entry.home.as_deref().is_some_and(|home| home != to) {
             warn!(%shard, %to, "a failed forward to a region that is no longer the cached home");
         }
+        // Asked again even when another home is cached: the messages given
+        // back wait in the buffer, flushed in order by the next answer.
         entry.home = None;
-        for message in messages.into_iter().rev() {
-            entry.buffer.push_front(message);
+        let failing = entry.failing.get_or_insert_with(|| Failing {
+            since: now,
+            attempts: 0,
+            to: to.to_owned(),
+            reason: String::new(),
+        });
+        if !entry.round_failed {
+            failing.attempts += 1;
         }
-        if can_ask && entry.asked_at.is_none() {
+        entry.round_failed = true;
+        failing.to = to.to_owned();
+        failing.reason = reason.to_owned();
+        let failing = failing.clone();
+        for message in messages {
+            entry.buffer.insert(entry.returned, message);
+            entry.returned += 1;
+        }
+        if failing.attempts >= attempts_limit {
+            let error = DeliveryError::AttemptsExhausted {
+                shard: shard.to_owned(),
+                to: failing.to,
+                attempts: failing.attempts,
+                reason: failing.reason,
+            };
+            self.give_up(shard, &error, &mut out);
+        } else if now.saturating_sub(failing.since) >= deadline {
+            self.give_up(shard, &deadline_passed(shard, &failing, now), &mut out);
+        } else if can_ask && entry.asked_at.is_none() {
             entry.asked_at = Some(now);
         }
-        self.buffered += count;
         out
+    }
+
+    /// Gives up every message waiting for `shard`, in order, with `error`;
+    /// the shard's next message starts a new run of attempts.
+    fn give_up(&mut self, shard: &str, error: &DeliveryError, out: &mut Vec<Action<M>>) {
+        let Some(entry) = self.shards.get_mut(shard) else { return };
+        warn!(%shard, given_up = entry.buffer.len(), %error, "giving up the shard's waiting messages");
+        entry.failing = None;
+        entry.asked_at = None;
+        entry.returned = 0;
+        self.buffered -= entry.buffer.len();
+        for message in entry.buffer.drain(..) {
+            out.push(Action::Undelivered { shard: shard.to_owned(), message, error: error.clone() });
+        }
+        self.forget_if_empty(shard);
     }
 
     /// Time passes: the lease, stop deadlines, heartbeats, the node's
@@ -900,6 +1021,17 @@ impl<M> RegionCore<M> {
             warn!(%shard, deadline_ms = self.config.stop_deadline_ms, "the application did not stop the shard in time; reporting it stopped anyway");
             out.push(Action::AbandonStop { shard: shard.clone() });
             self.finish_stop(&shard, now, &mut out);
+        }
+        let deadline = self.config.forward_deadline_ms;
+        let overdue: Vec<(String, Failing)> = self
+            .shards
+            .iter()
+            .filter_map(|(s, e)| e.failing.as_ref().map(|f| (s, f)))
+            .filter(|(_, f)| now.saturating_sub(f.since) >= deadline)
+            .map(|(s, f)| (s.clone(), f.clone()))
+            .collect();
+        for (shard, failing) in overdue {
+            self.give_up(&shard, &deadline_passed(&shard, &failing, now), &mut out);
         }
         if self.link == Link::Registered && now >= self.next_heartbeat {
             let sequence = self.next_sequence(now);

@@ -120,10 +120,24 @@ fn render(action: &Action<Msg>) -> Outcome {
         Action::AbandonStop { shard } => ("abandon-stop", json!(shard)),
         Action::Deliver { shard, message } => ("deliver", json!({"shard": shard, "message": message})),
         Action::Forward { to, shard, message } => ("forward", json!({"to": to, "shard": shard, "message": message})),
+        Action::Undelivered { shard, message, error } => {
+            ("undelivered", json!({"shard": shard, "message": message, "error": render_delivery_error(error)}))
+        }
         Action::Publish(update) => ("publish", render_update(update)),
         Action::Reconnect { reason } => ("reconnect", json!(reason)),
     };
     (kind.to_owned(), value)
+}
+
+fn render_delivery_error(error: &DeliveryError) -> Value {
+    match error {
+        DeliveryError::AttemptsExhausted { shard, to, attempts, reason } => {
+            json!({"AttemptsExhausted": {"shard": shard, "to": to, "attempts": attempts, "reason": reason}})
+        }
+        DeliveryError::DeadlinePassed { shard, to, waited_ms, reason } => {
+            json!({"DeadlinePassed": {"shard": shard, "to": to, "waited_ms": waited_ms, "reason": reason}})
+        }
+    }
 }
 
 fn render_send_error(error: &SendError) -> Value {
@@ -150,7 +164,7 @@ fn configure(changes: &Value, address: Option<&str>, file: &str) -> (CoreConfig,
     let mut c = json!({
         "address": "a", "incarnation": 7, "roles": [], "app_version": "1.0", "labels": {}, "proxy_only": false,
         "shard_buffer_limit": 3, "total_buffer_limit": 5, "stop_deadline_ms": 500, "home_retry_ms": 1000,
-        "response_timeout_ms": 10000, "load_report_top": 10,
+        "response_timeout_ms": 10000, "load_report_top": 10, "forward_attempts": 3, "forward_deadline_ms": 5000,
     });
     for (key, value) in changes.as_object().into_iter().flatten() {
         assert!(c.get(key).is_some(), "{file}: no config field {key:?}");
@@ -176,6 +190,8 @@ fn configure(changes: &Value, address: Option<&str>, file: &str) -> (CoreConfig,
         stop_deadline_ms: u("stop_deadline_ms"),
         home_retry_ms: u("home_retry_ms"),
         response_timeout_ms: u("response_timeout_ms"),
+        forward_attempts: u("forward_attempts") as u32,
+        forward_deadline_ms: u("forward_deadline_ms"),
     };
     (config, u("load_report_top") as usize)
 }
@@ -268,7 +284,8 @@ fn step(world: &mut World, text: &str, file: &str, line: usize) -> Vec<Outcome> 
             let messages = field(&value, "messages", file, line).as_array().expect("messages");
             let messages = messages.iter().map(|m| text_of(m, file, line)).collect();
             let to = text_of(field(&value, "to", file, line), file, line);
-            core.forward_failed(&shard(&value), &to, messages, now).iter().map(render).collect()
+            let reason = text_of(field(&value, "reason", file, line), file, line);
+            core.forward_failed(&shard(&value), &to, messages, &reason, now).iter().map(render).collect()
         }
         "request-home" => match core.request_home(&text_of(&value, file, line), now) {
             Ok(HomeLookup::Known(home)) => vec![("known".to_owned(), json!(home))],

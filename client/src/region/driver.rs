@@ -34,8 +34,8 @@ use tracing::{debug, info, warn};
 use super::core::{Action, Millis, RegionCore};
 use super::load::LoadMeter;
 use super::session::{self, SessionEvent, SessionParams};
-use super::transport::{Inbound, Inbox, Transport};
-use super::{Application, RegionConfig, RegionError, Update, millis, unpoison};
+use super::transport::{Inbound, Inbox, Returned, Transport};
+use super::{Application, DeliveryError, RegionConfig, RegionError, Update, millis, unpoison};
 use crate::protocol::RegionMessage;
 
 /// How often the driver ticks the core.
@@ -90,6 +90,7 @@ struct ShardRun<M> {
 
 type Spawner<M> = Box<dyn Fn(ShardRun<M>) -> JoinHandle<()> + Send + Sync>;
 type Metrics = Box<dyn Fn() -> BTreeMap<String, f64> + Send + Sync>;
+type GivenUp<M> = Box<dyn Fn(&str, M, DeliveryError) + Send + Sync>;
 
 /// The state handles and the driver share.
 pub(crate) struct Shared<M> {
@@ -104,6 +105,8 @@ pub(crate) struct Shared<M> {
     transport: Arc<dyn Transport<M>>,
     spawn_worker: Spawner<M>,
     metrics: Metrics,
+    /// The application's [`Application::undelivered`].
+    undelivered: GivenUp<M>,
     /// The shards' load since the last report: a lock of its own, so
     /// recording load never waits for the core.
     load: Mutex<LoadMeter>,
@@ -149,7 +152,7 @@ impl<M: Send + 'static> Shared<M> {
     /// shard in this batch, so their order holds).
     pub(crate) fn execute(&self, inner: &mut Inner<M>, actions: Vec<Action<M>>, now: Millis) {
         let mut queue: std::collections::VecDeque<Action<M>> = actions.into();
-        let mut failed: Vec<(String, String, Vec<M>)> = Vec::new();
+        let mut failed: Vec<(String, String, Vec<M>, String)> = Vec::new();
         loop {
             while let Some(action) = queue.pop_front() {
                 match action {
@@ -177,13 +180,14 @@ impl<M: Send + 'static> Shared<M> {
                         }
                     }
                     Action::Forward { to, shard, message } => {
-                        if let Some((_, _, messages)) = failed.iter_mut().find(|(s, _, _)| *s == shard) {
+                        if let Some((_, _, messages, _)) = failed.iter_mut().find(|(s, _, _, _)| *s == shard) {
                             messages.push(message);
                         } else if let Err(undelivered) = self.transport.send(&to, &shard, message) {
                             warn!(%shard, %to, error = %undelivered.error, "cannot forward a message; it waits for the home again");
-                            failed.push((shard, to, vec![undelivered.message]));
+                            failed.push((shard, to, vec![undelivered.message], undelivered.error.to_string()));
                         }
                     }
+                    Action::Undelivered { shard, message, error } => (self.undelivered)(&shard, message, error),
                     Action::Publish(update) => self.publish(inner, update),
                     Action::Reconnect { reason } => {
                         info!(region = %self.address, %reason, "hanging up the node session");
@@ -194,8 +198,8 @@ impl<M: Send + 'static> Shared<M> {
             if failed.is_empty() {
                 break;
             }
-            for (shard, to, messages) in std::mem::take(&mut failed) {
-                queue.extend(inner.core.forward_failed(&shard, &to, messages, now));
+            for (shard, to, messages, reason) in std::mem::take(&mut failed) {
+                queue.extend(inner.core.forward_failed(&shard, &to, messages, &reason, now));
             }
         }
     }
@@ -325,6 +329,8 @@ struct Driver<M> {
     control: mpsc::UnboundedReceiver<Control>,
     control_open: bool,
     inbox: mpsc::Receiver<Inbound<M>>,
+    /// Forwards the transport reported later as not delivered.
+    returned: mpsc::UnboundedReceiver<Returned<M>>,
     reports: mpsc::UnboundedReceiver<StopReport>,
     session_events: mpsc::UnboundedReceiver<SessionEvent>,
     session_sender: mpsc::UnboundedSender<SessionEvent>,
@@ -345,7 +351,7 @@ pub(crate) fn start<A: Application>(
     app: Arc<A>,
     transport: Arc<dyn Transport<A::Message>>,
 ) -> (Arc<Shared<A::Message>>, mpsc::UnboundedSender<Control>) {
-    let (inbox, inbox_receiver) = Inbox::new(&config.address, config.inbox_capacity);
+    let (inbox, inbox_receiver, returned) = Inbox::new(&config.address, config.inbox_capacity);
     transport.attach(inbox.clone());
     let (reports, report_receiver) = mpsc::unbounded_channel();
     let (control, control_receiver) = mpsc::unbounded_channel();
@@ -354,6 +360,10 @@ pub(crate) fn start<A: Application>(
         let app = app.clone();
         let runtime = runtime.clone();
         Box::new(move |run| runtime.spawn(run_shard(app.clone(), run)))
+    };
+    let undelivered: GivenUp<A::Message> = {
+        let app = app.clone();
+        Box::new(move |shard, message, error| app.undelivered(shard, message, error))
     };
     let metrics: Metrics = Box::new(move || app.metrics());
     let shared = Arc::new(Shared {
@@ -375,6 +385,7 @@ pub(crate) fn start<A: Application>(
         transport,
         spawn_worker,
         metrics,
+        undelivered,
         load: Mutex::new(LoadMeter::default()),
         load_report_shards: config.load_report_shards,
         reports,
@@ -399,6 +410,7 @@ pub(crate) fn start<A: Application>(
         control: control_receiver,
         control_open: true,
         inbox: inbox_receiver,
+        returned,
         reports: report_receiver,
         session_events,
         session_sender,
@@ -423,6 +435,7 @@ impl<M: Send + 'static> Driver<M> {
                 control = self.control.recv(), if self.control_open => self.on_control(control),
                 Some(inbound) = self.inbox.recv(), if !paused => self.on_inbound(inbound),
                 Some(report) = self.reports.recv() => self.on_report(report),
+                Some(returned) = self.returned.recv() => self.on_returned(returned),
                 Some(event) = self.session_events.recv() => {
                     // Whatever other regions sent before the node's message
                     // (e.g. before they acknowledged a hand-off) goes first.
@@ -501,6 +514,15 @@ impl<M: Send + 'static> Driver<M> {
             Ok(actions) => self.shared.execute(&mut inner, actions, now),
             Err(error) => warn!(region = %self.shared.address, %error, "dropping a message from another region"),
         }
+    }
+
+    fn on_returned(&mut self, returned: Returned<M>) {
+        let now = self.shared.now();
+        let mut inner = self.shared.lock();
+        let Returned { to, shard, messages, reason } = returned;
+        warn!(%shard, %to, %reason, count = messages.len(), "forwarded messages were not delivered; they wait for the home again");
+        let actions = inner.core.forward_failed(&shard, &to, messages, &reason, now);
+        self.shared.execute(&mut inner, actions, now);
     }
 
     fn on_report(&mut self, report: StopReport) {

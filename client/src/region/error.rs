@@ -111,6 +111,44 @@ pub enum SendError {
     Stopped,
 }
 
+/// Why a message the region took was never delivered: its forwards kept
+/// failing (the transport could not carry it, or reported later that it did
+/// not arrive). Handed to the application with the message
+/// ([`Application::undelivered`](super::Application::undelivered)).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeliveryError {
+    /// The shard's forwards failed `attempts` times in a row
+    /// ([`CoreConfig::forward_attempts`](super::CoreConfig::forward_attempts)).
+    #[error(
+        "a message for shard {shard} was not delivered: {attempts} forwards in a row failed (the last to {to}: {reason})"
+    )]
+    AttemptsExhausted {
+        /// The shard.
+        shard: String,
+        /// The home the last attempt went to.
+        to: String,
+        /// The failed attempts.
+        attempts: u32,
+        /// Why the last one failed.
+        reason: String,
+    },
+    /// The shard's forwards kept failing for longer than
+    /// [`CoreConfig::forward_deadline_ms`](super::CoreConfig::forward_deadline_ms).
+    #[error(
+        "a message for shard {shard} was not delivered: its forwards kept failing for {waited_ms} ms (the last to {to}: {reason})"
+    )]
+    DeadlinePassed {
+        /// The shard.
+        shard: String,
+        /// The home the last attempt went to.
+        to: String,
+        /// How long since the first failure of the run.
+        waited_ms: u64,
+        /// Why the last attempt failed.
+        reason: String,
+    },
+}
+
 /// Checks a shard id: 1 to [`MAX_SHARD_ID_BYTES`](crate::api::MAX_SHARD_ID_BYTES) bytes.
 pub(crate) fn check_shard(shard: &str) -> Result<(), String> {
     match shard.len() {

@@ -63,7 +63,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 
 pub use self::core::{Action, CoreConfig, HomeLookup, Millis, RegionCore};
 pub use application::Application;
-pub use error::{RegionError, SendError};
+pub use error::{DeliveryError, RegionError, SendError};
 pub use transport::{InMemoryTransport, Inbox, Transport, TransportError, Undelivered};
 
 use crate::protocol::{CONNECT_PATH, Register};
@@ -205,6 +205,13 @@ pub struct RegionConfig {
     /// Most shards a load report names one by one (the others are summed);
     /// 1 to [`MAX_LOAD_SHARDS`](crate::protocol::MAX_LOAD_SHARDS). Default 256.
     pub load_report_shards: usize,
+    /// How many forwards of one shard may fail in a row before its waiting
+    /// messages are given up to [`Application::undelivered`]. Default 10.
+    pub forward_attempts: u32,
+    /// How long a shard's forwards may keep failing before its waiting
+    /// messages are given up the same way. Default 30 s (twice the node's
+    /// default removal time, so a dead home is replaced well before).
+    pub forward_deadline: Duration,
 }
 
 impl fmt::Debug for RegionConfig {
@@ -230,6 +237,8 @@ impl fmt::Debug for RegionConfig {
             .field("reconnect_max", &self.reconnect_max)
             .field("home_retry", &self.home_retry)
             .field("response_timeout", &self.response_timeout)
+            .field("forward_attempts", &self.forward_attempts)
+            .field("forward_deadline", &self.forward_deadline)
             .field("connect_timeout", &self.connect_timeout)
             .field("load_report_shards", &self.load_report_shards)
             .finish()
@@ -264,6 +273,8 @@ impl RegionConfig {
             response_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(2),
             load_report_shards: DEFAULT_LOAD_REPORT_SHARDS,
+            forward_attempts: self::core::DEFAULT_FORWARD_ATTEMPTS,
+            forward_deadline: Duration::from_millis(self::core::DEFAULT_FORWARD_DEADLINE_MS),
         }
     }
 
@@ -305,6 +316,8 @@ impl RegionConfig {
                 self.load_report_shards,
                 crate::protocol::MAX_LOAD_SHARDS
             ))
+        } else if self.forward_attempts == 0 || self.forward_deadline.is_zero() {
+            Some("forward_attempts and forward_deadline must be greater than zero".to_owned())
         } else if self.connect_timeout.is_zero() {
             Some("the connect timeout must be greater than zero".to_owned())
         } else if self.reconnect_min.is_zero() || self.reconnect_min > self.reconnect_max {
@@ -334,6 +347,8 @@ impl RegionConfig {
             stop_deadline_ms: millis(self.stop_deadline),
             home_retry_ms: millis(self.home_retry),
             response_timeout_ms: millis(self.response_timeout),
+            forward_attempts: self.forward_attempts,
+            forward_deadline_ms: millis(self.forward_deadline),
         }
     }
 }

@@ -113,17 +113,34 @@ pub(crate) struct Inbound<M> {
     pub(crate) message: M,
 }
 
+/// Messages this region forwarded that the transport found later were not
+/// delivered ([`Inbox::not_delivered`]).
+pub(crate) struct Returned<M> {
+    pub(crate) to: String,
+    pub(crate) shard: String,
+    pub(crate) messages: Vec<M>,
+    pub(crate) reason: String,
+}
+
 /// A region's inbox: hands messages that other regions sent for a shard to
 /// the region, in order. Bounded; cheap to clone.
 pub struct Inbox<M> {
     address: Arc<str>,
     capacity: usize,
     sender: mpsc::Sender<Inbound<M>>,
+    /// Unbounded: a message comes back at most once per forward, so what
+    /// waits here is bounded by what the transport holds.
+    returns: mpsc::UnboundedSender<Returned<M>>,
 }
 
 impl<M> Clone for Inbox<M> {
     fn clone(&self) -> Self {
-        Inbox { address: self.address.clone(), capacity: self.capacity, sender: self.sender.clone() }
+        Inbox {
+            address: self.address.clone(),
+            capacity: self.capacity,
+            sender: self.sender.clone(),
+            returns: self.returns.clone(),
+        }
     }
 }
 
@@ -134,10 +151,31 @@ impl<M> fmt::Debug for Inbox<M> {
 }
 
 impl<M> Inbox<M> {
-    /// A new inbox of `capacity` messages and its receiving end.
-    pub(crate) fn new(address: &str, capacity: usize) -> (Self, mpsc::Receiver<Inbound<M>>) {
+    /// A new inbox of `capacity` messages, its receiving end and the
+    /// receiving end of the messages the transport gives back late.
+    pub(crate) fn new(
+        address: &str,
+        capacity: usize,
+    ) -> (Self, mpsc::Receiver<Inbound<M>>, mpsc::UnboundedReceiver<Returned<M>>) {
         let (sender, receiver) = mpsc::channel(capacity.max(1));
-        (Inbox { address: address.into(), capacity: capacity.max(1), sender }, receiver)
+        let (returns, returned) = mpsc::unbounded_channel();
+        (Inbox { address: address.into(), capacity: capacity.max(1), sender, returns }, receiver, returned)
+    }
+
+    /// For a transport that learns only later that messages it took from
+    /// this region's [`Transport::send`] were not delivered to `to` (a
+    /// connection refused or reset, a time-out, the far region answering
+    /// that it is not the shard's home): hands them back, in the order they
+    /// were sent, with why. The region asks for the shard's home again and
+    /// resends them, or gives them up to
+    /// [`Application::undelivered`](super::Application::undelivered) past
+    /// its limits. Never blocks; ignored once the region has stopped.
+    pub fn not_delivered(&self, to: &str, shard: &str, messages: Vec<M>, error: &TransportError) {
+        if messages.is_empty() {
+            return;
+        }
+        let returned = Returned { to: to.to_owned(), shard: shard.to_owned(), messages, reason: error.to_string() };
+        let _ = self.returns.send(returned);
     }
 
     /// The address of the region this inbox belongs to.
@@ -247,7 +285,7 @@ mod tests {
     #[tokio::test]
     async fn messages_reach_the_attached_region_in_order() {
         let network: InMemoryTransport<u32> = InMemoryTransport::new();
-        let (inbox, mut receiver) = Inbox::new("b", 8);
+        let (inbox, mut receiver, _returned) = Inbox::new("b", 8);
         network.attach(inbox);
         assert_eq!(network.addresses(), ["b"]);
         for n in 0..5 {
@@ -265,7 +303,7 @@ mod tests {
     #[tokio::test]
     async fn a_full_or_closed_inbox_hands_the_message_back() {
         let network: InMemoryTransport<&str> = InMemoryTransport::new();
-        let (inbox, receiver) = Inbox::new("b", 2);
+        let (inbox, receiver, _returned) = Inbox::new("b", 2);
         network.attach(inbox);
         network.send("b", "1", "first").unwrap();
         network.send("b", "1", "second").unwrap();
@@ -282,8 +320,8 @@ mod tests {
     #[tokio::test]
     async fn detach_leaves_a_newer_region_of_the_same_address() {
         let network: InMemoryTransport<u8> = InMemoryTransport::new();
-        let (old, _old_receiver) = Inbox::new("b", 4);
-        let (new, mut new_receiver) = Inbox::new("b", 4);
+        let (old, _old_receiver, _old_returned) = Inbox::new("b", 4);
+        let (new, mut new_receiver, _new_returned) = Inbox::new("b", 4);
         network.attach(old.clone());
         network.attach(new.clone());
         network.detach(&old);

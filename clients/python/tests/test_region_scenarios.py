@@ -24,9 +24,10 @@ from shardalloc_client.region_actions import (
     Send,
     Start,
     Stop,
+    Undelivered,
 )
 from shardalloc_client.region_core import CoreConfig, RegionCore
-from shardalloc_client.region_errors import RegionError, SendError
+from shardalloc_client.region_errors import DeliveryError, RegionError, SendError
 from shardalloc_client.region_load import LoadMeter
 
 SCENARIOS = Path(__file__).resolve().parent / "../../../contracts/region-core"
@@ -63,13 +64,15 @@ def node_message(value: Json) -> wire.NodeMessage:
     return message
 
 
-def error_json(error: RegionError | SendError) -> Json:
+def error_json(error: RegionError | SendError | DeliveryError) -> Json:
     """A refusal in serde's JSON shape, with the fields its kind has."""
     fields: dict[str, tuple[str, ...]] = {
         "BufferFull": ("shard", "limit"),
         "TotalBufferFull": ("limit",),
         "InvalidShard": ("shard", "reason"),
         "DrainAndLeaveTimedOut": ("bound_ms", "shards", "leave_asked"),
+        "AttemptsExhausted": ("shard", "to", "attempts", "reason"),
+        "DeadlinePassed": ("shard", "to", "waited_ms", "reason"),
         "Stopped": (),
     }
     names = fields[error.kind]
@@ -92,6 +95,8 @@ def render(action: Action[str]) -> Outcome:
         return ("deliver", {"shard": action.shard, "message": action.message})
     if isinstance(action, Forward):
         return ("forward", {"to": action.to, "shard": action.shard, "message": action.message})
+    if isinstance(action, Undelivered):
+        return ("undelivered", {"shard": action.shard, "message": action.message, "error": error_json(action.error)})
     if isinstance(action, Publish):
         return ("publish", to_serde(action.update))
     assert isinstance(action, Reconnect)
@@ -111,6 +116,8 @@ DEFAULTS: dict[str, Json] = {
     "home_retry_ms": 1000,
     "response_timeout_ms": 10000,
     "load_report_top": 10,
+    "forward_attempts": 3,
+    "forward_deadline_ms": 5000,
 }
 """The scenarios' default configuration, changed by a ``config`` line."""
 
@@ -143,6 +150,8 @@ class Subject:
                 stop_deadline_ms=c["stop_deadline_ms"],
                 home_retry_ms=c["home_retry_ms"],
                 response_timeout_ms=c["response_timeout_ms"],
+                forward_attempts=c["forward_attempts"],
+                forward_deadline_ms=c["forward_deadline_ms"],
             )
         )
         self.meter = LoadMeter()
@@ -210,7 +219,9 @@ def step(world: World, text: str, where: str) -> list[Outcome]:
         if event == "stop-finished":
             return actions(core.stop_finished(value, now))
         if event == "forward-failed":
-            return actions(core.forward_failed(value["shard"], value["to"], list(value["messages"]), now))
+            return actions(
+                core.forward_failed(value["shard"], value["to"], list(value["messages"]), value["reason"], now)
+            )
         if event == "request-home":
             lookup = core.request_home(value, now)
             return [("known", lookup.home)] if isinstance(lookup, Known) else actions(lookup.actions)

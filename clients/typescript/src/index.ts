@@ -9,7 +9,14 @@
 export * from './wire.js';
 export * from './region/actions.js';
 export * from './region/core.js';
-export { RegionError, SendError, type RegionErrorDetail, type SendErrorDetail } from './region/errors.js';
+export {
+  DeliveryError,
+  RegionError,
+  SendError,
+  type DeliveryErrorDetail,
+  type RegionErrorDetail,
+  type SendErrorDetail,
+} from './region/errors.js';
 export * from './region/load.js';
 export type { Application } from './region/application.js';
 export { Region, type RegionConfig, type RegionEvents } from './region/region.js';

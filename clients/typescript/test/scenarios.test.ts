@@ -61,6 +61,11 @@ function render(action: Action<string>): Outcome {
       return ['deliver', { shard: action.shard, message: action.message }];
     case 'Forward':
       return ['forward', { to: action.to, shard: action.shard, message: action.message }];
+    case 'Undelivered':
+      return [
+        'undelivered',
+        { shard: action.shard, message: action.message, error: toSerde(action.error.detail, 'kind') },
+      ];
     case 'Publish':
       return ['publish', toSerde(action.update)];
     case 'Reconnect':
@@ -83,6 +88,8 @@ function configure(changes: Record<string, Json>, address?: string): { config: C
     home_retry_ms: 1000,
     response_timeout_ms: 10000,
     load_report_top: 10,
+    forward_attempts: 3,
+    forward_deadline_ms: 5000,
   };
   for (const [key, value] of Object.entries(changes)) {
     assert.ok(key in c, `no config field ${key}`);
@@ -105,6 +112,8 @@ function configure(changes: Record<string, Json>, address?: string): { config: C
     stopDeadlineMs: c['stop_deadline_ms'] as number,
     homeRetryMs: c['home_retry_ms'] as number,
     responseTimeoutMs: c['response_timeout_ms'] as number,
+    forwardAttempts: c['forward_attempts'] as number,
+    forwardDeadlineMs: c['forward_deadline_ms'] as number,
   };
   return { config, top: c['load_report_top'] as number };
 }
@@ -255,6 +264,7 @@ function step(world: World, text: string, where: string): Outcome[] {
           field(value, 'shard') as string,
           field(value, 'to') as string,
           field(value, 'messages') as string[],
+          field(value, 'reason') as string,
           now,
         ),
       );

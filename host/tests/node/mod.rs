@@ -482,6 +482,8 @@ pub enum Entry {
     Stopped { region: String, shard: String },
     /// `deliver`.
     Delivered { region: String, shard: String, msg: Msg },
+    /// `undelivered`: a message given up, with the error's words.
+    Undelivered { region: String, shard: String, msg: Msg, error: String },
 }
 
 #[derive(Default)]
@@ -600,7 +602,7 @@ impl Journal {
                     }
                 }
             }
-            Entry::Delivered { .. } => {}
+            Entry::Delivered { .. } | Entry::Undelivered { .. } => {}
         }
         state.entries.push((Instant::now(), entry));
     }
@@ -634,6 +636,11 @@ impl Application for App {
 
     async fn deliver(&self, shard: &str, msg: Msg) {
         self.journal.record(Entry::Delivered { region: self.region.clone(), shard: shard.to_owned(), msg });
+    }
+
+    fn undelivered(&self, shard: &str, msg: Msg, error: shardalloc_client::region::DeliveryError) {
+        let (region, shard, error) = (self.region.clone(), shard.to_owned(), error.to_string());
+        self.journal.record(Entry::Undelivered { region, shard, msg, error });
     }
 }
 

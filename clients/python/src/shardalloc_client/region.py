@@ -43,10 +43,11 @@ from .region_actions import (
     Send,
     Start,
     Stop,
+    Undelivered,
     Update,
 )
-from .region_core import CoreConfig, RegionCore
-from .region_errors import RegionError, SendError
+from .region_core import DEFAULT_FORWARD_ATTEMPTS, DEFAULT_FORWARD_DEADLINE_MS, CoreConfig, RegionCore
+from .region_errors import DeliveryError, RegionError, SendError
 from .region_load import MAX_LOAD_SHARDS, LoadMeter
 from .region_session import (
     Leader,
@@ -99,6 +100,13 @@ class Application(Protocol[M_contra]):
     An application may also define ``metrics(self) -> Mapping[str, float]``:
     gauges sent with every heartbeat (``cpu``, ``mem-used-ratio``, custom
     ones). It is called on the event loop; keep it quick.
+
+    And ``undelivered(self, shard, message, error)``: a message the region
+    took was given up, its forwards having kept failing past
+    ``forward_attempts`` or ``forward_deadline_ms`` (``error`` is a
+    :class:`~shardalloc_client.region_errors.DeliveryError`). Every message
+    :meth:`Region.send` accepted is delivered or handed there; without it,
+    the region logs a warning. Called on the event loop; keep it quick.
     """
 
     async def start_shard(self, shard: str, epoch: int) -> None:
@@ -171,6 +179,12 @@ class RegionConfig:
     """The bound of the WebSocket handshake and of the ``Welcome``."""
     load_report_shards: int = 256
     """Most shards a load report names (at most 1,024)."""
+    forward_attempts: int = DEFAULT_FORWARD_ATTEMPTS
+    """How many forwards of one shard may fail in a row before its waiting
+    messages go to the application's ``undelivered``."""
+    forward_deadline_ms: int = DEFAULT_FORWARD_DEADLINE_MS
+    """How long a shard's forwards may keep failing before its waiting
+    messages go to the application's ``undelivered``."""
 
 
 @dataclass(frozen=True)
@@ -223,6 +237,12 @@ def _settle(config: RegionConfig) -> _Settled:
         )
     if not config.connect_timeout_ms > 0:
         raise problem("the connect timeout must be greater than zero")
+    attempts, deadline = config.forward_attempts, config.forward_deadline_ms
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1 or not deadline > 0:
+        raise problem(
+            f"forward_attempts ({attempts!r}) must be a whole number of at least 1 "
+            f"and forward_deadline_ms ({deadline!r}) greater than zero"
+        )
     if not 0 < config.reconnect_min_ms <= config.reconnect_max_ms:
         raise problem(
             f"the reconnect delays must satisfy 0 < min ({config.reconnect_min_ms} ms) "
@@ -339,6 +359,10 @@ class _RegionInbox(Generic[M]):
         """Hands a forwarded message to the region."""
         self._region._on_inbound(shard, message)
 
+    def not_delivered(self, to: str, shard: str, messages: Sequence[M], error: TransportError) -> None:
+        """Hands back forwards the transport found later were not delivered."""
+        self._region._on_not_delivered(to, shard, list(messages), str(error))
+
 
 class Region(Generic[M]):
     """A region serving ``M`` messages. See the module documentation.
@@ -373,6 +397,8 @@ class Region(Generic[M]):
                 stop_deadline_ms=config.stop_deadline_ms,
                 home_retry_ms=config.home_retry_ms,
                 response_timeout_ms=config.response_timeout_ms,
+                forward_attempts=config.forward_attempts,
+                forward_deadline_ms=config.forward_deadline_ms,
             )
         )
         self._params = settled.params
@@ -585,7 +611,7 @@ class Region(Generic[M]):
         """Performs the core's actions in order; forwards the transport
         could not carry go back to the core."""
         queue: deque[Action[M]] = deque(actions)
-        failed: dict[str, tuple[str, list[M]]] = {}
+        failed: dict[str, tuple[str, list[M], str]] = {}
         while True:
             while queue:
                 action = queue.popleft()
@@ -606,8 +632,12 @@ class Region(Generic[M]):
                     pending = failed.get(action.shard)
                     if pending is not None:
                         pending[1].append(action.message)
-                    elif not self._forward(action.to, action.shard, action.message):
-                        failed[action.shard] = (action.to, [action.message])
+                    else:
+                        refused = self._forward(action.to, action.shard, action.message)
+                        if refused is not None:
+                            failed[action.shard] = (action.to, [action.message], refused)
+                elif isinstance(action, Undelivered):
+                    self._give_up(action.shard, action.message, action.error)
                 elif isinstance(action, Publish):
                     self._publish(action.update)
                 elif isinstance(action, Reconnect):
@@ -615,22 +645,41 @@ class Region(Generic[M]):
                         self._session.close(action.reason)
             if not failed:
                 return
-            for shard, (to, messages) in failed.items():
-                queue.extend(self._core.forward_failed(shard, to, messages, self._now()))
+            for shard, (to, messages, reason) in failed.items():
+                queue.extend(self._core.forward_failed(shard, to, messages, reason, self._now()))
             failed.clear()
 
-    def _forward(self, to: str, shard: str, message: M) -> bool:
-        """Hands ``message`` to the transport; false when it could not carry it."""
+    def _forward(self, to: str, shard: str, message: M) -> str | None:
+        """Hands ``message`` to the transport; why it could not carry it, or
+        ``None`` when it took it."""
         try:
             self._transport.send(to, shard, message)
-            return True
-        except TransportError:
-            return False
-        except Exception:
+            return None
+        except TransportError as error:
+            return str(error)
+        except Exception as error:
             _log.exception(
                 "region %s: the transport raised forwarding shard %s to %s", self.address, shard, to
             )
-            return False
+            return f"the transport raised {type(error).__name__}: {error}"
+
+    def _give_up(self, shard: str, message: M, error: DeliveryError) -> None:
+        """Hands a given-up message to the application's ``undelivered``
+        (or the log when it has none)."""
+        undelivered = getattr(self._app, "undelivered", None)
+        if undelivered is None:
+            _log.warning("region %s: %s", self.address, error)
+            return
+        try:
+            undelivered(shard, message, error)
+        except Exception:
+            _log.exception("region %s: the application raised in undelivered for shard %s", self.address, shard)
+
+    def _on_not_delivered(self, to: str, shard: str, messages: list[M], reason: str) -> None:
+        """The transport found later that these forwards never arrived."""
+        if self._ended is not None or not messages:
+            return
+        self._execute(self._core.forward_failed(shard, to, messages, reason, self._now()))
 
     async def _work(self, worker: _Worker, shard: str) -> None:
         """The worker's task: its calls, one after another, until the stop."""

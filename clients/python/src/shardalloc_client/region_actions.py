@@ -17,6 +17,7 @@ without looking at them.
 from dataclasses import dataclass
 from typing import Generic, TypeAlias, TypeVar, Union
 
+from .region_errors import DeliveryError
 from .wire import RegionMessage
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "AbandonStop",
     "Deliver",
     "Forward",
+    "Undelivered",
     "Publish",
     "Reconnect",
     "Action",
@@ -232,6 +234,19 @@ class Forward(Generic[M]):
 
 
 @dataclass(frozen=True)
+class Undelivered(Generic[M]):
+    """A message the region took is given up: its shard's forwards kept
+    failing. Hand it to the application with the error."""
+
+    shard: str
+    """The shard."""
+    message: M
+    """The message."""
+    error: DeliveryError
+    """Why it was given up."""
+
+
+@dataclass(frozen=True)
 class Publish:
     """Publish on the updates stream."""
 
@@ -249,7 +264,7 @@ class Reconnect:
 
 
 Action: TypeAlias = Union[
-    Send, Start, Stop, AbandonStop, Deliver[M], Forward[M], Publish, Reconnect
+    Send, Start, Stop, AbandonStop, Deliver[M], Forward[M], Undelivered[M], Publish, Reconnect
 ]
 """Something the driver must do; the core returns them in the order they
 must be done."""

@@ -74,7 +74,7 @@ from .region_actions import (
     Start,
     Stop,
 )
-from .region_errors import RegionError, SendError, check_shard
+from .region_errors import DeliveryError, RegionError, SendError, check_shard
 
 __all__ = [
     "SEQUENCE_WINDOW",
@@ -96,6 +96,14 @@ DEFAULT_SHARD_BUFFER_LIMIT: Final = 1_000
 
 DEFAULT_TOTAL_BUFFER_LIMIT: Final = 100_000
 """Default region-wide buffer limit, in messages."""
+
+DEFAULT_FORWARD_ATTEMPTS: Final = 10
+"""Default number of failed forwards in a row after which a shard's
+messages are given up."""
+
+DEFAULT_FORWARD_DEADLINE_MS: Final = 30_000
+"""Default time a shard's forwards may keep failing before its messages are
+given up: twice the node's default removal time (15 s)."""
 
 MIN_SILENCE_MS: Final = 1_000
 """The shortest silence after which a registered region gives its session
@@ -139,6 +147,14 @@ class CoreConfig:
     """How long the node may stay silent (no ``Welcome``, no registration
     answer) before the session is given up. Once registered, the limit is
     three heartbeat intervals (at least :data:`MIN_SILENCE_MS`) instead."""
+    forward_attempts: int = DEFAULT_FORWARD_ATTEMPTS
+    """How many forwards of one shard may fail in a row (against homes the
+    node keeps naming) before its messages are given up: each one given back
+    or waiting goes to the application as an ``Undelivered`` action. A home
+    the node names anew starts a new run."""
+    forward_deadline_ms: int = DEFAULT_FORWARD_DEADLINE_MS
+    """How long a shard's forwards may keep failing, from the run's first
+    failure, before its messages are given up the same way."""
 
 
 @dataclass(frozen=True)
@@ -184,6 +200,16 @@ class _ShardEntry(Generic[M]):
     """The epoch of the run here, while it runs."""
     unreported_stop: bool = False
     """A hand-off stop finished while the session was down."""
+    failing: "_Failing | None" = None
+    """The run of failed forwards under way, if any."""
+    returned: int = 0
+    """How many messages at the front of ``buffer`` came back from failed
+    forwards: later ones come back behind them, ahead of the messages never
+    sent, so reports arriving one by one keep the send order."""
+    round_failed: bool = False
+    """A failure was already counted since the last home answer: the
+    forwards of one round count as one attempt, however many reports they
+    come back in."""
 
     def needs_home(self) -> bool:
         return self.home is None and (self.wanted or bool(self.buffer))
@@ -197,6 +223,16 @@ class _ShardEntry(Generic[M]):
             and self.local == "idle"
             and not self.unreported_stop
         )
+
+
+@dataclass
+class _Failing:
+    """A shard's run of failed forwards: since when, how many, the last one."""
+
+    since: int
+    attempts: int
+    to: str
+    reason: str
 
 
 @dataclass
@@ -487,6 +523,7 @@ class RegionCore(Generic[M]):
                 if entry is not None:
                     dropped = len(entry.buffer)
                     entry.buffer.clear()
+                    entry.returned = 0
                     entry.asked_at = None
                     entry.wanted = False
                     self._buffered -= dropped
@@ -631,6 +668,10 @@ class RegionCore(Generic[M]):
             entry.local = _Stopping(stop_deadline, report=False)
             out.append(Stop(shard))
         entry.wanted = False
+        entry.round_failed = False
+        if entry.failing is not None and entry.failing.to != home:
+            # A home other than the failing one: a new run of attempts.
+            entry.failing = None
         if entry.home != home:
             entry.home = home
             out.append(Publish(actions.HomeChanged(shard=shard, home=home)))
@@ -641,6 +682,7 @@ class RegionCore(Generic[M]):
             else:
                 out.append(Forward(home, shard, message))
         entry.buffer.clear()
+        entry.returned = 0
         self._buffered -= flushed
 
     # Messages.
@@ -755,26 +797,61 @@ class RegionCore(Generic[M]):
         self._forget_if_empty(shard)
 
     def forward_failed(
-        self, shard: str, to: str, messages: Iterable[M], now: int
+        self, shard: str, to: str, messages: Iterable[M], reason: str, now: int
     ) -> list[Action[M]]:
-        """The transport could not carry these messages (in order) to ``to``:
+        """The transport could not carry these messages (in order) to ``to``,
+        at once or later (``reason`` says why): one more failed attempt in the
+        shard's run. Within ``forward_attempts`` and ``forward_deadline_ms``
         they go back to the front of the shard's buffer, the cached home is
-        dropped and asked for again after ``home_retry_ms``."""
+        dropped and asked for again after ``home_retry_ms``; past either, they
+        and every message waiting for the shard are given up
+        (:class:`~shardalloc_client.region_actions.Undelivered`, in order)."""
         out: list[Action[M]] = []
         self._check_lease(now, out)
         returned = list(messages)
         can_ask = self._can_ask()
+        self._buffered += len(returned)
         entry = self._entry(shard)
-        if entry.home != to:
+        if entry.home is not None and entry.home != to:
             _log.warning(
                 "a failed forward of shard %s to %s, which is no longer its cached home", shard, to
             )
+        # Dropped even when another home is cached: the messages given back
+        # wait in the buffer, flushed in order by the next answer.
         entry.home = None
-        entry.buffer.extendleft(reversed(returned))
-        if can_ask and entry.asked_at is None:
+        failing = entry.failing or _Failing(since=now, attempts=0, to=to, reason=reason)
+        if not entry.round_failed:
+            failing.attempts += 1
+        entry.round_failed = True
+        failing.to = to
+        failing.reason = reason
+        entry.failing = failing
+        for message in returned:
+            entry.buffer.insert(entry.returned, message)
+            entry.returned += 1
+        if failing.attempts >= self._config.forward_attempts:
+            self._give_up(shard, DeliveryError.attempts_exhausted(shard, to, failing.attempts, reason), out)
+        elif now - failing.since >= self._config.forward_deadline_ms:
+            self._give_up(shard, _deadline_passed(shard, failing, now), out)
+        elif can_ask and entry.asked_at is None:
             entry.asked_at = now
-        self._buffered += len(returned)
         return out
+
+    def _give_up(self, shard: str, error: DeliveryError, out: list[Action[M]]) -> None:
+        """Gives up every message waiting for ``shard``, in order; its next
+        message starts a new run."""
+        entry = self._shards.get(shard)
+        if entry is None:
+            return
+        _log.warning("giving up %d waiting messages: %s", len(entry.buffer), error)
+        entry.failing = None
+        entry.asked_at = None
+        entry.returned = 0
+        self._buffered -= len(entry.buffer)
+        for message in entry.buffer:
+            out.append(actions.Undelivered(shard=shard, message=message, error=error))
+        entry.buffer.clear()
+        self._forget_if_empty(shard)
 
     # Time.
 
@@ -808,6 +885,11 @@ class RegionCore(Generic[M]):
             )
             out.append(AbandonStop(shard))
             self._finish_stop(shard, now, out)
+        deadline = self._config.forward_deadline_ms
+        for shard in self._in_order(lambda e: e.failing is not None and now - e.failing.since >= deadline):
+            failing = self._shards[shard].failing
+            assert failing is not None
+            self._give_up(shard, _deadline_passed(shard, failing, now), out)
         if self._link == "registered" and now >= self._next_heartbeat:
             sequence = self._take_sequence(now)
             self._next_heartbeat = _add(now, self._heartbeat_interval_ms)
@@ -937,6 +1019,11 @@ class RegionCore(Generic[M]):
         else:
             self._drain_request = draining
         return out
+
+
+def _deadline_passed(shard: str, failing: _Failing, now: int) -> DeliveryError:
+    """The error of a run of failed forwards past its deadline."""
+    return DeliveryError.deadline_passed(shard, failing.to, max(0, now - failing.since), failing.reason)
 
 
 _NODE_MESSAGES: Final = get_args(wire.NodeMessage)

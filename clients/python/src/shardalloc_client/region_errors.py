@@ -18,6 +18,8 @@ __all__ = [
     "RegionError",
     "SendErrorKind",
     "SendError",
+    "DeliveryErrorKind",
+    "DeliveryError",
     "check_shard",
 ]
 
@@ -319,6 +321,79 @@ class SendError(_Keyed):
     def stopped(cls) -> "SendError":
         """The region has left or shut down."""
         return cls("Stopped", "the region has stopped; it takes no more messages")
+
+
+DeliveryErrorKind: TypeAlias = Literal["AttemptsExhausted", "DeadlinePassed"]
+"""The variants of the Rust ``DeliveryError``, by name."""
+
+
+class DeliveryError(_Keyed):
+    """Why a message the region took was never delivered: its forwards kept
+    failing. Handed to the application's ``undelivered`` with the message.
+    ``kind`` names the Rust variant; the field the other variant carries is
+    ``None``."""
+
+    kind: DeliveryErrorKind
+    """Which variant."""
+    shard: str
+    """The shard."""
+    to: str
+    """The home the last attempt went to."""
+    reason: str
+    """Why the last attempt failed."""
+    attempts: int | None
+    """The failed attempts in a row (``AttemptsExhausted``)."""
+    waited_ms: int | None
+    """How long since the run's first failure (``DeadlinePassed``)."""
+
+    def __init__(
+        self,
+        kind: DeliveryErrorKind,
+        message: str,
+        *,
+        shard: str,
+        to: str,
+        reason: str,
+        attempts: int | None = None,
+        waited_ms: int | None = None,
+    ) -> None:
+        """Use the class methods, one per kind, which write the message."""
+        super().__init__(message)
+        self.kind = kind
+        self.shard = shard
+        self.to = to
+        self.reason = reason
+        self.attempts = attempts
+        self.waited_ms = waited_ms
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.kind, self.shard, self.to, self.reason, self.attempts, self.waited_ms)
+
+    @classmethod
+    def attempts_exhausted(cls, shard: str, to: str, attempts: int, reason: str) -> "DeliveryError":
+        """The shard's forwards failed ``attempts`` times in a row."""
+        return cls(
+            "AttemptsExhausted",
+            f"a message for shard {shard} was not delivered: {attempts} forwards in a row failed "
+            f"(the last to {to}: {reason})",
+            shard=shard,
+            to=to,
+            reason=reason,
+            attempts=attempts,
+        )
+
+    @classmethod
+    def deadline_passed(cls, shard: str, to: str, waited_ms: int, reason: str) -> "DeliveryError":
+        """The shard's forwards kept failing for longer than the deadline."""
+        return cls(
+            "DeadlinePassed",
+            f"a message for shard {shard} was not delivered: its forwards kept failing for {waited_ms} ms "
+            f"(the last to {to}: {reason})",
+            shard=shard,
+            to=to,
+            reason=reason,
+            waited_ms=waited_ms,
+        )
 
 
 def check_shard(shard: str) -> str | None:

@@ -11,6 +11,7 @@ Everything here is called on the region's event loop, synchronously: a
 transport that needs I/O queues the message and returns.
 """
 
+from collections.abc import Sequence
 from typing import Literal, Protocol, TypeAlias, TypeVar
 
 __all__ = ["TransportErrorKind", "TransportError", "Inbox", "Transport", "InMemoryTransport"]
@@ -49,6 +50,16 @@ class Inbox(Protocol[M_contra]):
     def deliver(self, shard: str, message: M_contra) -> None:
         """Hands a message for ``shard`` to the region; raises
         :class:`TransportError` when it cannot take it."""
+        ...
+
+    def not_delivered(self, to: str, shard: str, messages: Sequence[M_contra], error: TransportError) -> None:
+        """For a transport that learns only later that messages this region
+        gave its ``send`` were not delivered to ``to`` (a connection refused
+        or reset, a time-out, the far region answering that it is not the
+        shard's home): hands them back in the order sent, with why. The
+        region asks for the home again and resends them, or gives them up to
+        the application's ``undelivered`` past its limits. Ignored once the
+        region has stopped."""
         ...
 
 

@@ -5,6 +5,7 @@
 // Rust client's `Action`, `Update` and `HomeLookup`.
 
 import type { RegionMessage } from '../wire.js';
+import type { DeliveryError } from './errors.js';
 
 /** What a region publishes on its updates stream. */
 export type Update =
@@ -57,6 +58,11 @@ export type Action<M> =
    * If the transport fails, feed the message back with `RegionCore.forwardFailed`.
    */
   | { type: 'Forward'; to: string; shard: string; message: M }
+  /**
+   * A message the region took is given up: its shard's forwards kept
+   * failing. Hand it to the application with the error.
+   */
+  | { type: 'Undelivered'; shard: string; message: M; error: DeliveryError }
   /** Publish on the updates stream. */
   | { type: 'Publish'; update: Update }
   /**

@@ -1,5 +1,7 @@
 // What a region asks of the application: start, feed and stop shards.
 
+import type { DeliveryError } from './errors.js';
+
 /**
  * The application a region serves. For each shard, the region calls
  * `startShard` first, then `deliver` for each message in order, then
@@ -24,6 +26,13 @@ export interface Application<M> {
   stopShard(shard: string): void | Promise<void>;
   /** Delivers a message to a running shard. */
   deliver(shard: string, message: M): void | Promise<void>;
+  /**
+   * A message the region took for `shard` was given up: its forwards kept
+   * failing past `forwardAttempts` or `forwardDeadlineMs`. Every message
+   * `send` accepted is delivered or handed here. Keep it quick; without
+   * it, the region warns on the console.
+   */
+  undelivered?(shard: string, message: M, error: DeliveryError): void;
   /** Gauges sent with every heartbeat (`cpu`, `mem-used-ratio`, custom ones); keep it quick. */
   metrics?(): Record<string, number>;
 }

@@ -53,7 +53,7 @@
 import { compareUtf8 } from '../postcard.js';
 import type { LoadReport, NodeMessage, RegionMessage } from '../wire.js';
 import type { Action, HomeLookup, Update } from './actions.js';
-import { RegionError, SendError, checkShard } from './errors.js';
+import { DeliveryError, RegionError, SendError, checkShard } from './errors.js';
 
 /** How many registration and heartbeat send times are kept for lease renewal. */
 export const SEQUENCE_WINDOW = 64;
@@ -69,6 +69,15 @@ export const DEFAULT_TOTAL_BUFFER_LIMIT = 100_000;
  * gives its session up (three heartbeat intervals, when longer).
  */
 export const MIN_SILENCE_MS = 1_000;
+
+/** Default number of failed forwards in a row after which a shard's messages are given up. */
+export const DEFAULT_FORWARD_ATTEMPTS = 10;
+
+/**
+ * Default time a shard's forwards may keep failing before its messages are
+ * given up: twice the node's default removal time (15 s).
+ */
+export const DEFAULT_FORWARD_DEADLINE_MS = 30_000;
 
 /** A `Register` message without its tag and sequence: who the region is. */
 export type Registration = Omit<Extract<RegionMessage, { type: 'Register' }>, 'type' | 'sequence'>;
@@ -100,6 +109,15 @@ export interface CoreConfig {
    * {@link MIN_SILENCE_MS}) instead.
    */
   responseTimeoutMs: number;
+  /**
+   * How many forwards of one shard may fail in a row (against homes the
+   * node keeps naming) before its messages are given up: each one given
+   * back or waiting goes to the application as an `Undelivered` action. A
+   * home the node names anew starts a new run.
+   */
+  forwardAttempts: number;
+  /** How long a shard's forwards may keep failing, from the run's first failure, before its messages are given up. */
+  forwardDeadlineMs: number;
 }
 
 /** A configuration with the default limits and timings (the Rust `CoreConfig::new`). */
@@ -108,6 +126,8 @@ export function coreConfig(registration: Registration): CoreConfig {
     registration,
     shardBufferLimit: DEFAULT_SHARD_BUFFER_LIMIT,
     totalBufferLimit: DEFAULT_TOTAL_BUFFER_LIMIT,
+    forwardAttempts: DEFAULT_FORWARD_ATTEMPTS,
+    forwardDeadlineMs: DEFAULT_FORWARD_DEADLINE_MS,
     stopDeadlineMs: 10_000,
     homeRetryMs: 2_000,
     responseTimeoutMs: 10_000,
@@ -145,6 +165,27 @@ interface ShardEntry<M> {
   epoch: number;
   /** A hand-off stop finished while the session was down. */
   unreportedStop: boolean;
+  /** The run of failed forwards under way, if any. */
+  failing: Failing | undefined;
+  /**
+   * How many messages at the front of `buffer` came back from failed
+   * forwards: later ones come back behind them, ahead of the messages never
+   * sent, so reports arriving one by one keep the send order.
+   */
+  returned: number;
+  /**
+   * A failure was already counted since the last home answer: the forwards
+   * of one round count as one attempt, however many reports they come back in.
+   */
+  roundFailed: boolean;
+}
+
+/** A shard's run of failed forwards: since when, how many, the last one. */
+interface Failing {
+  since: number;
+  attempts: number;
+  to: string;
+  reason: string;
 }
 
 function newEntry<M>(): ShardEntry<M> {
@@ -156,7 +197,21 @@ function newEntry<M>(): ShardEntry<M> {
     local: IDLE,
     epoch: 0,
     unreportedStop: false,
+    failing: undefined,
+    returned: 0,
+    roundFailed: false,
   };
+}
+
+/** The error of a run of failed forwards past its deadline. */
+function deadlinePassed(shard: string, failing: Failing, now: number): DeliveryError {
+  return new DeliveryError({
+    kind: 'DeadlinePassed',
+    shard,
+    to: failing.to,
+    waitedMs: Math.max(0, now - failing.since),
+    reason: failing.reason,
+  });
 }
 
 function needsHome<M>(entry: ShardEntry<M>): boolean {
@@ -385,6 +440,7 @@ export class RegionCore<M> {
         if (entry !== undefined) {
           dropped = entry.buffer.length;
           entry.buffer = [];
+          entry.returned = 0;
           entry.askedAt = undefined;
           entry.wanted = false;
           this.bufferedCount -= dropped;
@@ -526,24 +582,61 @@ export class RegionCore<M> {
   }
 
   /**
-   * The transport could not carry these messages (in order) to `to`: they
-   * go back to the front of the shard's buffer, the cached home is dropped
-   * and asked for again after `homeRetryMs`.
+   * The transport could not carry these messages (in order) to `to`, at
+   * once or later (`reason` says why): one more failed attempt in the
+   * shard's run. Within `forwardAttempts` and `forwardDeadlineMs` they go
+   * back to the front of the shard's buffer, the cached home is dropped
+   * and asked for again after `homeRetryMs`; past either, they and every
+   * message waiting for the shard are given up (`Undelivered`, in order).
    */
-  forwardFailed(shard: string, to: string, messages: readonly M[], now: number): Action<M>[] {
+  forwardFailed(shard: string, to: string, messages: readonly M[], reason: string, now: number): Action<M>[] {
     const out: Action<M>[] = [];
     this.checkLease(now, out);
     const canAsk = this.canAsk();
+    this.bufferedCount += messages.length;
     const entry = this.entry(shard);
-    // `to` names the failed home only for the Rust core's warning when it
-    // is no longer the cached one: the cached home is dropped either way.
+    // The cached home is dropped even when it is no longer `to`: the
+    // messages given back wait in the buffer, flushed by the next answer.
     entry.home = undefined;
-    entry.buffer = [...messages, ...entry.buffer];
-    if (canAsk && entry.askedAt === undefined) {
+    const failing = entry.failing ?? { since: now, attempts: 0, to, reason };
+    if (!entry.roundFailed) {
+      failing.attempts += 1;
+    }
+    entry.roundFailed = true;
+    failing.to = to;
+    failing.reason = reason;
+    entry.failing = failing;
+    entry.buffer.splice(entry.returned, 0, ...messages);
+    entry.returned += messages.length;
+    if (failing.attempts >= this.config.forwardAttempts) {
+      this.giveUp(
+        shard,
+        new DeliveryError({ kind: 'AttemptsExhausted', shard, to, attempts: failing.attempts, reason }),
+        out,
+      );
+    } else if (now - failing.since >= this.config.forwardDeadlineMs) {
+      this.giveUp(shard, deadlinePassed(shard, failing, now), out);
+    } else if (canAsk && entry.askedAt === undefined) {
       entry.askedAt = now;
     }
-    this.bufferedCount += messages.length;
     return out;
+  }
+
+  /** Gives up every message waiting for `shard`, in order; its next message starts a new run. */
+  private giveUp(shard: string, error: DeliveryError, out: Action<M>[]): void {
+    const entry = this.shards.get(shard);
+    if (entry === undefined) {
+      return;
+    }
+    entry.failing = undefined;
+    entry.askedAt = undefined;
+    entry.returned = 0;
+    this.bufferedCount -= entry.buffer.length;
+    for (const message of entry.buffer) {
+      out.push({ type: 'Undelivered', shard, message, error });
+    }
+    entry.buffer = [];
+    this.forgetIfEmpty(shard);
   }
 
   /**
@@ -574,6 +667,12 @@ export class RegionCore<M> {
     for (const shard of late) {
       out.push({ type: 'AbandonStop', shard });
       this.finishStop(shard, now, out);
+    }
+    const overdue = this.ordered().filter(
+      ([, entry]) => entry.failing !== undefined && now - entry.failing.since >= this.config.forwardDeadlineMs,
+    );
+    for (const [shard, entry] of overdue) {
+      this.giveUp(shard, deadlinePassed(shard, entry.failing as Failing, now), out);
     }
     if (this.link.state === 'Registered' && now >= this.nextHeartbeat) {
       const sequence = this.nextSequence(now);
@@ -961,12 +1060,18 @@ export class RegionCore<M> {
       out.push({ type: 'Stop', shard });
     }
     entry.wanted = false;
+    entry.roundFailed = false;
+    if (entry.failing !== undefined && entry.failing.to !== home) {
+      // A home other than the failing one: a new run of attempts.
+      entry.failing = undefined;
+    }
     if (entry.home !== home) {
       entry.home = home;
       out.push(publish({ type: 'HomeChanged', shard, home }));
     }
     const flushed = entry.buffer;
     entry.buffer = [];
+    entry.returned = 0;
     for (const message of flushed) {
       out.push(own ? { type: 'Deliver', shard, message } : { type: 'Forward', to: home, shard, message });
     }

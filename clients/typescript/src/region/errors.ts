@@ -183,3 +183,34 @@ function debugDuration(ms: number): string {
   const fraction = String(ms % 1000).padStart(3, '0').replace(/0+$/, '');
   return fraction === '' ? `${seconds}s` : `${seconds}.${fraction}s`;
 }
+
+/** What a {@link DeliveryError} is, with its fields; `kind` names the Rust variant. */
+export type DeliveryErrorDetail =
+  /** The shard's forwards failed `attempts` times in a row (`forwardAttempts`). */
+  | { kind: 'AttemptsExhausted'; shard: string; to: string; attempts: number; reason: string }
+  /** The shard's forwards kept failing for longer than `forwardDeadlineMs`. */
+  | { kind: 'DeadlinePassed'; shard: string; to: string; waitedMs: number; reason: string };
+
+/**
+ * Why a message the region took was never delivered: its forwards kept
+ * failing. Handed to the application with the message
+ * (`Application.undelivered`).
+ */
+export class DeliveryError extends Error {
+  override name = 'DeliveryError';
+  /** The Rust variant this error is. */
+  readonly kind: DeliveryErrorDetail['kind'];
+  /** The variant with its fields. */
+  readonly detail: DeliveryErrorDetail;
+
+  /** An error of this kind, its message worded like the Rust client's. */
+  constructor(detail: DeliveryErrorDetail) {
+    super(
+      detail.kind === 'AttemptsExhausted'
+        ? `a message for shard ${detail.shard} was not delivered: ${detail.attempts} forwards in a row failed (the last to ${detail.to}: ${detail.reason})`
+        : `a message for shard ${detail.shard} was not delivered: its forwards kept failing for ${detail.waitedMs} ms (the last to ${detail.to}: ${detail.reason})`,
+    );
+    this.kind = detail.kind;
+    this.detail = detail;
+  }
+}

@@ -17,8 +17,8 @@ import { EventEmitter } from 'node:events';
 
 import type { Action, Update } from './actions.js';
 import type { Application } from './application.js';
-import { RegionCore } from './core.js';
-import { RegionError, SendError } from './errors.js';
+import { DEFAULT_FORWARD_ATTEMPTS, DEFAULT_FORWARD_DEADLINE_MS, RegionCore } from './core.js';
+import { RegionError, SendError, type DeliveryError } from './errors.js';
 import { LoadMeter } from './load.js';
 import { Leader, Session, connectUrlOf, type SessionEvent, type SessionParams } from './session.js';
 import { InMemoryTransport, TransportError, type Inbox, type Transport } from './transport.js';
@@ -71,6 +71,10 @@ export interface RegionConfig {
   connectTimeoutMs?: number;
   /** Most shards a load report names (default 256, at most 1,024). */
   loadReportShards?: number;
+  /** How many forwards of one shard may fail in a row before its waiting messages go to `undelivered` (default 10). */
+  forwardAttempts?: number;
+  /** How long a shard's forwards may keep failing before its waiting messages go to `undelivered` (default 30 s). */
+  forwardDeadlineMs?: number;
 }
 
 /** The config with every default filled in. */
@@ -125,12 +129,19 @@ function settle(config: RegionConfig): Settled {
     responseTimeoutMs: config.responseTimeoutMs ?? 10_000,
     connectTimeoutMs: config.connectTimeoutMs ?? 10_000,
     loadReportShards: config.loadReportShards ?? 256,
+    forwardAttempts: config.forwardAttempts ?? DEFAULT_FORWARD_ATTEMPTS,
+    forwardDeadlineMs: config.forwardDeadlineMs ?? DEFAULT_FORWARD_DEADLINE_MS,
   };
   if (settled.shardBufferLimit < 1 || settled.totalBufferLimit < 1) problem('buffer limits must be at least 1');
   if (settled.loadReportShards < 1 || settled.loadReportShards > MAX_LOAD_SHARDS) {
     problem(`loadReportShards is ${settled.loadReportShards}; it must be 1 to ${MAX_LOAD_SHARDS}`);
   }
   if (!(settled.connectTimeoutMs > 0)) problem('the connect timeout must be greater than zero');
+  if (!(Number.isSafeInteger(settled.forwardAttempts) && settled.forwardAttempts >= 1 && settled.forwardDeadlineMs > 0)) {
+    problem(
+      `forwardAttempts (${settled.forwardAttempts}) must be a whole number of at least 1 and forwardDeadlineMs (${settled.forwardDeadlineMs}) greater than zero`,
+    );
+  }
   if (!(settled.reconnectMinMs > 0 && settled.reconnectMinMs <= settled.reconnectMaxMs)) {
     problem(`the reconnect delays must satisfy 0 < min (${settled.reconnectMinMs} ms) <= max (${settled.reconnectMaxMs} ms)`);
   }
@@ -221,6 +232,8 @@ export class Region<M> extends EventEmitter<RegionEvents> {
       stopDeadlineMs: config.stopDeadlineMs,
       homeRetryMs: config.homeRetryMs,
       responseTimeoutMs: config.responseTimeoutMs,
+      forwardAttempts: config.forwardAttempts,
+      forwardDeadlineMs: config.forwardDeadlineMs,
     });
     this.params = {
       urls: config.urls,
@@ -233,6 +246,7 @@ export class Region<M> extends EventEmitter<RegionEvents> {
     this.inboxHandle = {
       address: config.address,
       deliver: (shard, message) => this.onInbound(shard, message),
+      notDelivered: (to, shard, messages, error) => this.onNotDelivered(to, shard, messages, error),
     };
     transport.attach?.(this.inboxHandle);
     this.ticker = setInterval(() => this.onTick(), TICK_MS);
@@ -384,7 +398,7 @@ export class Region<M> extends EventEmitter<RegionEvents> {
   /** Performs the core's actions in order; forwards the transport could not carry go back to the core. */
   private execute(actions: Action<M>[]): void {
     const queue = [...actions];
-    const failed = new Map<string, { to: string; messages: M[] }>();
+    const failed = new Map<string, { to: string; messages: M[]; reason: string }>();
     for (;;) {
       for (let action = queue.shift(); action !== undefined; action = queue.shift()) {
         switch (action.type) {
@@ -443,10 +457,13 @@ export class Region<M> extends EventEmitter<RegionEvents> {
               this.transport.send(action.to, action.shard, action.message);
             } catch (error) {
               if (!(error instanceof TransportError)) throw error;
-              failed.set(action.shard, { to: action.to, messages: [action.message] });
+              failed.set(action.shard, { to: action.to, messages: [action.message], reason: error.message });
             }
             break;
           }
+          case 'Undelivered':
+            this.giveUp(action.shard, action.message, action.error);
+            break;
           case 'Publish':
             this.publish(action.update);
             break;
@@ -458,8 +475,8 @@ export class Region<M> extends EventEmitter<RegionEvents> {
       if (failed.size === 0) {
         return;
       }
-      for (const [shard, { to, messages }] of failed) {
-        queue.push(...this.core.forwardFailed(shard, to, messages, this.now()));
+      for (const [shard, { to, messages, reason }] of failed) {
+        queue.push(...this.core.forwardFailed(shard, to, messages, reason, this.now()));
       }
       failed.clear();
     }
@@ -515,6 +532,27 @@ export class Region<M> extends EventEmitter<RegionEvents> {
         break;
     }
     this.emit('update', update);
+  }
+
+  /** Hands a given-up message to the application (or the console when it has no `undelivered`). */
+  private giveUp(shard: string, message: M, error: DeliveryError): void {
+    try {
+      if (this.app.undelivered) {
+        this.app.undelivered(shard, message, error);
+      } else {
+        console.warn(`shardalloc region ${this.address}: ${error.message}`);
+      }
+    } catch (thrown) {
+      console.error(`shardalloc region ${this.address}: the application threw in undelivered for shard ${shard}:`, thrown);
+    }
+  }
+
+  /** The transport found later that these forwards never arrived. */
+  private onNotDelivered(to: string, shard: string, messages: readonly M[], error: TransportError): void {
+    if (this.ended || messages.length === 0) {
+      return;
+    }
+    this.execute(this.core.forwardFailed(shard, to, messages, error.message, this.now()));
   }
 
   private onInbound(shard: string, message: M): void {

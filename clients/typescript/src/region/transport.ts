@@ -22,6 +22,15 @@ export interface Inbox<M> {
   readonly address: string;
   /** Hands a message for `shard` to the region; throws a {@link TransportError} when it cannot take it. */
   deliver(shard: string, message: M): void;
+  /**
+   * For a transport that learns only later that messages this region gave
+   * its `send` were not delivered to `to` (a connection refused or reset, a
+   * time-out, the far region answering that it is not the shard's home):
+   * hands them back in the order sent, with why. The region asks for the
+   * home again and resends them, or gives them up to the application's
+   * `undelivered` past its limits. Ignored once the region has stopped.
+   */
+  notDelivered(to: string, shard: string, messages: readonly M[], error: TransportError): void;
 }
 
 /** Carries messages between regions. */
