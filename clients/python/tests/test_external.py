@@ -1,11 +1,15 @@
 """``external_allocation_strategy`` against a fallback that records its
 calls, table by table (the TypeScript client's ``test/external.test.ts``)."""
 
+import asyncio
 import unittest
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
+from typing import Any, cast
 
+from shardalloc_client.admin import AdminClient
 from shardalloc_client.external import (
+    ExternalAllocationController,
     ExternalAllocationState,
     LeastShard,
     external_allocation_strategy,
@@ -134,3 +138,32 @@ class LeastShardFallback(unittest.TestCase):
         current = {"a": ["1", "2"], "b": []}
         self.assertEqual(strategy.allocate("42", ["a", "b"], current), "a")
         self.assertEqual(strategy.allocate("7", ["a", "b"], current), "b")
+
+
+class FakeAdmin:
+    """The two admin calls the controller's placements use, in memory."""
+
+    def __init__(self) -> None:
+        self.written: dict[str, str] = {}
+
+    async def set_placement(self, type_name: str, shard: str, target: str) -> None:
+        self.written[shard] = target
+
+    async def placements(self, type_name: str) -> dict[str, Any]:
+        return {"placements": [{"shardId": s, "target": t} for s, t in self.written.items()]}
+
+
+class NumericShardIds(unittest.TestCase):
+    def test_get_placements_finds_a_placement_set_with_a_numeric_id_by_that_number(self) -> None:
+        async def run() -> None:
+            controller = ExternalAllocationController(cast(AdminClient, FakeAdmin()), "Counter")
+            await controller.set_placement(42, "node-b")
+            placements = await controller.get_placements()
+            self.assertEqual(placements.get(42), "node-b")
+            self.assertEqual(placements[42], "node-b")
+            self.assertEqual(placements["42"], "node-b")
+            self.assertIn(42, placements)
+            self.assertIsNone(placements.get(43))
+            self.assertEqual(list(placements), ["42"])
+
+        asyncio.run(run())

@@ -26,7 +26,7 @@ export { AdminClient, AdminError, EventStream, REQUEST_TIMEOUT_MS } from './admi
 export { PlacementsView, type PlacementsViewEvents, type PlacementsViewOptions } from './admin/placements-view.js';
 export { SseParser, MAX_EVENT_BYTES, type SseEvent } from './admin/sse.js';
 export type * from './admin/types.js';
-export { ExternalAllocationController, type ShardIdLike } from './external/controller.js';
+export { ExternalAllocationController, PlacementMap, type ShardIdLike } from './external/controller.js';
 export { leastShard, leastShardStrategy, type LeastShardOptions } from './external/least-shard.js';
 export {
   externalAllocationStrategy,

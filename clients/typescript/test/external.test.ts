@@ -5,7 +5,13 @@ import assert from 'node:assert/strict';
 import { it } from 'node:test';
 
 import { externalAllocationStrategy, type AllocationStrategy } from '../src/external/strategy.js';
-import { externalAllocationStrategy as fromIndex, leastShard, leastShardStrategy } from '../src/index.js';
+import {
+  ExternalAllocationController,
+  externalAllocationStrategy as fromIndex,
+  leastShard,
+  leastShardStrategy,
+  type AdminClient,
+} from '../src/index.js';
 
 const current = new Map<string, readonly string[]>([
   ['a', ['1', '2', '42']],
@@ -99,4 +105,22 @@ it("the README's externalAllocationStrategy(leastShard, …) places explicitly, 
   const current = regions({ a: ['1', '2'], b: [] });
   assert.equal(strategy.allocate('42', ['a', 'b'], current), 'a');
   assert.equal(strategy.allocate('7', ['a', 'b'], current), 'b');
+});
+
+it('getPlacements finds a placement set with a numeric shard id by that number', async () => {
+  const written: [string, string][] = [];
+  const admin = {
+    setPlacement: async (_type: string, shard: string, target: string) => {
+      written.push([shard, target]);
+    },
+    placements: async () => ({ placements: written.map(([shardId, target]) => ({ shardId, target })) }),
+  } as unknown as AdminClient;
+  const controller = new ExternalAllocationController(admin, 'Counter');
+  await controller.setPlacement(42, 'node-b');
+  const placements = await controller.getPlacements();
+  assert.equal(placements.get(42), 'node-b');
+  assert.equal(placements.get('42'), 'node-b');
+  assert.equal(placements.has(42), true);
+  assert.equal(placements.get(43), undefined);
+  assert.deepEqual([...placements.keys()], ['42']);
 });

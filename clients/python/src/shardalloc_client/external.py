@@ -30,6 +30,7 @@ __all__ = [
     "PlacementWarning",
     "ShardIdLike",
     "LeastShard",
+    "PlacementMap",
     "external_allocation_strategy",
     "least_shard",
     "warn_in_log",
@@ -39,6 +40,22 @@ _log = logging.getLogger(__name__)
 
 ShardIdLike = str | int
 """A shard id as the feature request writes it (a number) or as shardalloc does (a string)."""
+
+
+class PlacementMap(dict[str, str]):
+    """Explicit placements by shard id, looked up by the id as a string or as
+    the number it was set with: ``set_placement(42, …)`` then ``[42]`` or
+    ``.get(42)`` finds it (shard ids are kept as strings; iteration yields
+    strings)."""
+
+    def __getitem__(self, shard_id: ShardIdLike) -> str:
+        return super().__getitem__(str(shard_id))
+
+    def __contains__(self, shard_id: object) -> bool:
+        return super().__contains__(str(shard_id) if isinstance(shard_id, int) else shard_id)
+
+    def get(self, shard_id: ShardIdLike, default: str | None = None) -> str | None:  # type: ignore[override]
+        return super().get(str(shard_id), default)
 
 
 class ExternalAllocationController:
@@ -58,10 +75,11 @@ class ExternalAllocationController:
         again from the next rebalance. Removing none is no error."""
         await self._admin.remove_placement(self.type_name, str(shard_id))
 
-    async def get_placements(self) -> dict[str, str]:
-        """The current explicit placements: shard id → region."""
+    async def get_placements(self) -> "PlacementMap":
+        """The current explicit placements: shard id → region, looked up by
+        the id as a string or as the number it was set with."""
         everything = await self._admin.placements(self.type_name)
-        return {p["shardId"]: p["target"] for p in everything["placements"]}
+        return PlacementMap({p["shardId"]: p["target"] for p in everything["placements"]})
 
     async def rebalance_now(self, shard_ids: Iterable[ShardIdLike]) -> list[Rejected]:
         """Re-evaluates these shards now (hand-off, then allocation): with a

@@ -10,6 +10,21 @@ import type { AdminClient } from '../admin/client.js';
 /** A shard id as the feature request writes it (a number) or as shardalloc does (a string). */
 export type ShardIdLike = string | number;
 
+/**
+ * Explicit placements by shard id, looked up by the id as a string or as
+ * the number it was set with: `setPlacement(42, …)` then `.get(42)` finds
+ * it (shardalloc keeps shard ids as strings; iteration yields strings).
+ */
+export class PlacementMap extends Map<string, string> {
+  override get(shardId: ShardIdLike): string | undefined {
+    return super.get(String(shardId));
+  }
+
+  override has(shardId: ShardIdLike): boolean {
+    return super.has(String(shardId));
+  }
+}
+
 /** Set, remove, read explicit placements of one type; re-evaluate shards now. */
 export class ExternalAllocationController {
   constructor(
@@ -28,10 +43,10 @@ export class ExternalAllocationController {
     await this.admin.removePlacement(this.typeName, String(shardId));
   }
 
-  /** The current explicit placements: shard id → region. */
-  async getPlacements(): Promise<ReadonlyMap<string, string>> {
+  /** The current explicit placements: shard id → region, looked up by a string or a number. */
+  async getPlacements(): Promise<PlacementMap> {
     const all = await this.admin.placements(this.typeName);
-    return new Map(all.placements.map((p) => [p.shardId, p.target]));
+    return new PlacementMap(all.placements.map((p) => [p.shardId, p.target]));
   }
 
   /**
