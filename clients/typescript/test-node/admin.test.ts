@@ -71,6 +71,30 @@ describe('the admin client with the real node', () => {
     }
   });
 
+  it('close() during for await ends the loop without an error', async () => {
+    const node = await Node.start(['--type', 'cart', ...FAST]);
+    try {
+      const admin = new AdminClient(node.base);
+      const stream = await admin.events('cart');
+      let seen = 0;
+      const loop = (async () => {
+        for await (const { event } of stream) {
+          if (event.kind === 'placement-set') {
+            seen += 1;
+          }
+        }
+        return 'ended';
+      })();
+      await admin.setPlacement('cart', 'first', 'r1');
+      await waitFor('the event', () => (seen > 0 ? true : undefined));
+      // The loop waits for the next event when the stream is closed.
+      stream.close();
+      assert.equal(await loop, 'ended');
+    } finally {
+      node.stop();
+    }
+  });
+
   it('streams decisions, and a placements view follows them across a restart', async () => {
     let node = await Node.start(['--type', 'cart', ...FAST]);
     try {

@@ -262,6 +262,7 @@ export class AdminClient {
 /** An open decision event stream: an async iterable of events. */
 export class EventStream implements AsyncIterable<StreamedEvent> {
   private readonly parser = new SseParser();
+  private closed = false;
 
   constructor(
     private readonly url: URL,
@@ -269,21 +270,29 @@ export class EventStream implements AsyncIterable<StreamedEvent> {
   ) {}
 
   async *[Symbol.asyncIterator](): AsyncIterator<StreamedEvent> {
-    for await (const chunk of this.response) {
-      for (const { id, data } of this.parser.feed(chunk as Buffer)) {
-        let event: DecisionEvent;
-        try {
-          event = JSON.parse(data) as DecisionEvent;
-        } catch (error) {
-          throw new AdminError(`cannot read an event from ${this.url}: ${(error as Error).message}`);
+    try {
+      for await (const chunk of this.response) {
+        for (const { id, data } of this.parser.feed(chunk as Buffer)) {
+          let event: DecisionEvent;
+          try {
+            event = JSON.parse(data) as DecisionEvent;
+          } catch (error) {
+            throw new AdminError(`cannot read an event from ${this.url}: ${(error as Error).message}`);
+          }
+          yield { id, event };
         }
-        yield { id, event };
+      }
+    } catch (error) {
+      // `close()` during the loop ends it; anything else is the stream's failure.
+      if (!this.closed) {
+        throw error;
       }
     }
   }
 
-  /** Hangs up. */
+  /** Hangs up: a `for await` over the stream ends (without an error). */
   close(): void {
+    this.closed = true;
     this.response.destroy();
   }
 }
