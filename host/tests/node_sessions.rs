@@ -369,3 +369,27 @@ async fn a_version_1_region_is_served_in_version_1_and_a_load_is_refused_to_it()
     send(&mut socket, binary(&RegionMessage::Load(LoadReport { window_ms: 1_000, ..LoadReport::default() }))).await;
     refused(&mut socket, "a Load in version 1", "a Load in protocol version 1; it needs version 2").await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_region_gone_without_a_close_frame_is_no_protocol_violation() {
+    let node = Node::start(&["--type", "cart"]).await;
+    let mut socket = welcomed(&node).await;
+    let register = Register { address: "exited".into(), incarnation: 1, sequence: 1, ..Register::default() };
+    send(&mut socket, binary(&RegionMessage::Register(register))).await;
+    let frame = tokio::time::timeout(Duration::from_secs(30), socket.next()).await.expect("an answer to Register");
+    assert!(matches!(frame, Some(Ok(Message::Binary(_)))), "{frame:?}");
+    // The process exits: its TCP connection ends with no close frame.
+    let tcp = match socket.into_inner() {
+        tokio_tungstenite::MaybeTlsStream::Plain(tcp) => tcp,
+        other => panic!("a plain connection expected, got {other:?}"),
+    };
+    drop(tcp);
+    // A region that registers after it is served as before.
+    let journal = Journal::default();
+    let region = node.region("cart", "after", &journal, &InMemoryTransport::new(), |_| {});
+    registered(&region).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let log = node.log_tail();
+    assert!(!log.contains("protocol violation"), "{log}");
+    region.shutdown().await;
+}

@@ -33,6 +33,10 @@ use super::state::AppState;
 
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 
+/// Why a session a region closed cleanly (a close frame) ended; logged at
+/// debug, every other end at info.
+const PEER_CLOSED: &str = "the peer closed";
+
 /// Region session (WebSocket upgrade)
 ///
 /// The region-session WebSocket; not a REST call. A region sends a `GET`
@@ -248,11 +252,13 @@ async fn session(state: AppState, mut socket: WebSocket) {
             }
         };
         let frame = match next {
-            None => break "the peer closed".to_owned(),
-            Some(Err(error)) => break violation(format!("the connection failed: {error}")),
+            None => break PEER_CLOSED.to_owned(),
+            // A peer gone without a close frame (a process that exited) is
+            // no protocol violation: nothing is told, the session ends.
+            Some(Err(error)) => break format!("the connection was lost: {error}"),
             Some(Ok(Message::Binary(frame))) => frame,
             Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
-            Some(Ok(Message::Close(_))) => break "the peer closed".to_owned(),
+            Some(Ok(Message::Close(_))) => break PEER_CLOSED.to_owned(),
             Some(Ok(Message::Text(_))) => break violation("a text frame; the protocol is binary".to_owned()),
         };
         let message: RegionMessage = match decode(&frame) {
@@ -291,7 +297,11 @@ async fn session(state: AppState, mut socket: WebSocket) {
             break "the node is shutting down".to_owned();
         }
     };
-    tracing::info!(session = id, r#type = %hello.entity_type, %reason, "region session ended");
+    if reason == PEER_CLOSED {
+        tracing::debug!(session = id, r#type = %hello.entity_type, %reason, "region session ended");
+    } else {
+        tracing::info!(session = id, r#type = %hello.entity_type, %reason, "region session ended");
+    }
     let _ = driver.send(Input::SessionClosed { session: id }).await;
     // The writer ends when the driver drops the outbox; do not wait forever.
     if !writer_ended {

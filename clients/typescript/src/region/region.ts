@@ -77,6 +77,9 @@ export interface RegionConfig {
   forwardDeadlineMs?: number;
 }
 
+/** How long a stopping region waits for the node to answer its close frame. */
+const CLOSE_BOUND_MS = 2_000;
+
 /** The config with every default filled in. */
 type Settled = Required<Omit<RegionConfig, 'token' | 'ca' | 'node'>> & {
   urls: string[];
@@ -656,12 +659,18 @@ export class Region<M> extends EventEmitter<RegionEvents> {
     this.transport.detach?.(this.inboxHandle);
     const session = this.session;
     this.session = null;
-    // Let the session send what is queued (a `Leave`, a close frame).
-    setTimeout(() => session?.close('the region stopped'), 100).unref();
-    for (const done of this.done.splice(0)) {
-      if (outcome) done.reject(outcome);
-      else done.resolve();
-    }
+    // The close frame goes after what is queued (a `Leave`); the caller is
+    // answered once the node saw it (at most 2 s), so a process exiting
+    // right after `shutdown()` leaves the node a clean close.
+    session?.close('the region stopped');
+    const closed = session ? session.whenClosed(CLOSE_BOUND_MS) : Promise.resolve();
+    const done = this.done.splice(0);
+    void closed.then(() => {
+      for (const waiter of done) {
+        if (outcome) waiter.reject(outcome);
+        else waiter.resolve();
+      }
+    });
   }
 
   /** Messages sent to the region's `send` that went nowhere yet (buffered for a home). */

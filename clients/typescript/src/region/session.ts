@@ -105,12 +105,35 @@ export class Session {
     }
   }
 
-  /** Hangs up (a close frame); `closed` follows. */
+  /** Hangs up (a close frame, after what was sent before it); `closed` follows. */
   close(reason = 'the region hung up'): void {
     if (this.socket && this.socket.readyState <= WebSocket.OPEN) {
       this.socket.close(1000, 'session closed');
     }
     this.end(reason);
+  }
+
+  /**
+   * Resolves once the WebSocket is closed (the node answered the close
+   * frame, or the connection ended), or after `boundMs` at most; then the
+   * connection is dropped. A process may exit after it without the node
+   * seeing a connection reset.
+   */
+  whenClosed(boundMs: number): Promise<void> {
+    const socket = this.socket;
+    if (socket === null || socket.readyState === WebSocket.CLOSED) {
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        socket.terminate();
+        resolve();
+      }, boundMs);
+      socket.once('close', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
   }
 
   private end(reason: string): void {
