@@ -267,6 +267,11 @@ async fn a_silent_region_is_removed_and_the_others_drop_their_homes_on_it() {
     for shard in &on_b {
         assert_eq!(tokio::time::timeout(Duration::from_secs(30), a.home_of(shard)).await.unwrap().unwrap(), "a");
     }
+    // The node said so in its log, once each, in words.
+    let log = node.log_tail();
+    let lines = |words: &str| log.lines().filter(|l| l.contains(words) && l.contains("region=b")).count();
+    assert_eq!(lines("region unreachable"), 1, "{log}");
+    assert_eq!(lines("region removed"), 1, "{log}");
     assert!(journal.overlaps().is_empty(), "{:?}", journal.overlaps());
     a.shutdown().await;
 }

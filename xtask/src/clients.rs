@@ -114,6 +114,7 @@ fn typescript(root: &Path) -> anyhow::Result<Tally> {
     let scratch = crate::target_dir(root).join("clients/typescript-pack");
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch).context("a scratch directory")?;
+    pack_before_install_says_what_to_do(&dir, &scratch)?;
     output(Command::new("npm").args(["pack", "--pack-destination"]).arg(&scratch).current_dir(&dir))?;
     let tarball = std::fs::read_dir(&scratch)?
         .filter_map(|entry| entry.ok().map(|e| e.path()))
@@ -129,6 +130,25 @@ fn typescript(root: &Path) -> anyhow::Result<Tally> {
     output(Command::new("node").args(["--input-type=module", "-e", script]).current_dir(&app))
         .context("the packed client does not import and round-trip a frame in an empty directory")?;
     Ok(tally)
+}
+
+/// `npm pack` in a copy without `node_modules` (a fresh checkout, as the
+/// README's install steps begin) fails naming `npm ci`, not with a bare
+/// "tsc: not found".
+fn pack_before_install_says_what_to_do(dir: &Path, scratch: &Path) -> anyhow::Result<()> {
+    let copy = scratch.join("fresh");
+    std::fs::create_dir_all(&copy)?;
+    for entry in ["package.json", "package-lock.json", "tsconfig.json", "src", "scripts"] {
+        output(Command::new("cp").arg("-r").arg(dir.join(entry)).arg(&copy))?;
+    }
+    // Its failure is the expected outcome: not echoed as `captured` would.
+    let out = Command::new("npm").args(["pack", "--dry-run"]).current_dir(&copy).output().context("npm pack")?;
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    if out.status.success() || !text.contains("run `npm ci` first") {
+        bail!("npm pack before npm ci should fail naming `npm ci`; it printed:\n{text}");
+    }
+    std::fs::remove_dir_all(&copy)?;
+    Ok(())
 }
 
 /// The node the clients' tests start: this workspace's debug build, built

@@ -133,7 +133,7 @@ describe('the feature request test plan, against the real node', () => {
   it('7. GET placements returns the current placements', async () => {
     const got = await node.request('GET', '/v1/cluster/shards/Counter/placements');
     const listed = (got.body as { placements: { shardId: string; target: string }[] }).placements;
-    assert.deepEqual(new Map(listed.map((p) => [p.shardId, p.target])), await controller.getPlacements());
+    assert.deepEqual(new Map(listed.map((p) => [p.shardId, p.target])), new Map(await controller.getPlacements()));
     assert.equal((await controller.getPlacements()).get('42'), 'node-b');
   });
 

@@ -83,6 +83,18 @@ impl Driver {
             | Observation::Limit { .. }
             | Observation::RebalanceFallback { .. } => tracing::warn!(r#type = entity_type, ?observation),
             Observation::Ignored { .. } => tracing::debug!(r#type = entity_type, ?observation),
+            Observation::RegionUnreachable { address } => tracing::info!(
+                r#type = entity_type,
+                region = %address,
+                "region unreachable: no heartbeat within unreachable-after-ms; it keeps its shards until it is removed"
+            ),
+            Observation::RegionRemoved { address, why, shards } => tracing::info!(
+                r#type = entity_type,
+                region = %address,
+                why,
+                shards,
+                "region removed; its shards are homed again and the other regions told"
+            ),
             _ => tracing::info!(r#type = entity_type, ?observation),
         }
     }
