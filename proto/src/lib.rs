@@ -9,6 +9,8 @@
 //!   WebSocket, `docs/protocol.md`), their encoding, the protocol version,
 //!   the limits on names, addresses and shard ids, and the time type
 //!   ([`protocol::Millis`]).
+//! - [`peer`]: the inter-region wire (region to region: messages to a
+//!   shard's home, `ask` and its reply), versioned on its own.
 //! - [`api`]: the admin REST API's request and response bodies, the shared
 //!   ids ([`api::ShardId`]) and closed word sets ([`api::ErrorCode`],
 //!   [`api::RegionStatus`], …). With the `openapi` feature each body is also
@@ -23,4 +25,5 @@
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod peer;
 pub mod protocol;

@@ -10,7 +10,8 @@
 //! `contracts/wire/frames.json` holds every sample's value as JSON (serde's
 //! own shape: a struct as an object, an enum variant as `{"Variant": …}` or
 //! `"Variant"`), keyed by its fixture's name with its kind (`hello`,
-//! `region`, `node`): the clients in other languages (`clients/`) decode
+//! `region`, `node`, and the inter-region wire's `peer-hello` and `peer`):
+//! the clients in other languages (`clients/`) decode
 //! each fixture to that value and encode the value to the fixture's bytes.
 //!
 //! `SHARDALLOC_BLESS=1 cargo test -p shardalloc-proto --test contract_wire`
@@ -23,9 +24,10 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use shardalloc_proto::peer::PEER_PROTOCOL_VERSION;
 use shardalloc_proto::protocol::PROTOCOL_VERSION;
 
-use samples::{Frame, HELLO, NODE_VARIANTS, REGION_VARIANTS, Sample, samples};
+use samples::{Frame, HELLO, NODE_VARIANTS, PEER_HELLO, PEER_VARIANTS, REGION_VARIANTS, Sample, samples};
 
 /// The file of the samples' values, for the clients in other languages.
 const VALUES: &str = "frames.json";
@@ -37,7 +39,10 @@ fn fixtures() -> PathBuf {
 
 /// The contract's name, as every failure begins.
 fn contract() -> String {
-    format!("the region wire protocol (PROTOCOL_VERSION {PROTOCOL_VERSION}, docs/protocol.md)")
+    format!(
+        "the region wire protocol and the inter-region wire (PROTOCOL_VERSION {PROTOCOL_VERSION}, \
+         PEER_PROTOCOL_VERSION {PEER_PROTOCOL_VERSION}, docs/protocol.md)"
+    )
 }
 
 const REGENERATE: &str = "SHARDALLOC_BLESS=1 cargo test -p shardalloc-proto --test contract_wire";
@@ -93,7 +98,7 @@ fn every_frame_variant_has_a_sample() {
     let samples = samples();
     let sampled: BTreeSet<&str> = samples.iter().map(|s| s.frame.variant()).collect();
     let mut failures = Vec::new();
-    for variant in [HELLO].iter().chain(REGION_VARIANTS).chain(NODE_VARIANTS) {
+    for variant in [HELLO, PEER_HELLO].iter().chain(REGION_VARIANTS).chain(NODE_VARIANTS).chain(PEER_VARIANTS) {
         if !sampled.contains(variant) {
             failures.push(format!(
                 "{}: frame `{variant}` has no golden sample: add one to proto/tests/contract_wire/samples.rs, \
@@ -225,6 +230,8 @@ fn values() -> String {
             Frame::Hello(hello) => ("hello", serde_json::to_value(hello)),
             Frame::Region(message) => ("region", serde_json::to_value(message)),
             Frame::Node(message) => ("node", serde_json::to_value(message)),
+            Frame::PeerHello(hello) => ("peer-hello", serde_json::to_value(hello)),
+            Frame::Peer(message) => ("peer", serde_json::to_value(message)),
         };
         let value = value.expect("every sample is JSON");
         let name = sample.file().trim_end_matches(".hex").to_owned();
@@ -258,6 +265,8 @@ fn the_values_file_holds_every_sample_for_the_other_clients() {
             Frame::Hello(_) => serde_json::from_value(value).map(Frame::Hello),
             Frame::Region(_) => serde_json::from_value(value).map(Frame::Region),
             Frame::Node(_) => serde_json::from_value(value).map(Frame::Node),
+            Frame::PeerHello(_) => serde_json::from_value(value).map(Frame::PeerHello),
+            Frame::Peer(_) => serde_json::from_value(value).map(Frame::Peer),
         };
         assert_eq!(frame.expect("a value reads back"), sample.frame, "{name}");
     }

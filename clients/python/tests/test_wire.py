@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Union
 
-from shardalloc_client import wire
+from shardalloc_client import peer, wire
 from shardalloc_client.wire import (
     MAX_FRAME_BYTES,
     FrameError,
@@ -34,7 +34,7 @@ WIRE = Path(__file__).resolve().parent / "../../../contracts/wire"
 
 U64_MAX = (1 << 64) - 1
 
-Value = Union[Hello, RegionMessage, NodeMessage]
+Value = Union[Hello, RegionMessage, NodeMessage, peer.PeerHello, peer.PeerMessage]
 
 
 def from_json(kind: str, value: Any) -> Value:
@@ -43,6 +43,20 @@ def from_json(kind: str, value: Any) -> Value:
     variant without fields ``"Variant"``."""
     if kind == "hello":
         return Hello(**value)
+    if kind == "peer-hello":
+        return peer.PeerHello(
+            protocol=value["protocol"],
+            entity_type=value["entity_type"],
+            from_=value["from"],
+            incarnation=value["incarnation"],
+        )
+    if kind == "peer":
+        [(name, fields)] = value.items()
+        [kind_class] = [v for v in typing.get_args(peer.PeerMessage) if v.__name__ == name]
+        if "payload" in fields:
+            fields = {**fields, "payload": bytes(fields["payload"])}
+        peer_message: Value = kind_class(**fields)
+        return peer_message
     if isinstance(value, str):
         name, fields = value, {}
     else:
@@ -64,6 +78,11 @@ def encode(kind: str, value: Value) -> bytes:
         return wire.encode_hello(value)
     if kind == "region":
         return wire.encode_region(value)  # type: ignore[arg-type]
+    if kind == "peer-hello":
+        assert isinstance(value, peer.PeerHello)
+        return peer.encode_peer_hello(value)
+    if kind == "peer":
+        return peer.encode_peer(value)  # type: ignore[arg-type]
     return wire.encode_node(value)  # type: ignore[arg-type]
 
 
@@ -71,6 +90,8 @@ DECODERS: dict[str, Callable[[bytes], Value]] = {
     "hello": wire.decode_hello,
     "region": wire.decode_region,
     "node": wire.decode_node,
+    "peer-hello": peer.decode_peer_hello,
+    "peer": peer.decode_peer,
 }
 
 
@@ -106,12 +127,13 @@ class GoldenFrames(unittest.TestCase):
 
     def test_every_variant_has_a_golden_frame(self) -> None:
         found = {type(value) for _, value, _ in golden().values()}
-        for union in (RegionMessage, NodeMessage):
+        for union in (RegionMessage, NodeMessage, peer.PeerMessage):
             for variant in typing.get_args(union):
                 with self.subTest(variant.__name__):
                     self.assertIn(variant, found)
         self.assertEqual(len(typing.get_args(RegionMessage)), 8)
         self.assertEqual(len(typing.get_args(NodeMessage)), 16)
+        self.assertEqual(len(typing.get_args(peer.PeerMessage)), 8)
 
 
 class Refusals(unittest.TestCase):
@@ -122,6 +144,9 @@ class Refusals(unittest.TestCase):
         cases: list[tuple[str, Callable[[bytes], Value], bytes, str]] = [
             ("unknown node variant", wire.decode_node, b"\x63", "unknown NodeMessage variant 99"),
             ("unknown region variant", wire.decode_region, b"\x08", "unknown RegionMessage variant 8"),
+            ("unknown peer variant", peer.decode_peer, b"\x08", "unknown PeerMessage variant 8"),
+            ("payload cut short", peer.decode_peer, b"\x02\x01\x01s\x05\x01",
+             "truncated frame: a byte string of 5 bytes needs 4 more"),
             ("unknown two-byte variant", wire.decode_node, b"\xc8\x01", "unknown NodeMessage variant 200"),
             ("empty frame", wire.decode_node, b"", "truncated frame: a varint needs 1 more byte"),
             ("empty Hello", wire.decode_hello, b"", "truncated frame"),

@@ -7,6 +7,7 @@
 // admin REST client, its event stream and `PlacementsView`.
 
 export * from './wire.js';
+export * from './peer.js';
 export * from './region/actions.js';
 export * from './region/core.js';
 export {

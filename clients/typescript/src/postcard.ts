@@ -65,6 +65,14 @@ export class Writer {
     }
   }
 
+  /** Bytes as serde writes a `Vec<u8>`: the length, then the bytes themselves. */
+  bytesOf(value: Uint8Array): void {
+    this.varint(value.length, Number.MAX_SAFE_INTEGER, 'a byte string length');
+    for (const byte of value) {
+      this.bytes.push(byte);
+    }
+  }
+
   option<T>(value: T | null, write: (value: T) => void): void {
     if (value === null) {
       this.bytes.push(0);
@@ -169,6 +177,12 @@ export class Reader {
   f64(what: string): number {
     const bytes = this.take(8, what);
     return new DataView(bytes.buffer, bytes.byteOffset, 8).getFloat64(0, true);
+  }
+
+  /** Bytes as serde writes a `Vec<u8>` (a copy). */
+  bytesOf(what: string): Uint8Array {
+    const length = this.varint(Number.MAX_SAFE_INTEGER, what);
+    return Uint8Array.from(this.take(length, `${what} (${length} bytes)`));
   }
 
   string(what: string): string {

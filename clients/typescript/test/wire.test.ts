@@ -12,19 +12,25 @@ import {
   MAX_FRAME_BYTES,
   NODE_VARIANTS,
   REGION_VARIANTS,
+  PEER_VARIANTS,
   decodeHello,
   decodeNode,
+  decodePeer,
+  decodePeerHello,
   decodeRegion,
   encodeHello,
   encodeNode,
+  encodePeer,
+  encodePeerHello,
   encodeRegion,
+  type PeerMessage,
   type NodeMessage,
   type RegionMessage,
 } from '../src/index.js';
 
 const WIRE = new URL('../../../../contracts/wire/', import.meta.url);
 
-type Kind = 'hello' | 'region' | 'node';
+type Kind = 'hello' | 'region' | 'node' | 'peer-hello' | 'peer';
 const golden = JSON.parse(readFileSync(new URL('frames.json', WIRE), 'utf8')) as Record<
   string,
   { kind: Kind; value: unknown }
@@ -53,6 +59,15 @@ function message(value: unknown): Record<string, unknown> {
   return { type, ...Object.fromEntries(Object.entries(fields).map(([k, v]) => [camel(k), v])) };
 }
 
+/** An inter-region message from serde's JSON: its `payload` (a list of bytes there) as bytes. */
+function peerMessage(value: unknown): PeerMessage {
+  const fields = message(value);
+  if (Array.isArray(fields['payload'])) {
+    fields['payload'] = Uint8Array.from(fields['payload'] as number[]);
+  }
+  return fields as PeerMessage;
+}
+
 describe('golden frames', () => {
   const fixtures = readdirSync(WIRE)
     .filter((file) => file.endsWith('.hex'))
@@ -65,10 +80,15 @@ describe('golden frames', () => {
   it('cover every variant of both enums', () => {
     const seen = new Set(
       Object.values(golden)
-        .filter((g) => g.kind !== 'hello')
-        .map((g) => message(g.value)['type']),
+        .filter((g) => g.kind !== 'hello' && g.kind !== 'peer-hello')
+        .map((g) => `${g.kind} ${String(message(g.value)['type'])}`),
     );
-    for (const variant of [...REGION_VARIANTS, ...NODE_VARIANTS]) {
+    const all = [
+      ...REGION_VARIANTS.map((v) => `region ${v}`),
+      ...NODE_VARIANTS.map((v) => `node ${v}`),
+      ...PEER_VARIANTS.map((v) => `peer ${v}`),
+    ];
+    for (const variant of all) {
       assert.ok(seen.has(variant), `no golden frame of ${variant}`);
     }
   });
@@ -83,6 +103,15 @@ describe('golden frames', () => {
         const hello = { protocol: fields.protocol, entityType: fields.entity_type };
         assert.deepEqual(decodeHello(bytes), hello);
         assert.equal(hex(encodeHello(hello)), hex(bytes));
+      } else if (entry.kind === 'peer-hello') {
+        const fields = entry.value as { protocol: number; entity_type: string; from: string; incarnation: number };
+        const hello = { protocol: fields.protocol, entityType: fields.entity_type, from: fields.from, incarnation: fields.incarnation };
+        assert.deepEqual(decodePeerHello(bytes), hello);
+        assert.equal(hex(encodePeerHello(hello)), hex(bytes));
+      } else if (entry.kind === 'peer') {
+        const value = peerMessage(entry.value);
+        assert.deepEqual(decodePeer(bytes), value);
+        assert.equal(hex(encodePeer(value)), hex(bytes));
       } else if (entry.kind === 'region') {
         const value = message(entry.value) as RegionMessage;
         assert.deepEqual(decodeRegion(bytes), value);
@@ -100,6 +129,8 @@ describe('refusals name the problem', () => {
   const cases: [string, () => unknown, string][] = [
     ['an unknown node variant', () => decodeNode(Uint8Array.of(99)), 'unknown NodeMessage variant 99'],
     ['an unknown region variant', () => decodeRegion(Uint8Array.of(8)), 'unknown RegionMessage variant 8'],
+    ['an unknown peer variant', () => decodePeer(Uint8Array.of(8)), 'unknown PeerMessage variant 8'],
+    ['a truncated payload', () => decodePeer(Uint8Array.of(2, 1, 1, 0x73, 5, 1)), 'Deliver.payload (5 bytes) needs 4 more byte(s)'],
     ['a truncated string', () => decodeNode(Uint8Array.of(6, 5, 0x61)), 'needs 4 more byte(s)'],
     ['invalid UTF-8', () => decodeNode(Uint8Array.of(13, 1, 0xff)), 'invalid UTF-8'],
     ['a bad bool', () => decodeRegion(Uint8Array.of(6, 7)), 'a bool byte must be 0 or 1, not 7'],

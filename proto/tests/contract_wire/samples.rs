@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 
+use shardalloc_proto::peer::{PeerHello, PeerMessage};
 use shardalloc_proto::protocol::{
     self, FrameError, Hello, LoadReport, NodeMessage, RegionMessage, Register, ShardLoad,
 };
@@ -66,8 +67,25 @@ variants! {
     }
 }
 
+variants! {
+    /// The fixture name of a frame of the inter-region wire.
+    fn peer_variant(PeerMessage) -> PEER_VARIANTS {
+        PeerMessage::Welcome { .. } => "peer-welcome",
+        PeerMessage::Refused { .. } => "peer-refused",
+        PeerMessage::Deliver { .. } => "peer-deliver",
+        PeerMessage::Ask { .. } => "peer-ask",
+        PeerMessage::Reply { .. } => "peer-reply",
+        PeerMessage::Ack { .. } => "peer-ack",
+        PeerMessage::NotDelivered { .. } => "peer-not-delivered",
+        PeerMessage::AskFailed { .. } => "peer-ask-failed",
+    }
+}
+
 /// The first frame of a session; sent on its own, never inside an enum.
 pub const HELLO: &str = "hello";
+
+/// The first frame of an inter-region connection; sent on its own.
+pub const PEER_HELLO: &str = "peer-hello";
 
 /// One frame of the protocol: what a fixture holds.
 #[derive(Debug, Clone, PartialEq)]
@@ -78,6 +96,10 @@ pub enum Frame {
     Region(RegionMessage),
     /// The node's frames.
     Node(NodeMessage),
+    /// An inter-region connection's first frame.
+    PeerHello(PeerHello),
+    /// The inter-region frames after it.
+    Peer(PeerMessage),
 }
 
 impl Frame {
@@ -87,6 +109,8 @@ impl Frame {
             Frame::Hello(_) => HELLO,
             Frame::Region(message) => region_variant(message),
             Frame::Node(message) => node_variant(message),
+            Frame::PeerHello(_) => PEER_HELLO,
+            Frame::Peer(message) => peer_variant(message),
         }
     }
 
@@ -96,6 +120,8 @@ impl Frame {
             Frame::Hello(hello) => protocol::encode(hello),
             Frame::Region(message) => protocol::encode(message),
             Frame::Node(message) => protocol::encode(message),
+            Frame::PeerHello(hello) => protocol::encode(hello),
+            Frame::Peer(message) => protocol::encode(message),
         }
     }
 
@@ -105,6 +131,8 @@ impl Frame {
             Frame::Hello(_) => protocol::decode(bytes).map(Frame::Hello),
             Frame::Region(_) => protocol::decode(bytes).map(Frame::Region),
             Frame::Node(_) => protocol::decode(bytes).map(Frame::Node),
+            Frame::PeerHello(_) => protocol::decode(bytes).map(Frame::PeerHello),
+            Frame::Peer(_) => protocol::decode(bytes).map(Frame::Peer),
         }
     }
 }
@@ -207,5 +235,33 @@ pub fn samples() -> Vec<Sample> {
         one(node(NodeMessage::Redirect { leader: "https://node-2.shardalloc.internal:7878".into() })),
         one(node(NodeMessage::ShardHomeEpoch { shard: SHARD.into(), home: "10.0.0.2:2552".into(), epoch: 300 })),
         one(node(NodeMessage::RegionRemoved { address: "10.0.0.2:2552".into() })),
+        // The inter-region wire (its own version, written out as above).
+        one(Frame::PeerHello(PeerHello {
+            protocol: 1,
+            entity_type: "cart.v2".into(),
+            from: "10.0.0.1:2552".into(),
+            incarnation: INCARNATION,
+        })),
+        one(Frame::Peer(PeerMessage::Welcome {
+            protocol: 1,
+            address: "10.0.0.2:2552".into(),
+            incarnation: INCARNATION,
+        })),
+        one(Frame::Peer(PeerMessage::Refused { reason: "the region serves cart.v2, not cart.v1".into() })),
+        one(Frame::Peer(PeerMessage::Deliver { seq: 300, shard: SHARD.into(), payload: br#"{"add":1}"#.to_vec() })),
+        form("empty", Frame::Peer(PeerMessage::Deliver { seq: 1, shard: SHARD.into(), payload: Vec::new() })),
+        one(Frame::Peer(PeerMessage::Ask {
+            seq: 301,
+            shard: SHARD.into(),
+            payload: br#"{"get":"total"}"#.to_vec(),
+            timeout_ms: 5_000,
+        })),
+        one(Frame::Peer(PeerMessage::Reply { seq: 301, payload: br#"{"total":42}"#.to_vec() })),
+        one(Frame::Peer(PeerMessage::Ack { through: 301 })),
+        one(Frame::Peer(PeerMessage::NotDelivered {
+            seq: 300,
+            reason: "the region's buffers are full (100000 messages over all shards)".into(),
+        })),
+        one(Frame::Peer(PeerMessage::AskFailed { seq: 301, reason: "the shard stopped before it answered".into() })),
     ]
 }

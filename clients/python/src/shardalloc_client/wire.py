@@ -445,6 +445,10 @@ class _Writer:
         self.u64(len(encoded), f"the length of {what}")
         self._out += encoded
 
+    def raw(self, value: bytes) -> None:
+        """Bytes as they are (after a length the caller wrote)."""
+        self._out.extend(value)
+
     def option(self, value: _T | None, write: Callable[[_T], None]) -> None:
         if value is None:
             self._out.append(0)
@@ -533,6 +537,11 @@ class _Reader:
     def f64(self, what: str) -> float:
         value: float = struct.unpack("<d", self._take(8, what, "an f64 of 8 bytes"))[0]
         return value
+
+    def bytes_of(self, what: str) -> bytes:
+        """Bytes as serde writes a ``Vec<u8>``: the length, then the bytes."""
+        length = self.u64(f"the length of {what}")
+        return bytes(self._take(length, what, f"a byte string of {_bytes(length)}"))
 
     def string(self, what: str) -> str:
         length = self.u64(f"the length of {what}")
