@@ -189,8 +189,9 @@ async fn a_placement_moves_a_running_shard_by_hand_off_keeping_each_senders_orde
     b.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn draining_a_region_moves_its_shards_away() {
+/// A node with the fast timings and regions `a` and `b` on one in-memory
+/// network, both registered.
+async fn two_regions() -> (Node, Journal, RegionHandle<Msg>, RegionHandle<Msg>) {
     let node = Node::start(&fast_args(&[])).await;
     let journal = Journal::default();
     let network = InMemoryTransport::new();
@@ -198,6 +199,12 @@ async fn draining_a_region_moves_its_shards_away() {
     let b = node.region("cart", "b", &journal, &network, |_| {});
     registered(&a).await;
     registered(&b).await;
+    (node, journal, a, b)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn draining_a_region_moves_its_shards_away() {
+    let (node, journal, a, b) = two_regions().await;
     let shards: Vec<String> = (0..8).map(|i| format!("d{i}")).collect();
     for shard in &shards {
         for region in [&a, &b] {
@@ -238,13 +245,7 @@ async fn draining_a_region_moves_its_shards_away() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_silent_region_is_removed_and_the_others_drop_their_homes_on_it() {
-    let node = Node::start(&fast_args(&[])).await;
-    let journal = Journal::default();
-    let network = InMemoryTransport::new();
-    let a = node.region("cart", "a", &journal, &network, |_| {});
-    let b = node.region("cart", "b", &journal, &network, |_| {});
-    registered(&a).await;
-    registered(&b).await;
+    let (node, journal, a, b) = two_regions().await;
     let on_b = wait_for("b to hold a shard", Duration::from_secs(30), async || {
         for i in 0..16 {
             let shard = format!("r{i}");
@@ -278,13 +279,7 @@ async fn a_silent_region_is_removed_and_the_others_drop_their_homes_on_it() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unhonoured_placement_is_logged_once() {
-    let node = Node::start(&fast_args(&[])).await;
-    let journal = Journal::default();
-    let network = InMemoryTransport::new();
-    let a = node.region("cart", "a", &journal, &network, |_| {});
-    let b = node.region("cart", "b", &journal, &network, |_| {});
-    registered(&a).await;
-    registered(&b).await;
+    let (node, _journal, a, b) = two_regions().await;
     let admin = node.admin();
     admin.drain("b").await.unwrap();
     admin.set_placement("cart", "pinned", "b").await.unwrap();

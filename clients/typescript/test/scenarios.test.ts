@@ -18,34 +18,11 @@ import {
   type NodeMessage,
 } from '../src/index.js';
 
+import { fromSerde, toSerde, type Json } from './serde-json.js';
+
 const SCENARIOS = new URL('../../../../contracts/region-core/', import.meta.url);
 
-type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 type Outcome = [string, Json];
-
-const camel = (name: string): string => name.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
-const snake = (name: string): string => name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
-
-/** serde's JSON of a Rust enum value (`"V"` or `{"V": {…}}`) as this client's `{type, …}` object. */
-function fromSerde(value: Json): Record<string, unknown> {
-  if (typeof value === 'string') {
-    return { type: value };
-  }
-  const [[type, fields]] = Object.entries(value as Record<string, Record<string, Json>>) as [
-    [string, Record<string, Json>],
-  ];
-  return { type, ...Object.fromEntries(Object.entries(fields).map(([k, v]) => [camel(k), v])) };
-}
-
-/** This client's tagged object (`type` or `kind` names the variant) in serde's JSON shape. */
-function toSerde(value: object, tag: 'type' | 'kind' = 'type'): Json {
-  const { [tag]: name, ...fields } = value as Record<string, Json>;
-  const entries = Object.entries(fields);
-  if (entries.length === 0) {
-    return name as string;
-  }
-  return { [name as string]: Object.fromEntries(entries.map(([k, v]) => [snake(k), v])) };
-}
 
 function render(action: Action<string>): Outcome {
   switch (action.type) {

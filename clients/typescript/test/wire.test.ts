@@ -28,6 +28,8 @@ import {
   type RegionMessage,
 } from '../src/index.js';
 
+import { fromSerde } from './serde-json.js';
+
 const WIRE = new URL('../../../../contracts/wire/', import.meta.url);
 
 type Kind = 'hello' | 'region' | 'node' | 'peer-hello' | 'peer';
@@ -45,23 +47,9 @@ function hex(bytes: Uint8Array): string {
   return Buffer.from(bytes).toString('hex');
 }
 
-const camel = (name: string): string => name.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
-
-/** serde's JSON of a Rust enum value (`"V"` or `{"V": {…}}`) as this client's object. */
-function message(value: unknown): Record<string, unknown> {
-  if (typeof value === 'string') {
-    return { type: value };
-  }
-  const [[type, fields]] = Object.entries(value as Record<string, Record<string, unknown>>) as [
-    [string, Record<string, unknown>],
-  ];
-  // Only the message's own field names change case; map keys stay.
-  return { type, ...Object.fromEntries(Object.entries(fields).map(([k, v]) => [camel(k), v])) };
-}
-
 /** An inter-region message from serde's JSON: its `payload` (a list of bytes there) as bytes. */
 function peerMessage(value: unknown): PeerMessage {
-  const fields = message(value);
+  const fields = fromSerde(value);
   if (Array.isArray(fields['payload'])) {
     fields['payload'] = Uint8Array.from(fields['payload'] as number[]);
   }
@@ -81,7 +69,7 @@ describe('golden frames', () => {
     const seen = new Set(
       Object.values(golden)
         .filter((g) => g.kind !== 'hello' && g.kind !== 'peer-hello')
-        .map((g) => `${g.kind} ${String(message(g.value)['type'])}`),
+        .map((g) => `${g.kind} ${String(fromSerde(g.value)['type'])}`),
     );
     const all = [
       ...REGION_VARIANTS.map((v) => `region ${v}`),
@@ -113,11 +101,11 @@ describe('golden frames', () => {
         assert.deepEqual(decodePeer(bytes), value);
         assert.equal(hex(encodePeer(value)), hex(bytes));
       } else if (entry.kind === 'region') {
-        const value = message(entry.value) as RegionMessage;
+        const value = fromSerde(entry.value) as RegionMessage;
         assert.deepEqual(decodeRegion(bytes), value);
         assert.equal(hex(encodeRegion(value)), hex(bytes));
       } else {
-        const value = message(entry.value) as NodeMessage;
+        const value = fromSerde(entry.value) as NodeMessage;
         assert.deepEqual(decodeNode(bytes), value);
         assert.equal(hex(encodeNode(value)), hex(bytes));
       }
