@@ -64,7 +64,7 @@ pub trait Application: Send + Sync + 'static {
     /// Every message accepted by [`RegionHandle::send`](super::RegionHandle::send)
     /// is delivered or handed here. Called on the region's task: keep it
     /// quick. By default logs a warning.
-    fn undelivered(&self, shard: &str, message: Self::Message, error: super::DeliveryError) {
+    fn undelivered(&self, shard: &str, message: Self::Message, error: super::error::DeliveryError) {
         let _ = message;
         tracing::warn!(%shard, %error, "a message was given up");
     }
