@@ -76,4 +76,4 @@ pub mod events;
 pub mod region;
 pub mod tls;
 
-pub use shardalloc_proto::{api, protocol};
+pub use shardalloc_proto::{api, peer, protocol};

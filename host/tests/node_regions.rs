@@ -16,7 +16,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use shardalloc_client::region::{
-    InMemoryTransport, Inbox, RegionError, RegionHandle, Transport, TransportError, Undelivered, Update,
+    InMemoryTransport, Inbox, PeerConfig, PeerTransport, RegionError, RegionHandle, Transport, TransportError,
+    Undelivered, Update,
 };
 
 use node::{Entry, Journal, Msg, Node, fast_args, next_update, registered, wait_for};
@@ -400,6 +401,107 @@ async fn forwards_reported_lost_are_retried_then_given_up_to_the_application_by_
     tokio::time::sleep(Duration::from_millis(500)).await;
     let count = journal.entries().iter().filter(|e| matches!(e, Entry::Undelivered { .. })).count();
     assert_eq!(count, 5);
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// A region on the built-in transport, listening on a free port of
+/// 127.0.0.1 that is also its registered address.
+async fn peer_region(node: &Node, journal: &Journal, token: &str) -> (RegionHandle<Msg>, PeerTransport<Msg>) {
+    let config = |address: String| PeerConfig {
+        entity_type: "cart".into(),
+        address,
+        incarnation: 1,
+        token: Some(token.to_owned()),
+    };
+    let port = node::free_port();
+    let address = format!("127.0.0.1:{port}");
+    let transport = PeerTransport::bind(config(address.clone()), &address).await.unwrap();
+    // Rounds of failed forwards must outlast the node's removal (4.5 s
+    // here): 30 rounds at the harness's 300 ms home retry.
+    let region = node.region("cart", &address, journal, &transport, |c| c.forward_attempts = 30);
+    registered(&region).await;
+    (region, transport)
+}
+
+/// A shard the node homes on `on`, asked by `on` itself.
+async fn shard_homed_on(on: &RegionHandle<Msg>, prefix: &str) -> String {
+    let address = on.address().to_owned();
+    wait_for("a shard homed there", Duration::from_secs(30), async || {
+        for i in 0..32 {
+            let shard = format!("{prefix}{i}");
+            if on.home_of(&shard).await.ok()? == address {
+                return Some(shard);
+            }
+        }
+        None
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_built_in_transport_carries_every_message_to_the_home_across_a_region_gone_without_leaving() {
+    let node = Node::start(&fast_args(&[])).await;
+    let journal = Journal::default();
+    let (a, _a_transport) = peer_region(&node, &journal, "secret").await;
+    let (b, b_transport) = peer_region(&node, &journal, "secret").await;
+    let (a_address, b_address) = (a.address().to_owned(), b.address().to_owned());
+    // A shard homed on b, which a's messages reach over the wire.
+    let shard = shard_homed_on(&b, "p").await;
+    for n in 0..100 {
+        a.send(&shard, Msg::new(&a_address, n)).unwrap();
+    }
+    wait_for("100 messages delivered on b", Duration::from_secs(30), async || {
+        (journal.deliveries(&shard).len() == 100).then_some(())
+    })
+    .await;
+    // b goes without leaving (its listener and connections close): a keeps
+    // sending; what b did not take comes back and waits for the new home.
+    b.shutdown().await;
+    drop(b_transport);
+    for n in 100..200 {
+        a.send(&shard, Msg::new(&a_address, n)).unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    wait_for("every message delivered", Duration::from_secs(60), async || {
+        let given_up = journal.entries().into_iter().find(|e| matches!(e, Entry::Undelivered { .. }));
+        assert!(given_up.is_none(), "a message was given up: {given_up:?}");
+        let numbers: std::collections::BTreeSet<u64> = journal.deliveries(&shard).iter().map(|(_, m)| m.n).collect();
+        (numbers.len() == 200).then_some(())
+    })
+    .await;
+    // Each once, and in order on each home.
+    let deliveries = journal.deliveries(&shard);
+    assert_eq!(deliveries.len(), 200, "none twice");
+    for home in [&a_address, &b_address] {
+        let numbers: Vec<u64> = deliveries.iter().filter(|(r, _)| r == home).map(|(_, m)| m.n).collect();
+        assert!(numbers.windows(2).all(|w| w[0] < w[1]), "out of order on {home}: {numbers:?}");
+    }
+    assert!(deliveries.iter().any(|(r, _)| *r == a_address), "the shard moved to a");
+    assert!(journal.entries().iter().all(|e| !matches!(e, Entry::Undelivered { .. })), "none given up");
+    assert!(journal.overlaps().is_empty(), "{:?}", journal.overlaps());
+    a.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_built_in_transport_refuses_a_wrong_token_and_the_message_is_given_up_by_name() {
+    let node = Node::start(&fast_args(&[])).await;
+    let journal = Journal::default();
+    let (a, _a_transport) = peer_region(&node, &journal, "one").await;
+    let (b, _b_transport) = peer_region(&node, &journal, "other").await;
+    let shard = shard_homed_on(&b, "w").await;
+    a.send(&shard, Msg::new("a", 0)).unwrap();
+    // Refused at the upgrade, the message is retried and, past the
+    // attempts, given up by name; it never reaches b.
+    let error = wait_for("the message given up", Duration::from_secs(60), async || {
+        journal.entries().iter().find_map(|e| match e {
+            Entry::Undelivered { error, .. } => Some(error.clone()),
+            _ => None,
+        })
+    })
+    .await;
+    assert!(error.contains("401"), "{error}");
+    assert!(journal.deliveries(&shard).is_empty());
     a.shutdown().await;
     b.shutdown().await;
 }

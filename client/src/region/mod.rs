@@ -50,6 +50,7 @@ pub mod load;
 mod application;
 mod driver;
 mod error;
+mod peer;
 mod session;
 mod transport;
 
@@ -64,6 +65,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 pub use self::core::{Action, CoreConfig, HomeLookup, Millis, RegionCore};
 pub use application::Application;
 pub use error::{DeliveryError, RegionError, SendError};
+pub use peer::{PeerConfig, PeerTransport};
 pub use transport::{InMemoryTransport, Inbox, Transport, TransportError, Undelivered};
 
 use crate::protocol::{CONNECT_PATH, Register};
@@ -207,6 +209,10 @@ pub struct RegionConfig {
     pub load_report_shards: usize,
     /// How many forwards of one shard may fail in a row before its waiting
     /// messages are given up to [`Application::undelivered`]. Default 10.
+    /// A round takes about [`RegionConfig::home_retry`]: keep
+    /// `forward_attempts × home_retry` above the node's removal time (15 s
+    /// by default; the defaults give 20 s), or a crashed home's messages
+    /// are given up before the node re-homes its shards.
     pub forward_attempts: u32,
     /// How long a shard's forwards may keep failing before its waiting
     /// messages are given up the same way. Default 30 s (twice the node's

@@ -43,6 +43,15 @@ pub enum TransportError {
         /// The receiving region.
         address: String,
     },
+    /// The peer holds [`MAX_UNACKED_BYTES`](crate::peer::MAX_UNACKED_BYTES)
+    /// of this region's messages unacknowledged already (back-pressure).
+    #[error("region {address} has {bytes} bytes of messages unacknowledged; waiting for it")]
+    PeerBusy {
+        /// The peer.
+        address: String,
+        /// The bytes waiting.
+        bytes: usize,
+    },
     /// The transport could not reach the region (for application transports).
     #[error("cannot reach region {address}: {reason}")]
     Unreachable {

@@ -456,13 +456,16 @@ pub async fn registered(region: &RegionHandle<Msg>) {
 }
 
 /// A message: who sent it, its number in that sender's sequence and when.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Its JSON (for a transport between processes) carries the first two; the
+/// time is when it was read.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Msg {
     /// The sender's name.
     pub from: String,
     /// Its number, from 0 per sender.
     pub n: u64,
     /// When it was sent.
+    #[serde(skip, default = "Instant::now")]
     pub at: Instant,
 }
 

@@ -1,0 +1,502 @@
+//! [`PeerTransport`]: the built-in transport between regions, speaking the
+//! inter-region wire ([`crate::peer`], `docs/protocol.md` section 20) over
+//! WebSockets, so a service needs no forwarding of its own.
+//!
+//! ```text
+//!  region a ──send──▶ PeerTransport(a) ══ ws://b/shardalloc/v1/peer ══▶ PeerTransport(b) ──▶ Inbox(b) ──▶ region b
+//!            ◀─not_delivered (late)─┘            ◀── Ack / NotDelivered ──┘
+//! ```
+//!
+//! It listens where the region is reachable (its registered address is
+//! what other regions dial) and dials a peer the first time it carries a
+//! message there: one connection per pair (a connection the peer opened
+//! carries this region's messages back too). Messages are the
+//! application's type in JSON (`serde_json`), so regions in other languages
+//! read them. Each message stays with the transport until the peer
+//! acknowledges it; a refusal, a failed connection or a peer that goes away
+//! hands it back to the region ([`Inbox::not_delivered`]), which asks for
+//! the shard's home again and resends it. At most
+//! [`MAX_UNACKED_BYTES`] of one peer's messages wait unacknowledged: past
+//! that, [`Transport::send`] refuses ([`TransportError::PeerBusy`]) and the
+//! region keeps the message.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode};
+use tokio_tungstenite::tungstenite::{self, Message};
+use tracing::{debug, warn};
+
+use super::transport::{Inbox, Transport, TransportError, Undelivered};
+use crate::peer::{MAX_UNACKED_BYTES, PEER_PATH, PEER_PROTOCOL_VERSION, PeerHello, PeerMessage};
+use crate::protocol::{MAX_FRAME_BYTES, decode, encode};
+
+/// How long dialling a peer (TCP, the WebSocket upgrade, its `Welcome`)
+/// may take before its messages are handed back.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Who this region is on the inter-region wire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerConfig {
+    /// The entity type; a peer serving another is refused.
+    pub entity_type: String,
+    /// The region's registered address: `host:port`, where peers dial it.
+    pub address: String,
+    /// The region's incarnation.
+    pub incarnation: u64,
+    /// The region token: sent when dialling, required of whoever dials
+    /// this region (`None`: none sent, none required).
+    pub token: Option<String>,
+}
+
+/// The built-in transport between regions. See the module documentation.
+pub struct PeerTransport<M> {
+    shared: Arc<Shared<M>>,
+}
+
+impl<M> Clone for PeerTransport<M> {
+    fn clone(&self) -> Self {
+        PeerTransport { shared: self.shared.clone() }
+    }
+}
+
+struct Shared<M> {
+    config: PeerConfig,
+    local: std::net::SocketAddr,
+    inbox: Mutex<Option<Inbox<M>>>,
+    /// The connection carrying this region's messages to each peer.
+    links: Mutex<HashMap<String, Link<M>>>,
+    next_link: AtomicU64,
+    /// Set when the region detaches: the accept loop and every connection end.
+    stopping: watch::Sender<bool>,
+}
+
+/// A message waiting to go to a peer, or gone and not yet acknowledged.
+struct Outgoing<M> {
+    shard: String,
+    message: M,
+    payload: Vec<u8>,
+}
+
+struct Link<M> {
+    id: u64,
+    outgoing: mpsc::UnboundedSender<Outgoing<M>>,
+    /// Payload bytes queued or unacknowledged on this link.
+    pending: Arc<AtomicUsize>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl<M: Serialize + DeserializeOwned + Send + 'static> PeerTransport<M> {
+    /// Listens on `listen` (an address this region is reachable through,
+    /// usually its registered address, or `0.0.0.0:PORT` behind it) and
+    /// accepts peers until the region detaches. Call inside a Tokio runtime.
+    pub async fn bind(config: PeerConfig, listen: &str) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(listen).await?;
+        let (stopping, stopped) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            config,
+            local: listener.local_addr()?,
+            inbox: Mutex::new(None),
+            links: Mutex::new(HashMap::new()),
+            next_link: AtomicU64::new(1),
+            stopping,
+        });
+        tokio::spawn(accept_loop(listener, Arc::downgrade(&shared), stopped));
+        Ok(PeerTransport { shared })
+    }
+
+    /// Where it listens.
+    pub fn local_addr(&self) -> std::net::SocketAddr {
+        self.shared.local
+    }
+}
+
+async fn accept_loop<M: Serialize + DeserializeOwned + Send + 'static>(
+    listener: TcpListener,
+    shared: Weak<Shared<M>>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = stopped.changed() => return,
+        };
+        match accepted {
+            Ok((stream, from)) => {
+                let Some(shared) = shared.upgrade() else { return };
+                tokio::spawn(async move {
+                    if let Err(reason) = serve(stream, shared).await {
+                        debug!(%from, %reason, "an inter-region connection ended");
+                    }
+                });
+            }
+            Err(error) => {
+                warn!(%error, "accepting an inter-region connection failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// One peer that dialled this region: the upgrade (path, token), its
+/// `PeerHello`, then the connection both ways.
+async fn serve<M: Serialize + DeserializeOwned + Send + 'static>(
+    stream: TcpStream,
+    shared: Arc<Shared<M>>,
+) -> Result<(), String> {
+    let token = shared.config.token.clone();
+    #[allow(
+        clippy::result_large_err,
+        reason = "tungstenite's upgrade callback answers its own Result<Response, ErrorResponse>"
+    )]
+    let check = move |request: &Request, response: Response| match refusal(token.as_deref(), request) {
+        None => Ok(response),
+        Some((status, text)) => {
+            let mut answer = ErrorResponse::new(Some(text.to_owned()));
+            *answer.status_mut() = status;
+            Err(answer)
+        }
+    };
+    let mut socket = tokio_tungstenite::accept_hdr_async(stream, check).await.map_err(|e| e.to_string())?;
+    let first = tokio::time::timeout(CONNECT_TIMEOUT, socket.next()).await.map_err(|_| "no PeerHello".to_owned())?;
+    let hello: PeerHello = match first {
+        Some(Ok(Message::Binary(frame))) => decode(&frame).map_err(|e| e.to_string())?,
+        other => return Err(format!("expected a PeerHello, got {other:?}")),
+    };
+    let refusal = if hello.protocol != PEER_PROTOCOL_VERSION {
+        Some(format!(
+            "inter-region wire version {} is not supported; this region speaks {PEER_PROTOCOL_VERSION}",
+            hello.protocol
+        ))
+    } else if hello.entity_type != shared.config.entity_type {
+        Some(format!("this region serves {}, not {}", shared.config.entity_type, hello.entity_type))
+    } else {
+        None
+    };
+    if let Some(reason) = refusal {
+        let _ = send(&mut socket, &PeerMessage::Refused { reason: reason.clone() }).await;
+        let _ = socket.close(None).await;
+        return Err(reason);
+    }
+    let welcome = PeerMessage::Welcome {
+        protocol: PEER_PROTOCOL_VERSION,
+        address: shared.config.address.clone(),
+        incarnation: shared.config.incarnation,
+    };
+    send(&mut socket, &welcome).await.map_err(|e| e.to_string())?;
+    // This connection carries this region's messages to the dialler too,
+    // unless another already does. Its sender lives here as long as the
+    // connection, so it stays open either way.
+    let (link, outgoing) = new_link(&shared);
+    let (link_id, pending, _sender) = (link.id, link.pending.clone(), link.outgoing.clone());
+    lock(&shared.links).entry(hello.from.clone()).or_insert(link);
+    run(socket, hello.from, link_id, outgoing, pending, &shared).await
+}
+
+/// Why an upgrade request is refused: not the inter-region path, or not
+/// the region token (when this region has one).
+fn refusal(token: Option<&str>, request: &Request) -> Option<(StatusCode, &'static str)> {
+    if request.uri().path() != PEER_PATH {
+        return Some((StatusCode::NOT_FOUND, "not the inter-region path"));
+    }
+    let given = request.headers().get("authorization").and_then(|v| v.to_str().ok());
+    match token {
+        Some(token) if given != Some(format!("Bearer {token}").as_str()) => {
+            Some((StatusCode::UNAUTHORIZED, "a missing or wrong region token"))
+        }
+        _ => None,
+    }
+}
+
+async fn send<S: AsyncRead + AsyncWrite + Unpin>(
+    socket: &mut WebSocketStream<S>,
+    message: &PeerMessage,
+) -> Result<(), tungstenite::Error> {
+    let frame = encode(message).map_err(|e| tungstenite::Error::Io(std::io::Error::other(e.to_string())))?;
+    socket.send(Message::Binary(frame.into())).await
+}
+
+fn new_link<M>(shared: &Shared<M>) -> (Link<M>, mpsc::UnboundedReceiver<Outgoing<M>>) {
+    let (outgoing, receiver) = mpsc::unbounded_channel();
+    let id = shared.next_link.fetch_add(1, Ordering::Relaxed);
+    (Link { id, outgoing, pending: Arc::new(AtomicUsize::new(0)) }, receiver)
+}
+
+/// Dials `to` and runs the connection; what cannot be carried is handed back.
+async fn dial<M: Serialize + DeserializeOwned + Send + 'static>(
+    to: String,
+    link_id: u64,
+    mut outgoing: mpsc::UnboundedReceiver<Outgoing<M>>,
+    pending: Arc<AtomicUsize>,
+    shared: Arc<Shared<M>>,
+) {
+    let socket = match tokio::time::timeout(CONNECT_TIMEOUT, handshake(&to, &shared)).await {
+        Ok(Ok(socket)) => socket,
+        failed => {
+            let reason = match failed {
+                Ok(Err(reason)) => reason,
+                _ => format!("no answer from {to} within {CONNECT_TIMEOUT:?}"),
+            };
+            forget_link(&shared, &to, link_id);
+            outgoing.close();
+            let mut left = VecDeque::new();
+            while let Ok(waiting) = outgoing.try_recv() {
+                left.push_back((0, waiting));
+            }
+            hand_back(&shared, &to, left, &reason, &pending);
+            return;
+        }
+    };
+    if let Err(reason) = run(socket, to.clone(), link_id, outgoing, pending, &shared).await {
+        debug!(%to, %reason, "an inter-region connection ended");
+    }
+}
+
+async fn handshake<M>(
+    to: &str,
+    shared: &Shared<M>,
+) -> Result<WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>, String> {
+    let mut request =
+        format!("ws://{to}{PEER_PATH}").into_client_request().map_err(|e| format!("cannot dial {to}: {e}"))?;
+    if let Some(token) = &shared.config.token {
+        let value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|e| e.to_string())?;
+        request.headers_mut().insert("authorization", value);
+    }
+    let (mut socket, _) =
+        tokio_tungstenite::connect_async(request).await.map_err(|e| format!("cannot connect to {to}: {e}"))?;
+    let hello = PeerHello {
+        protocol: PEER_PROTOCOL_VERSION,
+        entity_type: shared.config.entity_type.clone(),
+        from: shared.config.address.clone(),
+        incarnation: shared.config.incarnation,
+    };
+    let frame = encode(&hello).map_err(|e| e.to_string())?;
+    socket.send(Message::Binary(frame.into())).await.map_err(|e| format!("{to}: {e}"))?;
+    match socket.next().await {
+        Some(Ok(Message::Binary(frame))) => match decode::<PeerMessage>(&frame) {
+            Ok(PeerMessage::Welcome { .. }) => Ok(socket),
+            Ok(PeerMessage::Refused { reason }) => Err(format!("{to} refused the connection: {reason}")),
+            other => Err(format!("{to} answered the PeerHello with {other:?}")),
+        },
+        other => Err(format!("{to} answered the PeerHello with {other:?}")),
+    }
+}
+
+/// Drops the link to `to` if it is still `link_id` (a newer one stays).
+fn forget_link<M>(shared: &Shared<M>, to: &str, link_id: u64) {
+    let mut links = lock(&shared.links);
+    if links.get(to).is_some_and(|link| link.id == link_id) {
+        links.remove(to);
+    }
+}
+
+/// Hands messages back to the region, each shard's in the order sent.
+fn hand_back<M>(
+    shared: &Shared<M>,
+    to: &str,
+    messages: VecDeque<(u64, Outgoing<M>)>,
+    reason: &str,
+    pending: &AtomicUsize,
+) {
+    if messages.is_empty() {
+        return;
+    }
+    let Some(inbox) = lock(&shared.inbox).clone() else { return };
+    let error = TransportError::Unreachable { address: to.to_owned(), reason: reason.to_owned() };
+    let mut by_shard: Vec<(String, Vec<M>)> = Vec::new();
+    for (_, outgoing) in messages {
+        pending.fetch_sub(outgoing.payload.len(), Ordering::Relaxed);
+        match by_shard.iter_mut().find(|(shard, _)| *shard == outgoing.shard) {
+            Some((_, list)) => list.push(outgoing.message),
+            None => by_shard.push((outgoing.shard, vec![outgoing.message])),
+        }
+    }
+    for (shard, list) in by_shard {
+        inbox.not_delivered(to, &shard, list, &error);
+    }
+}
+
+/// A connection after its handshake, both ways: this region's messages out
+/// (numbered, kept until acknowledged), the peer's in (to the inbox,
+/// acknowledged). When it ends, what was not acknowledged goes back.
+async fn run<M, S>(
+    mut socket: WebSocketStream<S>,
+    peer: String,
+    link_id: u64,
+    mut outgoing: mpsc::UnboundedReceiver<Outgoing<M>>,
+    pending: Arc<AtomicUsize>,
+    shared: &Arc<Shared<M>>,
+) -> Result<(), String>
+where
+    M: Serialize + DeserializeOwned + Send + 'static,
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut next_seq = 1;
+    let mut unacked: VecDeque<(u64, Outgoing<M>)> = VecDeque::new();
+    let mut stopping = shared.stopping.subscribe();
+    let outcome = loop {
+        if *stopping.borrow() {
+            break Ok(());
+        }
+        tokio::select! {
+            _ = stopping.changed() => break Ok(()),
+            next = outgoing.recv() => {
+                let Some(message) = next else { break Ok(()) };
+                let seq = next_seq;
+                next_seq += 1;
+                let frame = PeerMessage::Deliver { seq, shard: message.shard.clone(), payload: message.payload.clone() };
+                unacked.push_back((seq, message));
+                if let Err(error) = send(&mut socket, &frame).await {
+                    break Err(format!("sending to {peer} failed: {error}"));
+                }
+            }
+            next = socket.next() => {
+                let frame = match next {
+                    Some(Ok(Message::Binary(frame))) => frame,
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+                    Some(Ok(Message::Close(_))) | None => break Err(format!("{peer} closed the connection")),
+                    Some(Ok(other)) => break Err(format!("{peer} sent a frame that is not binary: {other:?}")),
+                    Some(Err(error)) => break Err(format!("the connection to {peer} failed: {error}")),
+                };
+                let message: PeerMessage = match decode(&frame) {
+                    Ok(message) => message,
+                    Err(error) => break Err(format!("{peer} sent a malformed frame: {error}")),
+                };
+                if let Err(error) = on_frame(&mut socket, &peer, message, &mut unacked, &pending, shared).await {
+                    break Err(error);
+                }
+            }
+        }
+    };
+    forget_link(shared, &peer, link_id);
+    outgoing.close();
+    while let Ok(waiting) = outgoing.try_recv() {
+        unacked.push_back((0, waiting));
+    }
+    let reason = match &outcome {
+        Ok(()) => "the region stopped".to_owned(),
+        Err(reason) => reason.clone(),
+    };
+    hand_back(shared, &peer, unacked, &reason, &pending);
+    let _ = socket.close(None).await;
+    outcome
+}
+
+async fn on_frame<M, S>(
+    socket: &mut WebSocketStream<S>,
+    peer: &str,
+    message: PeerMessage,
+    unacked: &mut VecDeque<(u64, Outgoing<M>)>,
+    pending: &AtomicUsize,
+    shared: &Arc<Shared<M>>,
+) -> Result<(), String>
+where
+    M: Serialize + DeserializeOwned + Send + 'static,
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let answer = match message {
+        PeerMessage::Deliver { seq, shard, payload } => {
+            let inbox = lock(&shared.inbox).clone();
+            match (serde_json::from_slice::<M>(&payload), inbox) {
+                (Ok(message), Some(inbox)) => match inbox.deliver(&shard, message) {
+                    Ok(()) => PeerMessage::Ack { through: seq },
+                    Err(undelivered) => PeerMessage::NotDelivered { seq, reason: undelivered.error.to_string() },
+                },
+                (Err(error), _) => PeerMessage::NotDelivered { seq, reason: format!("not a message: {error}") },
+                (_, None) => PeerMessage::NotDelivered { seq, reason: "the region has stopped".to_owned() },
+            }
+        }
+        PeerMessage::Ask { seq, .. } => {
+            PeerMessage::AskFailed { seq, reason: "this region does not serve asks yet".to_owned() }
+        }
+        PeerMessage::Ack { through } => {
+            while unacked.front().is_some_and(|(seq, _)| *seq <= through) {
+                if let Some((_, done)) = unacked.pop_front() {
+                    pending.fetch_sub(done.payload.len(), Ordering::Relaxed);
+                }
+            }
+            return Ok(());
+        }
+        PeerMessage::NotDelivered { seq, reason } => {
+            if let Some(at) = unacked.iter().position(|(s, _)| *s == seq)
+                && let Some(refused) = unacked.remove(at)
+            {
+                hand_back(shared, peer, VecDeque::from([refused]), &reason, pending);
+            }
+            return Ok(());
+        }
+        PeerMessage::Welcome { .. } | PeerMessage::Refused { .. } => {
+            return Err(format!("{peer} sent a handshake frame after the handshake"));
+        }
+        PeerMessage::Reply { .. } | PeerMessage::AskFailed { .. } => return Ok(()),
+    };
+    send(socket, &answer).await.map_err(|e| format!("answering {peer} failed: {e}"))
+}
+
+impl<M: Serialize + DeserializeOwned + Send + 'static> Transport<M> for PeerTransport<M> {
+    fn send(&self, to: &str, shard: &str, message: M) -> Result<(), Undelivered<M>> {
+        let payload = match serde_json::to_vec(&message) {
+            Ok(payload) => payload,
+            Err(error) => {
+                let error =
+                    TransportError::Unreachable { address: to.to_owned(), reason: format!("not JSON: {error}") };
+                return Err(Undelivered::new(error, message));
+            }
+        };
+        if payload.len() + shard.len() + 32 > MAX_FRAME_BYTES {
+            let reason = format!("a message of {} bytes does not fit a 1 MiB frame", payload.len());
+            return Err(Undelivered::new(TransportError::Unreachable { address: to.to_owned(), reason }, message));
+        }
+        let mut links = lock(&self.shared.links);
+        let link = links.entry(to.to_owned()).or_insert_with(|| {
+            let (link, receiver) = new_link(&self.shared);
+            tokio::spawn(dial(to.to_owned(), link.id, receiver, link.pending.clone(), self.shared.clone()));
+            link
+        });
+        let waiting = link.pending.load(Ordering::Relaxed);
+        if waiting + payload.len() > MAX_UNACKED_BYTES {
+            let error = TransportError::PeerBusy { address: to.to_owned(), bytes: waiting };
+            return Err(Undelivered::new(error, message));
+        }
+        link.pending.fetch_add(payload.len(), Ordering::Relaxed);
+        let size = payload.len();
+        if let Err(mpsc::error::SendError(back)) =
+            link.outgoing.send(Outgoing { shard: shard.to_owned(), message, payload })
+        {
+            // The link ended between the look-up and now: the region retries.
+            link.pending.fetch_sub(size, Ordering::Relaxed);
+            links.remove(to);
+            let error =
+                TransportError::Unreachable { address: to.to_owned(), reason: "the connection ended".to_owned() };
+            return Err(Undelivered::new(error, back.message));
+        }
+        Ok(())
+    }
+
+    fn attach(&self, inbox: Inbox<M>) {
+        *lock(&self.shared.inbox) = Some(inbox);
+    }
+
+    fn detach(&self, inbox: &Inbox<M>) {
+        let mut attached = lock(&self.shared.inbox);
+        if attached.as_ref().is_some_and(|a| a.same_inbox(inbox)) {
+            *attached = None;
+            self.shared.stopping.send_replace(true);
+            lock(&self.shared.links).clear();
+        }
+    }
+}
