@@ -609,19 +609,12 @@ impl<M> RegionCore<M> {
             NodeMessage::ShardHome { shard, home } => self.on_home(&shard, home, 0, now, &mut out),
             NodeMessage::ShardHomeEpoch { shard, home, epoch } => self.on_home(&shard, home, epoch, now, &mut out),
             NodeMessage::ShardRefused { shard, reason } => {
-                let mut dropped = 0;
+                let dropped = self.shards.get(&shard).map_or(0, |e| e.buffer.len());
                 if let Some(entry) = self.shards.get_mut(&shard) {
-                    dropped = entry.buffer.len();
-                    entry.buffer.clear();
-                    entry.returned = 0;
-                    entry.asked_at = None;
                     entry.wanted = false;
-                    self.buffered -= dropped;
-                    self.forget_if_empty(&shard);
                 }
-                if dropped > 0 {
-                    warn!(%shard, %reason, dropped, "the node refused the shard: dropping its buffered messages");
-                }
+                let error = DeliveryError::ShardRefused { shard: shard.clone(), reason: reason.clone() };
+                self.give_up(&shard, &error, &mut out);
                 out.push(Action::Publish(Update::ShardRefused { shard, reason, dropped }));
             }
             NodeMessage::BeginHandOff { shard } => {
@@ -698,7 +691,19 @@ impl<M> RegionCore<M> {
             self.left = true;
             self.closing = true;
             self.stop_all(now, out);
+            self.give_up_all(out);
             out.push(Action::Publish(Update::Left));
+        }
+    }
+
+    /// The region stops: every message still waiting for a home is given
+    /// up ([`DeliveryError::RegionStopped`]), in order per shard.
+    fn give_up_all(&mut self, out: &mut Vec<Action<M>>) {
+        let waiting: Vec<String> =
+            self.shards.iter().filter(|(_, e)| !e.buffer.is_empty()).map(|(s, _)| s.clone()).collect();
+        for shard in waiting {
+            let error = DeliveryError::RegionStopped { shard: shard.clone() };
+            self.give_up(&shard, &error, out);
         }
     }
 
@@ -981,7 +986,9 @@ impl<M> RegionCore<M> {
     /// the shard's next message starts a new run of attempts.
     fn give_up(&mut self, shard: &str, error: &DeliveryError, out: &mut Vec<Action<M>>) {
         let Some(entry) = self.shards.get_mut(shard) else { return };
-        warn!(%shard, given_up = entry.buffer.len(), %error, "giving up the shard's waiting messages");
+        if !entry.buffer.is_empty() {
+            warn!(%shard, given_up = entry.buffer.len(), %error, "giving up the shard's waiting messages");
+        }
         entry.failing = None;
         entry.asked_at = None;
         entry.returned = 0;
@@ -1147,6 +1154,7 @@ impl<M> RegionCore<M> {
             }
             self.closing = true;
             self.stop_all(now, out);
+            self.give_up_all(out);
             Err(RegionError::DrainAndLeaveTimedOut { bound: Duration::from_millis(bound_ms), shards, leave_asked })
         } else {
             if !self.leaving && (self.is_idle() || now >= leave_at) {
@@ -1166,6 +1174,7 @@ impl<M> RegionCore<M> {
         self.check_lease(now, &mut out);
         self.closing = true;
         self.stop_all(now, &mut out);
+        self.give_up_all(&mut out);
         out
     }
 

@@ -137,6 +137,8 @@ fn render_delivery_error(error: &DeliveryError) -> Value {
         DeliveryError::DeadlinePassed { shard, to, waited_ms, reason } => {
             json!({"DeadlinePassed": {"shard": shard, "to": to, "waited_ms": waited_ms, "reason": reason}})
         }
+        DeliveryError::ShardRefused { shard, reason } => json!({"ShardRefused": {"shard": shard, "reason": reason}}),
+        DeliveryError::RegionStopped { shard } => json!({"RegionStopped": {"shard": shard}}),
     }
 }
 

@@ -147,6 +147,22 @@ pub enum DeliveryError {
         /// Why the last attempt failed.
         reason: String,
     },
+    /// The node refused the shard a home (a limit, a bad id): its waiting
+    /// messages have nowhere to go.
+    #[error("a message for shard {shard} was not delivered: the node refused the shard ({reason})")]
+    ShardRefused {
+        /// The shard.
+        shard: String,
+        /// The node's reason.
+        reason: String,
+    },
+    /// The region left or shut down while the message waited for the
+    /// shard's home.
+    #[error("a message for shard {shard} was not delivered: the region stopped while it waited for the shard's home")]
+    RegionStopped {
+        /// The shard.
+        shard: String,
+    },
 }
 
 /// Checks a shard id: 1 to [`MAX_SHARD_ID_BYTES`](crate::api::MAX_SHARD_ID_BYTES) bytes.

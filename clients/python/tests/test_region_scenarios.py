@@ -73,6 +73,8 @@ def error_json(error: RegionError | SendError | DeliveryError) -> Json:
         "DrainAndLeaveTimedOut": ("bound_ms", "shards", "leave_asked"),
         "AttemptsExhausted": ("shard", "to", "attempts", "reason"),
         "DeadlinePassed": ("shard", "to", "waited_ms", "reason"),
+        "ShardRefused": ("shard", "reason"),
+        "RegionStopped": ("shard",),
         "Stopped": (),
     }
     names = fields[error.kind]

@@ -518,23 +518,11 @@ class RegionCore(Generic[M]):
             case wire.ShardHomeEpoch(shard=shard, home=home, epoch=epoch):
                 self._on_home(shard, home, epoch, now, out)
             case wire.ShardRefused(shard=shard, reason=reason):
-                dropped = 0
                 entry = self._shards.get(shard)
+                dropped = len(entry.buffer) if entry is not None else 0
                 if entry is not None:
-                    dropped = len(entry.buffer)
-                    entry.buffer.clear()
-                    entry.returned = 0
-                    entry.asked_at = None
                     entry.wanted = False
-                    self._buffered -= dropped
-                    self._forget_if_empty(shard)
-                if dropped > 0:
-                    _log.warning(
-                        "the node refused shard %s (%s): dropping its %d buffered messages",
-                        shard,
-                        reason,
-                        dropped,
-                    )
+                self._give_up(shard, DeliveryError.shard_refused(shard, reason), out)
                 out.append(
                     Publish(actions.ShardRefused(shard=shard, reason=reason, dropped=dropped))
                 )
@@ -595,7 +583,14 @@ class RegionCore(Generic[M]):
             self._left = True
             self._closing = True
             self._stop_all(now, out)
+            self._give_up_all(out)
             out.append(Publish(actions.Left()))
+
+    def _give_up_all(self, out: list[Action[M]]) -> None:
+        """The region stops: every message still waiting for a home is given
+        up (``RegionStopped``), in order per shard."""
+        for shard in self._in_order(lambda e: bool(e.buffer)):
+            self._give_up(shard, DeliveryError.region_stopped(shard), out)
 
     def _on_registered(self, message: wire.Registered, now: int, out: list[Action[M]]) -> None:
         incarnation, sequence = message.incarnation, message.sequence
@@ -843,7 +838,8 @@ class RegionCore(Generic[M]):
         entry = self._shards.get(shard)
         if entry is None:
             return
-        _log.warning("giving up %d waiting messages: %s", len(entry.buffer), error)
+        if entry.buffer:
+            _log.warning("giving up %d waiting messages: %s", len(entry.buffer), error)
         entry.failing = None
         entry.asked_at = None
         entry.returned = 0
@@ -993,6 +989,7 @@ class RegionCore(Generic[M]):
                 out.append(Send(wire.Drain(draining=False)))
             self._closing = True
             self._stop_all(now, out)
+            self._give_up_all(out)
             departure.outcome = Departed(
                 RegionError.drain_and_leave_timed_out(departure.bound_ms, shards, leave_asked)
             )
@@ -1006,6 +1003,7 @@ class RegionCore(Generic[M]):
         self._check_lease(now, out)
         self._closing = True
         self._stop_all(now, out)
+        self._give_up_all(out)
         return out
 
     def request_drain(self, draining: bool, now: int) -> list[Action[M]]:

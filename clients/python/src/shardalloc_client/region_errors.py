@@ -323,7 +323,7 @@ class SendError(_Keyed):
         return cls("Stopped", "the region has stopped; it takes no more messages")
 
 
-DeliveryErrorKind: TypeAlias = Literal["AttemptsExhausted", "DeadlinePassed"]
+DeliveryErrorKind: TypeAlias = Literal["AttemptsExhausted", "DeadlinePassed", "ShardRefused", "RegionStopped"]
 """The variants of the Rust ``DeliveryError``, by name."""
 
 
@@ -337,10 +337,10 @@ class DeliveryError(_Keyed):
     """Which variant."""
     shard: str
     """The shard."""
-    to: str
-    """The home the last attempt went to."""
-    reason: str
-    """Why the last attempt failed."""
+    to: str | None
+    """The home the last attempt went to (``AttemptsExhausted``, ``DeadlinePassed``)."""
+    reason: str | None
+    """Why the last attempt failed, or the node's reason (``ShardRefused``)."""
     attempts: int | None
     """The failed attempts in a row (``AttemptsExhausted``)."""
     waited_ms: int | None
@@ -352,8 +352,8 @@ class DeliveryError(_Keyed):
         message: str,
         *,
         shard: str,
-        to: str,
-        reason: str,
+        to: str | None = None,
+        reason: str | None = None,
         attempts: int | None = None,
         waited_ms: int | None = None,
     ) -> None:
@@ -380,6 +380,25 @@ class DeliveryError(_Keyed):
             to=to,
             reason=reason,
             attempts=attempts,
+        )
+
+    @classmethod
+    def shard_refused(cls, shard: str, reason: str) -> "DeliveryError":
+        """The node refused the shard a home: its waiting messages have nowhere to go."""
+        return cls(
+            "ShardRefused",
+            f"a message for shard {shard} was not delivered: the node refused the shard ({reason})",
+            shard=shard,
+            reason=reason,
+        )
+
+    @classmethod
+    def region_stopped(cls, shard: str) -> "DeliveryError":
+        """The region left or shut down while the message waited for the shard's home."""
+        return cls(
+            "RegionStopped",
+            f"a message for shard {shard} was not delivered: the region stopped while it waited for the shard's home",
+            shard=shard,
         )
 
     @classmethod

@@ -435,17 +435,12 @@ export class RegionCore<M> {
         break;
       case 'ShardRefused': {
         const { shard, reason } = message;
-        let dropped = 0;
         const entry = this.shards.get(shard);
+        const dropped = entry?.buffer.length ?? 0;
         if (entry !== undefined) {
-          dropped = entry.buffer.length;
-          entry.buffer = [];
-          entry.returned = 0;
-          entry.askedAt = undefined;
           entry.wanted = false;
-          this.bufferedCount -= dropped;
-          this.forgetIfEmpty(shard);
         }
+        this.giveUp(shard, new DeliveryError({ kind: 'ShardRefused', shard, reason }), out);
         out.push(publish({ type: 'ShardRefused', shard, reason, dropped }));
         break;
       }
@@ -766,6 +761,7 @@ export class RegionCore<M> {
     this.checkLease(now, out);
     this.closing = true;
     this.stopAll(now, out);
+    this.giveUpAll(out);
     return out;
   }
 
@@ -976,7 +972,18 @@ export class RegionCore<M> {
       this.left = true;
       this.closing = true;
       this.stopAll(now, out);
+      this.giveUpAll(out);
       out.push(publish({ type: 'Left' }));
+    }
+  }
+
+  /** The region stops: every message still waiting for a home is given up (`RegionStopped`), in order per shard. */
+  private giveUpAll(out: Action<M>[]): void {
+    const waiting = this.ordered()
+      .filter(([, entry]) => entry.buffer.length > 0)
+      .map(([shard]) => shard);
+    for (const shard of waiting) {
+      this.giveUp(shard, new DeliveryError({ kind: 'RegionStopped', shard }), out);
     }
   }
 
@@ -1150,6 +1157,7 @@ export class RegionCore<M> {
       }
       this.closing = true;
       this.stopAll(now, out);
+      this.giveUpAll(out);
       departure.outcome = {
         ok: false,
         error: new RegionError({ kind: 'DrainAndLeaveTimedOut', boundMs: departure.boundMs, shards, leaveAsked }),

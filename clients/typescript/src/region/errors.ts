@@ -189,7 +189,11 @@ export type DeliveryErrorDetail =
   /** The shard's forwards failed `attempts` times in a row (`forwardAttempts`). */
   | { kind: 'AttemptsExhausted'; shard: string; to: string; attempts: number; reason: string }
   /** The shard's forwards kept failing for longer than `forwardDeadlineMs`. */
-  | { kind: 'DeadlinePassed'; shard: string; to: string; waitedMs: number; reason: string };
+  | { kind: 'DeadlinePassed'; shard: string; to: string; waitedMs: number; reason: string }
+  /** The node refused the shard a home: its waiting messages have nowhere to go. */
+  | { kind: 'ShardRefused'; shard: string; reason: string }
+  /** The region left or shut down while the message waited for the shard's home. */
+  | { kind: 'RegionStopped'; shard: string };
 
 /**
  * Why a message the region took was never delivered: its forwards kept
@@ -205,12 +209,22 @@ export class DeliveryError extends Error {
 
   /** An error of this kind, its message worded like the Rust client's. */
   constructor(detail: DeliveryErrorDetail) {
-    super(
-      detail.kind === 'AttemptsExhausted'
-        ? `a message for shard ${detail.shard} was not delivered: ${detail.attempts} forwards in a row failed (the last to ${detail.to}: ${detail.reason})`
-        : `a message for shard ${detail.shard} was not delivered: its forwards kept failing for ${detail.waitedMs} ms (the last to ${detail.to}: ${detail.reason})`,
-    );
+    super(deliveryMessage(detail));
     this.kind = detail.kind;
     this.detail = detail;
+  }
+}
+
+function deliveryMessage(detail: DeliveryErrorDetail): string {
+  const start = `a message for shard ${detail.shard} was not delivered`;
+  switch (detail.kind) {
+    case 'AttemptsExhausted':
+      return `${start}: ${detail.attempts} forwards in a row failed (the last to ${detail.to}: ${detail.reason})`;
+    case 'DeadlinePassed':
+      return `${start}: its forwards kept failing for ${detail.waitedMs} ms (the last to ${detail.to}: ${detail.reason})`;
+    case 'ShardRefused':
+      return `${start}: the node refused the shard (${detail.reason})`;
+    case 'RegionStopped':
+      return `${start}: the region stopped while it waited for the shard's home`;
   }
 }
