@@ -23,6 +23,7 @@ export type { Application } from './region/application.js';
 export { Region, type RegionConfig, type RegionEvents } from './region/region.js';
 export { connectUrlOf } from './region/session.js';
 export { InMemoryTransport, TransportError, type Inbox, type Transport } from './region/transport.js';
+export { PeerTransport, type PeerTransportOptions } from './region/peer-transport.js';
 export { AdminClient, AdminError, EventStream, REQUEST_TIMEOUT_MS } from './admin/client.js';
 export { PlacementsView, type PlacementsViewEvents, type PlacementsViewOptions } from './admin/placements-view.js';
 export { SseParser, MAX_EVENT_BYTES, type SseEvent } from './admin/sse.js';

@@ -8,8 +8,8 @@
 export class TransportError extends Error {
   override name = 'TransportError';
   constructor(
-    /** `unknown-address`, `inbox-full`, `closed` or `unreachable`. */
-    readonly kind: 'unknown-address' | 'inbox-full' | 'closed' | 'unreachable',
+    /** `unknown-address`, `inbox-full`, `closed`, `unreachable` or `peer-busy` (back-pressure). */
+    readonly kind: 'unknown-address' | 'inbox-full' | 'closed' | 'unreachable' | 'peer-busy',
     message: string,
   ) {
     super(message);

@@ -1,0 +1,121 @@
+// The built-in transport between regions (`PeerTransport`) against a real
+// node: two TypeScript regions on 127.0.0.1 carry each other's messages over
+// the inter-region wire; one goes without leaving and every message still
+// reaches the shard's home once, in order on each home; a wrong token is
+// refused and the message given up by name.
+
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+
+import { DeliveryError, PeerTransport, Region, type Application } from '../src/index.js';
+import { FAST, Node, waitFor } from './node.js';
+
+interface Msg {
+  from: string;
+  n: number;
+}
+
+/** Every delivery and every message given up, by region. */
+class Journal {
+  readonly delivered: [string, string, Msg][] = [];
+  readonly givenUp: [string, Msg, DeliveryError][] = [];
+
+  app(region: string): Application<Msg> {
+    return {
+      startShard: () => undefined,
+      stopShard: () => undefined,
+      deliver: (shard, message) => void this.delivered.push([region, shard, message]),
+      undelivered: (shard, message, error) => void this.givenUp.push([shard, message, error]),
+    };
+  }
+
+  deliveries(shard: string): [string, Msg][] {
+    return this.delivered.filter(([, s]) => s === shard).map(([region, , message]) => [region, message]);
+  }
+}
+
+async function peerRegion(node: Node, journal: Journal, token: string): Promise<[Region<Msg>, PeerTransport<Msg>]> {
+  const transport = await PeerTransport.bind<Msg>({ entityType: 'cart', incarnation: 1, token });
+  const region = Region.start(
+    {
+      node: node.base,
+      entityType: 'cart',
+      address: transport.address,
+      reconnectMinMs: 50,
+      reconnectMaxMs: 500,
+      homeRetryMs: 300,
+      // Rounds of failed forwards outlast the node's removal (4.5 s here).
+      forwardAttempts: 30,
+    },
+    journal.app(transport.address),
+    transport,
+  );
+  await region.waitRegistered();
+  return [region, transport];
+}
+
+async function shardHomedOn(region: Region<Msg>, transport: PeerTransport<Msg>, prefix: string): Promise<string> {
+  return waitFor('a shard homed there', async () => {
+    for (let i = 0; i < 32; i++) {
+      if ((await region.homeOf(`${prefix}${i}`)) === transport.address) {
+        return `${prefix}${i}`;
+      }
+    }
+    return undefined;
+  });
+}
+
+describe('the built-in transport between regions', () => {
+  let node: Node;
+  before(async () => {
+    node = await Node.start(['--type', 'cart', ...FAST]);
+  });
+  after(() => node.stop());
+
+  it('carries every message to the home, across a home gone without leaving', async () => {
+    const journal = new Journal();
+    const [a, ta] = await peerRegion(node, journal, 'secret');
+    const [b, tb] = await peerRegion(node, journal, 'secret');
+    const shard = await shardHomedOn(b, tb, 'p');
+    for (let n = 0; n < 100; n++) {
+      a.send(shard, { from: ta.address, n });
+    }
+    await waitFor('100 messages delivered on b', () => (journal.deliveries(shard).length === 100 ? true : undefined));
+    // b goes without leaving: its listener and connections close.
+    await b.shutdown();
+    tb.close();
+    for (let n = 100; n < 200; n++) {
+      a.send(shard, { from: ta.address, n });
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    await waitFor('every message delivered', () => {
+      assert.deepEqual(journal.givenUp.map(([, m, e]) => [m.n, e.message]), []);
+      return new Set(journal.deliveries(shard).map(([, m]) => m.n)).size === 200 ? true : undefined;
+    });
+    const deliveries = journal.deliveries(shard);
+    assert.equal(deliveries.length, 200, 'none twice');
+    for (const home of [ta.address, tb.address]) {
+      const numbers = deliveries.filter(([r]) => r === home).map(([, m]) => m.n);
+      assert.ok(numbers.every((n, i) => i === 0 || (numbers[i - 1] as number) < n), `out of order on ${home}`);
+    }
+    assert.ok(deliveries.some(([r]) => r === ta.address), 'the shard moved to a');
+    await a.shutdown();
+    ta.close();
+  });
+
+  it('refuses a wrong token, and the message is given up by name', async () => {
+    const journal = new Journal();
+    const [a, ta] = await peerRegion(node, journal, 'one');
+    const [b, tb] = await peerRegion(node, journal, 'other');
+    const shard = await shardHomedOn(b, tb, 'w');
+    a.send(shard, { from: 'a', n: 0 });
+    const [, , error] = await waitFor('the message given up', () => journal.givenUp[0], 60_000);
+    assert.ok(error instanceof DeliveryError);
+    assert.match(error.message, /401/);
+    assert.deepEqual(journal.deliveries(shard), []);
+    await a.shutdown();
+    await b.shutdown();
+    ta.close();
+    tb.close();
+  });
+});
