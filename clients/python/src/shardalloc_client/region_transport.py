@@ -19,7 +19,7 @@ __all__ = ["TransportErrorKind", "TransportError", "Inbox", "Transport", "InMemo
 M = TypeVar("M")
 M_contra = TypeVar("M_contra", contravariant=True)
 
-TransportErrorKind: TypeAlias = Literal["unknown-address", "inbox-full", "closed", "unreachable"]
+TransportErrorKind: TypeAlias = Literal["unknown-address", "inbox-full", "closed", "unreachable", "peer-busy"]
 """Why a message could not be carried."""
 
 
@@ -28,7 +28,8 @@ class TransportError(Exception):
     for the shard's home anew."""
 
     kind: TransportErrorKind
-    """``unknown-address``, ``inbox-full``, ``closed`` or ``unreachable``."""
+    """``unknown-address``, ``inbox-full``, ``closed``, ``unreachable`` or
+    ``peer-busy`` (back-pressure)."""
 
     def __init__(self, kind: TransportErrorKind, message: str) -> None:
         """An error of ``kind``, explained by ``message``."""

@@ -1,0 +1,348 @@
+"""``PeerTransport``: the built-in transport between regions, speaking the
+inter-region wire (:mod:`shardalloc_client.peer`, docs/protocol.md section
+20) over WebSockets, as the Rust and TypeScript clients' ``PeerTransport``
+do, so regions of any of the three languages carry each other's messages.
+
+It listens where the region is reachable (its registered address is what
+other regions dial) and dials a peer the first time it carries a message
+there: one connection per pair (a connection the peer opened carries this
+region's messages back too). Messages are the application's values as
+JSON. Each stays with the transport until the peer acknowledges it; a
+refusal, a failed connection or a peer that goes away hands it back to the
+region (``Inbox.not_delivered``), which asks for the shard's home again and
+resends it. At most :data:`~shardalloc_client.peer.MAX_UNACKED_BYTES` of
+one peer's messages wait unacknowledged: past that, :meth:`send` raises a
+``peer-busy`` :class:`TransportError` and the region keeps the message.
+
+Everything runs on the event loop :meth:`PeerTransport.bind` was awaited
+on; :meth:`send` never blocks.
+"""
+
+import asyncio
+import inspect
+import json
+import logging
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Final, Generic, TypeVar
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.http11 import Request, Response
+
+from .peer import (
+    MAX_UNACKED_BYTES,
+    PEER_PATH,
+    PEER_PROTOCOL_VERSION,
+    Ack,
+    Ask,
+    AskFailed,
+    Deliver,
+    NotDelivered,
+    PeerHello,
+    PeerMessage,
+    Refused,
+    Reply,
+    Welcome,
+    decode_peer,
+    decode_peer_hello,
+    encode_peer,
+    encode_peer_hello,
+)
+from .region_transport import Inbox, TransportError
+from .wire import MAX_FRAME_BYTES, FrameError
+
+__all__ = ["PeerTransport"]
+
+M = TypeVar("M")
+
+_log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S: Final = 5.0
+"""How long dialling a peer (TCP, the upgrade, its ``Welcome``) may take
+before its messages are handed back."""
+
+_NO_PROXY: Final[dict[str, Any]] = (
+    {"proxy": None} if "proxy" in inspect.signature(connect.__init__).parameters else {}
+)
+
+Socket = ClientConnection | ServerConnection
+
+
+@dataclass
+class _Outgoing(Generic[M]):
+    shard: str
+    message: M
+    payload: bytes
+
+
+@dataclass
+class _Link(Generic[M]):
+    """One connection to a peer: what waits, what is unacknowledged."""
+
+    peer: str
+    socket: Socket | None = None
+    open: bool = False
+    closed: bool = False
+    next_seq: int = 1
+    queued: deque[_Outgoing[M]] = field(default_factory=deque)
+    unacked: deque[tuple[int, _Outgoing[M]]] = field(default_factory=deque)
+    pending: int = 0
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    task: "asyncio.Task[None] | None" = None
+
+
+class PeerTransport(Generic[M]):
+    """The built-in transport between regions. See the module documentation."""
+
+    def __init__(
+        self, server: Server, address: str, entity_type: str, incarnation: int, token: str | None
+    ) -> None:
+        """Use :meth:`bind`."""
+        self._server = server
+        self.address = address
+        """The region's registered address: the one to give ``RegionConfig``."""
+        self._entity_type = entity_type
+        self._incarnation = incarnation
+        self._token = token
+        self._inbox: Inbox[M] | None = None
+        self._links: dict[str, _Link[M]] = {}
+
+    @classmethod
+    async def bind(
+        cls,
+        *,
+        entity_type: str,
+        incarnation: int,
+        token: str | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        address: str | None = None,
+    ) -> "PeerTransport[M]":
+        """Listens on ``host:port`` (0: any free port) and answers once bound;
+        its :attr:`address` (``address``, else ``host:port`` as bound) is
+        what the region registers with."""
+        holder: list[PeerTransport[M]] = []
+
+        def check(connection: ServerConnection, request: Request) -> Response | None:
+            if request.path != PEER_PATH:
+                return connection.respond(404, "not the inter-region path\n")
+            if token is not None and request.headers.get("Authorization") != f"Bearer {token}":
+                return connection.respond(401, "a missing or wrong region token\n")
+            return None
+
+        async def handler(connection: ServerConnection) -> None:
+            await holder[0]._accepted(connection)
+
+        server = await serve(
+            handler,
+            host,
+            port,
+            process_request=check,
+            max_size=MAX_FRAME_BYTES,
+            compression=None,
+            ping_interval=None,
+        )
+        bound = next(iter(server.sockets)).getsockname()[1]
+        transport: PeerTransport[M] = cls(server, address or f"{host}:{bound}", entity_type, incarnation, token)
+        holder.append(transport)
+        return transport
+
+    def send(self, to: str, shard: str, message: M) -> None:
+        """Carries ``message`` for ``shard`` to the region at ``to``; raises
+        :class:`TransportError` when it cannot take it now."""
+        try:
+            payload = json.dumps(message).encode("utf-8")
+        except (TypeError, ValueError) as error:
+            raise TransportError("unreachable", f"the message is not JSON: {error}") from None
+        if len(payload) + len(shard) + 32 > MAX_FRAME_BYTES:
+            raise TransportError("unreachable", f"a message of {len(payload)} bytes does not fit a 1 MiB frame")
+        link = self._links.get(to)
+        if link is None or link.closed:
+            link = self._dial(to)
+        if link.pending + len(payload) > MAX_UNACKED_BYTES:
+            raise TransportError(
+                "peer-busy", f"region {to} has {link.pending} bytes of messages unacknowledged; waiting for it"
+            )
+        link.pending += len(payload)
+        link.queued.append(_Outgoing(shard, message, payload))
+        link.wake.set()
+
+    def attach(self, inbox: Inbox[M]) -> None:
+        """The region receives at ``inbox``."""
+        self._inbox = inbox
+
+    def detach(self, inbox: Inbox[M]) -> None:
+        """The region stopped: stop listening and close every connection."""
+        if self._inbox is inbox:
+            self._inbox = None
+            self.close()
+
+    def close(self) -> None:
+        """Stops listening and closes every connection."""
+        for link in list(self._links.values()):
+            link.closed = True
+            if link.task is not None:
+                link.task.cancel()
+        self._links.clear()
+        self._server.close()
+
+    def _dial(self, to: str) -> _Link[M]:
+        link: _Link[M] = _Link(peer=to)
+        self._links[to] = link
+        link.task = asyncio.get_running_loop().create_task(self._dial_and_run(link))
+        return link
+
+    async def _dial_and_run(self, link: _Link[M]) -> None:
+        to = link.peer
+        headers = {} if self._token is None else {"Authorization": f"Bearer {self._token}"}
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                socket = await connect(
+                    f"ws://{to}{PEER_PATH}",
+                    additional_headers=headers,
+                    max_size=MAX_FRAME_BYTES,
+                    compression=None,
+                    open_timeout=None,
+                    ping_interval=None,
+                    **_NO_PROXY,
+                )
+                hello = PeerHello(PEER_PROTOCOL_VERSION, self._entity_type, self.address, self._incarnation)
+                await socket.send(encode_peer_hello(hello))
+                answer = decode_peer(_as_bytes(await socket.recv()))
+        except InvalidStatus as refused:
+            self._fail(link, f"cannot connect to {to}: {refused.response.status_code}")
+            return
+        except TimeoutError:
+            self._fail(link, f"no answer from {to} within {CONNECT_TIMEOUT_S} s")
+            return
+        except (OSError, ConnectionClosed, FrameError) as error:
+            self._fail(link, f"cannot connect to {to}: {error}")
+            return
+        if not isinstance(answer, Welcome):
+            reason = answer.reason if isinstance(answer, Refused) else f"answered with {type(answer).__name__}"
+            self._fail(link, f"{to} refused the connection: {reason}")
+            await socket.close()
+            return
+        await self._run(link, socket)
+
+    async def _accepted(self, socket: ServerConnection) -> None:
+        """A peer dialled this region: its ``PeerHello``, then the connection both ways."""
+        try:
+            hello = decode_peer_hello(_as_bytes(await asyncio.wait_for(socket.recv(), CONNECT_TIMEOUT_S)))
+        except (TimeoutError, ConnectionClosed, FrameError):
+            return
+        refusal = None
+        if hello.protocol != PEER_PROTOCOL_VERSION:
+            refusal = (
+                f"inter-region wire version {hello.protocol} is not supported; "
+                f"this region speaks {PEER_PROTOCOL_VERSION}"
+            )
+        elif hello.entity_type != self._entity_type:
+            refusal = f"this region serves {self._entity_type}, not {hello.entity_type}"
+        if refusal is not None:
+            await socket.send(encode_peer(Refused(refusal)))
+            await socket.close()
+            return
+        await socket.send(encode_peer(Welcome(PEER_PROTOCOL_VERSION, self.address, self._incarnation)))
+        link: _Link[M] = _Link(peer=hello.from_)
+        existing = self._links.get(hello.from_)
+        if existing is None or existing.closed:
+            # This connection carries this region's messages to the dialler too.
+            self._links[hello.from_] = link
+        link.task = asyncio.current_task()
+        await self._run(link, socket)
+
+    async def _run(self, link: _Link[M], socket: Socket) -> None:
+        """The connection both ways until it ends; then what was not
+        acknowledged goes back to the region."""
+        link.socket = socket
+        link.open = True
+        writer = asyncio.get_running_loop().create_task(self._write(link, socket))
+        reason = f"{link.peer} closed the connection"
+        try:
+            async for data in socket:
+                await self._on_frame(link, socket, decode_peer(_as_bytes(data)))
+        except ConnectionClosed:
+            pass
+        except FrameError as error:
+            reason = f"{link.peer} sent a malformed frame: {error}"
+        except asyncio.CancelledError:
+            reason = "the region stopped"
+        finally:
+            writer.cancel()
+            self._fail(link, reason)
+            await socket.close()
+
+    async def _write(self, link: _Link[M], socket: Socket) -> None:
+        while True:
+            while link.queued:
+                outgoing = link.queued.popleft()
+                seq = link.next_seq
+                link.next_seq += 1
+                link.unacked.append((seq, outgoing))
+                await socket.send(encode_peer(Deliver(seq, outgoing.shard, outgoing.payload)))
+            link.wake.clear()
+            await link.wake.wait()
+
+    async def _on_frame(self, link: _Link[M], socket: Socket, frame: PeerMessage) -> None:
+        if isinstance(frame, Deliver):
+            answer: PeerMessage
+            try:
+                message = json.loads(frame.payload)
+                if self._inbox is None:
+                    raise TransportError("closed", "the region has stopped")
+                self._inbox.deliver(frame.shard, message)
+                answer = Ack(frame.seq)
+            except (TransportError, ValueError) as error:
+                answer = NotDelivered(frame.seq, str(error))
+            await socket.send(encode_peer(answer))
+        elif isinstance(frame, Ask):
+            await socket.send(encode_peer(AskFailed(frame.seq, "this region does not serve asks yet")))
+        elif isinstance(frame, Ack):
+            while link.unacked and link.unacked[0][0] <= frame.through:
+                _, done = link.unacked.popleft()
+                link.pending -= len(done.payload)
+        elif isinstance(frame, NotDelivered):
+            for index, (seq, refused) in enumerate(link.unacked):
+                if seq == frame.seq:
+                    del link.unacked[index]
+                    self._hand_back(link, [refused], frame.reason)
+                    break
+        elif isinstance(frame, (Welcome, Refused)):
+            raise FrameError(f"a {type(frame).__name__} after the handshake")
+        elif isinstance(frame, (Reply, AskFailed)):
+            pass
+
+    def _fail(self, link: _Link[M], reason: str) -> None:
+        """The connection is over: what was not acknowledged goes back, in order."""
+        if link.closed and not link.unacked and not link.queued:
+            return
+        link.closed = True
+        if self._links.get(link.peer) is link:
+            del self._links[link.peer]
+        left = [outgoing for _, outgoing in link.unacked] + list(link.queued)
+        link.unacked.clear()
+        link.queued.clear()
+        self._hand_back(link, left, reason)
+
+    def _hand_back(self, link: _Link[M], messages: list[_Outgoing[M]], reason: str) -> None:
+        """Hands messages back to the region, each shard's in the order sent."""
+        by_shard: dict[str, list[M]] = {}
+        for outgoing in messages:
+            link.pending -= len(outgoing.payload)
+            by_shard.setdefault(outgoing.shard, []).append(outgoing.message)
+        inbox = self._inbox
+        if inbox is None or not by_shard:
+            return
+        error = TransportError("unreachable", f"cannot reach region {link.peer}: {reason}")
+        for shard, listed in by_shard.items():
+            inbox.not_delivered(link.peer, shard, listed, error)
+
+
+def _as_bytes(data: str | bytes) -> bytes:
+    if isinstance(data, str):
+        raise FrameError("a text frame; the inter-region wire is binary")
+    return data
+
