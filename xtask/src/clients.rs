@@ -172,8 +172,11 @@ fn python(root: &Path) -> anyhow::Result<Tally> {
     output(Command::new(&pip).args(["install", "--quiet", "--disable-pip-version-check"]).arg(&dir))
         .context("pip install clients/python")?;
     // The tests run from their directories against the installed package:
-    // the unit tests, then those against this build's node.
+    // the unit tests, then those against this build's node (and, for the
+    // type served in three languages, the Rust client's region example and
+    // the TypeScript client built above).
     let node = node_binary(root)?;
+    crate::run(root, &crate::cargo(), &["build", "--locked", "-p", "shardalloc-client", "--example", "peer_region"])?;
     let mut ran = 0;
     for tests in ["tests", "tests_node"] {
         let (ok, text) = captured(

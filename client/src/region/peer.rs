@@ -51,7 +51,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct PeerConfig {
     /// The entity type; a peer serving another is refused.
     pub entity_type: String,
-    /// The region's registered address: `host:port`, where peers dial it.
+    /// The region's registered address: `host:port`, where peers dial it
+    /// (empty: where [`PeerTransport::bind`] bound, e.g. `127.0.0.1:40123`).
     pub address: String,
     /// The region's incarnation.
     pub incarnation: u64,
@@ -104,12 +105,16 @@ impl<M: Serialize + DeserializeOwned + Send + 'static> PeerTransport<M> {
     /// Listens on `listen` (an address this region is reachable through,
     /// usually its registered address, or `0.0.0.0:PORT` behind it) and
     /// accepts peers until the region detaches. Call inside a Tokio runtime.
-    pub async fn bind(config: PeerConfig, listen: &str) -> std::io::Result<Self> {
+    pub async fn bind(mut config: PeerConfig, listen: &str) -> std::io::Result<Self> {
         let listener = TcpListener::bind(listen).await?;
+        let local = listener.local_addr()?;
+        if config.address.is_empty() {
+            config.address = local.to_string();
+        }
         let (stopping, stopped) = watch::channel(false);
         let shared = Arc::new(Shared {
             config,
-            local: listener.local_addr()?,
+            local,
             inbox: Mutex::new(None),
             links: Mutex::new(HashMap::new()),
             next_link: AtomicU64::new(1),
@@ -122,6 +127,11 @@ impl<M: Serialize + DeserializeOwned + Send + 'static> PeerTransport<M> {
     /// Where it listens.
     pub fn local_addr(&self) -> std::net::SocketAddr {
         self.shared.local
+    }
+
+    /// The region's registered address: the one to give [`RegionConfig`](super::RegionConfig).
+    pub fn address(&self) -> &str {
+        &self.shared.config.address
     }
 }
 

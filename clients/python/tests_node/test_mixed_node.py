@@ -1,8 +1,9 @@
-"""One type served by regions in two languages at once: a Python region and a
+"""One type served by regions in three languages at once: a Python region, a
 TypeScript region (a child process running the TypeScript client, built in
 ``clients/typescript/dist`` by ``cargo xtask clients`` before these tests)
-carry each other's messages over the inter-region wire, both ways, each
-delivered once and in order."""
+and a Rust region (the Rust client's ``peer_region`` example, built by
+``cargo xtask clients`` too) carry each other's messages over the
+inter-region wire, every ordered pair, each delivered once and in order."""
 
 import asyncio
 import json
@@ -12,7 +13,7 @@ import unittest
 from pathlib import Path
 from typing import Any
 
-from node import FAST, Node, wait_for
+from node import FAST, Node, binary, wait_for
 
 from shardalloc_client.region import Region, RegionConfig
 from shardalloc_client.region_errors import DeliveryError
@@ -46,15 +47,48 @@ transport.close();
 """
 
 
-class Lines:
-    """What the TypeScript region printed, one JSON object a line."""
+RUST_EXAMPLE = "peer_region"
+"""The Rust client's example that runs a region on its PeerTransport (``client/examples/peer_region.rs``)."""
 
-    def __init__(self) -> None:
+
+class Child:
+    """A region of another language in a child process, driven by JSON lines."""
+
+    def __init__(self, name: str, process: asyncio.subprocess.Process) -> None:
+        self.name = name
+        self.process = process
         self.seen: list[dict[str, Any]] = []
+        assert process.stdout is not None
+        self._reader = asyncio.get_running_loop().create_task(self._read(process.stdout))
 
-    async def read(self, stream: asyncio.StreamReader) -> None:
+    async def _read(self, stream: asyncio.StreamReader) -> None:
         while line := await stream.readline():
             self.seen.append(json.loads(line))
+
+    async def address(self) -> str:
+        return await wait_for(f"the {self.name} region", lambda: next(
+            (str(line["address"]) for line in self.seen if "address" in line), None))
+
+    async def send(self, shard: str, n: int) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps({"send": shard, "n": n}).encode() + b"\n")
+        await self.process.stdin.drain()
+
+    def delivered(self, shard: str) -> list[int]:
+        return [int(line["n"]) for line in self.seen if line.get("deliver") == shard]
+
+    def given_up(self) -> list[dict[str, Any]]:
+        return [line for line in self.seen if "givenUp" in line]
+
+    async def stop(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            await asyncio.wait_for(self.process.wait(), 10)
+        except TimeoutError:
+            self.process.kill()
+            await self.process.wait()
+        self._reader.cancel()
 
 
 class App:
@@ -78,76 +112,72 @@ class App:
 class MixedLanguages(unittest.IsolatedAsyncioTestCase):
     async def asyncSetUp(self) -> None:
         asyncio.get_running_loop().slow_callback_duration = 2.0
-        self.assertTrue(
-            TYPESCRIPT.is_file(),
-            f"{TYPESCRIPT} is missing: build the TypeScript client first "
-            "(npm ci && npm test in clients/typescript; cargo xtask clients does)",
-        )
+        self.rust = Path(binary()).parent / "examples" / RUST_EXAMPLE
+        for built, how in [
+            (TYPESCRIPT, "npm ci && npm test in clients/typescript"),
+            (self.rust, f"cargo build -p shardalloc-client --example {RUST_EXAMPLE}"),
+        ]:
+            self.assertTrue(built.is_file(), f"{built} is missing: {how} (cargo xtask clients does)")
         self.node = await Node.start(["--type", "cart", *FAST])
 
     async def asyncTearDown(self) -> None:
         await self.node.stop()
 
-    async def test_a_python_and_a_typescript_region_carry_each_others_messages(self) -> None:
-        script = Path(tempfile.mkdtemp(prefix="shardalloc-mixed-")) / "region.mjs"
-        script.write_text(SCRIPT.format(client=json.dumps(TYPESCRIPT.as_uri())))
-        child = await asyncio.create_subprocess_exec(
-            "node", str(script), self.node.base, "secret",
+    async def child(self, name: str, *command: str) -> Child:
+        process = await asyncio.create_subprocess_exec(
+            *command, self.node.base, "secret",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=os.environ.copy(),
         )
-        assert child.stdin is not None and child.stdout is not None
-        lines = Lines()
-        reader = asyncio.get_running_loop().create_task(lines.read(child.stdout))
-        try:
-            ts: str = await wait_for("the TypeScript region", lambda: next(
-                (str(line["address"]) for line in lines.seen if "address" in line), None))
-            app = App()
-            transport: PeerTransport[dict[str, Any]] = await PeerTransport.bind(
-                entity_type="cart", incarnation=1, token="secret"
-            )
-            config = RegionConfig(
-                node=self.node.base, entity_type="cart", address=transport.address, home_retry_ms=300
-            )
-            py = await Region.start(config, app, transport)
-            await py.wait_registered()
+        child = Child(name, process)
+        self.addAsyncCleanup(child.stop)
+        return child
 
-            async def homed(on: str) -> str:
-                async def probe() -> str | None:
-                    for i in range(64):
-                        if await py.home_of(f"m{i}") == on:
-                            return f"m{i}"
-                    return None
+    async def test_rust_typescript_and_python_regions_carry_each_others_messages(self) -> None:
+        script = Path(tempfile.mkdtemp(prefix="shardalloc-mixed-")) / "region.mjs"
+        script.write_text(SCRIPT.format(client=json.dumps(TYPESCRIPT.as_uri())))
+        ts = await self.child("TypeScript", "node", str(script))
+        rust = await self.child("Rust", str(self.rust))
+        app = App()
+        transport: PeerTransport[dict[str, Any]] = await PeerTransport.bind(
+            entity_type="cart", incarnation=1, token="secret"
+        )
+        config = RegionConfig(node=self.node.base, entity_type="cart", address=transport.address, home_retry_ms=300)
+        py = await Region.start(config, app, transport)
+        await py.wait_registered()
+        addresses = {"Python": transport.address, "TypeScript": await ts.address(), "Rust": await rust.address()}
+        children = {"TypeScript": ts, "Rust": rust}
 
-                return await wait_for(f"a shard homed on {on}", probe)
+        async def homed(on: str, prefix: str) -> str:
+            async def probe() -> str | None:
+                for i in range(64):
+                    if await py.home_of(f"{prefix}{i}") == addresses[on]:
+                        return f"{prefix}{i}"
+                return None
 
-            # Python → TypeScript.
-            to_ts = await homed(ts)
-            for n in range(50):
-                py.send(to_ts, {"from": "py", "n": n})
-            await wait_for("50 delivered by TypeScript", lambda: True if len(
-                [line for line in lines.seen if line.get("deliver") == to_ts]) == 50 else None)
-            self.assertEqual([line["n"] for line in lines.seen if line.get("deliver") == to_ts], list(range(50)))
+            return await wait_for(f"a shard homed on the {on} region", probe)
 
-            # TypeScript → Python.
-            to_py = await homed(transport.address)
-            for n in range(50):
-                child.stdin.write(json.dumps({"send": to_py, "n": n}).encode() + b"\n")
-            await child.stdin.drain()
-            await wait_for("50 delivered by Python", lambda: True if len(
-                [m for s, m in app.delivered if s == to_py]) == 50 else None)
-            self.assertEqual([m["n"] for s, m in app.delivered if s == to_py], list(range(50)))
-            self.assertEqual(app.given_up, [])
-            self.assertEqual([line for line in lines.seen if "givenUp" in line], [])
-            await py.shutdown()
-            transport.close()
-        finally:
-            child.stdin.close()
-            try:
-                await asyncio.wait_for(child.wait(), 10)
-            except TimeoutError:
-                child.kill()
-                await child.wait()
-            reader.cancel()
+        def delivered(on: str, shard: str) -> list[int]:
+            if on == "Python":
+                return [int(m["n"]) for s, m in app.delivered if s == shard]
+            return children[on].delivered(shard)
+
+        for sender in addresses:
+            for receiver in addresses:
+                if sender == receiver:
+                    continue
+                shard = await homed(receiver, f"{sender[0]}{receiver[0]}-")
+                for n in range(20):
+                    if sender == "Python":
+                        py.send(shard, {"from": "py", "n": n})
+                    else:
+                        await children[sender].send(shard, n)
+                await wait_for(f"{sender} → {receiver}: 20 delivered", lambda: True if len(
+                    delivered(receiver, shard)) >= 20 else None)
+                self.assertEqual(delivered(receiver, shard), list(range(20)), f"{sender} → {receiver}")
+        self.assertEqual(app.given_up, [])
+        self.assertEqual(ts.given_up() + rust.given_up(), [])
+        await py.shutdown()
+        transport.close()
 
 
 if __name__ == "__main__":
