@@ -179,6 +179,63 @@ class MixedLanguages(unittest.IsolatedAsyncioTestCase):
         await py.shutdown()
         transport.close()
 
+    async def test_a_region_sigkilled_under_traffic_loses_no_message_untold(self) -> None:
+        """For a Rust and then a TypeScript region: SIGKILLed while a Python
+        region sends to a shard it homes, then started again. Every message
+        is delivered somewhere or handed back by name (none here: the
+        attempts outlast the node's removal); a message the dead region took
+        without acknowledging may arrive twice (at least once)."""
+        script = Path(tempfile.mkdtemp(prefix="shardalloc-mixed-")) / "region.mjs"
+        script.write_text(SCRIPT.format(client=json.dumps(TYPESCRIPT.as_uri())))
+        commands = {"Rust": [str(self.rust)], "TypeScript": ["node", str(script)]}
+        app = App()
+        transport: PeerTransport[dict[str, Any]] = await PeerTransport.bind(
+            entity_type="cart", incarnation=1, token="secret"
+        )
+        config = RegionConfig(
+            node=self.node.base,
+            entity_type="cart",
+            address=transport.address,
+            home_retry_ms=300,
+            # Rounds of failed forwards outlast the node's removal (4.5 s here).
+            forward_attempts=30,
+        )
+        py = await Region.start(config, app, transport)
+        await py.wait_registered()
+        for name, command in commands.items():
+            with self.subTest(name):
+                victim = await self.child(name, *command)
+                address = await victim.address()
+
+                async def probe() -> str | None:
+                    for i in range(64):
+                        if await py.home_of(f"k{name[0]}{i}") == address:
+                            return f"k{name[0]}{i}"
+                    return None
+
+                shard: str = await wait_for(f"a shard homed on the {name} region", probe)
+                restarted: list[Child] = []
+                for n in range(300):
+                    py.send(shard, {"from": "py", "n": n})
+                    if n == 100:
+                        victim.process.kill()
+                        restarted.append(await self.child(name, *command))
+                    await asyncio.sleep(0.01)
+
+                def outcome() -> tuple[set[int], set[int]]:
+                    delivered = {int(m["n"]) for s, m in app.delivered if s == shard}
+                    for child in [victim, *restarted]:
+                        delivered |= set(child.delivered(shard))
+                    return delivered, {n for n in range(300) if n not in delivered}
+
+                await wait_for(
+                    f"every message to the killed {name} region's shard delivered or handed back",
+                    lambda: True if not outcome()[1] or app.given_up else None,
+                    60,
+                )
+                self.assertEqual(app.given_up, [], "the attempts outlast the node's removal")
+                self.assertEqual(outcome()[1], set(), "delivered or handed back")
+                self.assertTrue(victim.delivered(shard), f"the {name} region was the home before its kill")
 
 if __name__ == "__main__":
     unittest.main()
