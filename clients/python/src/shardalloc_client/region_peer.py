@@ -276,15 +276,20 @@ class PeerTransport(Generic[M]):
             await socket.close()
 
     async def _write(self, link: _Link[M], socket: Socket) -> None:
-        while True:
-            while link.queued:
-                outgoing = link.queued.popleft()
-                seq = link.next_seq
-                link.next_seq += 1
-                link.unacked.append((seq, outgoing))
-                await socket.send(encode_peer(Deliver(seq, outgoing.shard, outgoing.payload)))
-            link.wake.clear()
-            await link.wake.wait()
+        """Sends what waits, numbered, until the connection closes (the
+        reader then ends the connection and hands back what is left)."""
+        try:
+            while True:
+                while link.queued:
+                    outgoing = link.queued.popleft()
+                    seq = link.next_seq
+                    link.next_seq += 1
+                    link.unacked.append((seq, outgoing))
+                    await socket.send(encode_peer(Deliver(seq, outgoing.shard, outgoing.payload)))
+                link.wake.clear()
+                await link.wake.wait()
+        except ConnectionClosed:
+            return
 
     async def _on_frame(self, link: _Link[M], socket: Socket, frame: PeerMessage) -> None:
         if isinstance(frame, Deliver):
