@@ -362,16 +362,7 @@ async fn forwards_reported_lost_are_retried_then_given_up_to_the_application_by_
     registered(&a).await;
     registered(&b).await;
     // A shard homed on b (which lives, but whose messages are all lost).
-    let shard = wait_for("a shard homed on b", Duration::from_secs(30), async || {
-        for i in 0..32 {
-            let shard = format!("l{i}");
-            if b.home_of(&shard).await.ok()? == "b" {
-                return Some(shard);
-            }
-        }
-        None
-    })
-    .await;
+    let shard = shard_homed_on(&b, "l").await;
     a.home_of(&shard).await.unwrap();
     for n in 0..5 {
         a.send(&shard, Msg::new("a", n)).unwrap();

@@ -113,7 +113,8 @@ pub enum SendError {
 
 /// Why a message the region took was never delivered: its forwards kept
 /// failing (the transport could not carry it, or reported later that it did
-/// not arrive). Handed to the application with the message
+/// not arrive), the node refused its shard, or the region stopped while it
+/// waited for a home. Handed to the application with the message
 /// ([`Application::undelivered`](super::Application::undelivered)).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DeliveryError {

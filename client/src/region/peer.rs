@@ -262,11 +262,8 @@ async fn dial<M: Serialize + DeserializeOwned + Send + 'static>(
                 _ => format!("no answer from {to} within {CONNECT_TIMEOUT:?}"),
             };
             forget_link(&shared, &to, link_id);
-            outgoing.close();
             let mut left = VecDeque::new();
-            while let Ok(waiting) = outgoing.try_recv() {
-                left.push_back((0, waiting));
-            }
+            close_and_drain(&mut outgoing, &mut left);
             hand_back(&shared, &to, left, &reason, &pending);
             return;
         }
@@ -303,6 +300,15 @@ async fn handshake<M>(
             other => Err(format!("{to} answered the PeerHello with {other:?}")),
         },
         other => Err(format!("{to} answered the PeerHello with {other:?}")),
+    }
+}
+
+/// Closes a link's queue and moves what still waits in it behind `left`
+/// (numbered 0: never sent), so it is handed back with the rest.
+fn close_and_drain<M>(outgoing: &mut mpsc::UnboundedReceiver<Outgoing<M>>, left: &mut VecDeque<(u64, Outgoing<M>)>) {
+    outgoing.close();
+    while let Ok(waiting) = outgoing.try_recv() {
+        left.push_back((0, waiting));
     }
 }
 
@@ -393,10 +399,7 @@ where
         }
     };
     forget_link(shared, &peer, link_id);
-    outgoing.close();
-    while let Ok(waiting) = outgoing.try_recv() {
-        unacked.push_back((0, waiting));
-    }
+    close_and_drain(&mut outgoing, &mut unacked);
     let reason = match &outcome {
         Ok(()) => "the region stopped".to_owned(),
         Err(reason) => reason.clone(),

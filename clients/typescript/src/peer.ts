@@ -6,8 +6,10 @@
 // frames in `contracts/wire/` (`peer-*.hex`) pin them, and
 // `test/wire.test.ts` checks this module against every one.
 
-import { FrameError, Reader, Writer } from './postcard.js';
+import { FrameError, Reader, Writer, withinFrame } from './postcard.js';
 import { MAX_FRAME_BYTES } from './wire.js';
+
+const sized = (bytes: Uint8Array): Uint8Array => withinFrame(bytes, MAX_FRAME_BYTES);
 
 /** The inter-region wire version this client speaks. */
 export const PEER_PROTOCOL_VERSION = 1;
@@ -49,13 +51,6 @@ export const PEER_VARIANTS = [
   'NotDelivered',
   'AskFailed',
 ] as const satisfies readonly PeerMessage['type'][];
-
-function sized(bytes: Uint8Array): Uint8Array {
-  if (bytes.length > MAX_FRAME_BYTES) {
-    throw new FrameError(`a frame of ${bytes.length} bytes is over the 1 MiB limit`);
-  }
-  return bytes;
-}
 
 /** Encodes a `PeerHello`. */
 export function encodePeerHello(hello: PeerHello): Uint8Array {

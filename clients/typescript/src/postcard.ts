@@ -100,6 +100,14 @@ export class Writer {
   }
 }
 
+/** `bytes`, once they are within `max` bytes, a whole number of MiB (a `FrameError` naming the limit otherwise). */
+export function withinFrame(bytes: Uint8Array, max: number): Uint8Array {
+  if (bytes.length > max) {
+    throw new FrameError(`a frame of ${bytes.length} bytes is over the ${max >> 20} MiB limit`);
+  }
+  return bytes;
+}
+
 /** Orders strings by their UTF-8 bytes, as Rust orders `String`s. */
 export function compareUtf8(a: string, b: string): number {
   const x = new TextEncoder().encode(a);

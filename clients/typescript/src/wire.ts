@@ -5,7 +5,7 @@
 // `contracts/wire/` pin them, and `test/wire.test.ts` checks this module
 // against every one.
 
-import { FrameError, Reader, Writer } from './postcard.js';
+import { FrameError, Reader, Writer, withinFrame } from './postcard.js';
 
 export { FrameError } from './postcard.js';
 
@@ -133,9 +133,7 @@ export const NODE_VARIANTS = [
 ] as const satisfies readonly NodeMessage['type'][];
 
 function checkSize(bytes: Uint8Array): void {
-  if (bytes.length > MAX_FRAME_BYTES) {
-    throw new FrameError(`a frame of ${bytes.length} bytes is over the 1 MiB limit`);
-  }
+  withinFrame(bytes, MAX_FRAME_BYTES);
 }
 
 /** Encodes a `Hello`. */
@@ -156,8 +154,7 @@ export function decodeHello(bytes: Uint8Array): Hello {
 }
 
 function sized(bytes: Uint8Array): Uint8Array {
-  checkSize(bytes);
-  return bytes;
+  return withinFrame(bytes, MAX_FRAME_BYTES);
 }
 
 /** Encodes a region's message. */

@@ -329,7 +329,8 @@ DeliveryErrorKind: TypeAlias = Literal["AttemptsExhausted", "DeadlinePassed", "S
 
 class DeliveryError(_Keyed):
     """Why a message the region took was never delivered: its forwards kept
-    failing. Handed to the application's ``undelivered`` with the message.
+    failing, the node refused its shard, or the region stopped while it
+    waited for a home. Handed to the application's ``undelivered`` with the message.
     ``kind`` names the Rust variant; the field the other variant carries is
     ``None``."""
 

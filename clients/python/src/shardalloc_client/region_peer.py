@@ -19,12 +19,11 @@ on; :meth:`send` never blocks.
 """
 
 import asyncio
-import inspect
 import json
 import logging
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Final, Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -50,6 +49,7 @@ from .peer import (
     encode_peer,
     encode_peer_hello,
 )
+from .region_session import _NO_PROXY
 from .region_transport import Inbox, TransportError
 from .wire import MAX_FRAME_BYTES, FrameError
 
@@ -62,10 +62,6 @@ _log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S: Final = 5.0
 """How long dialling a peer (TCP, the upgrade, its ``Welcome``) may take
 before its messages are handed back."""
-
-_NO_PROXY: Final[dict[str, Any]] = (
-    {"proxy": None} if "proxy" in inspect.signature(connect.__init__).parameters else {}
-)
 
 Socket = ClientConnection | ServerConnection
 

@@ -197,7 +197,8 @@ export type DeliveryErrorDetail =
 
 /**
  * Why a message the region took was never delivered: its forwards kept
- * failing. Handed to the application with the message
+ * failing, the node refused its shard, or the region stopped while it
+ * waited for a home. Handed to the application with the message
  * (`Application.undelivered`).
  */
 export class DeliveryError extends Error {
