@@ -76,6 +76,7 @@ struct Quiet;
 
 impl Application for Quiet {
     type Message = ();
+    type Reply = ();
     async fn start_shard(&self, _shard: &str) {}
     async fn stop_shard(&self, _shard: &str) {}
     async fn deliver(&self, _shard: &str, _message: ()) {}

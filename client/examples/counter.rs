@@ -25,6 +25,7 @@ struct Counter {
 
 impl Application for Counter {
     type Message = String;
+    type Reply = ();
 
     async fn start_shard(&self, shard: &str) {
         self.counts.lock().unwrap().insert(shard.to_owned(), 0);

@@ -121,6 +121,7 @@ struct Teller(Arc<Accounts>);
 
 impl Application for Teller {
     type Message = i64;
+    type Reply = ();
 
     async fn start_shard(&self, shard: &str) {
         self.start_shard_at(shard, 0).await

@@ -40,6 +40,7 @@
 //!
 //! impl Application for Log {
 //!     type Message = String;
+//!     type Reply = ();
 //!     async fn start_shard(&self, shard: &str) {}
 //!     async fn stop_shard(&self, shard: &str) {}
 //!     async fn deliver(&self, shard: &str, message: String) {

@@ -243,6 +243,7 @@ struct Recorder {
 
 impl Application for Recorder {
     type Message = u32;
+    type Reply = ();
 
     async fn start_shard(&self, shard: &str) {
         self.log.lock().unwrap().push((self.region, format!("start {shard}")));

@@ -21,7 +21,7 @@ async fn drain(node: &Node, args: &[&str]) -> Output {
 }
 
 /// Asks `region` for the home of `count` shards, so that some live on it.
-async fn home_shards(regions: &[&RegionHandle<Msg>], count: usize) {
+async fn home_shards(regions: &[&RegionHandle<Msg, String>], count: usize) {
     for i in 0..count {
         for region in regions {
             tokio::time::timeout(Duration::from_secs(30), region.home_of(&format!("s{i}")))

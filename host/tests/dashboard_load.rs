@@ -21,7 +21,7 @@ const LOADS_WITHIN: Duration = Duration::from_secs(120);
 
 /// Waits until every shard runs on its home, then sets each shard's load
 /// on its home region until the node lists them all with a load.
-async fn report_loads(node: &Node, regions: &[RegionHandle<Msg>], loads: &BTreeMap<String, f64>) {
+async fn report_loads(node: &Node, regions: &[RegionHandle<Msg, String>], loads: &BTreeMap<String, f64>) {
     wait_for("every shard running on its home", LOADS_WITHIN, async || {
         let running: usize = regions.iter().map(|r| r.running_shards().len()).sum();
         (running == loads.len()).then_some(())

@@ -18,7 +18,7 @@ use shardalloc_client::region::{InMemoryTransport, RegionHandle};
 
 /// Waits until `region` runs `shard` (it asks the home, as a sender does)
 /// and answers the epoch its application started it at.
-async fn started_on(region: &RegionHandle<node::Msg>, journal: &Journal, shard: &str) -> u64 {
+async fn started_on(region: &RegionHandle<node::Msg, String>, journal: &Journal, shard: &str) -> u64 {
     wait_for(&format!("{shard} to start on {}", region.address()), Duration::from_secs(60), async || {
         let home = tokio::time::timeout(Duration::from_secs(2), region.home_of(shard)).await.ok()?.ok()?;
         let (on, epoch) = journal.starts(shard).last().cloned()?;

@@ -110,7 +110,7 @@ impl Cluster {
 }
 
 /// Regions of `cart`, on every node URL, sharing one journal.
-async fn regions(cluster: &Cluster, journal: &Journal, n: usize) -> Vec<RegionHandle<Msg>> {
+async fn regions(cluster: &Cluster, journal: &Journal, n: usize) -> Vec<RegionHandle<Msg, String>> {
     let transport = InMemoryTransport::default();
     let mut regions = Vec::new();
     for i in 0..n {
@@ -124,7 +124,7 @@ async fn regions(cluster: &Cluster, journal: &Journal, n: usize) -> Vec<RegionHa
 }
 
 /// Records every fence of any region.
-fn watch_fences(regions: &[RegionHandle<Msg>]) -> Arc<Mutex<Vec<String>>> {
+fn watch_fences(regions: &[RegionHandle<Msg, String>]) -> Arc<Mutex<Vec<String>>> {
     let fences = Arc::new(Mutex::new(Vec::new()));
     for region in regions {
         let mut updates = region.updates();
@@ -148,7 +148,7 @@ struct HomeLoad {
 }
 
 impl HomeLoad {
-    fn start(region: RegionHandle<Msg>) -> HomeLoad {
+    fn start(region: RegionHandle<Msg, String>) -> HomeLoad {
         let answered = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let (a, s) = (answered.clone(), stop.clone());
@@ -223,7 +223,7 @@ async fn assert_placements_kept(base: &str, acknowledged: &[(String, String)]) {
 /// Kills the leader; returns the index of the new one and the time from
 /// the kill to the first home answered after it (printed with the time
 /// until a survivor named a new leader).
-async fn kill_leader(cluster: &mut Cluster, region: &RegionHandle<Msg>, round: usize) -> (usize, Duration) {
+async fn kill_leader(cluster: &mut Cluster, region: &RegionHandle<Msg, String>, round: usize) -> (usize, Duration) {
     let old = cluster.leader(Duration::from_secs(60)).await;
     cluster.nodes[old].kill();
     let killed = Instant::now();
@@ -274,7 +274,11 @@ struct GracefulStop {
 
 /// SIGTERMs the leader; answers the index of the new one and the figures.
 /// The old leader must exit with status 0.
-async fn terminate_leader(cluster: &mut Cluster, region: &RegionHandle<Msg>, round: usize) -> (usize, GracefulStop) {
+async fn terminate_leader(
+    cluster: &mut Cluster,
+    region: &RegionHandle<Msg, String>,
+    round: usize,
+) -> (usize, GracefulStop) {
     let old = cluster.leader(Duration::from_secs(60)).await;
     let pid = cluster.nodes[old].pid();
     let shard = format!("after-term-{round}");
@@ -326,10 +330,10 @@ async fn terminate_leader(cluster: &mut Cluster, region: &RegionHandle<Msg>, rou
 /// acknowledged.
 async fn leader_series<T>(
     cluster: &mut Cluster,
-    regions: &[RegionHandle<Msg>],
+    regions: &[RegionHandle<Msg, String>],
     journal: &Journal,
     rounds: usize,
-    mut stop: impl AsyncFnMut(&mut Cluster, &RegionHandle<Msg>, usize) -> (usize, T),
+    mut stop: impl AsyncFnMut(&mut Cluster, &RegionHandle<Msg, String>, usize) -> (usize, T),
 ) -> (Vec<T>, Vec<(String, String)>) {
     let mut figures = Vec::new();
     let mut acknowledged = Vec::new();

@@ -6,7 +6,8 @@
 //! others hear of it (`RegionRemoved`) and find its shards' new homes; the
 //! region simulator's stop on SIGTERM; an unhonoured placement logged once;
 //! forwards a transport reports lost later, retried and then given up to
-//! the application by name.
+//! the application by name; asks over the built-in transport, answered
+//! once by the home or failed by name.
 
 mod node;
 
@@ -16,15 +17,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use shardalloc_client::region::{
-    InMemoryTransport, Inbox, PeerConfig, PeerTransport, RegionError, RegionHandle, Transport, TransportError,
-    Undelivered, Update,
+    AskError, InMemoryTransport, Inbox, PeerConfig, PeerTransport, RegionError, RegionHandle, Transport,
+    TransportError, Undelivered, Update,
 };
 
-use node::{Entry, Journal, Msg, Node, fast_args, next_update, registered, wait_for};
+use node::{Entry, Journal, Msg, Node, REFUSED_ASKER, fast_args, next_update, registered, wait_for};
 
 /// Sends numbered messages to `shard` every few milliseconds until `stop`;
 /// answers how many it sent.
-fn pump(region: RegionHandle<Msg>, shard: &'static str, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u64> {
+fn pump(region: RegionHandle<Msg, String>, shard: &'static str, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u64> {
     tokio::spawn(async move {
         let from = region.address().to_owned();
         let mut n = 0;
@@ -192,7 +193,7 @@ async fn a_placement_moves_a_running_shard_by_hand_off_keeping_each_senders_orde
 
 /// A node with the fast timings and regions `a` and `b` on one in-memory
 /// network, both registered.
-async fn two_regions() -> (Node, Journal, RegionHandle<Msg>, RegionHandle<Msg>) {
+async fn two_regions() -> (Node, Journal, RegionHandle<Msg, String>, RegionHandle<Msg, String>) {
     let node = Node::start(&fast_args(&[])).await;
     let journal = Journal::default();
     let network = InMemoryTransport::new();
@@ -307,15 +308,16 @@ async fn an_unhonoured_placement_is_logged_once() {
 /// through `InMemoryTransport`.
 #[derive(Clone)]
 struct Lossy {
-    network: InMemoryTransport<Msg>,
+    network: InMemoryTransport<Msg, String>,
     lost: &'static str,
-    senders: Arc<std::sync::Mutex<Vec<Inbox<Msg>>>>,
-    reports: tokio::sync::mpsc::UnboundedSender<(Inbox<Msg>, String, String, Msg)>,
+    senders: Arc<std::sync::Mutex<Vec<Inbox<Msg, String>>>>,
+    reports: tokio::sync::mpsc::UnboundedSender<(Inbox<Msg, String>, String, String, Msg)>,
 }
 
 impl Lossy {
     fn new(lost: &'static str) -> Self {
-        let (reports, mut pending) = tokio::sync::mpsc::unbounded_channel::<(Inbox<Msg>, String, String, Msg)>();
+        let (reports, mut pending) =
+            tokio::sync::mpsc::unbounded_channel::<(Inbox<Msg, String>, String, String, Msg)>();
         tokio::spawn(async move {
             while let Some((inbox, to, shard, message)) = pending.recv().await {
                 tokio::time::sleep(Duration::from_millis(5)).await;
@@ -327,7 +329,7 @@ impl Lossy {
     }
 }
 
-impl Transport<Msg> for Lossy {
+impl Transport<Msg, String> for Lossy {
     fn send(&self, to: &str, shard: &str, message: Msg) -> Result<(), Undelivered<Msg>> {
         if to != self.lost {
             return self.network.send(to, shard, message);
@@ -339,12 +341,12 @@ impl Transport<Msg> for Lossy {
         Ok(())
     }
 
-    fn attach(&self, inbox: Inbox<Msg>) {
+    fn attach(&self, inbox: Inbox<Msg, String>) {
         self.senders.lock().unwrap().push(inbox.clone());
         self.network.attach(inbox);
     }
 
-    fn detach(&self, inbox: &Inbox<Msg>) {
+    fn detach(&self, inbox: &Inbox<Msg, String>) {
         self.network.detach(inbox);
     }
 }
@@ -398,7 +400,11 @@ async fn forwards_reported_lost_are_retried_then_given_up_to_the_application_by_
 
 /// A region on the built-in transport, listening on a free port of
 /// 127.0.0.1 that is also its registered address.
-async fn peer_region(node: &Node, journal: &Journal, token: &str) -> (RegionHandle<Msg>, PeerTransport<Msg>) {
+async fn peer_region(
+    node: &Node,
+    journal: &Journal,
+    token: &str,
+) -> (RegionHandle<Msg, String>, PeerTransport<Msg, String>) {
     let config = |address: String| PeerConfig {
         entity_type: "cart".into(),
         address,
@@ -416,7 +422,7 @@ async fn peer_region(node: &Node, journal: &Journal, token: &str) -> (RegionHand
 }
 
 /// A shard the node homes on `on`, asked by `on` itself.
-async fn shard_homed_on(on: &RegionHandle<Msg>, prefix: &str) -> String {
+async fn shard_homed_on(on: &RegionHandle<Msg, String>, prefix: &str) -> String {
     let address = on.address().to_owned();
     wait_for("a shard homed there", Duration::from_secs(30), async || {
         for i in 0..32 {
@@ -475,6 +481,59 @@ async fn the_built_in_transport_carries_every_message_to_the_home_across_a_regio
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn asks_over_the_built_in_transport_are_answered_once_by_the_home_or_fail_by_name() {
+    let node = Node::start(&fast_args(&[])).await;
+    let journal = Journal::default();
+    let (a, _a_transport) = peer_region(&node, &journal, "secret").await;
+    let (b, b_transport) = peer_region(&node, &journal, "secret").await;
+    let (a_address, b_address) = (a.address().to_owned(), b.address().to_owned());
+    let remote = shard_homed_on(&b, "q").await;
+    let local = shard_homed_on(&a, "q").await;
+    let wait = Duration::from_secs(30);
+    // Answered by the home, over the wire or in process, in order with the
+    // sends to the same shard.
+    for n in 0..40 {
+        if n % 2 == 0 {
+            a.send(&remote, Msg::new("a", n)).unwrap();
+        } else {
+            assert_eq!(a.ask(&remote, Msg::new("a", n), wait).await, Ok(b_address.clone()));
+        }
+    }
+    assert_eq!(a.ask(&local, Msg::new("a", 0), wait).await, Ok(a_address.clone()));
+    let numbers: Vec<u64> = journal.deliveries(&remote).iter().map(|(_, m)| m.n).collect();
+    assert_eq!(numbers, (0..40).collect::<Vec<_>>(), "each once, in order");
+    // Many at once, each answered once.
+    let asks = (100..300).map(|n| {
+        let a = a.clone();
+        let remote = remote.clone();
+        async move { a.ask(&remote, Msg::new("a", n), wait).await }
+    });
+    let answers = futures_util::future::join_all(asks).await;
+    assert!(answers.iter().all(|answer| *answer == Ok(b_address.clone())), "{answers:?}");
+    assert_eq!(journal.deliveries(&remote).len(), 240);
+    // The home failing a request fails the ask with its words.
+    let refused = a.ask(&remote, Msg::new(REFUSED_ASKER, 0), wait).await;
+    assert_eq!(
+        refused,
+        Err(AskError::Failed { shard: remote.clone(), reason: format!("{b_address} does not answer {REFUSED_ASKER}") })
+    );
+    // The home gone without leaving: an ask that cannot wait for the new
+    // home times out by name; one that can is answered by the new home.
+    b.shutdown().await;
+    drop(b_transport);
+    let hurried = a.ask(&remote, Msg::new("a", 1000), Duration::from_millis(300)).await;
+    assert_eq!(hurried, Err(AskError::Timeout { shard: remote.clone(), timeout: Duration::from_millis(300) }));
+    let patient = a.ask(&remote, Msg::new("a", 1001), Duration::from_secs(60)).await;
+    assert_eq!(patient, Ok(a_address.clone()), "answered by the new home");
+    assert!(journal.entries().iter().all(|e| !matches!(e, Entry::Undelivered { .. })), "none given up");
+    let after = a.clone();
+    a.shutdown().await;
+    // A stopped region takes no more requests.
+    let stopped = after.ask(&remote, Msg::new("a", 1002), wait).await;
+    assert!(matches!(stopped, Err(AskError::Send(_))), "{stopped:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn the_built_in_transport_refuses_a_wrong_token_and_the_message_is_given_up_by_name() {
     let node = Node::start(&fast_args(&[])).await;
     let journal = Journal::default();
@@ -498,7 +557,7 @@ async fn the_built_in_transport_refuses_a_wrong_token_and_the_message_is_given_u
 }
 
 /// Homes shards `d0` … `d7` by asking both regions; answers those that run on `a`.
-async fn home_shards(journal: &Journal, a: &RegionHandle<Msg>, b: &RegionHandle<Msg>) -> Vec<String> {
+async fn home_shards(journal: &Journal, a: &RegionHandle<Msg, String>, b: &RegionHandle<Msg, String>) -> Vec<String> {
     for i in 0..8 {
         let shard = format!("d{i}");
         for region in [a, b] {

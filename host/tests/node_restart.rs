@@ -137,7 +137,7 @@ async fn placements_homes_and_strategy_survive_sigkill() {
 }
 
 /// Sends a numbered message to every shard every 100 ms until `stop`.
-fn pump(region: RegionHandle<Msg>, shards: Vec<String>, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<()> {
+fn pump(region: RegionHandle<Msg, String>, shards: Vec<String>, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let from = region.address().to_owned();
         let mut n = 0;

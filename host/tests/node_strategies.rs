@@ -24,7 +24,7 @@ fn names_and_causes(state: &StrategyState) -> Vec<(&str, &str)> {
 }
 
 /// Regions `a` and `b` of type `cart` on `node`, registered.
-async fn two_regions(node: &Node, journal: &Journal) -> Vec<RegionHandle<Msg>> {
+async fn two_regions(node: &Node, journal: &Journal) -> Vec<RegionHandle<Msg, String>> {
     let network = InMemoryTransport::new();
     let regions =
         vec![node.region("cart", "a", journal, &network, |_| {}), node.region("cart", "b", journal, &network, |_| {})];
@@ -42,7 +42,7 @@ struct Load {
 
 /// Every region asks for homes in a loop: a new shard each time (so the
 /// strategy decides) and, in between, one of 64 shared shards.
-fn load(regions: &[RegionHandle<Msg>]) -> Load {
+fn load(regions: &[RegionHandle<Msg, String>]) -> Load {
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));
     let tasks = regions

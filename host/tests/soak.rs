@@ -75,7 +75,7 @@ struct Slot {
     /// The cuttable way to the node (one node only: on etcd, regions
     /// follow redirects to the leader's own URL).
     proxy: Option<Proxy>,
-    region: Option<RegionHandle<Msg>>,
+    region: Option<RegionHandle<Msg, String>>,
     /// Cut off at this time: shut down and emptied once its lease is surely gone.
     crashed: Option<Instant>,
     /// The last region's leave or shutdown: the address is reused only once
@@ -213,7 +213,7 @@ async fn soak() {
     while Instant::now() < deadline {
         ticker.tick().await;
         // Traffic from live regions to random shards.
-        let live: Vec<RegionHandle<Msg>> =
+        let live: Vec<RegionHandle<Msg, String>> =
             slots.iter().filter(|s| s.crashed.is_none()).filter_map(|s| s.region.clone()).collect();
         for n in 0..20 {
             if let Some(region) = live.get(rng.below(live.len() as u64) as usize) {

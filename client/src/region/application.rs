@@ -7,7 +7,7 @@ use std::future::Future;
 /// the application's state (shared with `Arc`s if other code needs it too).
 ///
 /// For each shard, the region calls `start_shard` first, then `deliver` for
-/// each message in order, then `stop_shard`; the calls of one shard never
+/// each message (and `answer` for each request) in order, then `stop_shard`; the calls of one shard never
 /// overlap, and one run's calls are awaited one after another. Different
 /// shards run concurrently.
 ///
@@ -19,6 +19,7 @@ use std::future::Future;
 ///
 /// impl Application for Counter {
 ///     type Message = String;
+///     type Reply = ();
 ///     async fn start_shard(&self, shard: &str) {
 ///         println!("start {shard}");
 ///     }
@@ -33,6 +34,10 @@ use std::future::Future;
 pub trait Application: Send + Sync + 'static {
     /// The messages shards receive.
     type Message: Send + 'static;
+
+    /// The answers to requests ([`RegionHandle::ask`](super::RegionHandle::ask));
+    /// `()` for an application that answers none.
+    type Reply: Send + 'static;
 
     /// Starts the shard here: called when the node names this region as its
     /// home and the lease is valid, before any delivery.
@@ -56,6 +61,15 @@ pub trait Application: Send + Sync + 'static {
 
     /// Delivers a message to a running shard.
     fn deliver(&self, shard: &str, message: Self::Message) -> impl Future<Output = ()> + Send;
+
+    /// Answers a request to a running shard, in order with its deliveries
+    /// (the asker waits for it). An `Err` fails the ask with its text
+    /// ([`AskError::Failed`](super::AskError::Failed)). By default answers
+    /// that this application answers no requests.
+    fn answer(&self, shard: &str, request: Self::Message) -> impl Future<Output = Result<Self::Reply, String>> + Send {
+        let _ = (shard, request);
+        async { Err("this application answers no requests".to_owned()) }
+    }
 
     /// A message the region took for `shard` was given up: its forwards to
     /// the shard's home kept failing past

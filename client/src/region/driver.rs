@@ -31,10 +31,11 @@ use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 use tracing::{debug, info, warn};
 
+use super::ask::{AskError, Parcel};
 use super::core::{Action, Millis, RegionCore};
 use super::load::LoadMeter;
 use super::session::{self, SessionEvent, SessionParams};
-use super::transport::{Inbound, Inbox, Returned, Transport};
+use super::transport::{Inbound, Inbox, Returned, Transport, TransportError};
 use super::{Application, DeliveryError, RegionConfig, RegionError, Update, millis, unpoison};
 use crate::protocol::RegionMessage;
 
@@ -59,8 +60,8 @@ pub(crate) struct Status {
     pub(crate) ended: Option<RegionError>,
 }
 
-enum WorkerCommand<M> {
-    Deliver(M),
+enum WorkerCommand<M, R> {
+    Deliver(Parcel<M, R>),
     Stop,
 }
 
@@ -70,40 +71,45 @@ struct StopReport {
     run: u64,
 }
 
-struct Worker<M> {
+struct Worker<M, R> {
     run: u64,
-    commands: mpsc::UnboundedSender<WorkerCommand<M>>,
+    commands: mpsc::UnboundedSender<WorkerCommand<M, R>>,
     /// Deliveries queued and not yet done.
     backlog: Arc<AtomicUsize>,
     task: JoinHandle<()>,
 }
 
 /// What a new shard worker gets.
-struct ShardRun<M> {
+struct ShardRun<M, R> {
     shard: String,
     epoch: u64,
     run: u64,
-    commands: mpsc::UnboundedReceiver<WorkerCommand<M>>,
+    commands: mpsc::UnboundedReceiver<WorkerCommand<M, R>>,
     backlog: Arc<AtomicUsize>,
     reports: mpsc::UnboundedSender<StopReport>,
 }
 
-type Spawner<M> = Box<dyn Fn(ShardRun<M>) -> JoinHandle<()> + Send + Sync>;
+type Spawner<M, R> = Box<dyn Fn(ShardRun<M, R>) -> JoinHandle<()> + Send + Sync>;
 type Metrics = Box<dyn Fn() -> BTreeMap<String, f64> + Send + Sync>;
+/// A shard's forwards the transport refused in one batch: shard, home, parcels, why.
+type Failed<M, R> = (String, String, Vec<Parcel<M, R>>, String);
 type GivenUp<M> = Box<dyn Fn(&str, M, DeliveryError) + Send + Sync>;
 
+/// The shared state of a region serving `A`.
+type SharedOf<A> = Arc<Shared<<A as Application>::Message, <A as Application>::Reply>>;
+
 /// The state handles and the driver share.
-pub(crate) struct Shared<M> {
+pub(crate) struct Shared<M, R> {
     pub(crate) address: String,
     pub(crate) incarnation: u64,
     pub(crate) shard_buffer_limit: usize,
-    pub(crate) inbox: Inbox<M>,
+    pub(crate) inbox: Inbox<M, R>,
     pub(crate) updates: broadcast::Sender<Update>,
     pub(crate) status: watch::Sender<Status>,
     epoch: Instant,
-    inner: Mutex<Inner<M>>,
-    transport: Arc<dyn Transport<M>>,
-    spawn_worker: Spawner<M>,
+    inner: Mutex<Inner<M, R>>,
+    transport: Arc<dyn Transport<M, R>>,
+    spawn_worker: Spawner<M, R>,
     metrics: Metrics,
     /// The application's [`Application::undelivered`].
     undelivered: GivenUp<M>,
@@ -115,25 +121,25 @@ pub(crate) struct Shared<M> {
 }
 
 /// The state behind the lock.
-pub(crate) struct Inner<M> {
-    pub(crate) core: RegionCore<M>,
+pub(crate) struct Inner<M, R> {
+    pub(crate) core: RegionCore<Parcel<M, R>>,
     /// The session's outgoing messages; `None` while down (dropping it hangs up).
     node: Option<mpsc::UnboundedSender<RegionMessage>>,
-    workers: HashMap<String, Worker<M>>,
+    workers: HashMap<String, Worker<M, R>>,
     pub(crate) waiters: HashMap<String, Vec<oneshot::Sender<Result<String, RegionError>>>>,
     next_run: u64,
     /// Why the region stopped, once it has.
     pub(crate) ended: Option<RegionError>,
 }
 
-impl<M> Inner<M> {
+impl<M, R> Inner<M, R> {
     /// Deliveries queued for the shard's worker and not yet done.
     pub(crate) fn backlog(&self, shard: &str) -> usize {
         self.workers.get(shard).map_or(0, |w| w.backlog.load(Ordering::Relaxed))
     }
 }
 
-impl<M: Send + 'static> Shared<M> {
+impl<M: Send + 'static, R: Send + 'static> Shared<M, R> {
     /// Milliseconds since the region started.
     pub(crate) fn now(&self) -> Millis {
         millis(self.epoch.elapsed())
@@ -143,16 +149,16 @@ impl<M: Send + 'static> Shared<M> {
         unpoison(self.load.lock())
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner<M>> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner<M, R>> {
         unpoison(self.inner.lock())
     }
 
     /// Performs the core's actions in order. Forwards the transport could
     /// not carry go back to the core (with every later forward of the same
     /// shard in this batch, so their order holds).
-    pub(crate) fn execute(&self, inner: &mut Inner<M>, actions: Vec<Action<M>>, now: Millis) {
-        let mut queue: std::collections::VecDeque<Action<M>> = actions.into();
-        let mut failed: Vec<(String, String, Vec<M>, String)> = Vec::new();
+    pub(crate) fn execute(&self, inner: &mut Inner<M, R>, actions: Vec<Action<Parcel<M, R>>>, now: Millis) {
+        let mut queue: std::collections::VecDeque<Action<Parcel<M, R>>> = actions.into();
+        let mut failed: Vec<Failed<M, R>> = Vec::new();
         loop {
             while let Some(action) = queue.pop_front() {
                 match action {
@@ -180,14 +186,19 @@ impl<M: Send + 'static> Shared<M> {
                         }
                     }
                     Action::Forward { to, shard, message } => {
-                        if let Some((_, _, messages, _)) = failed.iter_mut().find(|(s, _, _, _)| *s == shard) {
-                            messages.push(message);
-                        } else if let Err(undelivered) = self.transport.send(&to, &shard, message) {
-                            warn!(%shard, %to, error = %undelivered.error, "cannot forward a message; it waits for the home again");
-                            failed.push((shard, to, vec![undelivered.message], undelivered.error.to_string()));
+                        if let Some((_, _, parcels, _)) = failed.iter_mut().find(|(s, _, _, _)| *s == shard) {
+                            parcels.push(message);
+                        } else if let Err((parcel, error)) = self.forward(&to, &shard, message) {
+                            warn!(%shard, %to, %error, "cannot forward a message; it waits for the home again");
+                            failed.push((shard, to, vec![parcel], error.to_string()));
                         }
                     }
-                    Action::Undelivered { shard, message, error } => (self.undelivered)(&shard, message, error),
+                    Action::Undelivered { shard, message: Parcel::Tell(message), error } => {
+                        (self.undelivered)(&shard, message, error)
+                    }
+                    Action::Undelivered { message: Parcel::Ask(_, replier), error, .. } => {
+                        replier.fail(AskError::NotDelivered(error))
+                    }
                     Action::Publish(update) => self.publish(inner, update),
                     Action::Reconnect { reason } => {
                         info!(region = %self.address, %reason, "hanging up the node session");
@@ -204,7 +215,20 @@ impl<M: Send + 'static> Shared<M> {
         }
     }
 
-    fn start_worker(&self, inner: &mut Inner<M>, shard: String, epoch: u64) {
+    /// Hands a parcel to the transport; what it could not take comes back.
+    fn forward(&self, to: &str, shard: &str, parcel: Parcel<M, R>) -> Result<(), (Parcel<M, R>, TransportError)> {
+        match parcel {
+            Parcel::Tell(message) => {
+                self.transport.send(to, shard, message).map_err(|back| (Parcel::Tell(back.message), back.error))
+            }
+            Parcel::Ask(request, replier) => self.transport.ask(to, shard, request, replier).map_err(|back| {
+                let (request, replier) = back.message;
+                (Parcel::Ask(request, replier), back.error)
+            }),
+        }
+    }
+
+    fn start_worker(&self, inner: &mut Inner<M, R>, shard: String, epoch: u64) {
         let run = inner.next_run;
         inner.next_run += 1;
         let (commands, receiver) = mpsc::unbounded_channel();
@@ -222,7 +246,7 @@ impl<M: Send + 'static> Shared<M> {
         }
     }
 
-    fn publish(&self, inner: &mut Inner<M>, update: Update) {
+    fn publish(&self, inner: &mut Inner<M, R>, update: Update) {
         match &update {
             Update::HomeChanged { shard, home } => {
                 for waiter in inner.waiters.remove(shard).unwrap_or_default() {
@@ -252,13 +276,20 @@ impl<M: Send + 'static> Shared<M> {
 }
 
 /// Runs one shard: start, deliveries in order, stop; then reports the stop.
-async fn run_shard<A: Application>(app: Arc<A>, run: ShardRun<A::Message>) {
+async fn run_shard<A: Application>(app: Arc<A>, run: ShardRun<A::Message, A::Reply>) {
     let ShardRun { shard, epoch, run, mut commands, backlog, reports } = run;
     app.start_shard_at(&shard, epoch).await;
     while let Some(command) = commands.recv().await {
         match command {
-            WorkerCommand::Deliver(message) => {
+            WorkerCommand::Deliver(Parcel::Tell(message)) => {
                 app.deliver(&shard, message).await;
+                backlog.fetch_sub(1, Ordering::Relaxed);
+            }
+            WorkerCommand::Deliver(Parcel::Ask(request, replier)) => {
+                match app.answer(&shard, request).await {
+                    Ok(reply) => replier.reply(reply),
+                    Err(reason) => replier.fail(AskError::Failed { shard: shard.clone(), reason }),
+                }
                 backlog.fetch_sub(1, Ordering::Relaxed);
             }
             WorkerCommand::Stop => {
@@ -321,16 +352,16 @@ enum Ending {
     Shutdown,
 }
 
-struct Driver<M> {
-    shared: Arc<Shared<M>>,
+struct Driver<M, R> {
+    shared: Arc<Shared<M, R>>,
     params: Arc<SessionParams>,
     leave_timeout: Duration,
     drain_and_leave_timeout: Duration,
     control: mpsc::UnboundedReceiver<Control>,
     control_open: bool,
-    inbox: mpsc::Receiver<Inbound<M>>,
+    inbox: mpsc::Receiver<Inbound<M, R>>,
     /// Forwards the transport reported later as not delivered.
-    returned: mpsc::UnboundedReceiver<Returned<M>>,
+    returned: mpsc::UnboundedReceiver<Returned<M, R>>,
     reports: mpsc::UnboundedReceiver<StopReport>,
     session_events: mpsc::UnboundedReceiver<SessionEvent>,
     session_sender: mpsc::UnboundedSender<SessionEvent>,
@@ -349,14 +380,14 @@ pub(crate) fn start<A: Application>(
     urls: Vec<String>,
     tls: Option<Arc<rustls::ClientConfig>>,
     app: Arc<A>,
-    transport: Arc<dyn Transport<A::Message>>,
-) -> (Arc<Shared<A::Message>>, mpsc::UnboundedSender<Control>) {
+    transport: Arc<dyn Transport<A::Message, A::Reply>>,
+) -> (SharedOf<A>, mpsc::UnboundedSender<Control>) {
     let (inbox, inbox_receiver, returned) = Inbox::new(&config.address, config.inbox_capacity);
     transport.attach(inbox.clone());
     let (reports, report_receiver) = mpsc::unbounded_channel();
     let (control, control_receiver) = mpsc::unbounded_channel();
     let (session_sender, session_events) = mpsc::unbounded_channel();
-    let spawn_worker: Spawner<A::Message> = {
+    let spawn_worker: Spawner<A::Message, A::Reply> = {
         let app = app.clone();
         let runtime = runtime.clone();
         Box::new(move |run| runtime.spawn(run_shard(app.clone(), run)))
@@ -425,7 +456,7 @@ pub(crate) fn start<A: Application>(
     (shared, control)
 }
 
-impl<M: Send + 'static> Driver<M> {
+impl<M: Send + 'static, R: Send + 'static> Driver<M, R> {
     async fn run(mut self) {
         let mut ticker = tokio::time::interval(TICK);
         ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -460,7 +491,7 @@ impl<M: Send + 'static> Driver<M> {
         self.shared.lock().workers.values().any(|w| w.backlog.load(Ordering::Relaxed) >= limit)
     }
 
-    fn with_core(&self, f: impl FnOnce(&mut RegionCore<M>, Millis) -> Vec<Action<M>>) {
+    fn with_core(&self, f: impl FnOnce(&mut RegionCore<Parcel<M, R>>, Millis) -> Vec<Action<Parcel<M, R>>>) {
         let now = self.shared.now();
         let mut inner = self.shared.lock();
         let actions = f(&mut inner.core, now);
@@ -507,19 +538,19 @@ impl<M: Send + 'static> Driver<M> {
         }
     }
 
-    fn on_inbound(&mut self, inbound: Inbound<M>) {
+    fn on_inbound(&mut self, inbound: Inbound<M, R>) {
         let now = self.shared.now();
         let mut inner = self.shared.lock();
-        match inner.core.inbound(&inbound.shard, inbound.message, now) {
+        match inner.core.inbound(&inbound.shard, inbound.parcel, now) {
             Ok(actions) => self.shared.execute(&mut inner, actions, now),
             Err(error) => warn!(region = %self.shared.address, %error, "dropping a message from another region"),
         }
     }
 
-    fn on_returned(&mut self, returned: Returned<M>) {
+    fn on_returned(&mut self, returned: Returned<M, R>) {
         let now = self.shared.now();
         let mut inner = self.shared.lock();
-        let Returned { to, shard, messages, reason } = returned;
+        let Returned { to, shard, parcels: messages, reason } = returned;
         warn!(%shard, %to, %reason, count = messages.len(), "forwarded messages were not delivered; they wait for the home again");
         let actions = inner.core.forward_failed(&shard, &to, messages, &reason, now);
         self.shared.execute(&mut inner, actions, now);

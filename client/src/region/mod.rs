@@ -18,11 +18,13 @@
 //!   (`Hello`/`Welcome`, then postcard frames), reconnected with backoff.
 //! - [`Application`]: what the region asks of the application.
 //! - [`Transport`], [`Inbox`], [`InMemoryTransport`]: carrying messages
-//!   between regions.
+//!   between regions; [`PeerTransport`]: the built-in one between processes.
+//! - [`Parcel`], [`Replier`], [`AskError`]: request and reply
+//!   ([`RegionHandle::ask`]).
 //! - [`RegionConfig`], [`Region::start`], [`RegionHandle`]: the API.
 //!
 //! ```text
-//!  RegionHandle ──send/home_of──┐                       ┌──▶ Application (per-shard worker)
+//!  RegionHandle ─send/ask/home_of┐                       ┌──▶ Application (per-shard worker)
 //!  Inbox (other regions) ───────┼──▶ RegionCore ──actions┼──▶ Transport (other regions)
 //!  node session (WebSocket) ────┤     (locked)           ├──▶ node session
 //!  ticks (50 ms) ───────────────┘                       └──▶ updates (broadcast)
@@ -48,6 +50,7 @@ pub mod core;
 pub mod load;
 
 mod application;
+mod ask;
 mod driver;
 mod error;
 mod peer;
@@ -64,6 +67,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 
 pub use self::core::{Action, CoreConfig, HomeLookup, Millis, RegionCore};
 pub use application::Application;
+pub use ask::{AskError, Parcel, Replier};
 pub use error::{DeliveryError, RegionError, SendError};
 pub use peer::{PeerConfig, PeerTransport};
 pub use transport::{InMemoryTransport, Inbox, Transport, TransportError, Undelivered};
@@ -391,10 +395,14 @@ impl Region {
     /// with backoff until [`RegionHandle::leave`] or
     /// [`RegionHandle::shutdown`] (or until every handle is dropped, which
     /// shuts it down). Must be called inside a Tokio runtime.
-    pub fn start<A, T>(config: RegionConfig, app: A, transport: T) -> Result<RegionHandle<A::Message>, RegionError>
+    pub fn start<A, T>(
+        config: RegionConfig,
+        app: A,
+        transport: T,
+    ) -> Result<RegionHandle<A::Message, A::Reply>, RegionError>
     where
         A: Application,
-        T: Transport<A::Message>,
+        T: Transport<A::Message, A::Reply>,
     {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| RegionError::NoRuntime)?;
         config.validate()?;
@@ -411,18 +419,18 @@ impl Region {
 
 /// A running region. Cheap to clone; the region shuts down when every
 /// clone is dropped (or at [`RegionHandle::leave`] / [`RegionHandle::shutdown`]).
-pub struct RegionHandle<M> {
-    shared: Arc<Shared<M>>,
+pub struct RegionHandle<M, R = ()> {
+    shared: Arc<Shared<M, R>>,
     control: mpsc::UnboundedSender<Control>,
 }
 
-impl<M> Clone for RegionHandle<M> {
+impl<M, R> Clone for RegionHandle<M, R> {
     fn clone(&self) -> Self {
         RegionHandle { shared: self.shared.clone(), control: self.control.clone() }
     }
 }
 
-impl<M> fmt::Debug for RegionHandle<M> {
+impl<M, R> fmt::Debug for RegionHandle<M, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RegionHandle")
             .field("address", &self.shared.address)
@@ -431,7 +439,7 @@ impl<M> fmt::Debug for RegionHandle<M> {
     }
 }
 
-impl<M: Send + 'static> RegionHandle<M> {
+impl<M: Send + 'static, R: Send + 'static> RegionHandle<M, R> {
     /// This region's address.
     pub fn address(&self) -> &str {
         &self.shared.address
@@ -497,9 +505,42 @@ impl<M: Send + 'static> RegionHandle<M> {
         if inner.core.delivers_locally(shard) && inner.backlog(shard) >= self.shared.shard_buffer_limit {
             return Err(SendError::BufferFull { shard: shard.to_owned(), limit: self.shared.shard_buffer_limit });
         }
-        let actions = inner.core.send(shard, message, now)?;
+        let actions = inner.core.send(shard, Parcel::Tell(message), now)?;
         self.shared.execute(&mut inner, actions, now);
         Ok(())
+    }
+
+    /// Asks `shard`, wherever it lives, and waits up to `timeout` for its
+    /// answer ([`Application::answer`] at its home). The request is routed
+    /// like a [`RegionHandle::send`] (in order with the sends to the same
+    /// shard, buffered across hand-offs, resent after a lost home) and
+    /// answered at most once; without an answer it fails with an
+    /// [`AskError`] naming why (the timeout, the region's limits, a request
+    /// never delivered, the home failing it).
+    pub async fn ask(&self, shard: &str, request: M, timeout: Duration) -> Result<R, AskError> {
+        let (answered, answer) = oneshot::channel();
+        let replier = Replier::new(shard, timeout, move |outcome| {
+            let _ = answered.send(outcome);
+        });
+        {
+            let now = self.shared.now();
+            let mut inner = self.shared.lock();
+            if inner.ended.is_some() {
+                return Err(SendError::Stopped.into());
+            }
+            if inner.core.delivers_locally(shard) && inner.backlog(shard) >= self.shared.shard_buffer_limit {
+                return Err(
+                    SendError::BufferFull { shard: shard.to_owned(), limit: self.shared.shard_buffer_limit }.into()
+                );
+            }
+            let actions = inner.core.send(shard, Parcel::Ask(request, replier), now)?;
+            self.shared.execute(&mut inner, actions, now);
+        }
+        match tokio::time::timeout(timeout, answer).await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(_)) => Err(AskError::Failed { shard: shard.to_owned(), reason: "the region stopped".to_owned() }),
+            Err(_) => Err(AskError::Timeout { shard: shard.to_owned(), timeout }),
+        }
     }
 
     /// A receiver of the region's [`Update`]s from now on (it lags, losing
@@ -549,7 +590,7 @@ impl<M: Send + 'static> RegionHandle<M> {
 
     /// The region's inbox, for an application transport that receives
     /// messages from other regions itself.
-    pub fn inbox(&self) -> Inbox<M> {
+    pub fn inbox(&self) -> Inbox<M, R> {
         self.shared.inbox.clone()
     }
 
@@ -656,6 +697,7 @@ mod tests {
         struct Nothing;
         impl Application for Nothing {
             type Message = ();
+            type Reply = ();
             async fn start_shard(&self, _: &str) {}
             async fn stop_shard(&self, _: &str) {}
             async fn deliver(&self, _: &str, _: ()) {}

@@ -38,6 +38,7 @@ use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode};
 use tokio_tungstenite::tungstenite::{self, Message};
 use tracing::{debug, warn};
 
+use super::ask::{AskError, Parcel, Replier};
 use super::transport::{Inbox, Transport, TransportError, Undelivered};
 use crate::peer::{MAX_UNACKED_BYTES, PEER_PATH, PEER_PROTOCOL_VERSION, PeerHello, PeerMessage};
 use crate::protocol::{MAX_FRAME_BYTES, decode, encode};
@@ -62,37 +63,51 @@ pub struct PeerConfig {
 }
 
 /// The built-in transport between regions. See the module documentation.
-pub struct PeerTransport<M> {
-    shared: Arc<Shared<M>>,
+pub struct PeerTransport<M, R = ()> {
+    shared: Arc<Shared<M, R>>,
 }
 
-impl<M> Clone for PeerTransport<M> {
+impl<M, R> Clone for PeerTransport<M, R> {
     fn clone(&self) -> Self {
         PeerTransport { shared: self.shared.clone() }
     }
 }
 
-struct Shared<M> {
+struct Shared<M, R> {
     config: PeerConfig,
     local: std::net::SocketAddr,
-    inbox: Mutex<Option<Inbox<M>>>,
+    inbox: Mutex<Option<Inbox<M, R>>>,
     /// The connection carrying this region's messages to each peer.
-    links: Mutex<HashMap<String, Link<M>>>,
+    links: Mutex<HashMap<String, Link<M, R>>>,
     next_link: AtomicU64,
     /// Set when the region detaches: the accept loop and every connection end.
     stopping: watch::Sender<bool>,
 }
 
 /// A message waiting to go to a peer, or gone and not yet acknowledged.
-struct Outgoing<M> {
+struct Outgoing<M, R> {
     shard: String,
-    message: M,
+    parcel: Parcel<M, R>,
     payload: Vec<u8>,
 }
 
-struct Link<M> {
+impl<M, R> Outgoing<M, R> {
+    /// Its frame, numbered `seq`.
+    fn frame(&self, seq: u64) -> PeerMessage {
+        let (shard, payload) = (self.shard.clone(), self.payload.clone());
+        match &self.parcel {
+            Parcel::Tell(_) => PeerMessage::Deliver { seq, shard, payload },
+            Parcel::Ask(_, replier) => {
+                let timeout_ms = replier.remaining().as_millis().min(u128::from(u64::MAX)) as u64;
+                PeerMessage::Ask { seq, shard, payload, timeout_ms }
+            }
+        }
+    }
+}
+
+struct Link<M, R> {
     id: u64,
-    outgoing: mpsc::UnboundedSender<Outgoing<M>>,
+    outgoing: mpsc::UnboundedSender<Outgoing<M, R>>,
     /// Payload bytes queued or unacknowledged on this link.
     pending: Arc<AtomicUsize>,
 }
@@ -101,7 +116,9 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl<M: Serialize + DeserializeOwned + Send + 'static> PeerTransport<M> {
+impl<M: Serialize + DeserializeOwned + Send + 'static, R: Serialize + DeserializeOwned + Send + 'static>
+    PeerTransport<M, R>
+{
     /// Listens on `listen` (an address this region is reachable through,
     /// usually its registered address, or `0.0.0.0:PORT` behind it) and
     /// accepts peers until the region detaches. Call inside a Tokio runtime.
@@ -133,11 +150,49 @@ impl<M: Serialize + DeserializeOwned + Send + 'static> PeerTransport<M> {
     pub fn address(&self) -> &str {
         &self.shared.config.address
     }
+
+    /// Queues a message or request for the link to `to` (dialling it first
+    /// if there is none); what cannot be queued comes back.
+    fn carry(&self, to: &str, shard: &str, parcel: Parcel<M, R>) -> Result<(), (TransportError, Parcel<M, R>)> {
+        let unreachable = |reason: String| TransportError::Unreachable { address: to.to_owned(), reason };
+        let payload = match serde_json::to_vec(parcel.message()) {
+            Ok(payload) => payload,
+            Err(error) => return Err((unreachable(format!("not JSON: {error}")), parcel)),
+        };
+        if payload.len() + shard.len() + 32 > MAX_FRAME_BYTES {
+            let reason = format!("a message of {} bytes does not fit a 1 MiB frame", payload.len());
+            return Err((unreachable(reason), parcel));
+        }
+        let mut links = lock(&self.shared.links);
+        let link = links.entry(to.to_owned()).or_insert_with(|| {
+            let (link, receiver) = new_link(&self.shared);
+            tokio::spawn(dial(to.to_owned(), link.id, receiver, link.pending.clone(), self.shared.clone()));
+            link
+        });
+        let waiting = link.pending.load(Ordering::Relaxed);
+        if waiting + payload.len() > MAX_UNACKED_BYTES {
+            return Err((TransportError::PeerBusy { address: to.to_owned(), bytes: waiting }, parcel));
+        }
+        link.pending.fetch_add(payload.len(), Ordering::Relaxed);
+        let size = payload.len();
+        if let Err(mpsc::error::SendError(back)) =
+            link.outgoing.send(Outgoing { shard: shard.to_owned(), parcel, payload })
+        {
+            // The link ended between the look-up and now: the region retries.
+            link.pending.fetch_sub(size, Ordering::Relaxed);
+            links.remove(to);
+            return Err((unreachable("the connection ended".to_owned()), back.parcel));
+        }
+        Ok(())
+    }
 }
 
-async fn accept_loop<M: Serialize + DeserializeOwned + Send + 'static>(
+async fn accept_loop<
+    M: Serialize + DeserializeOwned + Send + 'static,
+    R: Serialize + DeserializeOwned + Send + 'static,
+>(
     listener: TcpListener,
-    shared: Weak<Shared<M>>,
+    shared: Weak<Shared<M, R>>,
     mut stopped: watch::Receiver<bool>,
 ) {
     loop {
@@ -164,9 +219,9 @@ async fn accept_loop<M: Serialize + DeserializeOwned + Send + 'static>(
 
 /// One peer that dialled this region: the upgrade (path, token), its
 /// `PeerHello`, then the connection both ways.
-async fn serve<M: Serialize + DeserializeOwned + Send + 'static>(
+async fn serve<M: Serialize + DeserializeOwned + Send + 'static, R: Serialize + DeserializeOwned + Send + 'static>(
     stream: TcpStream,
-    shared: Arc<Shared<M>>,
+    shared: Arc<Shared<M, R>>,
 ) -> Result<(), String> {
     let token = shared.config.token.clone();
     #[allow(
@@ -240,19 +295,19 @@ async fn send<S: AsyncRead + AsyncWrite + Unpin>(
     socket.send(Message::Binary(frame.into())).await
 }
 
-fn new_link<M>(shared: &Shared<M>) -> (Link<M>, mpsc::UnboundedReceiver<Outgoing<M>>) {
+fn new_link<M, R>(shared: &Shared<M, R>) -> (Link<M, R>, mpsc::UnboundedReceiver<Outgoing<M, R>>) {
     let (outgoing, receiver) = mpsc::unbounded_channel();
     let id = shared.next_link.fetch_add(1, Ordering::Relaxed);
     (Link { id, outgoing, pending: Arc::new(AtomicUsize::new(0)) }, receiver)
 }
 
 /// Dials `to` and runs the connection; what cannot be carried is handed back.
-async fn dial<M: Serialize + DeserializeOwned + Send + 'static>(
+async fn dial<M: Serialize + DeserializeOwned + Send + 'static, R: Serialize + DeserializeOwned + Send + 'static>(
     to: String,
     link_id: u64,
-    mut outgoing: mpsc::UnboundedReceiver<Outgoing<M>>,
+    mut outgoing: mpsc::UnboundedReceiver<Outgoing<M, R>>,
     pending: Arc<AtomicUsize>,
-    shared: Arc<Shared<M>>,
+    shared: Arc<Shared<M, R>>,
 ) {
     let socket = match tokio::time::timeout(CONNECT_TIMEOUT, handshake(&to, &shared)).await {
         Ok(Ok(socket)) => socket,
@@ -273,9 +328,9 @@ async fn dial<M: Serialize + DeserializeOwned + Send + 'static>(
     }
 }
 
-async fn handshake<M>(
+async fn handshake<M, R>(
     to: &str,
-    shared: &Shared<M>,
+    shared: &Shared<M, R>,
 ) -> Result<WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>, String> {
     let mut request =
         format!("ws://{to}{PEER_PATH}").into_client_request().map_err(|e| format!("cannot dial {to}: {e}"))?;
@@ -305,7 +360,10 @@ async fn handshake<M>(
 
 /// Closes a link's queue and moves what still waits in it behind `left`
 /// (numbered 0: never sent), so it is handed back with the rest.
-fn close_and_drain<M>(outgoing: &mut mpsc::UnboundedReceiver<Outgoing<M>>, left: &mut VecDeque<(u64, Outgoing<M>)>) {
+fn close_and_drain<M, R>(
+    outgoing: &mut mpsc::UnboundedReceiver<Outgoing<M, R>>,
+    left: &mut VecDeque<(u64, Outgoing<M, R>)>,
+) {
     outgoing.close();
     while let Ok(waiting) = outgoing.try_recv() {
         left.push_back((0, waiting));
@@ -313,18 +371,18 @@ fn close_and_drain<M>(outgoing: &mut mpsc::UnboundedReceiver<Outgoing<M>>, left:
 }
 
 /// Drops the link to `to` if it is still `link_id` (a newer one stays).
-fn forget_link<M>(shared: &Shared<M>, to: &str, link_id: u64) {
+fn forget_link<M, R>(shared: &Shared<M, R>, to: &str, link_id: u64) {
     let mut links = lock(&shared.links);
     if links.get(to).is_some_and(|link| link.id == link_id) {
         links.remove(to);
     }
 }
 
-/// Hands messages back to the region, each shard's in the order sent.
-fn hand_back<M>(
-    shared: &Shared<M>,
+/// Hands messages and requests back to the region, each shard's in the order sent.
+fn hand_back<M, R>(
+    shared: &Shared<M, R>,
     to: &str,
-    messages: VecDeque<(u64, Outgoing<M>)>,
+    messages: VecDeque<(u64, Outgoing<M, R>)>,
     reason: &str,
     pending: &AtomicUsize,
 ) {
@@ -333,36 +391,61 @@ fn hand_back<M>(
     }
     let Some(inbox) = lock(&shared.inbox).clone() else { return };
     let error = TransportError::Unreachable { address: to.to_owned(), reason: reason.to_owned() };
-    let mut by_shard: Vec<(String, Vec<M>)> = Vec::new();
+    let mut by_shard: Vec<(String, Vec<Parcel<M, R>>)> = Vec::new();
     for (_, outgoing) in messages {
         pending.fetch_sub(outgoing.payload.len(), Ordering::Relaxed);
         match by_shard.iter_mut().find(|(shard, _)| *shard == outgoing.shard) {
-            Some((_, list)) => list.push(outgoing.message),
-            None => by_shard.push((outgoing.shard, vec![outgoing.message])),
+            Some((_, list)) => list.push(outgoing.parcel),
+            None => by_shard.push((outgoing.shard, vec![outgoing.parcel])),
         }
     }
     for (shard, list) in by_shard {
-        inbox.not_delivered(to, &shard, list, &error);
+        inbox.parcels_not_delivered(to, &shard, list, &error);
     }
 }
 
-/// A connection after its handshake, both ways: this region's messages out
-/// (numbered, kept until acknowledged), the peer's in (to the inbox,
-/// acknowledged). When it ends, what was not acknowledged goes back.
-async fn run<M, S>(
+/// One connection's state after its handshake.
+struct Connection<'a, M, R> {
+    peer: String,
+    shared: &'a Arc<Shared<M, R>>,
+    pending: Arc<AtomicUsize>,
+    next_seq: u64,
+    /// This region's messages and requests sent and not yet acknowledged.
+    unacked: VecDeque<(u64, Outgoing<M, R>)>,
+    /// This region's requests the peer took and has not answered yet.
+    awaiting: HashMap<u64, Replier<R>>,
+    /// Answers to the peer's requests, from wherever they were answered.
+    answers: mpsc::UnboundedSender<PeerMessage>,
+}
+
+/// A connection after its handshake, both ways: this region's messages and
+/// requests out (numbered, kept until acknowledged, requests until
+/// answered), the peer's in (to the inbox, acknowledged, requests answered
+/// on this connection). When it ends, what was not acknowledged goes back
+/// to the region; requests taken and unanswered fail by name.
+async fn run<M, R, S>(
     mut socket: WebSocketStream<S>,
     peer: String,
     link_id: u64,
-    mut outgoing: mpsc::UnboundedReceiver<Outgoing<M>>,
+    mut outgoing: mpsc::UnboundedReceiver<Outgoing<M, R>>,
     pending: Arc<AtomicUsize>,
-    shared: &Arc<Shared<M>>,
+    shared: &Arc<Shared<M, R>>,
 ) -> Result<(), String>
 where
     M: Serialize + DeserializeOwned + Send + 'static,
+    R: Serialize + DeserializeOwned + Send + 'static,
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let mut next_seq = 1;
-    let mut unacked: VecDeque<(u64, Outgoing<M>)> = VecDeque::new();
+    let (answers, mut answered) = mpsc::unbounded_channel();
+    let mut connection = Connection {
+        peer: peer.clone(),
+        shared,
+        pending,
+        next_seq: 1,
+        unacked: VecDeque::new(),
+        awaiting: HashMap::new(),
+        answers,
+    };
     let mut stopping = shared.stopping.subscribe();
     let outcome = loop {
         if *stopping.borrow() {
@@ -372,12 +455,17 @@ where
             _ = stopping.changed() => break Ok(()),
             next = outgoing.recv() => {
                 let Some(message) = next else { break Ok(()) };
-                let seq = next_seq;
-                next_seq += 1;
-                let frame = PeerMessage::Deliver { seq, shard: message.shard.clone(), payload: message.payload.clone() };
-                unacked.push_back((seq, message));
+                let seq = connection.next_seq;
+                connection.next_seq += 1;
+                let frame = message.frame(seq);
+                connection.unacked.push_back((seq, message));
                 if let Err(error) = send(&mut socket, &frame).await {
                     break Err(format!("sending to {peer} failed: {error}"));
+                }
+            }
+            Some(answer) = answered.recv() => {
+                if let Err(error) = send(&mut socket, &answer).await {
+                    break Err(format!("answering {peer} failed: {error}"));
                 }
             }
             next = socket.next() => {
@@ -392,119 +480,169 @@ where
                     Ok(message) => message,
                     Err(error) => break Err(format!("{peer} sent a malformed frame: {error}")),
                 };
-                if let Err(error) = on_frame(&mut socket, &peer, message, &mut unacked, &pending, shared).await {
-                    break Err(error);
+                match connection.on_frame(message) {
+                    Ok(Some(answer)) => {
+                        if let Err(error) = send(&mut socket, &answer).await {
+                            break Err(format!("answering {peer} failed: {error}"));
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(error) => break Err(error),
                 }
             }
         }
     };
     forget_link(shared, &peer, link_id);
-    close_and_drain(&mut outgoing, &mut unacked);
+    close_and_drain(&mut outgoing, &mut connection.unacked);
     let reason = match &outcome {
         Ok(()) => "the region stopped".to_owned(),
         Err(reason) => reason.clone(),
     };
-    hand_back(shared, &peer, unacked, &reason, &pending);
+    for (_, replier) in connection.awaiting.drain() {
+        let shard = replier.shard().to_owned();
+        let reason = format!("the connection to its home {peer} ended before the answer: {reason}");
+        replier.fail(AskError::Failed { shard, reason });
+    }
+    hand_back(shared, &peer, std::mem::take(&mut connection.unacked), &reason, &connection.pending);
     let _ = socket.close(None).await;
     outcome
 }
 
-async fn on_frame<M, S>(
-    socket: &mut WebSocketStream<S>,
-    peer: &str,
-    message: PeerMessage,
-    unacked: &mut VecDeque<(u64, Outgoing<M>)>,
-    pending: &AtomicUsize,
-    shared: &Arc<Shared<M>>,
-) -> Result<(), String>
+impl<M, R> Connection<'_, M, R>
 where
     M: Serialize + DeserializeOwned + Send + 'static,
-    S: AsyncRead + AsyncWrite + Unpin,
+    R: Serialize + DeserializeOwned + Send + 'static,
 {
-    let answer = match message {
-        PeerMessage::Deliver { seq, shard, payload } => {
-            let inbox = lock(&shared.inbox).clone();
-            match (serde_json::from_slice::<M>(&payload), inbox) {
+    /// Handles one frame from the peer; returns the frame to answer with, if any.
+    fn on_frame(&mut self, message: PeerMessage) -> Result<Option<PeerMessage>, String> {
+        let inbox = lock(&self.shared.inbox).clone();
+        let answer = match message {
+            PeerMessage::Deliver { seq, shard, payload } => match (serde_json::from_slice::<M>(&payload), inbox) {
                 (Ok(message), Some(inbox)) => match inbox.deliver(&shard, message) {
                     Ok(()) => PeerMessage::Ack { through: seq },
                     Err(undelivered) => PeerMessage::NotDelivered { seq, reason: undelivered.error.to_string() },
                 },
                 (Err(error), _) => PeerMessage::NotDelivered { seq, reason: format!("not a message: {error}") },
                 (_, None) => PeerMessage::NotDelivered { seq, reason: "the region has stopped".to_owned() },
-            }
-        }
-        PeerMessage::Ask { seq, .. } => {
-            PeerMessage::AskFailed { seq, reason: "this region does not serve asks yet".to_owned() }
-        }
-        PeerMessage::Ack { through } => {
-            while unacked.front().is_some_and(|(seq, _)| *seq <= through) {
-                if let Some((_, done)) = unacked.pop_front() {
-                    pending.fetch_sub(done.payload.len(), Ordering::Relaxed);
+            },
+            PeerMessage::Ask { seq, shard, payload, timeout_ms } => {
+                match (serde_json::from_slice::<M>(&payload), inbox) {
+                    (Ok(request), Some(inbox)) => {
+                        let answers = self.answers.clone();
+                        let replier = Replier::new(&shard, Duration::from_millis(timeout_ms), move |outcome| {
+                            let _ = answers.send(answer_frame(seq, outcome));
+                        });
+                        match inbox.ask(&shard, request, replier) {
+                            Ok(()) => PeerMessage::Ack { through: seq },
+                            Err(undelivered) => {
+                                undelivered.message.1.disarm();
+                                PeerMessage::NotDelivered { seq, reason: undelivered.error.to_string() }
+                            }
+                        }
+                    }
+                    (Err(error), _) => PeerMessage::AskFailed { seq, reason: format!("not a request: {error}") },
+                    (_, None) => PeerMessage::NotDelivered { seq, reason: "the region has stopped".to_owned() },
                 }
             }
-            return Ok(());
-        }
-        PeerMessage::NotDelivered { seq, reason } => {
-            if let Some(at) = unacked.iter().position(|(s, _)| *s == seq)
-                && let Some(refused) = unacked.remove(at)
-            {
-                hand_back(shared, peer, VecDeque::from([refused]), &reason, pending);
+            PeerMessage::Ack { through } => {
+                while self.unacked.front().is_some_and(|(seq, _)| *seq <= through) {
+                    if let Some((seq, done)) = self.unacked.pop_front() {
+                        self.pending.fetch_sub(done.payload.len(), Ordering::Relaxed);
+                        if let Parcel::Ask(_, replier) = done.parcel {
+                            self.awaiting.insert(seq, replier);
+                        }
+                    }
+                }
+                return Ok(None);
             }
-            return Ok(());
-        }
-        PeerMessage::Welcome { .. } | PeerMessage::Refused { .. } => {
-            return Err(format!("{peer} sent a handshake frame after the handshake"));
-        }
-        PeerMessage::Reply { .. } | PeerMessage::AskFailed { .. } => return Ok(()),
-    };
-    send(socket, &answer).await.map_err(|e| format!("answering {peer} failed: {e}"))
-}
-
-impl<M: Serialize + DeserializeOwned + Send + 'static> Transport<M> for PeerTransport<M> {
-    fn send(&self, to: &str, shard: &str, message: M) -> Result<(), Undelivered<M>> {
-        let payload = match serde_json::to_vec(&message) {
-            Ok(payload) => payload,
-            Err(error) => {
-                let error =
-                    TransportError::Unreachable { address: to.to_owned(), reason: format!("not JSON: {error}") };
-                return Err(Undelivered::new(error, message));
+            PeerMessage::NotDelivered { seq, reason } => {
+                if let Some(refused) = self.take_unacked(seq) {
+                    hand_back(self.shared, &self.peer, VecDeque::from([refused]), &reason, &self.pending);
+                }
+                return Ok(None);
+            }
+            PeerMessage::Reply { seq, payload } => {
+                if let Some(replier) = self.take_request(seq) {
+                    match serde_json::from_slice::<R>(&payload) {
+                        Ok(reply) => replier.reply(reply),
+                        Err(error) => {
+                            let shard = replier.shard().to_owned();
+                            replier
+                                .fail(AskError::Failed { shard, reason: format!("the answer is not a reply: {error}") })
+                        }
+                    }
+                }
+                return Ok(None);
+            }
+            PeerMessage::AskFailed { seq, reason } => {
+                if let Some(replier) = self.take_request(seq) {
+                    let shard = replier.shard().to_owned();
+                    replier.fail(AskError::Failed { shard, reason });
+                }
+                return Ok(None);
+            }
+            PeerMessage::Welcome { .. } | PeerMessage::Refused { .. } => {
+                return Err(format!("{} sent a handshake frame after the handshake", self.peer));
             }
         };
-        if payload.len() + shard.len() + 32 > MAX_FRAME_BYTES {
-            let reason = format!("a message of {} bytes does not fit a 1 MiB frame", payload.len());
-            return Err(Undelivered::new(TransportError::Unreachable { address: to.to_owned(), reason }, message));
-        }
-        let mut links = lock(&self.shared.links);
-        let link = links.entry(to.to_owned()).or_insert_with(|| {
-            let (link, receiver) = new_link(&self.shared);
-            tokio::spawn(dial(to.to_owned(), link.id, receiver, link.pending.clone(), self.shared.clone()));
-            link
-        });
-        let waiting = link.pending.load(Ordering::Relaxed);
-        if waiting + payload.len() > MAX_UNACKED_BYTES {
-            let error = TransportError::PeerBusy { address: to.to_owned(), bytes: waiting };
-            return Err(Undelivered::new(error, message));
-        }
-        link.pending.fetch_add(payload.len(), Ordering::Relaxed);
-        let size = payload.len();
-        if let Err(mpsc::error::SendError(back)) =
-            link.outgoing.send(Outgoing { shard: shard.to_owned(), message, payload })
-        {
-            // The link ended between the look-up and now: the region retries.
-            link.pending.fetch_sub(size, Ordering::Relaxed);
-            links.remove(to);
-            let error =
-                TransportError::Unreachable { address: to.to_owned(), reason: "the connection ended".to_owned() };
-            return Err(Undelivered::new(error, back.message));
-        }
-        Ok(())
+        Ok(Some(answer))
     }
 
-    fn attach(&self, inbox: Inbox<M>) {
+    /// Takes the unacknowledged message or request numbered `seq`.
+    fn take_unacked(&mut self, seq: u64) -> Option<(u64, Outgoing<M, R>)> {
+        let at = self.unacked.iter().position(|(s, _)| *s == seq)?;
+        self.unacked.remove(at)
+    }
+
+    /// Takes the request numbered `seq`, acknowledged or not.
+    fn take_request(&mut self, seq: u64) -> Option<Replier<R>> {
+        if let Some(replier) = self.awaiting.remove(&seq) {
+            return Some(replier);
+        }
+        let (_, outgoing) = self.take_unacked(seq)?;
+        self.pending.fetch_sub(outgoing.payload.len(), Ordering::Relaxed);
+        match outgoing.parcel {
+            Parcel::Ask(_, replier) => Some(replier),
+            Parcel::Tell(_) => None,
+        }
+    }
+}
+
+/// The frame answering the peer's request numbered `seq`.
+fn answer_frame<R: Serialize>(seq: u64, outcome: Result<R, AskError>) -> PeerMessage {
+    match outcome.map(|reply| serde_json::to_vec(&reply)) {
+        Ok(Ok(payload)) if payload.len() + 32 <= MAX_FRAME_BYTES => PeerMessage::Reply { seq, payload },
+        Ok(Ok(payload)) => PeerMessage::AskFailed {
+            seq,
+            reason: format!("an answer of {} bytes does not fit a 1 MiB frame", payload.len()),
+        },
+        Ok(Err(error)) => PeerMessage::AskFailed { seq, reason: format!("the answer is not JSON: {error}") },
+        Err(AskError::Failed { reason, .. }) => PeerMessage::AskFailed { seq, reason },
+        Err(error) => PeerMessage::AskFailed { seq, reason: error.to_string() },
+    }
+}
+
+impl<M: Serialize + DeserializeOwned + Send + 'static, R: Serialize + DeserializeOwned + Send + 'static> Transport<M, R>
+    for PeerTransport<M, R>
+{
+    fn send(&self, to: &str, shard: &str, message: M) -> Result<(), Undelivered<M>> {
+        self.carry(to, shard, Parcel::Tell(message)).map_err(|(error, parcel)| match parcel {
+            Parcel::Tell(message) | Parcel::Ask(message, _) => Undelivered::new(error, message),
+        })
+    }
+
+    fn ask(&self, to: &str, shard: &str, message: M, reply: Replier<R>) -> Result<(), Undelivered<(M, Replier<R>)>> {
+        self.carry(to, shard, Parcel::Ask(message, reply)).map_err(|(error, parcel)| match parcel {
+            Parcel::Ask(message, reply) => Undelivered::new(error, (message, reply)),
+            Parcel::Tell(_) => unreachable!("a request comes back as a request"),
+        })
+    }
+
+    fn attach(&self, inbox: Inbox<M, R>) {
         *lock(&self.shared.inbox) = Some(inbox);
     }
 
-    fn detach(&self, inbox: &Inbox<M>) {
+    fn detach(&self, inbox: &Inbox<M, R>) {
         let mut attached = lock(&self.shared.inbox);
         if attached.as_ref().is_some_and(|a| a.same_inbox(inbox)) {
             *attached = None;

@@ -1,6 +1,8 @@
-//! Carrying messages between regions: the [`Transport`] an application
-//! supplies, the [`Inbox`] through which a region receives, and
-//! [`InMemoryTransport`], an in-process network for tests and simulators.
+//! Carrying messages and requests between regions: the [`Transport`] an
+//! application supplies, the [`Inbox`] through which a region receives,
+//! and [`InMemoryTransport`], an in-process network for tests and
+//! simulators. `M` is the application's message type, `R` its reply type
+//! (for [`ask`](super::RegionHandle::ask); `()` when it answers none).
 //!
 //! ```text
 //!  region A ──Transport::send(to = "b", shard, m)──▶ Inbox of "b" ──▶ region B's driver
@@ -19,6 +21,8 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::mpsc;
+
+use super::ask::{AskError, Parcel, Replier};
 
 /// Why a message could not be carried to another region.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -93,56 +97,73 @@ impl<M> fmt::Display for Undelivered<M> {
 impl<M> std::error::Error for Undelivered<M> {}
 
 /// Carries messages from this region to other regions, by address. The
-/// application supplies it (over its own network), or uses
-/// [`InMemoryTransport`] in tests.
-pub trait Transport<M>: Send + Sync + 'static {
+/// application supplies it (over its own network), uses
+/// [`PeerTransport`](super::PeerTransport) (the built-in one between
+/// processes) or [`InMemoryTransport`] in tests.
+pub trait Transport<M, R = ()>: Send + Sync + 'static {
     /// Carries `message` for `shard` to the region at `to`. Must not block:
     /// queue the message and return. Messages from this region to one
     /// receiver must arrive in the order of the calls. On failure, hand the
     /// message back in [`Undelivered`].
     fn send(&self, to: &str, shard: &str, message: M) -> Result<(), Undelivered<M>>;
 
+    /// Carries a request for `shard` to the region at `to`, which answers
+    /// it through `reply` (in order with [`Transport::send`]'s messages).
+    /// On failure before it left, hand both back. By default fails the
+    /// request: the transport carries no requests.
+    fn ask(&self, to: &str, shard: &str, message: M, reply: Replier<R>) -> Result<(), Undelivered<(M, Replier<R>)>> {
+        let _ = (to, message);
+        reply.fail(AskError::Failed {
+            shard: shard.to_owned(),
+            reason: "the region's transport carries no requests".to_owned(),
+        });
+        Ok(())
+    }
+
     /// Called by [`Region::start`](super::Region::start) with the region's
     /// inbox: messages for it are to be handed to [`Inbox::deliver`]. The
     /// default does nothing (the application feeds
     /// [`RegionHandle::inbox`](super::RegionHandle::inbox) itself).
-    fn attach(&self, inbox: Inbox<M>) {
+    fn attach(&self, inbox: Inbox<M, R>) {
         let _ = inbox;
     }
 
     /// Called when the region stops, with the inbox given to [`Transport::attach`].
-    fn detach(&self, inbox: &Inbox<M>) {
+    fn detach(&self, inbox: &Inbox<M, R>) {
         let _ = inbox;
     }
 }
 
+/// The receiving end of what a transport hands back late.
+pub(crate) type Returns<M, R> = mpsc::UnboundedReceiver<Returned<M, R>>;
+
 /// A message another region sent to this one.
-pub(crate) struct Inbound<M> {
+pub(crate) struct Inbound<M, R> {
     pub(crate) shard: String,
-    pub(crate) message: M,
+    pub(crate) parcel: Parcel<M, R>,
 }
 
 /// Messages this region forwarded that the transport found later were not
 /// delivered ([`Inbox::not_delivered`]).
-pub(crate) struct Returned<M> {
+pub(crate) struct Returned<M, R> {
     pub(crate) to: String,
     pub(crate) shard: String,
-    pub(crate) messages: Vec<M>,
+    pub(crate) parcels: Vec<Parcel<M, R>>,
     pub(crate) reason: String,
 }
 
 /// A region's inbox: hands messages that other regions sent for a shard to
 /// the region, in order. Bounded; cheap to clone.
-pub struct Inbox<M> {
+pub struct Inbox<M, R = ()> {
     address: Arc<str>,
     capacity: usize,
-    sender: mpsc::Sender<Inbound<M>>,
+    sender: mpsc::Sender<Inbound<M, R>>,
     /// Unbounded: a message comes back at most once per forward, so what
     /// waits here is bounded by what the transport holds.
-    returns: mpsc::UnboundedSender<Returned<M>>,
+    returns: mpsc::UnboundedSender<Returned<M, R>>,
 }
 
-impl<M> Clone for Inbox<M> {
+impl<M, R> Clone for Inbox<M, R> {
     fn clone(&self) -> Self {
         Inbox {
             address: self.address.clone(),
@@ -153,19 +174,16 @@ impl<M> Clone for Inbox<M> {
     }
 }
 
-impl<M> fmt::Debug for Inbox<M> {
+impl<M, R> fmt::Debug for Inbox<M, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Inbox").field("address", &self.address).field("capacity", &self.capacity).finish()
     }
 }
 
-impl<M> Inbox<M> {
+impl<M, R> Inbox<M, R> {
     /// A new inbox of `capacity` messages, its receiving end and the
     /// receiving end of the messages the transport gives back late.
-    pub(crate) fn new(
-        address: &str,
-        capacity: usize,
-    ) -> (Self, mpsc::Receiver<Inbound<M>>, mpsc::UnboundedReceiver<Returned<M>>) {
+    pub(crate) fn new(address: &str, capacity: usize) -> (Self, mpsc::Receiver<Inbound<M, R>>, Returns<M, R>) {
         let (sender, receiver) = mpsc::channel(capacity.max(1));
         let (returns, returned) = mpsc::unbounded_channel();
         (Inbox { address: address.into(), capacity: capacity.max(1), sender, returns }, receiver, returned)
@@ -180,10 +198,17 @@ impl<M> Inbox<M> {
     /// [`Application::undelivered`](super::Application::undelivered) past
     /// its limits. Never blocks; ignored once the region has stopped.
     pub fn not_delivered(&self, to: &str, shard: &str, messages: Vec<M>, error: &TransportError) {
-        if messages.is_empty() {
+        self.parcels_not_delivered(to, shard, messages.into_iter().map(Parcel::Tell).collect(), error);
+    }
+
+    /// [`Inbox::not_delivered`] for messages and requests together (a
+    /// transport carrying both hands them back in one list, so their order
+    /// holds). A request handed back is resent like a message.
+    pub fn parcels_not_delivered(&self, to: &str, shard: &str, parcels: Vec<Parcel<M, R>>, error: &TransportError) {
+        if parcels.is_empty() {
             return;
         }
-        let returned = Returned { to: to.to_owned(), shard: shard.to_owned(), messages, reason: error.to_string() };
+        let returned = Returned { to: to.to_owned(), shard: shard.to_owned(), parcels, reason: error.to_string() };
         let _ = self.returns.send(returned);
     }
 
@@ -195,19 +220,34 @@ impl<M> Inbox<M> {
     /// Hands a message for `shard` to the region without waiting. The region
     /// delivers it if the shard runs there, and routes it again otherwise.
     pub fn deliver(&self, shard: &str, message: M) -> Result<(), Undelivered<M>> {
-        self.sender.try_send(Inbound { shard: shard.to_owned(), message }).map_err(|error| match error {
-            mpsc::error::TrySendError::Full(inbound) => Undelivered::new(
+        self.take(shard, Parcel::Tell(message)).map_err(|(error, parcel)| match parcel {
+            Parcel::Tell(message) | Parcel::Ask(message, _) => Undelivered::new(error, message),
+        })
+    }
+
+    /// Hands a request for `shard` to the region without waiting; it
+    /// answers through `reply`. Routed on like [`Inbox::deliver`]'s messages.
+    pub fn ask(&self, shard: &str, message: M, reply: Replier<R>) -> Result<(), Undelivered<(M, Replier<R>)>> {
+        self.take(shard, Parcel::Ask(message, reply)).map_err(|(error, parcel)| match parcel {
+            Parcel::Ask(message, reply) => Undelivered::new(error, (message, reply)),
+            Parcel::Tell(_) => unreachable!("an ask comes back as an ask"),
+        })
+    }
+
+    fn take(&self, shard: &str, parcel: Parcel<M, R>) -> Result<(), (TransportError, Parcel<M, R>)> {
+        self.sender.try_send(Inbound { shard: shard.to_owned(), parcel }).map_err(|error| match error {
+            mpsc::error::TrySendError::Full(inbound) => (
                 TransportError::InboxFull { address: self.address.to_string(), capacity: self.capacity },
-                inbound.message,
+                inbound.parcel,
             ),
             mpsc::error::TrySendError::Closed(inbound) => {
-                Undelivered::new(TransportError::Closed { address: self.address.to_string() }, inbound.message)
+                (TransportError::Closed { address: self.address.to_string() }, inbound.parcel)
             }
         })
     }
 
     /// True when both are the same region's inbox.
-    pub fn same_inbox(&self, other: &Inbox<M>) -> bool {
+    pub fn same_inbox(&self, other: &Inbox<M, R>) -> bool {
         self.sender.same_channel(&other.sender)
     }
 }
@@ -223,29 +263,29 @@ impl<M> Inbox<M> {
 /// assert_eq!(undelivered.error, TransportError::UnknownAddress { address: "nowhere".into() });
 /// assert_eq!(undelivered.message, 7);
 /// ```
-pub struct InMemoryTransport<M> {
-    regions: Arc<Mutex<HashMap<String, Inbox<M>>>>,
+pub struct InMemoryTransport<M, R = ()> {
+    regions: Arc<Mutex<HashMap<String, Inbox<M, R>>>>,
 }
 
-impl<M> Clone for InMemoryTransport<M> {
+impl<M, R> Clone for InMemoryTransport<M, R> {
     fn clone(&self) -> Self {
         InMemoryTransport { regions: self.regions.clone() }
     }
 }
 
-impl<M> Default for InMemoryTransport<M> {
+impl<M, R> Default for InMemoryTransport<M, R> {
     fn default() -> Self {
         InMemoryTransport { regions: Arc::new(Mutex::new(HashMap::new())) }
     }
 }
 
-impl<M> fmt::Debug for InMemoryTransport<M> {
+impl<M, R> fmt::Debug for InMemoryTransport<M, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("InMemoryTransport").field("addresses", &self.addresses()).finish()
     }
 }
 
-impl<M> InMemoryTransport<M> {
+impl<M, R> InMemoryTransport<M, R> {
     /// An empty network.
     pub fn new() -> Self {
         Self::default()
@@ -259,12 +299,12 @@ impl<M> InMemoryTransport<M> {
         addresses
     }
 
-    fn inbox(&self, address: &str) -> Option<Inbox<M>> {
+    fn inbox(&self, address: &str) -> Option<Inbox<M, R>> {
         self.regions.lock().unwrap_or_else(PoisonError::into_inner).get(address).cloned()
     }
 }
 
-impl<M: Send + 'static> Transport<M> for InMemoryTransport<M> {
+impl<M: Send + 'static, R: Send + 'static> Transport<M, R> for InMemoryTransport<M, R> {
     fn send(&self, to: &str, shard: &str, message: M) -> Result<(), Undelivered<M>> {
         match self.inbox(to) {
             Some(inbox) => inbox.deliver(shard, message),
@@ -272,14 +312,21 @@ impl<M: Send + 'static> Transport<M> for InMemoryTransport<M> {
         }
     }
 
+    fn ask(&self, to: &str, shard: &str, message: M, reply: Replier<R>) -> Result<(), Undelivered<(M, Replier<R>)>> {
+        match self.inbox(to) {
+            Some(inbox) => inbox.ask(shard, message, reply),
+            None => Err(Undelivered::new(TransportError::UnknownAddress { address: to.to_owned() }, (message, reply))),
+        }
+    }
+
     /// Attaches the inbox under its address, replacing an earlier region of
     /// the same address (a restart).
-    fn attach(&self, inbox: Inbox<M>) {
+    fn attach(&self, inbox: Inbox<M, R>) {
         self.regions.lock().unwrap_or_else(PoisonError::into_inner).insert(inbox.address().to_owned(), inbox);
     }
 
     /// Detaches the inbox, unless another region took its address since.
-    fn detach(&self, inbox: &Inbox<M>) {
+    fn detach(&self, inbox: &Inbox<M, R>) {
         let mut regions = self.regions.lock().unwrap_or_else(PoisonError::into_inner);
         if regions.get(inbox.address()).is_some_and(|current| current.same_inbox(inbox)) {
             regions.remove(inbox.address());
@@ -302,7 +349,7 @@ mod tests {
         }
         let mut got = Vec::new();
         while let Ok(inbound) = receiver.try_recv() {
-            got.push((inbound.shard, inbound.message));
+            got.push((inbound.shard, *inbound.parcel.message()));
         }
         let expected: Vec<(String, u32)> =
             [("even", 0), ("odd", 1), ("even", 2), ("odd", 3), ("even", 4)].map(|(s, n)| (s.to_owned(), n)).into();
@@ -335,10 +382,61 @@ mod tests {
         network.attach(new.clone());
         network.detach(&old);
         network.send("b", "s", 1).unwrap();
-        assert_eq!(new_receiver.try_recv().unwrap().message, 1);
+        assert_eq!(*new_receiver.try_recv().unwrap().parcel.message(), 1);
         network.detach(&new);
         assert!(network.addresses().is_empty());
         let gone = network.send("b", "s", 2).unwrap_err();
         assert_eq!(gone.error.to_string(), "no region at address b");
+    }
+
+    #[tokio::test]
+    async fn a_request_reaches_the_inbox_with_its_replier_or_comes_back_whole() {
+        use std::time::Duration;
+        let network: InMemoryTransport<u8, u8> = InMemoryTransport::new();
+        let (inbox, mut receiver, _returned) = Inbox::new("b", 4);
+        network.attach(inbox);
+        let (answered, mut answer) = tokio::sync::mpsc::unbounded_channel();
+        let replier = |answered: tokio::sync::mpsc::UnboundedSender<Result<u8, AskError>>| {
+            Replier::new("s", Duration::from_secs(5), move |outcome| {
+                let _ = answered.send(outcome);
+            })
+        };
+        network.ask("b", "s", 1, replier(answered.clone())).unwrap();
+        match receiver.try_recv().unwrap().parcel {
+            Parcel::Ask(request, replier) => {
+                assert_eq!(request, 1);
+                replier.reply(request + 1);
+            }
+            Parcel::Tell(_) => panic!("a request arrived as a message"),
+        }
+        assert_eq!(answer.try_recv().unwrap(), Ok(2));
+        let back = network.ask("nowhere", "s", 3, replier(answered)).unwrap_err();
+        assert_eq!(back.error, TransportError::UnknownAddress { address: "nowhere".into() });
+        let (request, replier) = back.message;
+        assert_eq!(request, 3);
+        assert!(answer.try_recv().is_err(), "handed back unanswered");
+        drop(replier);
+        assert!(matches!(answer.try_recv().unwrap(), Err(AskError::Failed { .. })));
+    }
+
+    struct TellsOnly;
+
+    impl Transport<u8, u8> for TellsOnly {
+        fn send(&self, _: &str, _: &str, _: u8) -> Result<(), Undelivered<u8>> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_transport_that_carries_no_requests_fails_them_by_name() {
+        let (answered, answer) = std::sync::mpsc::channel();
+        let replier = Replier::new("s", std::time::Duration::from_secs(1), move |outcome| {
+            let _ = answered.send(outcome);
+        });
+        TellsOnly.ask("b", "s", 1, replier).unwrap();
+        assert_eq!(
+            answer.recv().unwrap(),
+            Err(AskError::Failed { shard: "s".into(), reason: "the region's transport carries no requests".into() })
+        );
     }
 }

@@ -11,16 +11,19 @@ export * from './peer.js';
 export * from './region/actions.js';
 export * from './region/core.js';
 export {
+  AskError,
   DeliveryError,
   RegionError,
   SendError,
+  type AskErrorDetail,
   type DeliveryErrorDetail,
   type RegionErrorDetail,
   type SendErrorDetail,
 } from './region/errors.js';
 export * from './region/load.js';
 export type { Application } from './region/application.js';
-export { Region, type RegionConfig, type RegionEvents } from './region/region.js';
+export { DEFAULT_ASK_TIMEOUT_MS, Region, type RegionConfig, type RegionEvents } from './region/region.js';
+export { Replier, Request, type Answer } from './region/ask.js';
 export { connectUrlOf } from './region/session.js';
 export { InMemoryTransport, TransportError, type Inbox, type Transport } from './region/transport.js';
 export { PeerTransport, type PeerTransportOptions } from './region/peer-transport.js';

@@ -76,6 +76,7 @@ struct SimApp {
 
 impl Application for SimApp {
     type Message = u64;
+    type Reply = ();
 
     async fn start_shard(&self, _shard: &str) {}
 

@@ -36,7 +36,7 @@ pub const SHARDS: usize = 30;
 /// A node with three regions and thirty homed shards.
 pub struct Cluster {
     pub node: Node,
-    pub regions: Vec<RegionHandle<Msg>>,
+    pub regions: Vec<RegionHandle<Msg, String>>,
     pub token: Option<String>,
 }
 
@@ -105,10 +105,10 @@ pub async fn many_regions(
     count: usize,
     address: impl Fn(usize) -> String,
     shards: usize,
-) -> Vec<RegionHandle<Msg>> {
+) -> Vec<RegionHandle<Msg, String>> {
     let journal = Journal::default();
     let network = InMemoryTransport::default();
-    let regions: Vec<RegionHandle<Msg>> = (0..count)
+    let regions: Vec<RegionHandle<Msg, String>> = (0..count)
         .map(|i| {
             node.region("cart", &address(i), &journal, &network, |config| {
                 config.labels.insert("zone".into(), format!("zone-{}", i % 3));

@@ -19,8 +19,8 @@ use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use shardalloc_client::admin::AdminClient;
 use shardalloc_client::region::{
-    Application, InMemoryTransport, Inbox, Region, RegionConfig, RegionHandle, Transport, TransportError, Undelivered,
-    Update,
+    Application, InMemoryTransport, Inbox, Region, RegionConfig, RegionHandle, Replier, Transport, TransportError,
+    Undelivered, Update,
 };
 use tokio::sync::broadcast;
 
@@ -205,14 +205,14 @@ impl Node {
 
     /// A region of `entity_type` at `address` recording into `journal`,
     /// with short timings (see [`region_config`]); `tweak` adjusts the config.
-    pub fn region<T: Transport<Msg> + Clone>(
+    pub fn region<T: Transport<Msg, String> + Clone>(
         &self,
         entity_type: &str,
         address: &str,
         journal: &Journal,
         network: &T,
         tweak: impl FnOnce(&mut RegionConfig),
-    ) -> RegionHandle<Msg> {
+    ) -> RegionHandle<Msg, String> {
         let mut config = region_config(&self.base, entity_type, address);
         tweak(&mut config);
         Region::start(config, journal.app(address), network.clone()).expect("start a region")
@@ -447,7 +447,7 @@ pub fn region_config(base: &str, entity_type: &str, address: &str) -> RegionConf
 }
 
 /// Waits until the region is registered (at most 30 s).
-pub async fn registered(region: &RegionHandle<Msg>) {
+pub async fn registered(region: &RegionHandle<Msg, String>) {
     match tokio::time::timeout(Duration::from_secs(30), region.wait_registered()).await {
         Ok(Ok(())) => {}
         Ok(Err(error)) => panic!("region {} was not registered: {error}", region.address()),
@@ -611,6 +611,9 @@ impl Journal {
     }
 }
 
+/// The sender whose requests [`App::answer`] fails.
+pub const REFUSED_ASKER: &str = "refused";
+
 /// A region's application: records into the shared [`Journal`].
 #[derive(Clone)]
 pub struct App {
@@ -620,6 +623,8 @@ pub struct App {
 
 impl Application for App {
     type Message = Msg;
+    /// The answering region's address.
+    type Reply = String;
 
     async fn start_shard(&self, shard: &str) {
         self.start_shard_at(shard, 0).await
@@ -639,6 +644,17 @@ impl Application for App {
 
     async fn deliver(&self, shard: &str, msg: Msg) {
         self.journal.record(Entry::Delivered { region: self.region.clone(), shard: shard.to_owned(), msg });
+    }
+
+    /// Records the request as a delivery and answers with this region's
+    /// address; a request from [`REFUSED_ASKER`] is failed.
+    async fn answer(&self, shard: &str, msg: Msg) -> Result<String, String> {
+        let refused = msg.from == REFUSED_ASKER;
+        self.journal.record(Entry::Delivered { region: self.region.clone(), shard: shard.to_owned(), msg });
+        if refused {
+            return Err(format!("{} does not answer {REFUSED_ASKER}", self.region));
+        }
+        Ok(self.region.clone())
     }
 
     fn undelivered(&self, shard: &str, msg: Msg, error: shardalloc_client::region::DeliveryError) {
@@ -700,7 +716,7 @@ pub fn path_in(dir: &tempfile::TempDir, name: &str) -> PathBuf {
 /// address fail as unreachable.
 #[derive(Clone, Default)]
 pub struct Net {
-    inner: InMemoryTransport<Msg>,
+    inner: InMemoryTransport<Msg, String>,
     blocked: Arc<Mutex<BTreeSet<String>>>,
 }
 
@@ -716,7 +732,7 @@ impl Net {
     }
 }
 
-impl Transport<Msg> for Net {
+impl Transport<Msg, String> for Net {
     fn send(&self, to: &str, shard: &str, message: Msg) -> Result<(), Undelivered<Msg>> {
         if self.blocked.lock().unwrap().contains(to) {
             let error =
@@ -726,11 +742,26 @@ impl Transport<Msg> for Net {
         self.inner.send(to, shard, message)
     }
 
-    fn attach(&self, inbox: Inbox<Msg>) {
+    fn ask(
+        &self,
+        to: &str,
+        shard: &str,
+        message: Msg,
+        reply: Replier<String>,
+    ) -> Result<(), Undelivered<(Msg, Replier<String>)>> {
+        if self.blocked.lock().unwrap().contains(to) {
+            let error =
+                TransportError::Unreachable { address: to.to_owned(), reason: "partitioned by the test".into() };
+            return Err(Undelivered::new(error, (message, reply)));
+        }
+        self.inner.ask(to, shard, message, reply)
+    }
+
+    fn attach(&self, inbox: Inbox<Msg, String>) {
         self.inner.attach(inbox);
     }
 
-    fn detach(&self, inbox: &Inbox<Msg>) {
+    fn detach(&self, inbox: &Inbox<Msg, String>) {
         self.inner.detach(inbox);
     }
 }

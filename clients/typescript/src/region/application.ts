@@ -4,11 +4,11 @@ import type { DeliveryError } from './errors.js';
 
 /**
  * The application a region serves. For each shard, the region calls
- * `startShard` first, then `deliver` for each message in order, then
+ * `startShard` first, then `deliver` for each message (and `answer` for each request) in order, then
  * `stopShard`; the calls of one shard never overlap, and one run's calls
  * are awaited one after another. Different shards run concurrently.
  */
-export interface Application<M> {
+export interface Application<M, R = unknown> {
   /**
    * Starts the shard here, at `epoch`: every change of the shard's home
    * gives it a greater epoch, so a write to the application's own storage
@@ -26,6 +26,12 @@ export interface Application<M> {
   stopShard(shard: string): void | Promise<void>;
   /** Delivers a message to a running shard. */
   deliver(shard: string, message: M): void | Promise<void>;
+  /**
+   * Answers a request to a running shard (`Region.ask`), in order with its
+   * deliveries. A throw fails the ask with its message (`AskError` of kind
+   * `Failed`). Without it, every request is failed so.
+   */
+  answer?(shard: string, request: M): R | Promise<R>;
   /**
    * A message the region took for `shard` was given up: its forwards kept
    * failing past `forwardAttempts` or `forwardDeadlineMs`. Every message

@@ -229,3 +229,42 @@ function deliveryMessage(detail: DeliveryErrorDetail): string {
       return `${start}: the region stopped while it waited for the shard's home`;
   }
 }
+
+/** What an {@link AskError} is, with its fields; `kind` names the Rust variant. */
+export type AskErrorDetail =
+  /** The region did not take the request. */
+  | { kind: 'Send'; error: SendError }
+  /** No answer came within the timeout; the request may still run at the home. */
+  | { kind: 'Timeout'; shard: string; timeoutMs: number }
+  /** The request never reached the shard's home. */
+  | { kind: 'NotDelivered'; error: DeliveryError }
+  /** The home failed the request, or the connection to it was lost after it took it. */
+  | { kind: 'Failed'; shard: string; reason: string };
+
+/** Why an `ask` got no answer (`Region.ask`). */
+export class AskError extends Error {
+  override name = 'AskError';
+  /** The Rust variant this error is. */
+  readonly kind: AskErrorDetail['kind'];
+  /** The variant with its fields. */
+  readonly detail: AskErrorDetail;
+
+  /** An error of this kind, its message worded like the Rust client's. */
+  constructor(detail: AskErrorDetail) {
+    super(askMessage(detail));
+    this.kind = detail.kind;
+    this.detail = detail;
+  }
+}
+
+function askMessage(detail: AskErrorDetail): string {
+  switch (detail.kind) {
+    case 'Send':
+    case 'NotDelivered':
+      return detail.error.message;
+    case 'Timeout':
+      return `no answer from shard ${detail.shard} within ${debugDuration(detail.timeoutMs)}`;
+    case 'Failed':
+      return `shard ${detail.shard} did not answer: ${detail.reason}`;
+  }
+}

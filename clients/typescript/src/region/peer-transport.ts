@@ -30,6 +30,7 @@ import {
   type PeerMessage,
 } from '../peer.js';
 import { MAX_FRAME_BYTES } from '../wire.js';
+import { Replier, Request, type Answer } from './ask.js';
 import { TransportError, type Inbox, type Transport } from './transport.js';
 
 /** How long dialling a peer (TCP, the upgrade, its `Welcome`) may take before its messages are handed back. */
@@ -51,19 +52,23 @@ export interface PeerTransportOptions {
   address?: string;
 }
 
-interface Outgoing<M> {
+interface Outgoing<M, R> {
   shard: string;
   message: M;
   payload: Uint8Array;
+  /** Set for a request: where its answer goes. */
+  replier?: Replier<R>;
 }
 
-/** One connection to a peer: its socket once open, what waits and what is unacknowledged. */
-class Link<M> {
+/** One connection to a peer: its socket once open, what waits, what is unacknowledged and unanswered. */
+class Link<M, R> {
   open = false;
   closed = false;
   nextSeq = 1;
-  readonly queued: Outgoing<M>[] = [];
-  readonly unacked: [number, Outgoing<M>][] = [];
+  readonly queued: Outgoing<M, R>[] = [];
+  readonly unacked: [number, Outgoing<M, R>][] = [];
+  /** This region's requests the peer took and has not answered yet. */
+  readonly awaiting = new Map<number, Replier<R>>();
   pending = 0;
 
   constructor(
@@ -72,14 +77,35 @@ class Link<M> {
   ) {}
 
   /** Sends (numbered) or queues until the connection is open. */
-  carry(outgoing: Outgoing<M>): void {
+  carry(outgoing: Outgoing<M, R>): void {
     if (!this.open) {
       this.queued.push(outgoing);
       return;
     }
     const seq = this.nextSeq++;
     this.unacked.push([seq, outgoing]);
-    this.socket.send(encodePeer({ type: 'Deliver', seq, shard: outgoing.shard, payload: outgoing.payload }));
+    const { shard, payload, replier } = outgoing;
+    this.socket.send(
+      encodePeer(
+        replier === undefined
+          ? { type: 'Deliver', seq, shard, payload }
+          : { type: 'Ask', seq, shard, payload, timeoutMs: replier.remainingMs() },
+      ),
+    );
+  }
+
+  /** Takes this region's request numbered `seq`, acknowledged or not. */
+  takeRequest(seq: number): Replier<R> | undefined {
+    const replier = this.awaiting.get(seq);
+    if (replier !== undefined) {
+      this.awaiting.delete(seq);
+      return replier;
+    }
+    const at = this.unacked.findIndex(([s]) => s === seq);
+    if (at < 0) return undefined;
+    const [[, outgoing]] = this.unacked.splice(at, 1) as [[number, Outgoing<M, R>]];
+    this.pending -= outgoing.payload.length;
+    return outgoing.replier;
   }
 
   /** The connection is open: what waited goes out, in order. */
@@ -92,9 +118,9 @@ class Link<M> {
 }
 
 /** The built-in transport between regions. See the file's comment. */
-export class PeerTransport<M> implements Transport<M> {
-  private inbox: Inbox<M> | undefined;
-  private readonly links = new Map<string, Link<M>>();
+export class PeerTransport<M, R = unknown> implements Transport<M, R> {
+  private inbox: Inbox<M, R> | undefined;
+  private readonly links = new Map<string, Link<M, R>>();
 
   private constructor(
     private readonly options: PeerTransportOptions,
@@ -106,7 +132,7 @@ export class PeerTransport<M> implements Transport<M> {
   }
 
   /** Listens and answers once bound; its `address` is what the region registers with. */
-  static async bind<M>(options: PeerTransportOptions): Promise<PeerTransport<M>> {
+  static async bind<M, R = unknown>(options: PeerTransportOptions): Promise<PeerTransport<M, R>> {
     const host = options.host ?? '127.0.0.1';
     const token = options.token;
     const server = new WebSocketServer({
@@ -127,30 +153,42 @@ export class PeerTransport<M> implements Transport<M> {
       server.once('error', reject);
     });
     const port = (server.address() as AddressInfo).port;
-    return new PeerTransport<M>(options, server, options.address ?? `${host}:${port}`);
+    return new PeerTransport<M, R>(options, server, options.address ?? `${host}:${port}`);
   }
 
   send(to: string, shard: string, message: M): void {
+    this.carry(to, { shard, message, payload: this.encode(shard, message) });
+  }
+
+  ask(to: string, shard: string, message: M, replier: Replier<R>): void {
+    this.carry(to, { shard, message, payload: this.encode(shard, message), replier });
+  }
+
+  private encode(shard: string, message: M): Uint8Array {
     const payload = new TextEncoder().encode(JSON.stringify(message));
     if (payload.length + shard.length + 32 > MAX_FRAME_BYTES) {
       throw new TransportError('unreachable', `a message of ${payload.length} bytes does not fit a 1 MiB frame`);
     }
+    return payload;
+  }
+
+  private carry(to: string, outgoing: Outgoing<M, R>): void {
     let link = this.links.get(to);
     if (link === undefined || link.closed) {
       link = this.dial(to);
     }
-    if (link.pending + payload.length > MAX_UNACKED_BYTES) {
+    if (link.pending + outgoing.payload.length > MAX_UNACKED_BYTES) {
       throw new TransportError('peer-busy', `region ${to} has ${link.pending} bytes of messages unacknowledged; waiting for it`);
     }
-    link.pending += payload.length;
-    link.carry({ shard, message, payload });
+    link.pending += outgoing.payload.length;
+    link.carry(outgoing);
   }
 
-  attach(inbox: Inbox<M>): void {
+  attach(inbox: Inbox<M, R>): void {
     this.inbox = inbox;
   }
 
-  detach(inbox: Inbox<M>): void {
+  detach(inbox: Inbox<M, R>): void {
     if (this.inbox === inbox) {
       this.inbox = undefined;
       this.close();
@@ -170,13 +208,13 @@ export class PeerTransport<M> implements Transport<M> {
     this.server.close();
   }
 
-  private dial(to: string): Link<M> {
+  private dial(to: string): Link<M, R> {
     const headers: Record<string, string> = {};
     if (this.options.token !== undefined) {
       headers['authorization'] = `Bearer ${this.options.token}`;
     }
     const socket = new WebSocket(`ws://${to}${PEER_PATH}`, { headers, maxPayload: MAX_FRAME_BYTES });
-    const link = new Link<M>(to, socket);
+    const link = new Link<M, R>(to, socket);
     this.links.set(to, link);
     const timer = setTimeout(() => this.fail(link, `no answer from ${to} within ${CONNECT_TIMEOUT_MS} ms`), CONNECT_TIMEOUT_MS);
     timer.unref();
@@ -219,7 +257,7 @@ export class PeerTransport<M> implements Transport<M> {
 
   /** A peer dialled this region: its `PeerHello`, then the connection both ways. */
   private accepted(socket: WebSocket): void {
-    let link: Link<M> | undefined;
+    let link: Link<M, R> | undefined;
     socket.on('message', (data: Buffer) => {
       const bytes = new Uint8Array(data);
       if (link === undefined) {
@@ -248,7 +286,7 @@ export class PeerTransport<M> implements Transport<M> {
             incarnation: this.options.incarnation,
           }),
         );
-        link = new Link<M>(from, socket);
+        link = new Link<M, R>(from, socket);
         link.opened();
         // This connection carries this region's messages to the dialler too, unless another does.
         const existing = this.links.get(from);
@@ -270,7 +308,7 @@ export class PeerTransport<M> implements Transport<M> {
     socket.on('close', () => link && this.fail(link, `${link.peer} closed the connection`));
   }
 
-  private onFrame(link: Link<M>, frame: PeerMessage): void {
+  private onFrame(link: Link<M, R>, frame: PeerMessage): void {
     switch (frame.type) {
       case 'Deliver': {
         let answer: PeerMessage;
@@ -287,35 +325,72 @@ export class PeerTransport<M> implements Transport<M> {
         link.socket.send(encodePeer(answer));
         break;
       }
-      case 'Ask':
-        link.socket.send(encodePeer({ type: 'AskFailed', seq: frame.seq, reason: 'this region does not serve asks yet' }));
+      case 'Ask': {
+        const { seq, shard } = frame;
+        let message: M;
+        try {
+          message = JSON.parse(new TextDecoder().decode(frame.payload)) as M;
+        } catch (error) {
+          link.socket.send(encodePeer({ type: 'AskFailed', seq, reason: `not a request: ${(error as Error).message}` }));
+          break;
+        }
+        const replier = new Replier<R>(shard, frame.timeoutMs, (outcome) => {
+          if (link.closed) return;
+          link.socket.send(encodePeer(answerFrame(seq, outcome)));
+        });
+        let answer: PeerMessage;
+        try {
+          if (this.inbox === undefined) {
+            throw new TransportError('closed', 'the region has stopped');
+          }
+          this.inbox.ask(shard, message, replier);
+          answer = { type: 'Ack', through: seq };
+        } catch (error) {
+          answer = { type: 'NotDelivered', seq, reason: (error as Error).message };
+        }
+        link.socket.send(encodePeer(answer));
         break;
+      }
       case 'Ack':
-        while (link.unacked.length > 0 && (link.unacked[0] as [number, Outgoing<M>])[0] <= frame.through) {
-          const [, done] = link.unacked.shift() as [number, Outgoing<M>];
+        while (link.unacked.length > 0 && (link.unacked[0] as [number, Outgoing<M, R>])[0] <= frame.through) {
+          const [seq, done] = link.unacked.shift() as [number, Outgoing<M, R>];
           link.pending -= done.payload.length;
+          if (done.replier !== undefined) link.awaiting.set(seq, done.replier);
         }
         break;
       case 'NotDelivered': {
         const at = link.unacked.findIndex(([seq]) => seq === frame.seq);
         if (at >= 0) {
-          const [[, refused]] = link.unacked.splice(at, 1) as [[number, Outgoing<M>]];
+          const [[, refused]] = link.unacked.splice(at, 1) as [[number, Outgoing<M, R>]];
           this.handBack(link, [refused], frame.reason);
         }
         break;
       }
+      case 'Reply': {
+        const replier = link.takeRequest(frame.seq);
+        if (replier === undefined) break;
+        let reply: R;
+        try {
+          reply = JSON.parse(new TextDecoder().decode(frame.payload)) as R;
+        } catch (error) {
+          replier.failWith(`the answer is not a reply: ${(error as Error).message}`);
+          break;
+        }
+        replier.reply(reply);
+        break;
+      }
+      case 'AskFailed':
+        link.takeRequest(frame.seq)?.failWith(frame.reason);
+        break;
       case 'Welcome':
       case 'Refused':
         this.fail(link, `${link.peer} sent a handshake frame after the handshake`);
-        break;
-      case 'Reply':
-      case 'AskFailed':
         break;
     }
   }
 
   /** The connection is over: what was not acknowledged goes back to the region, in order. */
-  private fail(link: Link<M>, reason: string): void {
+  private fail(link: Link<M, R>, reason: string): void {
     if (link.closed) {
       return;
     }
@@ -327,16 +402,20 @@ export class PeerTransport<M> implements Transport<M> {
     const left = [...link.unacked.map(([, outgoing]) => outgoing), ...link.queued];
     link.unacked.length = 0;
     link.queued.length = 0;
+    for (const replier of link.awaiting.values()) {
+      replier.failWith(`the connection to its home ${link.peer} ended before the answer: ${reason}`);
+    }
+    link.awaiting.clear();
     this.handBack(link, left, reason);
   }
 
   /** Hands messages back to the region, each shard's in the order sent. */
-  private handBack(link: Link<M>, messages: Outgoing<M>[], reason: string): void {
-    const byShard = new Map<string, M[]>();
+  private handBack(link: Link<M, R>, messages: Outgoing<M, R>[], reason: string): void {
+    const byShard = new Map<string, (M | Request<M, R>)[]>();
     for (const outgoing of messages) {
       link.pending -= outgoing.payload.length;
       const list = byShard.get(outgoing.shard) ?? [];
-      list.push(outgoing.message);
+      list.push(outgoing.replier === undefined ? outgoing.message : new Request(outgoing.message, outgoing.replier));
       byShard.set(outgoing.shard, list);
     }
     const inbox = this.inbox;
@@ -348,4 +427,22 @@ export class PeerTransport<M> implements Transport<M> {
       inbox.notDelivered(link.peer, shard, list, error);
     }
   }
+}
+
+/** The frame answering the peer's request numbered `seq`. */
+function answerFrame<R>(seq: number, outcome: Answer<R>): PeerMessage {
+  if (!outcome.ok) {
+    const { detail } = outcome.error;
+    return { type: 'AskFailed', seq, reason: detail.kind === 'Failed' ? detail.reason : outcome.error.message };
+  }
+  let payload: Uint8Array;
+  try {
+    payload = new TextEncoder().encode(JSON.stringify(outcome.reply) ?? 'null');
+  } catch (error) {
+    return { type: 'AskFailed', seq, reason: `the answer is not JSON: ${(error as Error).message}` };
+  }
+  if (payload.length + 32 > MAX_FRAME_BYTES) {
+    return { type: 'AskFailed', seq, reason: `an answer of ${payload.length} bytes does not fit a 1 MiB frame` };
+  }
+  return { type: 'Reply', seq, payload };
 }

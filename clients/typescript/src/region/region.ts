@@ -18,7 +18,8 @@ import { EventEmitter } from 'node:events';
 import type { Action, Update } from './actions.js';
 import type { Application } from './application.js';
 import { DEFAULT_FORWARD_ATTEMPTS, DEFAULT_FORWARD_DEADLINE_MS, RegionCore } from './core.js';
-import { RegionError, SendError, type DeliveryError } from './errors.js';
+import { Replier, Request } from './ask.js';
+import { AskError, RegionError, SendError, type DeliveryError } from './errors.js';
 import { LoadMeter } from './load.js';
 import { Leader, Session, connectUrlOf, type SessionEvent, type SessionParams } from './session.js';
 import { InMemoryTransport, TransportError, type Inbox, type Transport } from './transport.js';
@@ -174,7 +175,7 @@ class Backoff {
 }
 
 /** One shard's worker: the application's calls for one run, in order. */
-interface Worker<M> {
+interface Worker {
   /** The end of the chain of calls queued so far. */
   tail: Promise<void>;
   /** Deliveries queued and not yet done. */
@@ -194,19 +195,25 @@ export interface RegionEvents {
   update: [Update];
 }
 
-/** A region serving `M` messages. See the module comment. */
-export class Region<M> extends EventEmitter<RegionEvents> {
-  private readonly core: RegionCore<M>;
+/** What the region routes: a message, or a request with its replier. */
+type Parcel<M, R> = M | Request<M, R>;
+
+/** The default time `ask` waits for an answer. */
+export const DEFAULT_ASK_TIMEOUT_MS = 5_000;
+
+/** A region serving `M` messages (answering requests with `R` replies). See the module comment. */
+export class Region<M, R = unknown> extends EventEmitter<RegionEvents> {
+  private readonly core: RegionCore<Parcel<M, R>>;
   private readonly started = performance.now();
   private readonly params: SessionParams;
   private readonly leader = new Leader();
   private readonly backoff: Backoff;
   private readonly meter = new LoadMeter();
-  private readonly workers = new Map<string, Worker<M>>();
+  private readonly workers = new Map<string, Worker>();
   private readonly waiters = new Map<string, { resolve: (home: string) => void; reject: (error: Error) => void }[]>();
   private readonly done: { resolve: () => void; reject: (error: Error) => void }[] = [];
   private readonly registeredWaiters: { resolve: () => void; reject: (error: Error) => void }[] = [];
-  private readonly inboxHandle: Inbox<M>;
+  private readonly inboxHandle: Inbox<M, R>;
   private session: Session | null = null;
   private generation = 0;
   private link: { type: 'waiting'; at: number } | { type: 'connecting' } | { type: 'up' } = { type: 'waiting', at: 0 };
@@ -217,11 +224,11 @@ export class Region<M> extends EventEmitter<RegionEvents> {
 
   private constructor(
     private readonly config: Settled,
-    private readonly app: Application<M>,
-    private readonly transport: Transport<M>,
+    private readonly app: Application<M, R>,
+    private readonly transport: Transport<M, R>,
   ) {
     super();
-    this.core = new RegionCore<M>({
+    this.core = new RegionCore<Parcel<M, R>>({
       registration: {
         address: config.address,
         incarnation: config.incarnation,
@@ -249,6 +256,7 @@ export class Region<M> extends EventEmitter<RegionEvents> {
     this.inboxHandle = {
       address: config.address,
       deliver: (shard, message) => this.onInbound(shard, message),
+      ask: (shard, message, replier) => this.onInbound(shard, new Request(message, replier)),
       notDelivered: (to, shard, messages, error) => this.onNotDelivered(to, shard, messages, error),
     };
     transport.attach?.(this.inboxHandle);
@@ -260,7 +268,11 @@ export class Region<M> extends EventEmitter<RegionEvents> {
    * Starts a region: it connects, registers and serves `app`'s shards.
    * Throws a {@link RegionError} of kind `Config` naming a bad setting.
    */
-  static start<M>(config: RegionConfig, app: Application<M>, transport: Transport<M> = new InMemoryTransport<M>()): Region<M> {
+  static start<M, R = unknown>(
+    config: RegionConfig,
+    app: Application<M, R>,
+    transport: Transport<M, R> = new InMemoryTransport<M, R>(),
+  ): Region<M, R> {
     return new Region(settle(config), app, transport);
   }
 
@@ -310,6 +322,42 @@ export class Region<M> extends EventEmitter<RegionEvents> {
       throw new SendError({ kind: 'BufferFull', shard, limit });
     }
     this.execute(this.core.send(shard, message, this.now()));
+  }
+
+  /**
+   * Asks `shard`, wherever it lives, and resolves with its answer (the
+   * application's `answer` at its home). The request is routed like a
+   * `send` (in order with the sends to the same shard, buffered across
+   * hand-offs, resent after a lost home) and answered at most once. Rejects
+   * with an {@link AskError} naming why there is no answer: `Send` (the
+   * region did not take it), `Timeout` (after `timeoutMs`, default 5 s),
+   * `NotDelivered` (it never reached the home), `Failed` (the home failed it).
+   */
+  ask(shard: string, message: M, options: { timeoutMs?: number } = {}): Promise<R> {
+    const timeoutMs = options.timeoutMs ?? DEFAULT_ASK_TIMEOUT_MS;
+    return new Promise<R>((resolve, reject) => {
+      let timer: NodeJS.Timeout | undefined;
+      const replier = new Replier<R>(shard, timeoutMs, (outcome) => {
+        clearTimeout(timer);
+        if (outcome.ok) resolve(outcome.reply);
+        else reject(outcome.error);
+      });
+      try {
+        if (this.ended) {
+          throw new SendError({ kind: 'Stopped' });
+        }
+        const limit = this.config.shardBufferLimit;
+        if (this.core.deliversLocally(shard) && (this.workers.get(shard)?.backlog ?? 0) >= limit) {
+          throw new SendError({ kind: 'BufferFull', shard, limit });
+        }
+        const actions = this.core.send(shard, new Request(message, replier), this.now());
+        timer = setTimeout(() => replier.fail(new AskError({ kind: 'Timeout', shard, timeoutMs })), timeoutMs);
+        this.execute(actions);
+      } catch (error) {
+        if (!(error instanceof SendError)) throw error;
+        replier.fail(new AskError({ kind: 'Send', error }));
+      }
+    });
   }
 
   /** `units` of work done by `shard` (requests weighted by their cost, bytes…): reported per second. */
@@ -399,9 +447,9 @@ export class Region<M> extends EventEmitter<RegionEvents> {
   }
 
   /** Performs the core's actions in order; forwards the transport could not carry go back to the core. */
-  private execute(actions: Action<M>[]): void {
+  private execute(actions: Action<Parcel<M, R>>[]): void {
     const queue = [...actions];
-    const failed = new Map<string, { to: string; messages: M[]; reason: string }>();
+    const failed = new Map<string, { to: string; messages: Parcel<M, R>[]; reason: string }>();
     for (;;) {
       for (let action = queue.shift(); action !== undefined; action = queue.shift()) {
         switch (action.type) {
@@ -416,10 +464,20 @@ export class Region<M> extends EventEmitter<RegionEvents> {
             if (worker) {
               worker.backlog += 1;
               const { shard, message } = action;
-              this.chain(worker, shard, async () => {
-                await this.app.deliver(shard, message);
-                worker.backlog -= 1;
-              });
+              if (message instanceof Request) {
+                this.chain(worker, shard, async () => {
+                  try {
+                    await this.answer(shard, message);
+                  } finally {
+                    worker.backlog -= 1;
+                  }
+                });
+              } else {
+                this.chain(worker, shard, async () => {
+                  await this.app.deliver(shard, message);
+                  worker.backlog -= 1;
+                });
+              }
             }
             break;
           }
@@ -457,7 +515,7 @@ export class Region<M> extends EventEmitter<RegionEvents> {
               break;
             }
             try {
-              this.transport.send(action.to, action.shard, action.message);
+              this.forward(action.to, action.shard, action.message);
             } catch (error) {
               if (!(error instanceof TransportError)) throw error;
               failed.set(action.shard, { to: action.to, messages: [action.message], reason: error.message });
@@ -465,7 +523,11 @@ export class Region<M> extends EventEmitter<RegionEvents> {
             break;
           }
           case 'Undelivered':
-            this.giveUp(action.shard, action.message, action.error);
+            if (action.message instanceof Request) {
+              action.message.replier.fail(new AskError({ kind: 'NotDelivered', error: action.error }));
+            } else {
+              this.giveUp(action.shard, action.message, action.error);
+            }
             break;
           case 'Publish':
             this.publish(action.update);
@@ -485,8 +547,35 @@ export class Region<M> extends EventEmitter<RegionEvents> {
     }
   }
 
+  /** Hands a message or request to the transport; throws a TransportError when it cannot carry it. */
+  private forward(to: string, shard: string, parcel: Parcel<M, R>): void {
+    if (!(parcel instanceof Request)) {
+      this.transport.send(to, shard, parcel);
+    } else if (this.transport.ask) {
+      this.transport.ask(to, shard, parcel.message, parcel.replier);
+    } else {
+      parcel.replier.failWith("the region's transport carries no requests");
+    }
+  }
+
+  /** Answers a request with the application's `answer`, or fails it by name. */
+  private async answer(shard: string, request: Request<M, R>): Promise<void> {
+    if (request.replier.answered) {
+      return;
+    }
+    if (!this.app.answer) {
+      request.replier.failWith('this application answers no requests');
+      return;
+    }
+    try {
+      request.replier.reply(await this.app.answer(shard, request.message));
+    } catch (error) {
+      request.replier.failWith(error instanceof Error ? error.message : String(error));
+    }
+  }
+
   /** Queues `call` after the worker's earlier calls; an application's throw is reported and the run goes on. */
-  private chain(worker: Worker<M>, shard: string, call: () => Promise<void>): void {
+  private chain(worker: Worker, shard: string, call: () => Promise<void>): void {
     worker.tail = worker.tail.then(async () => {
       if (!worker.abandoned) {
         try {
@@ -501,7 +590,7 @@ export class Region<M> extends EventEmitter<RegionEvents> {
   private startWorker(shard: string, epoch: number): void {
     const old = this.workers.get(shard);
     if (old) old.abandoned = true;
-    const worker: Worker<M> = { tail: Promise.resolve(), backlog: 0, abandoned: false };
+    const worker: Worker = { tail: Promise.resolve(), backlog: 0, abandoned: false };
     this.workers.set(shard, worker);
     this.chain(worker, shard, async () => {
       await this.app.startShard(shard, epoch);
@@ -551,14 +640,14 @@ export class Region<M> extends EventEmitter<RegionEvents> {
   }
 
   /** The transport found later that these forwards never arrived. */
-  private onNotDelivered(to: string, shard: string, messages: readonly M[], error: TransportError): void {
+  private onNotDelivered(to: string, shard: string, messages: readonly Parcel<M, R>[], error: TransportError): void {
     if (this.ended || messages.length === 0) {
       return;
     }
     this.execute(this.core.forwardFailed(shard, to, messages, error.message, this.now()));
   }
 
-  private onInbound(shard: string, message: M): void {
+  private onInbound(shard: string, message: Parcel<M, R>): void {
     if (this.ended) {
       throw new TransportError('closed', `region ${this.address} has stopped`);
     }
@@ -679,7 +768,7 @@ export class Region<M> extends EventEmitter<RegionEvents> {
   }
 
   /** Used by tests and a transport that has its own network: hand a forwarded message in. */
-  inbox(): Inbox<M> {
+  inbox(): Inbox<M, R> {
     return this.inboxHandle;
   }
 }
