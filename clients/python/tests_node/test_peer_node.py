@@ -1,8 +1,9 @@
 """The built-in transport between regions (``PeerTransport``) against a real
 node: two Python regions on 127.0.0.1 carry each other's messages over the
 inter-region wire; one goes without leaving and every message still reaches
-the shard's home once, in order on each home; a wrong token is refused and
-the message given up by name."""
+the shard's home once, in order on each home; asks are answered once by the
+home or fail by name; a wrong token is refused and the message given up by
+name."""
 
 import asyncio
 import unittest
@@ -11,7 +12,7 @@ from typing import Any
 from node import FAST, Node, wait_for
 
 from shardalloc_client.region import Region, RegionConfig
-from shardalloc_client.region_errors import DeliveryError
+from shardalloc_client.region_errors import AskError, DeliveryError
 from shardalloc_client.region_peer import PeerTransport
 
 
@@ -39,6 +40,12 @@ class App:
 
     async def deliver(self, shard: str, message: dict[str, Any]) -> None:
         self._journal.delivered.append((self._region, shard, message))
+
+    async def answer(self, shard: str, message: dict[str, Any]) -> str:
+        self._journal.delivered.append((self._region, shard, message))
+        if message["from"] == "refused":
+            raise ValueError(f"{self._region} does not answer refused")
+        return self._region
 
     def undelivered(self, shard: str, message: dict[str, Any], error: DeliveryError) -> None:
         self._journal.given_up.append((shard, message, error))
@@ -110,6 +117,44 @@ class PeerTransportTests(unittest.IsolatedAsyncioTestCase):
         self.assertTrue(any(r == ta.address for r, _ in deliveries), "the shard moved to a")
         await a.shutdown()
         ta.close()
+
+    async def test_asks_are_answered_once_by_the_home_or_fail_by_name(self) -> None:
+        journal = Journal()
+        a, ta = await self.region(journal, "secret")
+        b, tb = await self.region(journal, "secret")
+        remote = await self.shard_homed_on(b, tb.address, "q")
+        local = await self.shard_homed_on(a, ta.address, "q")
+        # Answered by the home, over the wire or in process, in order with the sends.
+        for n in range(40):
+            if n % 2 == 0:
+                a.send(remote, {"from": "a", "n": n})
+            else:
+                self.assertEqual(await a.ask(remote, {"from": "a", "n": n}), tb.address)
+        self.assertEqual(await a.ask(local, {"from": "a", "n": 0}), ta.address)
+        self.assertEqual([m["n"] for _, m in journal.deliveries(remote)], list(range(40)))
+        # Many at once, each answered once.
+        answers = await asyncio.gather(*(a.ask(remote, {"from": "a", "n": 100 + i}) for i in range(200)))
+        self.assertEqual(set(answers), {tb.address})
+        self.assertEqual(len(journal.deliveries(remote)), 240)
+        # The home failing a request fails the ask with its words.
+        with self.assertRaises(AskError) as failed:
+            await a.ask(remote, {"from": "refused", "n": 0})
+        self.assertEqual(failed.exception, AskError.failed(remote, f"{tb.address} does not answer refused"))
+        # The home gone without leaving: a hurried ask times out by name, a
+        # patient one is answered by the new home.
+        await b.shutdown()
+        tb.close()
+        with self.assertRaises(AskError) as hurried:
+            await a.ask(remote, {"from": "a", "n": 1000}, timeout=0.3)
+        self.assertEqual(str(hurried.exception), f"no answer from shard {remote} within 300ms")
+        self.assertEqual(await a.ask(remote, {"from": "a", "n": 1001}, timeout=60), ta.address)
+        self.assertEqual(journal.given_up, [])
+        await a.shutdown()
+        ta.close()
+        # A stopped region takes no more requests.
+        with self.assertRaises(AskError) as stopped:
+            await a.ask(remote, {"from": "a", "n": 1002})
+        self.assertEqual(stopped.exception.kind, "Send")
 
     async def test_a_wrong_token_is_refused_and_the_message_given_up_by_name(self) -> None:
         journal = Journal()

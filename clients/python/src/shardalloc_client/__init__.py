@@ -13,8 +13,10 @@ So far it holds:
 - :mod:`shardalloc_client.region`, the region's asyncio driver around that
   core (:class:`~shardalloc_client.region.Region`), with its WebSocket
   session in :mod:`shardalloc_client.region_session`, the transport between
-  regions in :mod:`shardalloc_client.region_transport` and the load meter
-  in :mod:`shardalloc_client.region_load`;
+  regions in :mod:`shardalloc_client.region_transport` (the built-in one
+  between processes in :mod:`shardalloc_client.region_peer`), request and
+  reply in :mod:`shardalloc_client.region_ask` and the load meter in
+  :mod:`shardalloc_client.region_load`;
 - :mod:`shardalloc_client.admin`, the admin REST client
   (:class:`~shardalloc_client.admin.AdminClient`) and the decision event
   stream, with the bodies in :mod:`shardalloc_client.admin_types` and the

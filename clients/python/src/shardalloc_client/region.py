@@ -29,7 +29,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Generic, Literal, Protocol, TypeAlias, TypeVar, Union
+from typing import Any, Final, Generic, Literal, Protocol, TypeAlias, TypeVar, Union
 
 from . import region_actions as up
 from .region_actions import (
@@ -47,7 +47,8 @@ from .region_actions import (
     Update,
 )
 from .region_core import DEFAULT_FORWARD_ATTEMPTS, DEFAULT_FORWARD_DEADLINE_MS, CoreConfig, RegionCore
-from .region_errors import DeliveryError, RegionError, SendError
+from .region_ask import Replier, Request
+from .region_errors import AskError, DeliveryError, RegionError, SendError
 from .region_load import MAX_LOAD_SHARDS, LoadMeter
 from .region_session import (
     Leader,
@@ -67,6 +68,7 @@ from .wire import Register
 __all__ = [
     "TICK_MS",
     "MAX_ADDRESS_BYTES",
+    "DEFAULT_ASK_TIMEOUT",
     "Application",
     "RegionConfig",
     "Region",
@@ -78,6 +80,9 @@ M_contra = TypeVar("M_contra", contravariant=True)
 
 TICK_MS: Final = 50
 """How often the region ticks its core, in milliseconds."""
+
+DEFAULT_ASK_TIMEOUT: Final = 5.0
+"""How long :meth:`Region.ask` waits for an answer by default, in seconds."""
 
 MAX_ADDRESS_BYTES: Final = 256
 """The longest region address, in bytes (printable ASCII, no spaces)."""
@@ -93,7 +98,8 @@ class Application(Protocol[M_contra]):
     """The application a region serves.
 
     For each shard the region calls :meth:`start_shard` first, then
-    :meth:`deliver` for each message in order, then :meth:`stop_shard`; the
+    :meth:`deliver` for each message (and ``answer`` for each request) in
+    order, then :meth:`stop_shard`; the
     calls of one shard never overlap, each is awaited before the next.
     Different shards run concurrently.
 
@@ -127,6 +133,12 @@ class Application(Protocol[M_contra]):
     async def deliver(self, shard: str, message: M_contra) -> None:
         """Delivers a message to a running shard."""
         ...
+
+    # An application that answers requests (``Region.ask``) also defines
+    # ``async def answer(self, shard, request) -> reply``: called in order
+    # with the shard's deliveries; what it raises fails the ask with its
+    # text (an ``AskError`` of kind ``Failed``). Without it, every request
+    # is failed so.
 
 
 @dataclass(frozen=True)
@@ -359,7 +371,13 @@ class _RegionInbox(Generic[M]):
         """Hands a forwarded message to the region."""
         self._region._on_inbound(shard, message)
 
-    def not_delivered(self, to: str, shard: str, messages: Sequence[M], error: TransportError) -> None:
+    def ask(self, shard: str, message: M, replier: Replier) -> None:
+        """Hands a forwarded request to the region."""
+        self._region._on_inbound(shard, Request(message, replier))
+
+    def not_delivered(
+        self, to: str, shard: str, messages: "Sequence[M | Request[M]]", error: TransportError
+    ) -> None:
         """Hands back forwards the transport found later were not delivered."""
         self._region._on_not_delivered(to, shard, list(messages), str(error))
 
@@ -381,7 +399,7 @@ class Region(Generic[M]):
         self._transport = transport
         self._loop = asyncio.get_running_loop()
         self._started = time.monotonic()
-        self._core: RegionCore[M] = RegionCore(
+        self._core: RegionCore[M | Request[M]] = RegionCore(
             CoreConfig(
                 registration=Register(
                     address=config.address,
@@ -475,6 +493,46 @@ class Region(Generic[M]):
         if self._core.delivers_locally(shard) and worker is not None and worker.backlog >= limit:
             raise SendError.buffer_full(shard, limit)
         self._execute(self._core.send(shard, message, self._now()))
+
+    async def ask(self, shard: str, message: M, timeout: float = DEFAULT_ASK_TIMEOUT) -> Any:
+        """Asks ``shard``, wherever it lives, and returns its answer (the
+        application's ``answer`` at its home), waiting at most ``timeout``
+        seconds. The request is routed like :meth:`send` (in order with the
+        sends to the same shard, buffered across hand-offs, resent after a
+        lost home) and answered at most once. Raises an
+        :class:`~shardalloc_client.region_errors.AskError` naming why there
+        is no answer: ``Send`` (the region did not take it), ``Timeout``,
+        ``NotDelivered`` (it never reached the home), ``Failed`` (the home
+        failed it)."""
+        timeout_ms = max(0, int(timeout * 1000))
+        future: asyncio.Future[Any] = self._loop.create_future()
+
+        def answer(reply: Any, error: AskError | None) -> None:
+            if future.done():
+                return
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(reply)
+
+        replier = Replier(shard, timeout_ms, answer)
+        try:
+            if self._ended is not None:
+                raise SendError.stopped()
+            limit = self._config.shard_buffer_limit
+            worker = self._workers.get(shard)
+            if self._core.delivers_locally(shard) and worker is not None and worker.backlog >= limit:
+                raise SendError.buffer_full(shard, limit)
+            self._execute(self._core.send(shard, Request(message, replier), self._now()))
+        except SendError as error:
+            raise AskError.send(shard, error) from None
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout)
+        except TimeoutError:
+            # Answered now, so a late answer is dropped (the future is done).
+            future.cancel()
+            replier.fail(AskError.timeout(shard, timeout_ms))
+            raise AskError.timeout(shard, timeout_ms) from None
 
     def record_load(self, shard: str, units: float) -> None:
         """``units`` of work done by ``shard`` (requests weighted by their
@@ -607,11 +665,11 @@ class Region(Generic[M]):
 
     # The actions.
 
-    def _execute(self, actions: list[Action[M]]) -> None:
+    def _execute(self, actions: "list[Action[M | Request[M]]]") -> None:
         """Performs the core's actions in order; forwards the transport
         could not carry go back to the core."""
-        queue: deque[Action[M]] = deque(actions)
-        failed: dict[str, tuple[str, list[M], str]] = {}
+        queue: "deque[Action[M | Request[M]]]" = deque(actions)
+        failed: "dict[str, tuple[str, list[M | Request[M]], str]]" = {}
         while True:
             while queue:
                 action = queue.popleft()
@@ -637,7 +695,10 @@ class Region(Generic[M]):
                         if refused is not None:
                             failed[action.shard] = (action.to, [action.message], refused)
                 elif isinstance(action, Undelivered):
-                    self._give_up(action.shard, action.message, action.error)
+                    if isinstance(action.message, Request):
+                        action.message.replier.fail(AskError.not_delivered(action.error))
+                    else:
+                        self._give_up(action.shard, action.message, action.error)
                 elif isinstance(action, Publish):
                     self._publish(action.update)
                 elif isinstance(action, Reconnect):
@@ -649,11 +710,18 @@ class Region(Generic[M]):
                 queue.extend(self._core.forward_failed(shard, to, messages, reason, self._now()))
             failed.clear()
 
-    def _forward(self, to: str, shard: str, message: M) -> str | None:
-        """Hands ``message`` to the transport; why it could not carry it, or
-        ``None`` when it took it."""
+    def _forward(self, to: str, shard: str, message: "M | Request[M]") -> str | None:
+        """Hands ``message`` (or a request) to the transport; why it could
+        not carry it, or ``None`` when it took it."""
         try:
-            self._transport.send(to, shard, message)
+            if not isinstance(message, Request):
+                self._transport.send(to, shard, message)
+                return None
+            ask = getattr(self._transport, "ask", None)
+            if ask is None:
+                message.replier.fail_with("the region's transport carries no requests")
+            else:
+                ask(to, shard, message.message, message.replier)
             return None
         except TransportError as error:
             return str(error)
@@ -675,7 +743,7 @@ class Region(Generic[M]):
         except Exception:
             _log.exception("region %s: the application raised in undelivered for shard %s", self.address, shard)
 
-    def _on_not_delivered(self, to: str, shard: str, messages: list[M], reason: str) -> None:
+    def _on_not_delivered(self, to: str, shard: str, messages: "list[M | Request[M]]", reason: str) -> None:
         """The transport found later that these forwards never arrived."""
         if self._ended is not None or not messages:
             return
@@ -709,19 +777,38 @@ class Region(Generic[M]):
 
         worker.calls.put_nowait((start, False))
 
-    def _deliver(self, shard: str, message: M) -> None:
+    def _deliver(self, shard: str, message: "M | Request[M]") -> None:
         worker = self._workers.get(shard)
         if worker is None:
+            if isinstance(message, Request):
+                message.replier.fail_with("the shard stopped before the request reached it")
             return
         worker.backlog += 1
 
         async def deliver() -> None:
             try:
-                await self._app.deliver(shard, message)
+                if isinstance(message, Request):
+                    await self._answer(shard, message)
+                else:
+                    await self._app.deliver(shard, message)
             finally:
                 worker.backlog -= 1
 
         worker.calls.put_nowait((deliver, False))
+
+    async def _answer(self, shard: str, request: "Request[M]") -> None:
+        """Answers a request with the application's ``answer``, or fails it by name."""
+        replier = request.replier
+        if replier.answered:
+            return
+        answer = getattr(self._app, "answer", None)
+        if answer is None:
+            replier.fail_with("this application answers no requests")
+            return
+        try:
+            replier.reply(await answer(shard, request.message))
+        except Exception as error:
+            replier.fail_with(str(error) or type(error).__name__)
 
     def _stop(self, shard: str) -> None:
         worker = self._workers.get(shard)
@@ -774,7 +861,7 @@ class Region(Generic[M]):
 
     # Events.
 
-    def _on_inbound(self, shard: str, message: M) -> None:
+    def _on_inbound(self, shard: str, message: "M | Request[M]") -> None:
         if self._ended is not None:
             raise TransportError("closed", f"region {self.address} has stopped")
         try:

@@ -20,6 +20,8 @@ __all__ = [
     "SendError",
     "DeliveryErrorKind",
     "DeliveryError",
+    "AskErrorKind",
+    "AskError",
     "check_shard",
 ]
 
@@ -414,6 +416,72 @@ class DeliveryError(_Keyed):
             reason=reason,
             waited_ms=waited_ms,
         )
+
+
+AskErrorKind: TypeAlias = Literal["Send", "Timeout", "NotDelivered", "Failed"]
+"""The variants of the Rust ``AskError``, by name."""
+
+
+class AskError(_Keyed):
+    """Why an ``ask`` got no answer (:meth:`Region.ask`). ``kind`` names the
+    Rust variant; the fields other variants carry are ``None``."""
+
+    kind: AskErrorKind
+    """Which variant."""
+    shard: str
+    """The shard asked."""
+    cause: SendError | DeliveryError | None
+    """Why the region did not take it (``Send``) or it never reached the home (``NotDelivered``)."""
+    timeout_ms: int | None
+    """The timeout that passed (``Timeout``)."""
+    reason: str | None
+    """Why the home did not answer (``Failed``)."""
+
+    def __init__(
+        self,
+        kind: AskErrorKind,
+        message: str,
+        *,
+        shard: str,
+        cause: SendError | DeliveryError | None = None,
+        timeout_ms: int | None = None,
+        reason: str | None = None,
+    ) -> None:
+        """Use the class methods, one per kind, which write the message."""
+        super().__init__(message)
+        self.kind = kind
+        self.shard = shard
+        self.cause = cause
+        self.timeout_ms = timeout_ms
+        self.reason = reason
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.kind, self.shard, self.cause, self.timeout_ms, self.reason)
+
+    @classmethod
+    def send(cls, shard: str, cause: SendError) -> "AskError":
+        """The region did not take the request."""
+        return cls("Send", str(cause), shard=shard, cause=cause)
+
+    @classmethod
+    def timeout(cls, shard: str, timeout_ms: int) -> "AskError":
+        """No answer came within the timeout; the request may still run at the home."""
+        return cls(
+            "Timeout",
+            f"no answer from shard {shard} within {_debug_duration(timeout_ms)}",
+            shard=shard,
+            timeout_ms=timeout_ms,
+        )
+
+    @classmethod
+    def not_delivered(cls, cause: DeliveryError) -> "AskError":
+        """The request never reached the shard's home."""
+        return cls("NotDelivered", str(cause), shard=cause.shard, cause=cause)
+
+    @classmethod
+    def failed(cls, shard: str, reason: str) -> "AskError":
+        """The home failed the request, or the connection to it was lost after it took it."""
+        return cls("Failed", f"shard {shard} did not answer: {reason}", shard=shard, reason=reason)
 
 
 def check_shard(shard: str) -> str | None:

@@ -23,12 +23,13 @@ import json
 import logging
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed, InvalidStatus
-from websockets.http11 import Request, Response
+from websockets.http11 import Request as HttpRequest
+from websockets.http11 import Response
 
 from .peer import (
     MAX_UNACKED_BYTES,
@@ -49,6 +50,8 @@ from .peer import (
     encode_peer,
     encode_peer_hello,
 )
+from .region_ask import Replier, Request
+from .region_errors import AskError
 from .region_session import _NO_PROXY
 from .region_transport import Inbox, TransportError
 from .wire import MAX_FRAME_BYTES, FrameError
@@ -71,11 +74,32 @@ class _Outgoing(Generic[M]):
     shard: str
     message: M
     payload: bytes
+    replier: Replier | None = None
+    """Set for a request: where its answer goes."""
+
+    def frame(self, seq: int) -> PeerMessage:
+        """Its frame, numbered ``seq``."""
+        if self.replier is None:
+            return Deliver(seq, self.shard, self.payload)
+        return Ask(seq, self.shard, self.payload, self.replier.remaining_ms())
 
 
 @dataclass
 class _Link(Generic[M]):
-    """One connection to a peer: what waits, what is unacknowledged."""
+    """One connection to a peer: what waits, what is unacknowledged and unanswered."""
+
+    def take_request(self, seq: int) -> Replier | None:
+        """Takes this region's request numbered ``seq``, acknowledged or not."""
+        replier = self.awaiting.pop(seq, None)
+        if replier is not None:
+            return replier
+        for index, (numbered, outgoing) in enumerate(self.unacked):
+            if numbered == seq:
+                del self.unacked[index]
+                self.pending -= len(outgoing.payload)
+                return outgoing.replier
+        return None
+
 
     peer: str
     socket: Socket | None = None
@@ -84,6 +108,10 @@ class _Link(Generic[M]):
     next_seq: int = 1
     queued: deque[_Outgoing[M]] = field(default_factory=deque)
     unacked: deque[tuple[int, _Outgoing[M]]] = field(default_factory=deque)
+    awaiting: dict[int, Replier] = field(default_factory=dict)
+    """This region's requests the peer took and has not answered yet."""
+    answers: deque[PeerMessage] = field(default_factory=deque)
+    """Answers to the peer's requests, waiting to go out."""
     pending: int = 0
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: "asyncio.Task[None] | None" = None
@@ -121,7 +149,7 @@ class PeerTransport(Generic[M]):
         what the region registers with."""
         holder: list[PeerTransport[M]] = []
 
-        def check(connection: ServerConnection, request: Request) -> Response | None:
+        def check(connection: ServerConnection, request: HttpRequest) -> Response | None:
             if request.path != PEER_PATH:
                 return connection.respond(404, "not the inter-region path\n")
             if token is not None and request.headers.get("Authorization") != f"Bearer {token}":
@@ -148,6 +176,15 @@ class PeerTransport(Generic[M]):
     def send(self, to: str, shard: str, message: M) -> None:
         """Carries ``message`` for ``shard`` to the region at ``to``; raises
         :class:`TransportError` when it cannot take it now."""
+        self._carry(to, shard, message, None)
+
+    def ask(self, to: str, shard: str, message: M, replier: Replier) -> None:
+        """Carries a request for ``shard`` to the region at ``to``, answered
+        through ``replier``; raises :class:`TransportError` when it cannot
+        take it now."""
+        self._carry(to, shard, message, replier)
+
+    def _carry(self, to: str, shard: str, message: M, replier: Replier | None) -> None:
         try:
             payload = json.dumps(message).encode("utf-8")
         except (TypeError, ValueError) as error:
@@ -162,7 +199,7 @@ class PeerTransport(Generic[M]):
                 "peer-busy", f"region {to} has {link.pending} bytes of messages unacknowledged; waiting for it"
             )
         link.pending += len(payload)
-        link.queued.append(_Outgoing(shard, message, payload))
+        link.queued.append(_Outgoing(shard, message, payload, replier))
         link.wake.set()
 
     def attach(self, inbox: Inbox[M]) -> None:
@@ -276,12 +313,15 @@ class PeerTransport(Generic[M]):
         reader then ends the connection and hands back what is left)."""
         try:
             while True:
-                while link.queued:
+                while link.answers or link.queued:
+                    if link.answers:
+                        await socket.send(encode_peer(link.answers.popleft()))
+                        continue
                     outgoing = link.queued.popleft()
                     seq = link.next_seq
                     link.next_seq += 1
                     link.unacked.append((seq, outgoing))
-                    await socket.send(encode_peer(Deliver(seq, outgoing.shard, outgoing.payload)))
+                    await socket.send(encode_peer(outgoing.frame(seq)))
                 link.wake.clear()
                 await link.wake.wait()
         except ConnectionClosed:
@@ -300,11 +340,13 @@ class PeerTransport(Generic[M]):
                 answer = NotDelivered(frame.seq, str(error))
             await socket.send(encode_peer(answer))
         elif isinstance(frame, Ask):
-            await socket.send(encode_peer(AskFailed(frame.seq, "this region does not serve asks yet")))
+            await socket.send(encode_peer(self._on_ask(link, frame)))
         elif isinstance(frame, Ack):
             while link.unacked and link.unacked[0][0] <= frame.through:
-                _, done = link.unacked.popleft()
+                seq, done = link.unacked.popleft()
                 link.pending -= len(done.payload)
+                if done.replier is not None:
+                    link.awaiting[seq] = done.replier
         elif isinstance(frame, NotDelivered):
             for index, (seq, refused) in enumerate(link.unacked):
                 if seq == frame.seq:
@@ -313,12 +355,45 @@ class PeerTransport(Generic[M]):
                     break
         elif isinstance(frame, (Welcome, Refused)):
             raise FrameError(f"a {type(frame).__name__} after the handshake")
-        elif isinstance(frame, (Reply, AskFailed)):
-            pass
+        elif isinstance(frame, Reply):
+            replier = link.take_request(frame.seq)
+            if replier is not None:
+                try:
+                    reply = json.loads(frame.payload)
+                except ValueError as error:
+                    replier.fail_with(f"the answer is not a reply: {error}")
+                else:
+                    replier.reply(reply)
+        elif isinstance(frame, AskFailed):
+            replier = link.take_request(frame.seq)
+            if replier is not None:
+                replier.fail_with(frame.reason)
+
+    def _on_ask(self, link: _Link[M], frame: Ask) -> PeerMessage:
+        """Hands the peer's request to the region; the frame to answer with now."""
+        seq = frame.seq
+        try:
+            message = json.loads(frame.payload)
+        except ValueError as error:
+            return AskFailed(seq, f"not a request: {error}")
+
+        def answer(reply: Any, error: AskError | None) -> None:
+            if link.closed:
+                return
+            link.answers.append(_answer_frame(seq, reply, error))
+            link.wake.set()
+
+        try:
+            if self._inbox is None:
+                raise TransportError("closed", "the region has stopped")
+            self._inbox.ask(frame.shard, message, Replier(frame.shard, frame.timeout_ms, answer))
+        except TransportError as error:
+            return NotDelivered(seq, str(error))
+        return Ack(seq)
 
     def _fail(self, link: _Link[M], reason: str) -> None:
         """The connection is over: what was not acknowledged goes back, in order."""
-        if link.closed and not link.unacked and not link.queued:
+        if link.closed and not link.unacked and not link.queued and not link.awaiting:
             return
         link.closed = True
         if self._links.get(link.peer) is link:
@@ -326,20 +401,38 @@ class PeerTransport(Generic[M]):
         left = [outgoing for _, outgoing in link.unacked] + list(link.queued)
         link.unacked.clear()
         link.queued.clear()
+        awaiting = list(link.awaiting.values())
+        link.awaiting.clear()
+        for replier in awaiting:
+            replier.fail_with(f"the connection to its home {link.peer} ended before the answer: {reason}")
         self._hand_back(link, left, reason)
 
     def _hand_back(self, link: _Link[M], messages: list[_Outgoing[M]], reason: str) -> None:
         """Hands messages back to the region, each shard's in the order sent."""
-        by_shard: dict[str, list[M]] = {}
+        by_shard: dict[str, list[M | Request[M]]] = {}
         for outgoing in messages:
             link.pending -= len(outgoing.payload)
-            by_shard.setdefault(outgoing.shard, []).append(outgoing.message)
+            parcel = outgoing.message if outgoing.replier is None else Request(outgoing.message, outgoing.replier)
+            by_shard.setdefault(outgoing.shard, []).append(parcel)
         inbox = self._inbox
         if inbox is None or not by_shard:
             return
         error = TransportError("unreachable", f"cannot reach region {link.peer}: {reason}")
         for shard, listed in by_shard.items():
             inbox.not_delivered(link.peer, shard, listed, error)
+
+
+def _answer_frame(seq: int, reply: Any, error: AskError | None) -> PeerMessage:
+    """The frame answering the peer's request numbered ``seq``."""
+    if error is not None:
+        return AskFailed(seq, error.reason if error.kind == "Failed" and error.reason is not None else str(error))
+    try:
+        payload = json.dumps(reply).encode("utf-8")
+    except (TypeError, ValueError) as failure:
+        return AskFailed(seq, f"the answer is not JSON: {failure}")
+    if len(payload) + 32 > MAX_FRAME_BYTES:
+        return AskFailed(seq, f"an answer of {len(payload)} bytes does not fit a 1 MiB frame")
+    return Reply(seq, payload)
 
 
 def _as_bytes(data: str | bytes) -> bytes:

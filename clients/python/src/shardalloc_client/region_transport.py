@@ -2,9 +2,11 @@
 
 The application gives its :class:`~shardalloc_client.region.Region` a
 :class:`Transport`; :class:`InMemoryTransport` links regions of one process
-(tests, examples). A real service carries messages over its own network
-(HTTP, gRPC, a queue) and hands what arrives to the home region's
-:class:`Inbox` (``Region.inbox()``). A port of the TypeScript client's
+(tests, examples); :class:`~shardalloc_client.region_peer.PeerTransport`
+links processes. A service may carry messages over its own network (HTTP,
+gRPC, a queue) and hand what arrives to the home region's :class:`Inbox`
+(``Region.inbox()``). Requests (``Region.ask``) travel with a
+:class:`~shardalloc_client.region_ask.Replier` that answers them. A port of the TypeScript client's
 ``region/transport.ts`` (the Rust client's ``region/transport.rs``).
 
 Everything here is called on the region's event loop, synchronously: a
@@ -13,6 +15,8 @@ transport that needs I/O queues the message and returns.
 
 from collections.abc import Sequence
 from typing import Literal, Protocol, TypeAlias, TypeVar
+
+from .region_ask import Replier, Request
 
 __all__ = ["TransportErrorKind", "TransportError", "Inbox", "Transport", "InMemoryTransport"]
 
@@ -53,14 +57,23 @@ class Inbox(Protocol[M_contra]):
         :class:`TransportError` when it cannot take it."""
         ...
 
-    def not_delivered(self, to: str, shard: str, messages: Sequence[M_contra], error: TransportError) -> None:
+    def ask(self, shard: str, message: M_contra, replier: Replier) -> None:
+        """Hands a request for ``shard`` to the region, answered through
+        ``replier``; raises :class:`TransportError` when it cannot take it."""
+        ...
+
+    def not_delivered(
+        self, to: str, shard: str, messages: "Sequence[M_contra | Request[M_contra]]", error: TransportError
+    ) -> None:
         """For a transport that learns only later that messages this region
         gave its ``send`` were not delivered to ``to`` (a connection refused
         or reset, a time-out, the far region answering that it is not the
         shard's home): hands them back in the order sent, with why. The
         region asks for the home again and resends them, or gives them up to
-        the application's ``undelivered`` past its limits. Ignored once the
-        region has stopped."""
+        the application's ``undelivered`` past its limits. Requests
+        (:class:`~shardalloc_client.region_ask.Request`) come back the same
+        way, among the messages in the order sent, and are resent too.
+        Ignored once the region has stopped."""
         ...
 
 
@@ -70,6 +83,14 @@ class Transport(Protocol[M]):
     def send(self, to: str, shard: str, message: M) -> None:
         """Carries ``message`` for ``shard`` to the region at ``to``; raises
         :class:`TransportError` when it cannot."""
+        ...
+
+    def ask(self, to: str, shard: str, message: M, replier: Replier) -> None:
+        """Carries a request for ``shard`` to the region at ``to`` (in order
+        with :meth:`send`'s messages), which answers through ``replier``;
+        raises :class:`TransportError` when it cannot. A transport without
+        it (an older one) makes the region fail asks that must leave the
+        process."""
         ...
 
     def attach(self, inbox: Inbox[M]) -> None:
@@ -92,10 +113,17 @@ class InMemoryTransport(Transport[M]):
 
     def send(self, to: str, shard: str, message: M) -> None:
         """Hands ``message`` to the inbox of the region at ``to``."""
+        self._inbox_of(to).deliver(shard, message)
+
+    def ask(self, to: str, shard: str, message: M, replier: Replier) -> None:
+        """Hands a request to the inbox of the region at ``to``."""
+        self._inbox_of(to).ask(shard, message, replier)
+
+    def _inbox_of(self, to: str) -> Inbox[M]:
         inbox = self._inboxes.get(to)
         if inbox is None:
             raise TransportError("unknown-address", f"no region at address {to}")
-        inbox.deliver(shard, message)
+        return inbox
 
     def attach(self, inbox: Inbox[M]) -> None:
         """Makes the region reachable at its address."""
