@@ -1,8 +1,9 @@
 // The check: a shardalloc node, three region processes of the counter, and
 // 3,000 increments with unique ids spread over 30 counters, sent round-robin
-// to the three processes; midway a forced rebalance of every counter and a
+// to the three processes; midway a forced rebalance of every counter, a
 // restart of one region (SIGTERM, wait for it to exit, start it again on
-// the same port). Then every increment must be counted exactly once: the
+// the same ports) and a SIGKILL of another (started again on the same ports
+// at once). Then every increment must be counted exactly once: the
 // counters' files must hold each id once, in its counter, and nothing else.
 //
 //   npm run check      # the node: $SHARDALLOC_BIN, else <repo>/target/debug/shardalloc
@@ -27,9 +28,10 @@ const COUNTERS = 30;
 const REGIONS = 3;
 /** Increments in flight at once. */
 const CONCURRENCY = 8;
-/** The increment after which every counter is rebalanced, and the one after which a region restarts. */
+/** The increment after which every counter is rebalanced, the one after which a region restarts, the one after which one is killed. */
 const REBALANCE_AT = 1_000;
 const RESTART_AT = 1_500;
+const KILL_AT = 2_200;
 /** Bounds: each wait takes a few seconds at most when things work. */
 const START_MS = 30_000;
 const REGISTER_MS = 30_000;
@@ -156,9 +158,18 @@ function freePort(): Promise<number> {
   });
 }
 
-function startRegion(node: string, port: number): ChildProcess {
+/** A region's two ports: its region address (the inter-region wire) and its HTTP. */
+interface Ports {
+  port: number;
+  http: number;
+}
+
+function startRegion(node: string, { port, http }: Ports): ChildProcess {
   const log = openSync(join(logs, `region-${port}.log`), 'a');
-  return track(spawn(process.execPath, [regionScript, node, String(port), '--data', counters], { stdio: ['ignore', log, log] }), `region 127.0.0.1:${port}`);
+  return track(
+    spawn(process.execPath, [regionScript, node, String(port), '--http', String(http), '--data', counters], { stdio: ['ignore', log, log] }),
+    `region 127.0.0.1:${port}`,
+  );
 }
 
 // ---- the node's REST API ----
@@ -237,12 +248,13 @@ async function main(): Promise<string> {
   const node = await startNode();
   say(`node at ${node}`);
 
-  const ports: number[] = [];
-  while (ports.length < REGIONS) {
+  const taken: number[] = [];
+  while (taken.length < 2 * REGIONS) {
     const port = await freePort();
-    if (!ports.includes(port)) ports.push(port);
+    if (!taken.includes(port)) taken.push(port);
   }
-  const addresses = ports.map((port) => `127.0.0.1:${port}`);
+  const ports: Ports[] = Array.from({ length: REGIONS }, (_, i) => ({ port: taken[2 * i]!, http: taken[2 * i + 1]! }));
+  const addresses = ports.map(({ port }) => `127.0.0.1:${port}`);
   const regions = ports.map((port) => startRegion(node, port));
   await waitRegistered(node, addresses);
   say(`regions ${addresses.join(', ')} up`);
@@ -250,7 +262,9 @@ async function main(): Promise<string> {
   // Midway: every counter rebalanced now, and one region restarted.
   let rebalance: Promise<string> | undefined;
   let restart: Promise<string> | undefined;
+  let kill: Promise<string> | undefined;
   const restartIndex = 1;
+  const killIndex = 2;
   const forceRebalance = async (): Promise<string> => {
     const shardIds = Array.from({ length: COUNTERS }, (_, i) => `counter-${i}`);
     const { status, body } = await request(node, 'POST', '/v1/cluster/shards/counter/rebalance', { shardIds, immediate: true });
@@ -261,7 +275,7 @@ async function main(): Promise<string> {
   };
   const restartRegion = async (): Promise<string> => {
     const old = regions[restartIndex]!;
-    const port = ports[restartIndex]!;
+    const { port } = ports[restartIndex]!;
     expectedExits.add(old);
     const exited = new Promise<number | null>((resolve) => {
       if (old.exitCode !== null) resolve(old.exitCode);
@@ -274,9 +288,24 @@ async function main(): Promise<string> {
     if (code !== 0) throw new Failure(`region 127.0.0.1:${port} exited with code ${code} after SIGTERM (see ${join(logs, `region-${port}.log`)})`);
     const farewell = readFileSync(join(logs, `region-${port}.log`), 'utf8').split('\n').filter((line) => line.includes('] exiting: ')).pop();
     say(`region 127.0.0.1:${port} drained, left and exited 0 (${farewell?.split('] exiting: ')[1] ?? 'no farewell line'}); starting it again`);
-    regions[restartIndex] = startRegion(node, port);
+    regions[restartIndex] = startRegion(node, ports[restartIndex]!);
     await waitRegistered(node, [`127.0.0.1:${port}`]);
     say(`region 127.0.0.1:${port} up again`);
+    return `127.0.0.1:${port}`;
+  };
+  // A crash: no drain, no leave. The increments it was asked for fail at
+  // their clients, which send them again elsewhere; the asks other
+  // regions sent to its counters wait for the node to home them anew.
+  const killRegion = async (): Promise<string> => {
+    const victim = regions[killIndex]!;
+    const { port } = ports[killIndex]!;
+    expectedExits.add(victim);
+    say(`SIGKILL to region 127.0.0.1:${port} under traffic; starting it again at once`);
+    victim.kill('SIGKILL');
+    await new Promise<void>((resolve) => (victim.exitCode !== null || victim.signalCode !== null ? resolve() : victim.once('exit', () => resolve())));
+    regions[killIndex] = startRegion(node, ports[killIndex]!);
+    await waitRegistered(node, [`127.0.0.1:${port}`]);
+    say(`region 127.0.0.1:${port} up again after its SIGKILL`);
     return `127.0.0.1:${port}`;
   };
 
@@ -289,9 +318,9 @@ async function main(): Promise<string> {
     let problem = '';
     for (let attempt = 0; Date.now() < deadline; attempt++) {
       if (unexpectedExit) throw new Failure(unexpectedExit);
-      const port = ports[(i + attempt) % REGIONS]!;
+      const { http } = ports[(i + attempt) % REGIONS]!;
       try {
-        const response = await fetch(`http://127.0.0.1:${port}/increment`, {
+        const response = await fetch(`http://127.0.0.1:${http}/increment`, {
           method: 'POST',
           headers: { 'content-type': 'application/json' },
           body,
@@ -317,13 +346,15 @@ async function main(): Promise<string> {
       // Awaited after the sends; a rejection is handled there, not lost meanwhile.
       if (accepted === REBALANCE_AT) (rebalance = forceRebalance()).catch(() => undefined);
       if (accepted === RESTART_AT) (restart = restartRegion()).catch(() => undefined);
+      if (accepted === KILL_AT) (kill = killRegion()).catch(() => undefined);
     }
   };
   await Promise.all(Array.from({ length: CONCURRENCY }, sender));
   say(`${INCREMENTS} increments accepted (${retries} sends retried elsewhere)`);
-  if (rebalance === undefined || restart === undefined) throw new Failure('the rebalance or the restart never ran');
+  if (rebalance === undefined || restart === undefined || kill === undefined) throw new Failure('the rebalance, the restart or the kill never ran');
   await rebalance;
   const restarted = await restart;
+  const killed = await kill;
 
   // Every increment counted exactly once, within the bound.
   const counted = await waitFor(`${INCREMENTS} increments to be counted`, COUNTED_MS, () => {
@@ -346,7 +377,7 @@ async function main(): Promise<string> {
     .reduce((a, b) => a + b, 0);
   return (
     `ok: ${counted.total} increments over ${COUNTERS} counters counted exactly once by ${REGIONS} regions ` +
-    `across a rebalance of every counter and a restart of ${restarted} ` +
+    `across a rebalance of every counter, a restart of ${restarted} and a SIGKILL of ${killed} ` +
     `(${retries} sends retried, ${fenced} fenced writes refused) in ${elapsed()}`
   );
 }
