@@ -15,7 +15,8 @@ use std::time::SystemTime;
 use anyhow::{Context, bail};
 
 /// Every benchmark of the host crate, in the order they run.
-const BENCHES: [&str; 7] = ["strategies", "examples", "node", "propagation", "placements", "stores", "restart"];
+const BENCHES: [&str; 8] =
+    ["strategies", "examples", "node", "propagation", "placements", "stores", "restart", "message_path"];
 
 /// Functions that are the baseline of their group's ratios, by preference.
 const BASELINES: [&str; 3] = ["native", "least-shard", "redb"];

@@ -47,6 +47,9 @@ use crate::protocol::{MAX_FRAME_BYTES, decode, encode};
 /// may take before its messages are handed back.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Most queued frames written to a peer before one flush.
+const WRITE_BATCH: usize = 256;
+
 /// Who this region is on the inter-region wire.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeerConfig {
@@ -236,6 +239,9 @@ async fn serve<M: Serialize + DeserializeOwned + Send + 'static, R: Serialize + 
             Err(answer)
         }
     };
+    // Frames are small and answered at once: no Nagle delay (40 ms against
+    // a delayed acknowledgement).
+    stream.set_nodelay(true).map_err(|e| e.to_string())?;
     let mut socket = tokio_tungstenite::accept_hdr_async(stream, check).await.map_err(|e| e.to_string())?;
     let first = tokio::time::timeout(CONNECT_TIMEOUT, socket.next()).await.map_err(|_| "no PeerHello".to_owned())?;
     let hello: PeerHello = match first {
@@ -295,6 +301,18 @@ async fn send<S: AsyncRead + AsyncWrite + Unpin>(
     socket.send(Message::Binary(frame.into())).await
 }
 
+/// Writes `messages` and flushes once.
+async fn send_all<S: AsyncRead + AsyncWrite + Unpin>(
+    socket: &mut WebSocketStream<S>,
+    messages: &[PeerMessage],
+) -> Result<(), tungstenite::Error> {
+    for message in messages {
+        let frame = encode(message).map_err(|e| tungstenite::Error::Io(std::io::Error::other(e.to_string())))?;
+        socket.feed(Message::Binary(frame.into())).await?;
+    }
+    socket.flush().await
+}
+
 fn new_link<M, R>(shared: &Shared<M, R>) -> (Link<M, R>, mpsc::UnboundedReceiver<Outgoing<M, R>>) {
     let (outgoing, receiver) = mpsc::unbounded_channel();
     let id = shared.next_link.fetch_add(1, Ordering::Relaxed);
@@ -339,7 +357,9 @@ async fn handshake<M, R>(
         request.headers_mut().insert("authorization", value);
     }
     let (mut socket, _) =
-        tokio_tungstenite::connect_async(request).await.map_err(|e| format!("cannot connect to {to}: {e}"))?;
+        tokio_tungstenite::connect_async_with_config(request, None, true)
+            .await
+            .map_err(|e| format!("cannot connect to {to}: {e}"))?;
     let hello = PeerHello {
         protocol: PEER_PROTOCOL_VERSION,
         entity_type: shared.config.entity_type.clone(),
@@ -455,11 +475,23 @@ where
             _ = stopping.changed() => break Ok(()),
             next = outgoing.recv() => {
                 let Some(message) = next else { break Ok(()) };
-                let seq = connection.next_seq;
-                connection.next_seq += 1;
-                let frame = message.frame(seq);
-                connection.unacked.push_back((seq, message));
-                if let Err(error) = send(&mut socket, &frame).await {
+                // What else waits goes in the same write (one flush for up
+                // to WRITE_BATCH frames).
+                let mut batch = vec![message];
+                while batch.len() < WRITE_BATCH {
+                    match outgoing.try_recv() {
+                        Ok(more) => batch.push(more),
+                        Err(_) => break,
+                    }
+                }
+                let mut frames = Vec::with_capacity(batch.len());
+                for message in batch {
+                    let seq = connection.next_seq;
+                    connection.next_seq += 1;
+                    frames.push(message.frame(seq));
+                    connection.unacked.push_back((seq, message));
+                }
+                if let Err(error) = send_all(&mut socket, &frames).await {
                     break Err(format!("sending to {peer} failed: {error}"));
                 }
             }
