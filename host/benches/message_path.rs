@@ -12,10 +12,13 @@
 //!    before it (order per shard and sender): messages per second. The
 //!    TypeScript and Python clients' regions do the same beside it when
 //!    they are built (`cargo xtask clients`).
-//! 3. After a SIGKILL: the child is killed while it homes three shards; this
-//!    region asks each at once, and the time until the last answer (from
-//!    the shard's new home) is the time traffic flows again; p50 and p99
-//!    over 20 kills, against the node's removal time.
+//! 3. After a SIGKILL: a second child is killed while it homes three
+//!    shards; this region asks each at once, and the time until the last
+//!    answer (from the shard's new home) is the time traffic flows again;
+//!    p50 and p99 over 20 kills, against the node's removal time.
+//! 4. Sends to 100,000 shards never seen before, one message each (the
+//!    node places each on the first message): how long until all are
+//!    delivered, over both regions.
 //!
 //! Figures only (no criterion groups); `cargo xtask bench message_path`.
 
@@ -43,6 +46,8 @@ const CHILD: &str = "SHARDALLOC_BENCH_MESSAGE_PATH_CHILD";
 const ROUND_TRIPS: usize = 2_000;
 /// Messages sent in the throughput run.
 const SENDS: u64 = 200_000;
+/// New shards sent one message each.
+const MANY_SHARDS: u64 = 100_000;
 /// SIGKILLs measured.
 const KILLS: usize = 20;
 /// Shards homed in the child at each kill.
@@ -230,7 +235,8 @@ async fn parent() {
     config.home_retry = Duration::from_millis(300);
     // Rounds of failed forwards outlast the removal.
     config.forward_attempts = 60;
-    let region = Region::start(config, Counter::default(), transport.clone()).expect("start the region");
+    let local = Counter::default();
+    let region = Region::start(config, local.clone(), transport.clone()).expect("start the region");
     region.wait_registered().await.expect("registered");
 
     // 1. ask against a bare WebSocket echo.
@@ -301,8 +307,6 @@ async fn parent() {
             Err(why) => println!("message path: sends in one direction, {language}: not measured ({why})"),
         }
     }
-    drop(home.process.stdin.take());
-    drop(home);
 
     // 3. Resuming after a SIGKILL.
     let mut resumes = Vec::with_capacity(KILLS);
@@ -330,6 +334,39 @@ async fn parent() {
         REMOVAL.as_secs_f64(),
         quantile(&resumes, 0.5).as_secs_f64() / REMOVAL.as_secs_f64(),
     );
+    // 4. (Last: the node keeps placing these shards.) Sends to many shards
+    // never seen before: each asks the node for a
+    // home (the node places it), buffering its message meanwhile.
+    let before = (local.0.load(Ordering::Relaxed), region.ask(&sink, Msg { n: 0 }, wait).await.expect("a count"));
+    let started = Instant::now();
+    let mut i = 0;
+    while i < MANY_SHARDS {
+        match region.send(&format!("m{i}"), Msg { n: i }) {
+            Ok(()) => i += 1,
+            Err(SendError::BufferFull { .. } | SendError::TotalBufferFull { .. }) => {
+                tokio::time::sleep(Duration::from_millis(1)).await
+            }
+            Err(error) => panic!("send: {error}"),
+        }
+    }
+    let sent = started.elapsed();
+    let delivered = loop {
+        let here = local.0.load(Ordering::Relaxed) - before.0;
+        let there = region.ask(&sink, Msg { n: 0 }, wait).await.expect("a count") - before.1;
+        if here + there >= MANY_SHARDS {
+            break started.elapsed();
+        }
+        assert!(started.elapsed() < Duration::from_secs(600), "{here} + {there} of {MANY_SHARDS} delivered in 600 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    println!(
+        "message path: one message to each of {MANY_SHARDS} new shards (each placed by the node on the first message): all delivered in {:.2} s ({:.0} shards/s; sent in {:.2} s)",
+        delivered.as_secs_f64(),
+        MANY_SHARDS as f64 / delivered.as_secs_f64(),
+        sent.as_secs_f64(),
+    );
+    drop(home.process.stdin.take());
+    drop(home);
     region.shutdown().await;
     let _ = node_process.kill();
     let _ = node_process.wait();

@@ -356,10 +356,9 @@ async fn handshake<M, R>(
         let value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|e| e.to_string())?;
         request.headers_mut().insert("authorization", value);
     }
-    let (mut socket, _) =
-        tokio_tungstenite::connect_async_with_config(request, None, true)
-            .await
-            .map_err(|e| format!("cannot connect to {to}: {e}"))?;
+    let (mut socket, _) = tokio_tungstenite::connect_async_with_config(request, None, true)
+        .await
+        .map_err(|e| format!("cannot connect to {to}: {e}"))?;
     let hello = PeerHello {
         protocol: PEER_PROTOCOL_VERSION,
         entity_type: shared.config.entity_type.clone(),
