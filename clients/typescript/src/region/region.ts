@@ -461,6 +461,9 @@ export class Region<M, R = unknown> extends EventEmitter<RegionEvents> {
             break;
           case 'Deliver': {
             const worker = this.workers.get(action.shard);
+            if (!worker && action.message instanceof Request) {
+              action.message.replier.failWith('the shard stopped before the request reached it');
+            }
             if (worker) {
               worker.backlog += 1;
               const { shard, message } = action;
