@@ -7,8 +7,11 @@ texts of every kind and the Rust ``Debug`` forms they use.
 
 import unittest
 
+from shardalloc_client.region_ask import Replier
 from shardalloc_client.region_errors import (
     MAX_SHARD_ID_BYTES,
+    AskError,
+    DeliveryError,
     RegionError,
     SendError,
     check_shard,
@@ -101,6 +104,30 @@ class RegionErrorTests(unittest.TestCase):
             RegionError.drain_and_leave_timed_out(5, ["a"], True),
         )
         self.assertEqual(len({RegionError.left(), RegionError.left()}), 1)
+
+    def test_an_asks_errors_read_as_the_rust_ask_error(self) -> None:
+        stopped = SendError.stopped()
+        refused = DeliveryError.shard_refused("s1", "too many shards")
+        cases = [
+            (AskError.send("s1", stopped), str(stopped)),
+            (AskError.timeout("s1", 1_500), "no answer from shard s1 within 1.5s"),
+            (AskError.not_delivered(refused), str(refused)),
+            (AskError.failed("s1", "fenced"), "shard s1 did not answer: fenced"),
+        ]
+        for error, text in cases:
+            self.assertEqual(str(error), text)
+        self.assertEqual(AskError.not_delivered(refused).kind, "NotDelivered")
+        self.assertEqual(AskError.not_delivered(refused).shard, "s1")
+
+    def test_a_replier_answers_once(self) -> None:
+        outcomes: list[tuple[object, AskError | None]] = []
+        replier = Replier("s1", 5_000, lambda reply, error: outcomes.append((reply, error)))
+        self.assertTrue(0 < replier.remaining_ms() <= 5_000)
+        replier.reply(1)
+        replier.reply(2)
+        replier.fail_with("late")
+        self.assertEqual(outcomes, [(1, None)])
+        self.assertTrue(replier.answered)
 
     def test_a_shard_id_is_1_to_256_bytes_of_utf_8(self) -> None:
         self.assertIsNone(check_shard("s"))

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { RegionError, SendError } from '../src/index.js';
+import { AskError, DeliveryError, RegionError, Replier, SendError } from '../src/index.js';
 
 test('a timed out drain and leave names at most ten shards and counts the rest', () => {
   const shards = Array.from({ length: 12 }, (_, i) => `s${i + 1}`);
@@ -59,4 +59,30 @@ test('every kind has its message', () => {
     assert.equal(error.message, message);
     assert.equal(error.name, 'SendError');
   }
+});
+
+test("an ask's errors read as the Rust client's AskError", () => {
+  const stopped = new SendError({ kind: 'Stopped' });
+  const refused = new DeliveryError({ kind: 'ShardRefused', shard: 's1', reason: 'too many shards' });
+  const cases: [AskError, string][] = [
+    [new AskError({ kind: 'Send', error: stopped }), stopped.message],
+    [new AskError({ kind: 'Timeout', shard: 's1', timeoutMs: 1_500 }), 'no answer from shard s1 within 1.5s'],
+    [new AskError({ kind: 'NotDelivered', error: refused }), refused.message],
+    [new AskError({ kind: 'Failed', shard: 's1', reason: 'fenced' }), 'shard s1 did not answer: fenced'],
+  ];
+  for (const [error, message] of cases) {
+    assert.equal(error.message, message);
+    assert.equal(error.name, 'AskError');
+  }
+});
+
+test('a replier answers once', () => {
+  const outcomes: unknown[] = [];
+  const replier = new Replier<number>('s1', 5_000, (outcome) => outcomes.push(outcome));
+  assert.ok(replier.remainingMs() > 0 && replier.remainingMs() <= 5_000);
+  replier.reply(1);
+  replier.reply(2);
+  replier.failWith('late');
+  assert.deepEqual(outcomes, [{ ok: true, reply: 1 }]);
+  assert.ok(replier.answered);
 });
