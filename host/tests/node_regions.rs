@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use shardalloc_client::region::{
-    AskError, InMemoryTransport, Inbox, PeerConfig, PeerTransport, RegionError, RegionHandle, Transport,
+    AskError, InMemoryTransport, Inbox, PeerConfig, PeerTransport, RegionError, RegionHandle, Replier, Transport,
     TransportError, Undelivered, Update,
 };
 
@@ -484,7 +484,7 @@ async fn the_built_in_transport_carries_every_message_to_the_home_across_a_regio
 async fn asks_over_the_built_in_transport_are_answered_once_by_the_home_or_fail_by_name() {
     let node = Node::start(&fast_args(&[])).await;
     let journal = Journal::default();
-    let (a, _a_transport) = peer_region(&node, &journal, "secret").await;
+    let (a, a_transport) = peer_region(&node, &journal, "secret").await;
     let (b, b_transport) = peer_region(&node, &journal, "secret").await;
     let (a_address, b_address) = (a.address().to_owned(), b.address().to_owned());
     let remote = shard_homed_on(&b, "q").await;
@@ -511,6 +511,16 @@ async fn asks_over_the_built_in_transport_are_answered_once_by_the_home_or_fail_
     let answers = futures_util::future::join_all(asks).await;
     assert!(answers.iter().all(|answer| *answer == Ok(b_address.clone())), "{answers:?}");
     assert_eq!(journal.deliveries(&remote).len(), 240);
+    // A request that reaches a region which is not the home is routed on
+    // over the wire, and the answer relayed back: a asks b (its transport,
+    // directly) for a shard homed on a itself.
+    let (relayed, answer) = tokio::sync::oneshot::channel();
+    let replier = Replier::new(&local, wait, move |outcome| {
+        let _ = relayed.send(outcome);
+    });
+    assert!(a_transport.ask(&b_address, &local, Msg::new("a", 500), replier).is_ok());
+    let relayed = tokio::time::timeout(wait, answer).await.expect("an answer in time").expect("answered");
+    assert_eq!(relayed, Ok(a_address.clone()), "answered by the home, through b");
     // The home failing a request fails the ask with its words.
     let refused = a.ask(&remote, Msg::new(REFUSED_ASKER, 0), wait).await;
     assert_eq!(
