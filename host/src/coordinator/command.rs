@@ -274,7 +274,8 @@ pub enum Observation {
         /// Its shards' smoothed loads together.
         load: f64,
     },
-    /// The strategy's rebalance fell back to the built-in.
+    /// The strategy's rebalance failed (a fault, an error, an invalid
+    /// answer, the deadline): nothing moved this round.
     RebalanceFallback {
         /// The strategy's failure.
         error: String,

@@ -3,9 +3,14 @@
 //! Every answer is checked against the view it was computed on. allocate
 //! must name an allocatable region; rebalance must name shards that are
 //! allocated, not already moving, each once. A refused answer, an error or
-//! a fault is logged with the strategy's name and version and replaced by
-//! the built-in least-shard compiled into the host, so the caller always
-//! gets a valid decision and knows when it came from the fallback and why.
+//! a fault is logged with the strategy's name and version and counted
+//! against it (the automatic rollback's rule), and the caller knows why:
+//!
+//! - a failed `allocate` is replaced by the built-in least-shard compiled
+//!   into the host: the shard still needs a home;
+//! - a failed `rebalance` moves nothing this round. Another strategy's
+//!   moves would undo what this one arranged (a zone or latency policy),
+//!   and nothing is lost by waiting for the next round.
 
 use std::collections::HashSet;
 
@@ -24,7 +29,8 @@ pub struct NoAllocatableRegion;
 pub struct Decision<T> {
     /// The decision the caller should apply.
     pub value: T,
-    /// Set when the value came from the fallback: the strategy's failure.
+    /// Set when the strategy's answer was not used: its failure (an
+    /// allocation then came from the fallback; a rebalance moves nothing).
     pub fallback: Option<StrategyError>,
 }
 
@@ -47,7 +53,7 @@ pub fn check_rebalance(view: &ClusterView, shards: &[String]) -> Result<(), Stra
 }
 
 /// A strategy whose every answer is checked, with the native least-shard
-/// as fallback.
+/// as the fallback of a failed allocation.
 pub struct Guarded {
     strategy: Box<dyn AllocationStrategy>,
     fallback: NativeStrategy<LeastShard>,
@@ -65,7 +71,7 @@ impl Guarded {
         self.strategy.info()
     }
 
-    fn report(&mut self, call: &str, subject: &str, error: &StrategyError) {
+    fn report(&mut self, call: &str, subject: &str, error: &StrategyError, instead: &str) {
         self.strategy.rejected(error);
         let info = self.strategy.info();
         tracing::warn!(
@@ -74,7 +80,7 @@ impl Guarded {
             call,
             subject,
             reason = error.kind(),
-            "strategy answer not used, falling back to built-in least-shard: {error}"
+            "strategy answer not used, {instead}: {error}"
         );
     }
 
@@ -96,7 +102,7 @@ impl Guarded {
             },
             Err(error) => error,
         };
-        self.report("allocate", shard, &error);
+        self.report("allocate", shard, &error, "falling back to built-in least-shard");
         match self.fallback.allocate(view, shard, None) {
             Ok(region) if view.is_allocatable(&region) => Ok(Decision { value: region, fallback: Some(error) }),
             _ => Err(NoAllocatableRegion),
@@ -104,7 +110,7 @@ impl Guarded {
     }
 
     /// Shards to move: the strategy's answer when every shard in it is
-    /// allocated, not moving and listed once; else the fallback's.
+    /// allocated, not moving and listed once; else none (with why).
     pub fn rebalance(&mut self, view: &ClusterView) -> Decision<Vec<String>> {
         let error = match self.strategy.rebalance(view) {
             Ok(shards) => match check_rebalance(view, &shards) {
@@ -113,12 +119,8 @@ impl Guarded {
             },
             Err(error) => error,
         };
-        self.report("rebalance", "", &error);
-        let value = match self.fallback.rebalance(view) {
-            Ok(shards) if check_rebalance(view, &shards).is_ok() => shards,
-            _ => Vec::new(),
-        };
-        Decision { value, fallback: Some(error) }
+        self.report("rebalance", "", &error, "moving nothing this round");
+        Decision { value: Vec::new(), fallback: Some(error) }
     }
 }
 
@@ -158,6 +160,19 @@ mod tests {
     fn no_allocatable_region_is_an_error_not_a_fallback() {
         let v = view(Scenario::parse("a=1").draining("a"));
         assert_eq!(guarded("").allocate(&v, "9", None), Err(NoAllocatableRegion));
+    }
+
+    #[test]
+    fn a_failed_rebalance_moves_nothing_where_least_shard_would_move_shards() {
+        // Unbalanced, nothing moving: least-shard would move two shards to b.
+        let v = view(Scenario::parse("a=1,2,3,4 b="));
+        let mut least_shard = NativeStrategy::new(LeastShard::default(), "").unwrap();
+        assert!(!least_shard.rebalance(&v).unwrap().is_empty(), "least-shard would move shards here");
+        for mode in ["error", "duplicate", "out-of-range"] {
+            let decision = guarded(&format!(r#"{{"rebalance":"{mode}"}}"#)).rebalance(&v);
+            assert_eq!(decision.value, Vec::<String>::new(), "{mode}: nothing moves");
+            assert!(decision.fallback.is_some(), "{mode}: the failure is reported");
+        }
     }
 
     #[test]

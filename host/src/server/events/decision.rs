@@ -100,9 +100,11 @@ pub fn from_observation(entity_type: &str, at_ms: u64, observation: &Observation
         Observation::RegionLoad { address, load } => {
             DecisionEvent { load: Some(*load), ..region_event(EventKind::RegionLoad, address) }
         }
-        Observation::RebalanceFallback { error } => {
-            DecisionEvent { cause: Some(error.clone()), detail: Some("rebalance".into()), ..event(EventKind::Fallback) }
-        }
+        Observation::RebalanceFallback { error } => DecisionEvent {
+            cause: Some(error.clone()),
+            detail: Some("rebalance: nothing moved".into()),
+            ..event(EventKind::Fallback)
+        },
         Observation::Freeze { record } => DecisionEvent {
             cause: Some(record.scope.as_str().to_owned()),
             by: Some(record.by),

@@ -285,3 +285,58 @@ fn a_stale_incarnation_is_fenced_by_the_coordinator_and_the_live_session_keeps_i
     assert_eq!(fenced.len(), 1, "region-fenced was not published once: {fenced:?}");
     assert_eq!(fenced[0].2, "a");
 }
+
+#[test]
+fn a_failing_rebalance_moves_nothing_and_is_evented() {
+    let events = Arc::new(EventHub::default());
+    let store = MemoryStore::new();
+    let mut driver = load_with_events(Arc::new(store.clone()), events.clone());
+    let (inputs, mut a) = register(1, "a");
+    driver.step(inputs, T0).unwrap();
+    let asks: Vec<Input> = (0..8)
+        .map(|i| Input::Region { session: 1, message: RegionMessage::GetShardHome { shard: format!("s{i}") } })
+        .collect();
+    driver.step(asks, T0 + 1).unwrap();
+    let (inputs, mut b) = register(2, "b");
+    driver.step(inputs, T0 + 2).unwrap();
+    // The misbehaving fixture, whose rebalance fails and whose allocate is
+    // least-shard's: the built-in fallback would move four shards to b.
+    let bytes: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/misbehaving.wasm"));
+    let compiled = engine().compile(bytes).unwrap();
+    store.put_blob(&compiled.digest, bytes).unwrap();
+    let record = ComponentRecord {
+        digest: compiled.digest.clone(),
+        name: compiled.info.name.clone(),
+        version: compiled.info.version.clone(),
+        size: bytes.len() as u64,
+        uploaded_at_ms: 0,
+    };
+    let (reply, _) = oneshot::channel();
+    let candidate = Candidate { compiled, config: r#"{"rebalance":"error"}"#.into() };
+    let (activated, mut state) = oneshot::channel();
+    let inputs = [
+        Input::Admin(AdminRequest::AddComponent { record, reply }),
+        Input::Admin(AdminRequest::Activate { name: "cart".into(), candidate, reply: activated }),
+    ];
+    driver.step(inputs, T0 + 3).unwrap();
+    assert!(state.try_recv().unwrap().is_ok(), "activated");
+    drain(&mut a);
+    drain(&mut b);
+    // Three rebalance rounds, both regions heartbeating.
+    let interval = Config::default().rebalance_interval_ms;
+    for round in 1..=3u64 {
+        let beats = [(1, round), (2, round)].map(|(session, sequence)| Input::Region {
+            session,
+            message: RegionMessage::Heartbeat { sequence: sequence + 1, metrics: Default::default() },
+        });
+        driver.step(beats, T0 + 3 + round * interval).unwrap();
+    }
+    let moves = |rx: &mut mpsc::Receiver<NodeMessage>| {
+        drain(rx).into_iter().filter(|m| matches!(m, NodeMessage::BeginHandOff { .. })).count()
+    };
+    assert_eq!(moves(&mut a) + moves(&mut b), 0, "a failed rebalance moved shards");
+    let fallbacks = published(&events).into_iter().filter(|(_, kind, _)| *kind == EventKind::Fallback).count();
+    assert!(fallbacks >= 3, "each failed round is evented ({fallbacks} fallback events)");
+    let homes = &store.load().unwrap().types["cart"].durable.homes;
+    assert!(homes.values().all(|home| &*home.region == "a"), "{homes:?}");
+}
