@@ -163,6 +163,7 @@ pub fn run(args: RegionsArgs) -> anyhow::Result<()> {
         println!("ready {}", regions.len());
         let mut sent = 0u64;
         let mut refused = 0u64;
+        let mut targets = Targets::new(args.shards);
         let traffic = async {
             if args.interval_ms == 0 {
                 return std::future::pending().await;
@@ -170,8 +171,8 @@ pub fn run(args: RegionsArgs) -> anyhow::Result<()> {
             let mut tick = tokio::time::interval(Duration::from_millis(args.interval_ms));
             loop {
                 tick.tick().await;
-                for (i, region) in regions.iter().enumerate() {
-                    let shard = (sent + i as u64) % args.shards + 1;
+                for region in &regions {
+                    let shard = targets.next();
                     match region.send(&shard.to_string(), sent) {
                         Ok(()) => sent += 1,
                         Err(error) => {
@@ -205,4 +206,45 @@ pub fn run(args: RegionsArgs) -> anyhow::Result<()> {
         println!("left");
         Ok(())
     })
+}
+
+/// The shards traffic goes to: "1" … "M" in turn, one per message over
+/// every region, so each shard gets traffic whatever the region count.
+struct Targets {
+    next: u64,
+    shards: u64,
+}
+
+impl Targets {
+    fn new(shards: u64) -> Self {
+        Targets { next: 0, shards: shards.max(1) }
+    }
+
+    /// The next shard, from 1.
+    fn next(&mut self) -> u64 {
+        let shard = self.next % self.shards + 1;
+        self.next = self.next.wrapping_add(1);
+        shard
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::Targets;
+
+    #[test]
+    fn traffic_reaches_every_shard_whatever_the_region_count() {
+        for (regions, shards) in [(10u64, 400u64), (2, 7), (3, 3), (4, 1)] {
+            let mut targets = Targets::new(shards);
+            let mut reached = BTreeSet::new();
+            for _tick in 0..shards {
+                for _region in 0..regions {
+                    reached.insert(targets.next());
+                }
+            }
+            assert_eq!(reached, (1..=shards).collect(), "{regions} regions, {shards} shards");
+        }
+    }
 }
