@@ -82,6 +82,12 @@ async fn an_upload_compiles_in_a_child_process_and_activates() {
     let (status, state) = node.request(Method::PUT, "/v1/cluster/shards/cart/strategy", Some(&body)).await;
     assert_eq!(status, StatusCode::OK, "{state}\n{}", node.log_tail());
     assert_eq!(state["active"]["digest"], stored["digest"], "{state}");
+    // `strategies ls` names each one's contract, beside where it is active.
+    let (code, out, err) = node::run_binary(&["strategies", "ls", "--node", &node.base], Duration::from_secs(60)).await;
+    assert_eq!(code, Some(0), "{err}");
+    let contract = stored["contract"].as_str().expect("the upload names its contract");
+    let line = out.lines().find(|l| l.starts_with(stored["digest"].as_str().unwrap())).expect("the upload listed");
+    assert_eq!(line.split('\t').skip(2).collect::<Vec<_>>(), [contract, "cart"], "{out}");
 }
 
 #[tokio::test]

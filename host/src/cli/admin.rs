@@ -307,9 +307,17 @@ pub fn strategies(command: StrategiesCommand) -> anyhow::Result<()> {
                 if json {
                     return print_json(&list);
                 }
+                // digest, name@version, contract (`-` when unread), types where active.
                 for s in list.strategies {
                     let active: Vec<String> = s.active_in.iter().map(|t| shown(t)).collect();
-                    println!("{}\t{}@{}\t{}", s.digest, shown(&s.name), shown(&s.version), active.join(","));
+                    let contract = s.contract.as_deref().map_or_else(|| "-".to_owned(), shown);
+                    println!(
+                        "{}\t{}@{}\t{contract}\t{}",
+                        s.digest,
+                        shown(&s.name),
+                        shown(&s.version),
+                        active.join(",")
+                    );
                 }
             }
         }
