@@ -216,3 +216,54 @@ async fn the_0_1_builtins_run_in_a_node() {
         region.shutdown().await;
     }
 }
+
+/// Runs the CLI against `node`; its standard output, after it exited 0.
+async fn cli(node: &Node, args: &[&str]) -> String {
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--node", node.base.as_str()]);
+    let (code, out, err) = node::run_binary(&all, Duration::from_secs(60)).await;
+    assert_eq!(code, Some(0), "shardalloc {all:?}: {err}");
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cli_dry_runs_and_shadows_a_candidate_on_the_node() {
+    let node = Node::start(&fast_args(&[])).await;
+    let journal = Journal::default();
+    let network = InMemoryTransport::new();
+    let a = node.region("cart", "a", &journal, &network, |_| {});
+    let b = node.region("cart", "b", &journal, &network, |_| {});
+    registered(&a).await;
+    registered(&b).await;
+    for i in 0..6 {
+        a.home_of(&format!("s{i}")).await.unwrap();
+    }
+    let out = cli(&node, &["strategy", "dry-run", "cart", "hash", "--shard", "new-1", "--rounds", "2"]).await;
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("hash@") && lines[0].ends_with(" on cart (nothing applied)"), "{out}");
+    assert!(lines[1] == "allocate new-1 -> a" || lines[1] == "allocate new-1 -> b", "{out}");
+    assert!(lines[2].starts_with("rebalance: "), "{out}");
+    assert!(lines[3].starts_with("round 1: ") && lines[4].starts_with("round 2: "), "{out}");
+    let json: serde_json::Value =
+        serde_json::from_str(&cli(&node, &["strategy", "dry-run", "cart", "hash", "--json"]).await).unwrap();
+    assert_eq!(json["rounds"].as_array().map(Vec::len), Some(3), "{json}");
+
+    let set = cli(&node, &["strategy", "shadow", "set", "cart", "hash"]).await;
+    assert!(set.contains("cart: active least-shard@") && set.contains("\nshadow hash@"), "{set}");
+    a.home_of("s-new").await.unwrap();
+    let shown = cli(&node, &["strategy", "shadow", "show", "cart", "--json"]).await;
+    let state: serde_json::Value = serde_json::from_str(&shown).unwrap();
+    assert!(state["shadowCalls"].as_u64().unwrap() >= 1, "the shadow was asked: {state}");
+    let cleared = cli(&node, &["strategy", "shadow", "clear", "cart"]).await;
+    assert!(cleared.contains("\nno shadow\npast shadow hash@"), "{cleared}");
+    // A bad configuration is named, and the command fails.
+    let (code, _, err) = node::run_binary(
+        &["strategy", "dry-run", "cart", "hash", "--config", "{not json", "--node", node.base.as_str()],
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_ne!(code, Some(0));
+    assert!(err.contains("--config is not JSON"), "{err}");
+    a.shutdown().await;
+    b.shutdown().await;
+}

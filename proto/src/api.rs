@@ -1303,10 +1303,28 @@ pub struct StrategyState {
     pub next: Option<String>,
     /// The shadow candidate, if any.
     pub shadow: Option<ActivationInfo>,
-    /// Decisions the shadow was asked about, and how many it disagreed with.
+    /// Decisions the current shadow candidate was asked about (from 0 at
+    /// each new candidate), and how many it disagreed with.
     pub shadow_calls: u64,
     /// See `shadow_calls`.
     pub shadow_disagreements: u64,
+    /// Past shadow candidates' counts, oldest first (at most 16): kept
+    /// when a candidate is replaced or cleared.
+    #[serde(default)]
+    pub shadow_history: Vec<ShadowCounts>,
+}
+
+/// What one past shadow candidate saw.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ShadowCounts {
+    /// The candidate, `name@version`.
+    pub candidate: String,
+    /// Decisions it was asked about.
+    pub calls: u64,
+    /// How many it disagreed with the active strategy on.
+    pub disagreements: u64,
 }
 
 #[cfg(test)]

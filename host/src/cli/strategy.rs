@@ -1,5 +1,6 @@
 //! `shardalloc strategy inspect|eval|simulate`: strategies offline, against
-//! a snapshot file, with one JSON line per answer on stdout.
+//! a snapshot file, with one JSON line per answer on stdout; `dry-run` and
+//! `shadow` ask a running node instead (`tryout.rs`).
 
 use std::path::{Path, PathBuf};
 
@@ -21,6 +22,13 @@ use std::time::Duration;
 
 #[derive(Debug, Subcommand)]
 pub enum StrategyCommand {
+    /// Ask a running node what a candidate would do on a type's current
+    /// state (its allocations, its rebalance, rounds of it), nothing applied.
+    DryRun(super::tryout::DryRunArgs),
+    /// Run a candidate beside a type's active strategy on a running node,
+    /// counting where it disagrees (`set`, `show`, `clear`).
+    #[command(subcommand)]
+    Shadow(super::tryout::ShadowCommand),
     /// Print a strategy's name, version, description and config schema.
     Inspect {
         /// A built-in name (least-shard, hash, capacity, zone, load-balance) or a .wasm component.
@@ -170,6 +178,8 @@ pub enum Question {
 /// Runs a strategy subcommand.
 pub fn run(command: StrategyCommand) -> anyhow::Result<()> {
     match command {
+        StrategyCommand::DryRun(args) => super::tryout::dry_run(args),
+        StrategyCommand::Shadow(command) => super::tryout::shadow(command),
         StrategyCommand::Conform { strategy, config, sandbox } => {
             let loaded = load(&strategy, config.as_deref(), sandbox.limits())?;
             let contract = loaded.compiled().contract.name();

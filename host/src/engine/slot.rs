@@ -121,13 +121,31 @@ pub struct SlotStats {
     pub activations: u64,
     /// Automatic rollbacks.
     pub auto_rollbacks: u64,
-    /// Decisions the shadow was asked about.
+    /// Decisions the current shadow candidate was asked about (from 0 at
+    /// each new candidate).
     pub shadow_calls: u64,
-    /// Decisions where the shadow disagreed with the active strategy.
+    /// Decisions where the current shadow disagreed with the active strategy.
     pub shadow_disagreements: u64,
+    /// Past shadow candidates' counts, oldest first, at most
+    /// [`MAX_SHADOW_HISTORY`].
+    pub shadow_history: VecDeque<ShadowCounts>,
     /// Times a caller found no warmed instance waiting and made a cold one
     /// (a second caller of one activation, or one after a fault).
     pub cold_instances: u64,
+}
+
+/// Most past shadow candidates whose counts a slot keeps.
+pub const MAX_SHADOW_HISTORY: usize = 16;
+
+/// What one shadow candidate saw, kept when it was replaced or cleared.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ShadowCounts {
+    /// The candidate, `name@version`.
+    pub candidate: String,
+    /// Decisions it was asked about.
+    pub calls: u64,
+    /// Decisions where it disagreed with the active strategy.
+    pub disagreements: u64,
 }
 
 #[derive(Default)]
@@ -401,8 +419,27 @@ impl Slot {
         Ok(())
     }
 
+    /// Swaps the shadow candidate; the counters start again from 0 and the
+    /// previous candidate's go into the history.
     fn replace_shadow(&self, candidate: Option<Arc<Activation>>) {
-        if let Some(previous) = self.shadow.swap(candidate) {
+        let previous = self.shadow.swap(candidate);
+        {
+            let mut stats = self.stats.lock().expect("stats lock");
+            if let Some(previous) = &previous {
+                let counts = ShadowCounts {
+                    candidate: previous.label(),
+                    calls: stats.shadow_calls,
+                    disagreements: stats.shadow_disagreements,
+                };
+                if stats.shadow_history.len() == MAX_SHADOW_HISTORY {
+                    stats.shadow_history.pop_front();
+                }
+                stats.shadow_history.push_back(counts);
+            }
+            stats.shadow_calls = 0;
+            stats.shadow_disagreements = 0;
+        }
+        if let Some(previous) = previous {
             drop(previous.warm.lock().expect("warm instance lock").take());
         }
     }

@@ -25,6 +25,7 @@ __all__ = [
     "ShardState",
     "Strategies",
     "StoredStrategy",
+    "ShadowCounts",
     "StrategyState",
     "StreamedEvent",
 ]
@@ -155,6 +156,14 @@ class Activation(TypedDict):
     atMs: int
 
 
+class ShadowCounts(TypedDict):
+    """What one past shadow candidate saw."""
+
+    candidate: str
+    calls: int
+    disagreements: int
+
+
 class StrategyState(TypedDict):
     """A type's strategy: the active one and its history (and a shadow, when one is set)."""
 
@@ -164,6 +173,7 @@ class StrategyState(TypedDict):
     shadow: NotRequired[Activation | None]
     shadowCalls: NotRequired[int]
     shadowDisagreements: NotRequired[int]
+    shadowHistory: NotRequired[list[ShadowCounts]]
 
 
 class DecisionEvent(TypedDict):

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use shardalloc_proto::api::{
-    HandOff, HomeReason, RegionState, RegionSummary, ShardLoadState, ShardState, StoredStrategy, StrategyState,
-    TypeSummary,
+    HandOff, HomeReason, RegionState, RegionSummary, ShadowCounts, ShardLoadState, ShardState, StoredStrategy,
+    StrategyState, TypeSummary,
 };
 
 use super::catalog::activation_record;
@@ -355,6 +355,15 @@ impl Driver {
             shadow,
             shadow_calls: stats.shadow_calls,
             shadow_disagreements: stats.shadow_disagreements,
+            shadow_history: stats
+                .shadow_history
+                .iter()
+                .map(|c| ShadowCounts {
+                    candidate: c.candidate.clone(),
+                    calls: c.calls,
+                    disagreements: c.disagreements,
+                })
+                .collect(),
         })
     }
 }

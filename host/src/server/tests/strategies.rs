@@ -130,8 +130,22 @@ async fn dry_run_shadow_and_history_answer_their_shapes() {
     let (_, listed) = node.request(Method::GET, "/v1/strategies", None).await;
     let hash = listed["strategies"].as_array().unwrap().iter().find(|s| s["digest"] == "hash").cloned().unwrap();
     assert_eq!(hash["activeIn"], json!(["cart"]), "a shadow counts as in use: {listed}");
+    // A new candidate counts from 0; the one it replaced is in the history.
+    let calls = state["shadowCalls"].as_u64().unwrap();
+    let (status, _) =
+        node.request(Method::PUT, "/v1/cluster/shards/cart/strategy/shadow", Some(r#"{"strategy":"zone"}"#)).await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, state) = node.request(Method::GET, "/v1/cluster/shards/cart/strategy", None).await;
+    assert_eq!((state["shadowCalls"].as_u64(), state["shadowDisagreements"].as_u64()), (Some(0), Some(0)), "{state}");
+    let past = &state["shadowHistory"][0];
+    assert!(past["candidate"].as_str().unwrap().starts_with("hash@"), "{state}");
+    assert_eq!(past["calls"].as_u64(), Some(calls), "{state}");
     let answer = node.request(Method::DELETE, "/v1/cluster/shards/cart/strategy/shadow", None).await;
     assert_eq!(answer, (StatusCode::NO_CONTENT, Value::Null));
+    let (_, state) = node.request(Method::GET, "/v1/cluster/shards/cart/strategy", None).await;
+    let candidates: Vec<&str> =
+        state["shadowHistory"].as_array().unwrap().iter().map(|c| c["candidate"].as_str().unwrap()).collect();
+    assert!(candidates.len() == 2 && candidates[1].starts_with("zone@"), "cleared, kept: {state}");
 
     let body = r#"{"strategy":"hash","config":{"rebalance_limit":3}}"#;
     let (status, state) = node.request(Method::PUT, "/v1/cluster/shards/cart/strategy", Some(body)).await;
