@@ -20,9 +20,9 @@ use shardalloc_proto::api::{
     ErrorDetail, EventKind, FreezeAction, FreezeEntry, FreezeInfo, FreezeRequest, FreezeScope, FreezeState, HandOff,
     HomeReason, NotStoppable, Placement, PlacementRequest, Placements, PlacementsWritten, PlanMove, PlanRegion,
     PlanRequest, PlanResponse, PlanRound, PlannedRegion, RebalanceRequest, RebalanceResponse, RegionState,
-    RegionStatus, RegionSummary, Regions, RejectReason, Rejected, ShardHome, ShardId, ShardLoadState, ShardLoads,
-    ShardState, StopBlocked, StopReason, Stoppable, StoredStrategy, Strategies, StrategyState, TypeState, TypeSummary,
-    Types,
+    RegionStatus, RegionSummary, Regions, RejectReason, Rejected, ShadowCounts, ShardHome, ShardId, ShardLoadState,
+    ShardLoads, ShardState, StopBlocked, StopReason, Stoppable, StoredStrategy, Strategies, StrategyState, TypeState,
+    TypeSummary, Types,
 };
 use utoipa::ToSchema;
 
@@ -300,7 +300,13 @@ pub fn samples() -> Vec<Sample> {
             shadow: Some(activation("hash", ActivationCause::Operator, AT + 1_000)),
             shadow_calls: 5_000,
             shadow_disagreements: 12,
+            shadow_history: vec![ShadowCounts {
+                candidate: "zone-spread@1.2.0".to_owned(),
+                calls: 900,
+                disagreements: 4,
+            }],
         }),
+        one(ShadowCounts { candidate: "zone-spread@1.2.0".to_owned(), calls: 900, disagreements: 4 }),
         one(DecisionEvent {
             seq: 981,
             kind: EventKind::ShardHomed,
