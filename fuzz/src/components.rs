@@ -13,7 +13,8 @@ use shardalloc::strategy::{AllocationStrategy, ClusterView};
 use shardalloc_guest::Snapshot;
 
 /// The sandbox a random component runs in: short, so loops cost little.
-const LIMITS: Limits = Limits { deadline: Duration::from_millis(50), memory: 16 << 20 };
+const LIMITS: Limits =
+    Limits { deadline: Duration::from_millis(50), memory: 16 << 20, view_load: Duration::from_millis(50) };
 
 fn engine() -> &'static Arc<Engine> {
     static ENGINE: OnceLock<Arc<Engine>> = OnceLock::new();

@@ -52,7 +52,7 @@ fn cluster(regions: usize, shards: usize) -> ClusterView {
 /// Generous: a busy machine must not trip the deadline, and the JavaScript
 /// and Python runtimes need more than the default 64 MiB for 100,000 shards.
 fn limits() -> Limits {
-    Limits { deadline: Duration::from_secs(10), memory: 512 << 20 }
+    Limits { deadline: Duration::from_secs(10), memory: 512 << 20, ..Limits::default() }
 }
 
 fn engine() -> Arc<Engine> {

@@ -402,9 +402,15 @@ fn a_shadow_runs_beside_the_active_strategy_and_is_never_applied() {
     let stats = slot.stats();
     assert_eq!(stats.shadow_calls, 20);
     assert!(stats.shadow_disagreements > 0 && stats.shadow_disagreements < 20, "{stats:?}");
+    let disagreements = stats.shadow_disagreements;
     slot.set_shadow(None).unwrap();
     handle.allocate(&view, "x", None).unwrap();
-    assert_eq!(slot.stats().shadow_calls, 20);
+    // Cleared: no more calls, and its counts kept in the history.
+    let stats = slot.stats();
+    assert_eq!(stats.shadow_calls, 0);
+    let past = stats.shadow_history.back().expect("the cleared candidate's counts");
+    assert!(past.candidate.starts_with("hash@"), "{past:?}");
+    assert_eq!((past.calls, past.disagreements), (20, disagreements));
 }
 
 #[test]
@@ -480,7 +486,7 @@ fn a_dry_run_fails_at_the_first_fault_and_stops_at_its_deadline() {
 #[test]
 fn every_kind_of_rejection_shows_in_the_slot_counters() {
     // Only the endless call should meet the deadline; the others get room.
-    let tight = Limits { deadline: Duration::from_millis(500), memory: 16 << 20 };
+    let tight = Limits { deadline: Duration::from_millis(500), memory: 16 << 20, ..Limits::default() };
     let roomy = Limits { memory: 16 << 20, ..generous() };
     let cases = [
         (r#"{"allocate":"loop"}"#, "deadline"),
@@ -606,4 +612,21 @@ fn the_node_pool_serves_every_type_with_a_swap_and_a_shadow() {
         "{MAX_TYPES} types: opened in {opened:?}, each called by {called:?}, swapped, shadowed and called again by {:?}",
         started.elapsed()
     );
+}
+
+#[test]
+fn the_first_decision_after_a_whole_view_load_has_the_view_load_budget_and_a_fault_names_it() {
+    // A call deadline of 100 ms, a view-load budget of 1 s.
+    let limits = Limits { deadline: Duration::from_millis(100), view_load: Duration::from_secs(1), ..generous() };
+    let mut strategy = misbehaving(r#"{"allocate":"loop"}"#, limits);
+    let started = Instant::now();
+    let fault = strategy.allocate(&view(), "9", None).unwrap_err();
+    let elapsed = started.elapsed();
+    assert!(elapsed >= Duration::from_secs(1), "the first decision had only the call deadline: {elapsed:?}");
+    let StrategyError::Fault { kind: FaultKind::Deadline, detail } = fault else { panic!("{fault:?}") };
+    assert!(detail.contains("view-load-ms") && detail.contains("1s"), "{detail}");
+    // A rebuilt instance loads the view whole again: the same budget.
+    let started = Instant::now();
+    assert!(strategy.allocate(&view(), "9", None).is_err());
+    assert!(started.elapsed() >= Duration::from_secs(1));
 }

@@ -244,6 +244,7 @@ struct CoordinatorFile {
 struct LimitsFile {
     deadline_ms: Option<u64>,
     memory_mib: Option<usize>,
+    view_load_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -397,6 +398,9 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
     }
     if let Some(mib) = file.strategy_limits.memory_mib {
         limits.memory = mib << 20;
+    }
+    if let Some(ms) = file.strategy_limits.view_load_ms {
+        limits.view_load = Duration::from_millis(ms);
     }
     let mut types = BTreeMap::new();
     let mut type_settings = BTreeMap::new();

@@ -156,7 +156,11 @@ pub struct Sandbox {
 
 impl Sandbox {
     fn limits(&self) -> Limits {
-        Limits { deadline: Duration::from_millis(self.deadline_ms), memory: (self.memory_mib as usize) << 20 }
+        Limits {
+            deadline: Duration::from_millis(self.deadline_ms),
+            memory: (self.memory_mib as usize) << 20,
+            ..Limits::default()
+        }
     }
 }
 

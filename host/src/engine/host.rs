@@ -30,6 +30,9 @@ pub struct HostState {
     /// Set when a memory growth was refused: a trap that follows is
     /// reported as memory exhaustion.
     pub memory_denied: bool,
+    /// Set while a call runs under the view-load budget (a whole-view load
+    /// and the decision after it): a deadline fault names that budget.
+    pub loading_view: bool,
     /// The capability-free WASI of this store.
     pub wasi: super::wasi::StoreWasi,
 }

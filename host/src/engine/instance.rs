@@ -33,8 +33,37 @@ enum Guest {
     /// Contract 0.1: the topology is sent when its generation changes.
     V0_1 { world: v0_1::World, sent_generation: Option<u64> },
     /// Contract 0.2: the instance keeps a copy of a shard table's view;
-    /// `topology` is that view's topology generation.
-    V0_2 { world: v0_2::World, copy: Option<CopyAt>, topology: Option<u64> },
+    /// `topology` is that view's topology generation; `fresh`, the kinds of
+    /// decision not made since the last whole-view load (each one's first
+    /// runs under the view-load budget: where a strategy builds its index).
+    V0_2 { world: v0_2::World, copy: Option<CopyAt>, topology: Option<u64>, fresh: Fresh },
+}
+
+/// The kinds of decision a 0.2 instance has not made since its last
+/// whole-view load.
+#[derive(Clone, Copy, Debug, Default)]
+struct Fresh {
+    allocate: bool,
+    rebalance: bool,
+}
+
+/// A kind of decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Decision {
+    Allocate,
+    Rebalance,
+}
+
+impl Fresh {
+    /// Whether `decision` is the first of its kind since the load, which
+    /// it then is no longer.
+    fn take(&mut self, decision: Decision) -> bool {
+        let flag = match decision {
+            Decision::Allocate => &mut self.allocate,
+            Decision::Rebalance => &mut self.rebalance,
+        };
+        std::mem::replace(flag, false)
+    }
 }
 
 /// Where a 0.2 instance's copy of the view stands.
@@ -157,6 +186,7 @@ impl Sandboxed {
             allocating_id: String::new(),
             memory_limit: self.limits.memory,
             memory_denied: false,
+            loading_view: false,
             wasi: super::wasi::StoreWasi::new(&label),
         };
         let mut store = Store::new(&self.engine.wasmtime, state);
@@ -188,7 +218,7 @@ impl Sandboxed {
                 }
                 Pre::V0_2(pre) => {
                     let world = pre.instantiate(&mut store).map_err(|e| instantiating(e, &store))?;
-                    Guest::V0_2 { world, copy: None, topology: None }
+                    Guest::V0_2 { world, copy: None, topology: None, fresh: Fresh::default() }
                 }
             };
             self.instantiations += 1;
@@ -238,6 +268,7 @@ impl Sandboxed {
             other => other,
         })?;
         live.store.data_mut().memory_denied = false;
+        live.store.data_mut().loading_view = false;
         live.store.data().wasi.begin_call();
         let result = (|| {
             if let Guest::V0_1 { world, sent_generation } = &mut live.guest
@@ -267,8 +298,19 @@ impl Sandboxed {
             Ok(value) => Ok(value),
             Err(error) => {
                 let denied = live.store.data().memory_denied;
+                let loading = live.store.data().loading_view;
                 self.live = None;
-                Err(classify(error, denied))
+                Err(match classify(error, denied) {
+                    StrategyError::Fault { kind: FaultKind::Deadline, detail } if loading => StrategyError::Fault {
+                        kind: FaultKind::Deadline,
+                        detail: format!(
+                            "loading the whole view into a fresh instance and its first decision on it took longer \
+                             than their budget of {:?} ([strategy-limits] view-load-ms): {detail}",
+                            self.limits.view_load.max(self.limits.deadline)
+                        ),
+                    },
+                    other => other,
+                })
             }
         }
     }
@@ -320,9 +362,10 @@ fn table_of(view: &ClusterView) -> Result<Arc<ShardTable>, StrategyError> {
 
 /// Brings a 0.2 instance's copy of the view to the table's generation: the
 /// journal's batches after its copy, merged ([`crate::strategy::coalesce`]),
-/// or the whole view (under the loading
-/// deadline) when it has none or the journal no longer reaches it. A
-/// checksum that is not the table's is an error, handled like a trap.
+/// or the whole view (under the view-load budget, [`Limits::view_load`],
+/// which the decision after it keeps) when it has none or the journal no
+/// longer reaches it. A checksum that is not the table's is an error,
+/// handled like a trap.
 fn sync(
     world: &v0_2::World,
     copy: &mut Option<CopyAt>,
@@ -347,10 +390,12 @@ fn sync(
             (checksum, generation)
         }
         None => {
-            store.set_epoch_deadline(limits.load_deadline_ticks());
+            // The load has a budget of its own ([`Limits::view_load`]), which
+            // the first decision of each kind after it shares.
+            store.set_epoch_deadline(limits.view_load_ticks());
+            store.data_mut().loading_view = true;
             let full = table.full_view();
             let checksum = lower::v2::with_view(&full, |view| allocator.call_load_view(&mut *store, view))?;
-            store.set_epoch_deadline(limits.deadline_ticks());
             (Some(checksum), full.generation)
         }
     };
@@ -434,15 +479,28 @@ impl Sandboxed {
         &mut self,
         view: &ClusterView,
         table: &Arc<ShardTable>,
+        decision: Decision,
         f: impl FnOnce(&v0_2::World, &mut Store<HostState>) -> wasmtime::Result<R>,
     ) -> Result<R, StrategyError> {
         let limits = self.limits;
         let mut loaded_whole = false;
         let answer = self.call(view.topology(), |guest, store| {
-            let Guest::V0_2 { world, copy, topology } = guest else {
+            let Guest::V0_2 { world, copy, topology, fresh } = guest else {
                 unreachable!("a 0.2 component has 0.2 instances")
             };
             loaded_whole = sync(world, copy, store, table, &limits)?;
+            if loaded_whole {
+                *fresh = Fresh { allocate: true, rebalance: true };
+            }
+            // The load and the first decision of each kind after it share
+            // the view-load budget; every other decision has the deadline.
+            if fresh.take(decision) {
+                // (Set already when the view was loaded whole in this call.)
+                if !loaded_whole {
+                    store.set_epoch_deadline(limits.view_load_ticks());
+                }
+                store.data_mut().loading_view = true;
+            }
             *topology = Some(table.view().topology().generation());
             store.data_mut().table = Some(table.clone());
             f(world, store)
@@ -461,7 +519,7 @@ impl Sandboxed {
         let table = table_of(view)?;
         let handle = table.allocation_handle(shard);
         let hash = shardalloc_guest::shard_hash(shard);
-        let answer = self.call_v0_2(view, &table, |world, store| {
+        let answer = self.call_v0_2(view, &table, Decision::Allocate, |world, store| {
             let state = store.data_mut();
             state.allocating = Some(handle);
             state.allocating_id.clear();
@@ -482,8 +540,9 @@ impl Sandboxed {
 
     fn rebalance_v0_2(&mut self, view: &ClusterView) -> Result<Vec<String>, StrategyError> {
         let table = table_of(view)?;
-        let answer = self
-            .call_v0_2(view, &table, |world, store| world.shardalloc_strategy_allocator().call_rebalance(&mut *store));
+        let answer = self.call_v0_2(view, &table, Decision::Rebalance, |world, store| {
+            world.shardalloc_strategy_allocator().call_rebalance(&mut *store)
+        });
         let handles = answer?.map_err(|m| StrategyError::Refused(bounded(m)))?;
         handles
             .into_iter()

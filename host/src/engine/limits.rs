@@ -11,6 +11,18 @@ pub const DEFAULT_DEADLINE: Duration = Duration::from_millis(50);
 /// get more room than decisions.
 pub const LOAD_DEADLINE: Duration = Duration::from_secs(1);
 
+/// The default budget of loading the whole view into an instance that has
+/// none (a fresh instance: an activation, a dry run, a shadow, one rebuilt
+/// after a fault) together with that instance's first decision on it,
+/// where a strategy builds what it keeps (a 0.2 strategy reading every
+/// shard's id through `shard-id`, one host call each). Measured apart from
+/// [`Limits::deadline`], which every later decision keeps: at 1,000,000
+/// shards the load alone takes longer than a decision may. Past it the
+/// call faults as a deadline fault whose detail names this budget. The
+/// node's driver waits on the call, so keep it well below the regions'
+/// lease (10 s by default): a faulty strategy costs this much per fault.
+pub const DEFAULT_VIEW_LOAD: Duration = Duration::from_secs(2);
+
 /// How much linear memory one strategy instance may use.
 pub const DEFAULT_MEMORY_LIMIT: usize = 64 << 20;
 
@@ -117,11 +129,14 @@ pub struct Limits {
     pub deadline: Duration,
     /// Linear memory cap, in bytes (at most [`MAX_MEMORY_LIMIT`]).
     pub memory: usize,
+    /// Wall-clock budget of a whole-view load and the first decision after
+    /// it ([`DEFAULT_VIEW_LOAD`]); never shorter than `deadline`.
+    pub view_load: Duration,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { deadline: DEFAULT_DEADLINE, memory: DEFAULT_MEMORY_LIMIT }
+        Limits { deadline: DEFAULT_DEADLINE, memory: DEFAULT_MEMORY_LIMIT, view_load: DEFAULT_VIEW_LOAD }
     }
 }
 
@@ -136,6 +151,12 @@ impl Limits {
     /// call deadline, whichever is longer.
     pub fn load_deadline_ticks(&self) -> u64 {
         ticks(self.deadline.max(LOAD_DEADLINE))
+    }
+
+    /// The budget of a whole-view load and the decision after it, in ticks:
+    /// [`Limits::view_load`] or the call deadline, whichever is longer.
+    pub fn view_load_ticks(&self) -> u64 {
+        ticks(self.deadline.max(self.view_load))
     }
 }
 
@@ -177,7 +198,8 @@ mod tests {
 
     #[test]
     fn deadline_ticks_round_up_and_never_fire_at_once() {
-        let ticks = |ms| Limits { deadline: Duration::from_millis(ms), memory: 0 }.deadline_ticks();
+        let ticks =
+            |ms| Limits { deadline: Duration::from_millis(ms), memory: 0, ..Limits::default() }.deadline_ticks();
         assert_eq!(ticks(50), 11);
         assert_eq!(ticks(1), 2);
         assert_eq!(ticks(0), 2);

@@ -340,6 +340,7 @@ fn describe(engine: &wasmtime::Engine, pre: &Pre) -> Result<Info, LoadError> {
         allocating_id: String::new(),
         memory_limit: limits.memory,
         memory_denied: false,
+        loading_view: false,
         wasi: wasi::StoreWasi::new("(describing)"),
     };
     let mut store = Store::new(engine, state);

@@ -10,7 +10,10 @@
 //! handle that does not exist). allocate only: `not-allocatable` (the first
 //! region that is not allocatable). rebalance only: `duplicate` (a shard
 //! twice), `moving` (a shard already in progress), `homeless` (an in-progress
-//! shard that has no home), `all` (every allocated shard, a valid answer).
+//! shard that has no home), `all` (every allocated shard, a valid answer),
+//! `read-ids` (reads the id of every shard it has not read before, one host
+//! call each in a component, as a strategy keeping its own index of them
+//! does: every id on its first rebalance, new ones after; moves nothing).
 
 use shardalloc_guest::order::least_loaded;
 use shardalloc_guest::{Allocations, Info, RegionId, Shard, ShardKey, Strategy, View};
@@ -42,6 +45,8 @@ pub enum Mode {
     Homeless,
     /// rebalance: answer every allocated shard not in progress.
     All,
+    /// rebalance: read every shard's id, then answer nothing.
+    ReadIds,
 }
 
 /// The fixture's settings.
@@ -53,6 +58,9 @@ pub struct Misbehaving {
     /// How rebalance behaves.
     pub rebalance: Mode,
 }
+
+/// The handles whose id `read-ids` has read, in this instance.
+static READ: std::sync::Mutex<Vec<bool>> = std::sync::Mutex::new(Vec::new());
 
 #[allow(clippy::empty_loop)]
 fn common(mode: Mode) -> Result<(), String> {
@@ -109,6 +117,22 @@ impl Strategy for Misbehaving {
             Mode::Moving => allocations.in_progress().take(1).collect(),
             Mode::Homeless => allocations.in_progress().filter(|s| allocations.home(*s).is_none()).take(1).collect(),
             Mode::All => allocations.allocated().filter(|s| !allocations.is_in_progress(*s)).collect(),
+            Mode::ReadIds => {
+                let mut read = READ.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut bytes = 0;
+                for shard in allocations.allocated() {
+                    let index = shard.handle as usize;
+                    if read.len() <= index {
+                        read.resize(index + 1, false);
+                    }
+                    if !read[index] {
+                        read[index] = true;
+                        bytes += allocations.shard_id(shard).len();
+                    }
+                }
+                std::hint::black_box(bytes);
+                Vec::new()
+            }
             _ => Vec::new(),
         })
     }

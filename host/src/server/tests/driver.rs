@@ -340,3 +340,62 @@ fn a_failing_rebalance_moves_nothing_and_is_evented() {
     let homes = &store.load().unwrap().types["cart"].durable.homes;
     assert!(homes.values().all(|home| &*home.region == "a"), "{homes:?}");
 }
+
+#[test]
+fn a_strategy_reading_every_shard_id_activates_on_100_000_shards_within_the_defaults() {
+    let events = Arc::new(EventHub::default());
+    let store = MemoryStore::new();
+    let mut driver = load_with_events(Arc::new(store.clone()), events.clone());
+    const SHARDS: usize = 100_000;
+    let mut sessions = Vec::new();
+    for (session, address) in [(1, "a"), (2, "b")] {
+        let (outbox, rx) = mpsc::channel(SHARDS + 64);
+        let register = Register { address: address.into(), incarnation: 1, sequence: 1, ..Register::default() };
+        let inputs = [
+            Input::SessionOpened { session, entity_type: "cart".into(), outbox },
+            Input::Region { session, message: RegionMessage::Register(register) },
+        ];
+        driver.step(inputs, T0).unwrap();
+        sessions.push(rx);
+    }
+    let asks: Vec<Input> = (0..SHARDS)
+        .map(|i| Input::Region { session: 1, message: RegionMessage::GetShardHome { shard: format!("tenant-{i}") } })
+        .collect();
+    driver.step(asks, T0 + 1).unwrap();
+    assert_eq!(store.load().unwrap().types["cart"].durable.homes.len(), SHARDS);
+    // The misbehaving fixture reading every shard's id on its first
+    // rebalance, one host call each: past the 50 ms call deadline here,
+    // within the view-load budget.
+    let bytes: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/misbehaving.wasm"));
+    let compiled = engine().compile(bytes).unwrap();
+    store.put_blob(&compiled.digest, bytes).unwrap();
+    let record = ComponentRecord {
+        digest: compiled.digest.clone(),
+        name: compiled.info.name.clone(),
+        version: compiled.info.version.clone(),
+        size: bytes.len() as u64,
+        uploaded_at_ms: 0,
+    };
+    let (reply, _) = oneshot::channel();
+    let candidate = Candidate { compiled, config: r#"{"rebalance":"read-ids"}"#.into() };
+    let (activated, mut state) = oneshot::channel();
+    let inputs = [
+        Input::Admin(AdminRequest::AddComponent { record, reply }),
+        Input::Admin(AdminRequest::Activate { name: "cart".into(), candidate, reply: activated }),
+    ];
+    driver.step(inputs, T0 + 2).unwrap();
+    let activated = state.try_recv().expect("answered");
+    assert!(activated.is_ok(), "refused after its dry run: {activated:?}");
+    // Its rebalances, on the instance the activation warmed, fall back never.
+    let interval = Config::default().rebalance_interval_ms;
+    for round in 1..=2u64 {
+        let beats = [1, 2].map(|session| Input::Region {
+            session,
+            message: RegionMessage::Heartbeat { sequence: round + 1, metrics: Default::default() },
+        });
+        driver.step(beats, T0 + 2 + round * interval).unwrap();
+    }
+    let fallbacks: Vec<_> =
+        published(&events).into_iter().filter(|(_, kind, _)| *kind == EventKind::Fallback).collect();
+    assert!(fallbacks.is_empty(), "{fallbacks:?}");
+}
