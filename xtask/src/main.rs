@@ -5,7 +5,8 @@
 //! - `test`: setup (the packages of docs/development.md, `packages.rs`),
 //!   then formatting, the code's shape (`shape.rs`), the build with protoc
 //!   hidden (`sysfree.rs`), lints,
-//!   every test and the example strategies (`examples/`) — what CI runs —
+//!   every test, the example strategies (`examples/`) and the strategy
+//!   guide's crate (`guide.rs`) — what CI runs —
 //!   ending with one summary line
 //!   `N passed, N failed[, N skipped]` counted over every test binary
 //!   (`tests.rs`);
@@ -74,6 +75,7 @@ mod clients;
 mod demo_ha;
 mod examples;
 mod fuzz;
+mod guide;
 mod image;
 mod packages;
 mod shape;
@@ -101,6 +103,7 @@ fn main() -> anyhow::Result<()> {
         Some("examples") => examples::run(&root, &args[1..], true),
         Some("clients") => clients::run(&root),
         Some("c-example") => examples::c_example(&root),
+        Some("guide") => guide::follow(&root, &target_dir(&root).join("debug")),
         Some("bench") => bench::run(&root, &args[1..]),
         Some("busy-host") => busy_host::run(&root, &target_dir(&root), &args[1..]),
         Some("image") => image::image(&root, &args[1..]),
@@ -108,7 +111,7 @@ fn main() -> anyhow::Result<()> {
         Some("sysfree") => sysfree::check(&root, &target_dir(&root)),
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\n  setup       install the wasm32 toolchain (rustup target, else Debian rustc-web)\n  test        formatting, the code's shape, lints and every test (what CI runs)\n  shape       check the code's shape: server file sizes, import direction, no OpenAPI JSON, no I/O under shardalloc-proto, the core free of the client crate\n  demo        build and start a node with three simulated regions (--ha: three etcd members, three nodes)\n  fuzz        [--target NAME]… [--minutes N] [--jobs J]: run the fuzz targets (libFuzzer, stable Rust) and keep what they find\n  soak-sim    --seeds N [--jobs J]: the coordinator's fault simulation over N seeds, resumable\n  soak        --minutes N [--etcd [--kill-every S]] [--out PNG]: the real node under churn for N minutes (soak.csv, events.csv, soak.png in target/soak/); --etcd: three nodes on etcd, the leader killed every S seconds\n              --plot CSV [--events CSV] [--out PNG]: draw a soak's samples and events again, without running it\n  screenshots regenerate the dashboard's screenshots in docs/images/ (runs its browser tests)\n  demo-strategies  show the built-in strategies offline on a generated cluster\n  ha-faults   the long HA fault series on real etcd (ten leader kills, twenty leader SIGTERMs, etcd members lost, rolling restart)\n  component   -p CRATE [--out FILE]: build a strategy crate into a component\n  examples    [NAME…]: build every example strategy (examples/strategies/) and run every example service (examples/services/) by following its README, and check them\n  clients     check the clients in other languages (clients/typescript, clients/python): their tests, types and packages\n  c-example   build the C example strategy (used by its README)\n  bench       [NAME…]: run every benchmark in one go and print one table of ratios\n  busy-host   [--load NAME]… [--duration S] [--placements N]: the release node pinned to one core (taskset) under the attack's five loads; home-answer p99 and regions removed per load (target/busy-host/results.md)\n  image       [--no-test]: build the OCI image shardalloc:latest (Containerfile, podman) and check its probes\n  etcd-api    regenerate the etcd client's protocol code from etcd-api/proto/ (no system protoc)\n  sysfree     only the guard: the node builds with protoc and protobuf's include files hidden"
+                "usage: cargo xtask <command>\n\n  setup       install the wasm32 toolchain (rustup target, else Debian rustc-web)\n  test        formatting, the code's shape, lints and every test (what CI runs)\n  shape       check the code's shape: server file sizes, import direction, no OpenAPI JSON, no I/O under shardalloc-proto, the core free of the client crate\n  demo        build and start a node with three simulated regions (--ha: three etcd members, three nodes)\n  fuzz        [--target NAME]… [--minutes N] [--jobs J]: run the fuzz targets (libFuzzer, stable Rust) and keep what they find\n  soak-sim    --seeds N [--jobs J]: the coordinator's fault simulation over N seeds, resumable\n  soak        --minutes N [--etcd [--kill-every S]] [--out PNG]: the real node under churn for N minutes (soak.csv, events.csv, soak.png in target/soak/); --etcd: three nodes on etcd, the leader killed every S seconds\n              --plot CSV [--events CSV] [--out PNG]: draw a soak's samples and events again, without running it\n  screenshots regenerate the dashboard's screenshots in docs/images/ (runs its browser tests)\n  demo-strategies  show the built-in strategies offline on a generated cluster\n  ha-faults   the long HA fault series on real etcd (ten leader kills, twenty leader SIGTERMs, etcd members lost, rolling restart)\n  component   -p CRATE [--out FILE]: build a strategy crate into a component\n  examples    [NAME…]: build every example strategy (examples/strategies/) and run every example service (examples/services/) by following its README, and check them\n  clients     check the clients in other languages (clients/typescript, clients/python): their tests, types and packages\n  c-example   build the C example strategy (used by its README)\n  guide       follow docs/writing-a-strategy.md in a scratch crate: write its files, run its commands, compare its transcripts\n  bench       [NAME…]: run every benchmark in one go and print one table of ratios\n  busy-host   [--load NAME]… [--duration S] [--placements N]: the release node pinned to one core (taskset) under the attack's five loads; home-answer p99 and regions removed per load (target/busy-host/results.md)\n  image       [--no-test]: build the OCI image shardalloc:latest (Containerfile, podman) and check its probes\n  etcd-api    regenerate the etcd client's protocol code from etcd-api/proto/ (no system protoc)\n  sysfree     only the guard: the node builds with protoc and protobuf's include files hidden"
             );
             bail!("unknown or missing command");
         }
@@ -233,6 +236,15 @@ fn test(root: &Path) -> anyhow::Result<()> {
             eprintln!("xtask: the example strategies could not start: {error:#}");
         }
     }
+    let at = Instant::now();
+    match guide::follow(root, &target_dir(root).join("debug")) {
+        Ok(()) => tally.passed += 1,
+        Err(error) => {
+            tally.failed += 1;
+            eprintln!("xtask: the strategy guide failed: {error:#}");
+        }
+    }
+    step("the strategy guide's crate, built and run as written", at);
     let at = Instant::now();
     for (name, outcome) in clients::checks(root) {
         match outcome {
