@@ -1,6 +1,9 @@
 //! `shardalloc regions`: a simulator that connects N regions (`sim-1` …
-//! `sim-N`, or `PREFIX-1` … with `--address-prefix`) to a node with the region client, routes traffic for shards
-//! "1" … "M" between them through the in-memory transport, prints
+//! `sim-N`, or `PREFIX-1` … with `--address-prefix`) to a node with the
+//! region client, routes traffic for shards "1" … "M" (or ids from
+//! `--shard-pattern` or `--shard-list`) between them through the in-memory
+//! transport, each region with the labels and metrics of its entry in
+//! `--regions-file` besides the common ones, prints
 //! `ready N` once all are registered, and drains and leaves when
 //! interrupted (SIGINT or SIGTERM): each region runs the region client's
 //! `drain_and_leave` (the node hands its shards off, then lets it go)
@@ -33,9 +36,22 @@ pub struct RegionsArgs {
     /// so that regions of several simulators do not collide).
     #[arg(long, env = "SHARDALLOC_ADDRESS_PREFIX", default_value = "sim")]
     address_prefix: String,
-    /// Traffic goes to shards "1" … "M".
+    /// Traffic goes to M shards: "1" … "M", or as `--shard-pattern` names them.
     #[arg(long, default_value_t = 100)]
     shards: u64,
+    /// The shard ids, `{n}` standing for 1 … M (e.g. `tenant-{n}`).
+    #[arg(long, value_name = "PATTERN", conflicts_with = "shard_list")]
+    shard_pattern: Option<String>,
+    /// A file of shard ids, one a line (blank lines and `#` comments
+    /// skipped); `--shards` is then their count.
+    #[arg(long, value_name = "FILE")]
+    shard_list: Option<std::path::PathBuf>,
+    /// A TOML file of per-region settings: `[[region]]` tables, the first
+    /// for PREFIX-1 and so on, each with `labels` and `metrics` tables
+    /// added to the common `--label`s and `--metric`s (regions past the
+    /// list get the common ones only).
+    #[arg(long, value_name = "FILE")]
+    regions_file: Option<std::path::PathBuf>,
     /// The region token, when the node requires one.
     #[arg(long, env = "SHARDALLOC_REGION_TOKEN", hide_env_values = true)]
     region_token: Option<String>,
@@ -66,6 +82,53 @@ pub struct RegionsArgs {
 
 /// The most regions one simulator runs.
 pub const MAX_REGIONS: usize = 1_000;
+
+/// The most shards one simulator sends to.
+pub const MAX_SHARDS: u64 = 10_000_000;
+
+/// `--regions-file`.
+#[derive(Debug, Default, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RegionsFile {
+    #[serde(default)]
+    region: Vec<RegionEntry>,
+}
+
+/// One region's own settings in `--regions-file`.
+#[derive(Debug, Default, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RegionEntry {
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    #[serde(default)]
+    metrics: BTreeMap<String, f64>,
+}
+
+fn read_regions_file(path: &std::path::Path) -> anyhow::Result<RegionsFile> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("--regions-file {}", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("--regions-file {}: not the regions file's TOML", path.display()))
+}
+
+/// The shard ids traffic goes to.
+fn shard_ids(args: &RegionsArgs) -> anyhow::Result<Vec<String>> {
+    if let Some(path) = &args.shard_list {
+        let text = std::fs::read_to_string(path).with_context(|| format!("--shard-list {}", path.display()))?;
+        let ids: Vec<String> =
+            text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(str::to_owned).collect();
+        if ids.is_empty() {
+            bail!("--shard-list {} names no shard", path.display());
+        }
+        if ids.len() as u64 > MAX_SHARDS {
+            bail!("--shard-list {} names {} shards; at most {MAX_SHARDS}", path.display(), ids.len());
+        }
+        return Ok(ids);
+    }
+    let pattern = args.shard_pattern.as_deref().unwrap_or("{n}");
+    if !pattern.contains("{n}") {
+        bail!("--shard-pattern {pattern:?} has no {{n}} to number the shards with");
+    }
+    Ok((1..=args.shards).map(|n| pattern.replace("{n}", &n.to_string())).collect())
+}
 
 /// A simulated application: counts what its shards receive.
 struct SimApp {
@@ -112,8 +175,16 @@ pub fn run(args: RegionsArgs) -> anyhow::Result<()> {
     if args.count == 0 || args.count > MAX_REGIONS {
         bail!("--count must be 1 to {MAX_REGIONS}, not {}", args.count);
     }
-    if args.shards == 0 {
-        bail!("--shards must be at least 1");
+    if args.shards == 0 || args.shards > MAX_SHARDS {
+        bail!("--shards must be 1 to {MAX_SHARDS}, not {}", args.shards);
+    }
+    let shards = shard_ids(&args)?;
+    let own = match &args.regions_file {
+        Some(path) => read_regions_file(path)?.region,
+        None => Vec::new(),
+    };
+    if own.len() > args.count {
+        bail!("--regions-file lists {} regions, more than --count {}", own.len(), args.count);
     }
     let labels = pairs(&args.labels, "label")?;
     let metrics: BTreeMap<String, f64> = pairs(&args.metrics, "metric")?
@@ -133,14 +204,15 @@ pub fn run(args: RegionsArgs) -> anyhow::Result<()> {
             if let Some(zones) = args.zones.filter(|z| *z > 0) {
                 config.labels.insert("zone".into(), format!("z{}", (i - 1) % zones + 1));
             }
+            let entry = own.get(i - 1);
+            config.labels.extend(entry.map(|e| e.labels.clone()).unwrap_or_default());
+            let mut metrics = metrics.clone();
+            metrics.extend(entry.map(|e| e.metrics.clone()).unwrap_or_default());
             config.stop_deadline = config.stop_deadline.max(Duration::from_millis(args.stop_delay_ms * 2));
             config.leave_timeout = Duration::from_millis(args.leave_timeout_ms);
             config.drain_and_leave_timeout = config.leave_timeout;
-            let app = SimApp {
-                stop_delay: Duration::from_millis(args.stop_delay_ms),
-                metrics: metrics.clone(),
-                delivered: delivered.clone(),
-            };
+            let app =
+                SimApp { stop_delay: Duration::from_millis(args.stop_delay_ms), metrics, delivered: delivered.clone() };
             regions.push(Region::start(config, app, transport.clone()).context("start a region")?);
         }
         let registered = async {
@@ -163,7 +235,7 @@ pub fn run(args: RegionsArgs) -> anyhow::Result<()> {
         println!("ready {}", regions.len());
         let mut sent = 0u64;
         let mut refused = 0u64;
-        let mut targets = Targets::new(args.shards);
+        let mut targets = Targets::new(shards.len() as u64);
         let traffic = async {
             if args.interval_ms == 0 {
                 return std::future::pending().await;
@@ -172,8 +244,8 @@ pub fn run(args: RegionsArgs) -> anyhow::Result<()> {
             loop {
                 tick.tick().await;
                 for region in &regions {
-                    let shard = targets.next();
-                    match region.send(&shard.to_string(), sent) {
+                    let shard = &shards[targets.next() as usize - 1];
+                    match region.send(shard, sent) {
                         Ok(()) => sent += 1,
                         Err(error) => {
                             refused += 1;
@@ -232,7 +304,56 @@ impl Targets {
 mod tests {
     use std::collections::BTreeSet;
 
-    use super::Targets;
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: RegionsArgs,
+    }
+
+    fn args(extra: &[&str]) -> RegionsArgs {
+        let mut all = vec!["regions", "--type", "cart", "--count", "2"];
+        all.extend_from_slice(extra);
+        Cli::try_parse_from(all).unwrap().args
+    }
+
+    #[test]
+    fn shard_ids_come_from_a_pattern_or_a_list() {
+        assert_eq!(shard_ids(&args(&["--shards", "3"])).unwrap(), ["1", "2", "3"]);
+        let tenants = shard_ids(&args(&["--shards", "2", "--shard-pattern", "tenant-{n}/cart"])).unwrap();
+        assert_eq!(tenants, ["tenant-1/cart", "tenant-2/cart"]);
+        let error = shard_ids(&args(&["--shard-pattern", "fixed"])).unwrap_err().to_string();
+        assert_eq!(error, "--shard-pattern \"fixed\" has no {n} to number the shards with");
+        let dir = tempfile::tempdir().unwrap();
+        let list = dir.path().join("shards.txt");
+        std::fs::write(&list, "# tenants\nacme\n\n globex \n").unwrap();
+        assert_eq!(shard_ids(&args(&["--shard-list", list.to_str().unwrap()])).unwrap(), ["acme", "globex"]);
+        std::fs::write(&list, "# nothing\n").unwrap();
+        let empty = shard_ids(&args(&["--shard-list", list.to_str().unwrap()])).unwrap_err().to_string();
+        assert!(empty.ends_with("names no shard"), "{empty}");
+    }
+
+    #[test]
+    fn the_regions_file_gives_each_region_its_labels_and_metrics() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("regions.toml");
+        std::fs::write(
+            &path,
+            "[[region]]\nlabels = { zone = \"eu\" }\nmetrics = { latency-eu = 12.5 }\n\n[[region]]\nlabels = { zone = \"us\" }\n",
+        )
+        .unwrap();
+        let file = read_regions_file(&path).unwrap();
+        assert_eq!(file.region.len(), 2);
+        assert_eq!(file.region[0].labels["zone"], "eu");
+        assert_eq!(file.region[0].metrics["latency-eu"], 12.5);
+        assert!(file.region[1].metrics.is_empty());
+        std::fs::write(&path, "[[region]]\nlable = {}\n").unwrap();
+        let error = format!("{:#}", read_regions_file(&path).unwrap_err());
+        assert!(error.contains("unknown field `lable`"), "{error}");
+    }
 
     #[test]
     fn traffic_reaches_every_shard_whatever_the_region_count() {
