@@ -133,9 +133,62 @@ fn with_local_sdk(toml: &str, root: &Path) -> anyhow::Result<String> {
     Ok(text)
 }
 
-/// Follows the guide in a fresh directory with `bin_dir` first on `PATH`.
+/// The names the guide's type table (the one headed `| type | what it is |`)
+/// gives in backticks, each with its row's type: `regions()`, `hash`…
+fn table_names(markdown: &str) -> Vec<(String, String)> {
+    let mut names = Vec::new();
+    let rows = markdown.lines().skip_while(|l| !l.starts_with("| type | what it is |")).skip(2);
+    for row in rows.take_while(|l| l.starts_with('|')) {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let (Some(ty), Some(what)) = (cells.get(1), cells.get(2)) else { continue };
+        let ty = ty.trim_matches('`').to_owned();
+        for (i, token) in what.split('`').enumerate() {
+            if i % 2 == 1 {
+                let name = token.split('(').next().unwrap_or(token).trim();
+                if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                    names.push((ty.clone(), name.to_owned()));
+                }
+            }
+        }
+    }
+    names
+}
+
+/// Checks that every name of the guide's type table is a public function
+/// or field of the SDK (`guest-sdk/src/`).
+fn check_table(root: &Path, markdown: &str) -> anyhow::Result<()> {
+    let mut sdk = String::new();
+    for entry in std::fs::read_dir(root.join("guest-sdk/src"))? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "rs") {
+            sdk.push_str(&std::fs::read_to_string(&path)?);
+        }
+    }
+    let names = table_names(markdown);
+    if names.is_empty() {
+        bail!("{GUIDE} has no type table (`| type | what it is |`) to check");
+    }
+    let missing: Vec<String> = names
+        .iter()
+        .filter(|(_, name)| {
+            !sdk.contains(&format!("pub fn {name}("))
+                && !sdk.contains(&format!("pub fn {name}<"))
+                && !sdk.contains(&format!("pub {name}:"))
+                && !sdk.contains(&format!("pub struct {name}"))
+        })
+        .map(|(ty, name)| format!("`{name}` (row `{ty}`)"))
+        .collect();
+    if !missing.is_empty() {
+        bail!("{GUIDE}'s type table names what the SDK has no public function or field for: {}", missing.join(", "));
+    }
+    Ok(())
+}
+
+/// Follows the guide in a fresh directory with `bin_dir` first on `PATH`,
+/// after checking its type table against the SDK.
 pub fn follow(root: &Path, bin_dir: &Path) -> anyhow::Result<()> {
     let markdown = std::fs::read_to_string(root.join(GUIDE)).with_context(|| format!("read {GUIDE}"))?;
+    check_table(root, &markdown)?;
     let scratch = std::env::temp_dir().join(format!("shardalloc-guide-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch).context("a scratch directory")?;
@@ -231,6 +284,27 @@ mod tests {
                 Step::Console(vec![("cargo test".into(), vec!["…".into(), "ok".into()])]),
             ]
         );
+    }
+
+    #[test]
+    fn the_type_tables_names_are_read_by_row() {
+        let text = "| type | what it is |\n| --- | --- |\n| `View` | regions (`regions()`, `find(address)`) |\n\
+                    | `ShardKey` | `id()` and `hash` |\n\nafter `not_this()`\n";
+        let names: Vec<(String, String)> = ["View regions", "View find", "ShardKey id", "ShardKey hash"]
+            .iter()
+            .map(|p| p.split_once(' ').map(|(a, b)| (a.to_owned(), b.to_owned())).unwrap())
+            .collect();
+        assert_eq!(table_names(text), names);
+    }
+
+    #[test]
+    fn the_guides_type_table_matches_the_sdk() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let guide = std::fs::read_to_string(root.join(GUIDE)).unwrap();
+        check_table(&root, &guide).unwrap();
+        let wrong = guide.replace("`shard_id(shard)`", "`shard_name(shard)`");
+        let error = check_table(&root, &wrong).unwrap_err().to_string();
+        assert!(error.ends_with("`shard_name` (row `Allocations`)"), "{error}");
     }
 
     #[test]
