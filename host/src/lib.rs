@@ -29,3 +29,6 @@ pub mod engine;
 pub mod server;
 pub mod store;
 pub mod strategy;
+
+#[cfg(test)]
+mod docs_facts;

@@ -138,9 +138,25 @@ pub fn violations(root: &Path) -> anyhow::Result<Vec<String>> {
             if name.contains("openapi") && name.ends_with(".json") {
                 found.push(format!("{file}: a committed OpenAPI document; the node generates /v1/openapi.json"));
             }
+            found.extend(outside_references(root, file));
         }
     }
     Ok(found)
+}
+
+/// The places where a source or document file points readers at a folder
+/// beside the repository (`../shared/…`), which a clone does not have.
+fn outside_references(root: &Path, file: &str) -> Vec<String> {
+    const TEXT: [&str; 7] = [".rs", ".md", ".ts", ".py", ".js", ".toml", ".txt"];
+    if !TEXT.iter().any(|ext| file.ends_with(ext)) || file.ends_with("xtask/src/shape.rs") {
+        return Vec::new();
+    }
+    let Ok(text) = std::fs::read_to_string(root.join(file)) else { return Vec::new() };
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| line.contains("../shared/") || line.contains("../shared`"))
+        .map(|(n, _)| format!("{file}:{}: points at ../shared, outside the repository; say what it is instead", n + 1))
+        .collect()
 }
 
 /// Calls `visit(module, shown path, line number, line)` for every line of

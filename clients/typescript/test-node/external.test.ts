@@ -1,4 +1,5 @@
-// The external allocation feature request's test plan (../shared/seeds),
+// The external allocation feature request's test plan (the request this
+// project grew from; docs/clients.md lists its API),
 // its ten cases against the real node, through the API it asks for:
 // `ExternalAllocationController`, and `externalAllocationStrategy` reading a
 // `PlacementsView` kept in step with the node.

@@ -1,6 +1,6 @@
 // `ExternalAllocationController`: the programmatic API the external
-// allocation feature request asks for (`../shared/seeds`, "4. Programmatic
-// API"), backed by a shardalloc node: explicit placements set, removed and
+// allocation feature request asks for (its "4. Programmatic API"; the
+// request this project grew from), backed by a shardalloc node: explicit placements set, removed and
 // read, and shards re-evaluated now. Placements are durable on the node
 // (its store, across restarts and failovers) and pushed to every region
 // of the type at once.
