@@ -65,11 +65,12 @@ async fn play(mut region: LiveRegion, seen: mpsc::UnboundedSender<Seen>) {
                 }
             }
             NodeMessage::HandOff { shard } => region.send(RegionMessage::ShardStopped { shard }),
-            NodeMessage::ShardHome { shard, home } => {
+            NodeMessage::ShardHome { shard, home } | NodeMessage::ShardHomeEpoch { shard, home, .. } => {
                 if home == me && placed_here.remove(&shard) {
                     let _ = seen.send(Seen::Running { shard });
                 }
             }
+            NodeMessage::RegionRemoved { .. } => {}
             other => panic!("{me}: unexpected {other:?}"),
         }
     }

@@ -94,7 +94,10 @@ impl LiveRegion {
         loop {
             match region.next().await {
                 NodeMessage::Registered { .. } => break,
-                NodeMessage::ShardHome { .. } | NodeMessage::PlacementChanged { .. } => {}
+                NodeMessage::ShardHome { .. }
+                | NodeMessage::ShardHomeEpoch { .. }
+                | NodeMessage::PlacementChanged { .. }
+                | NodeMessage::RegionRemoved { .. } => {}
                 other => panic!("{address}: registration answered with {other:?}"),
             }
         }
@@ -202,11 +205,12 @@ impl LiveRegion {
         answers
     }
 
-    /// Waits for one home answer; fails on any other answer.
+    /// Waits for one home answer (`ShardHomeEpoch` since protocol 3, which
+    /// this session speaks); fails on any other answer.
     pub async fn home(&mut self) -> (String, String) {
         match self.next().await {
-            NodeMessage::ShardHome { shard, home } => (shard, home),
-            other => panic!("{}: expected a ShardHome, got {other:?}", self.address),
+            NodeMessage::ShardHome { shard, home } | NodeMessage::ShardHomeEpoch { shard, home, .. } => (shard, home),
+            other => panic!("{}: expected a home answer, got {other:?}", self.address),
         }
     }
 }
