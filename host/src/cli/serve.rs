@@ -239,6 +239,34 @@ struct CoordinatorFile {
     maintenance_exit_share: Option<f64>,
 }
 
+/// `[strategy-limits]` over the defaults; a zero (every call would fail)
+/// is refused naming its key.
+fn strategy_limits(file: &LimitsFile) -> anyhow::Result<Limits> {
+    let mut limits = Limits::default();
+    let zero = |key: &str| {
+        anyhow::anyhow!("[strategy-limits] {key} = 0 would make every strategy call fail; it must be at least 1")
+    };
+    if let Some(ms) = file.deadline_ms {
+        if ms == 0 {
+            return Err(zero("deadline-ms"));
+        }
+        limits.deadline = Duration::from_millis(ms);
+    }
+    if let Some(mib) = file.memory_mib {
+        if mib == 0 {
+            return Err(zero("memory-mib"));
+        }
+        limits.memory = mib << 20;
+    }
+    if let Some(ms) = file.view_load_ms {
+        if ms == 0 {
+            return Err(zero("view-load-ms"));
+        }
+        limits.view_load = Duration::from_millis(ms);
+    }
+    Ok(limits)
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct LimitsFile {
@@ -392,16 +420,7 @@ fn settings(args: ServeArgs) -> anyhow::Result<(SocketAddr, NodeSettings, TlsFil
     set(&mut rule.exit_lost, [c.maintenance_exit_lost, None]);
     set(&mut rule.exit_share, [c.maintenance_exit_share, None]);
     coordinator.validate().context("inconsistent coordinator settings")?;
-    let mut limits = Limits::default();
-    if let Some(ms) = file.strategy_limits.deadline_ms {
-        limits.deadline = Duration::from_millis(ms);
-    }
-    if let Some(mib) = file.strategy_limits.memory_mib {
-        limits.memory = mib << 20;
-    }
-    if let Some(ms) = file.strategy_limits.view_load_ms {
-        limits.view_load = Duration::from_millis(ms);
-    }
+    let limits = strategy_limits(&file.strategy_limits)?;
     let mut types = BTreeMap::new();
     let mut type_settings = BTreeMap::new();
     for (name, t) in file.types {
@@ -623,4 +642,21 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         println!("shardalloc stopped");
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_zero_strategy_limit_is_refused_naming_its_key() {
+        for key in ["deadline-ms", "memory-mib", "view-load-ms"] {
+            let file: LimitsFile = toml::from_str(&format!("{key} = 0")).unwrap();
+            let error = strategy_limits(&file).unwrap_err().to_string();
+            assert!(error.starts_with(&format!("[strategy-limits] {key} = 0 would make every")), "{error}");
+        }
+        let file: LimitsFile = toml::from_str("deadline-ms = 20\nview-load-ms = 500").unwrap();
+        let limits = strategy_limits(&file).unwrap();
+        assert_eq!((limits.deadline, limits.view_load), (Duration::from_millis(20), Duration::from_millis(500)));
+    }
 }

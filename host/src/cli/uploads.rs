@@ -69,14 +69,17 @@ pub fn settings(args: UploadArgs, file: UploadsFile) -> anyhow::Result<UploadSet
     }
     let budget = &mut compile.budget;
     let limits = [
-        (&mut budget.max_functions, file.max_functions),
-        (&mut budget.max_function_locals, file.max_function_locals),
-        (&mut budget.max_locals, file.max_locals),
-        (&mut budget.max_function_bytes, file.max_function_bytes),
-        (&mut budget.max_code_bytes, file.max_code_bytes),
+        ("max-functions", &mut budget.max_functions, file.max_functions),
+        ("max-function-locals", &mut budget.max_function_locals, file.max_function_locals),
+        ("max-locals", &mut budget.max_locals, file.max_locals),
+        ("max-function-bytes", &mut budget.max_function_bytes, file.max_function_bytes),
+        ("max-code-bytes", &mut budget.max_code_bytes, file.max_code_bytes),
     ];
-    for (limit, value) in limits {
+    for (key, limit, value) in limits {
         if let Some(value) = value {
+            if value == 0 {
+                bail!("[uploads] {key} = 0 would refuse every upload; it must be at least 1");
+            }
             *limit = value;
         }
     }
@@ -85,4 +88,28 @@ pub fn settings(args: UploadArgs, file: UploadsFile) -> anyhow::Result<UploadSet
     }
     compile.program = Some(std::env::current_exe()?);
     Ok(uploads)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: UploadArgs,
+    }
+
+    #[test]
+    fn a_zero_compile_limit_is_refused_naming_its_key() {
+        let file: UploadsFile = toml::from_str("max-functions = 0").unwrap();
+        let args = Cli::try_parse_from(["serve"]).unwrap().args;
+        let error = settings(args, file).unwrap_err().to_string();
+        assert_eq!(error, "[uploads] max-functions = 0 would refuse every upload; it must be at least 1");
+        let file: UploadsFile = toml::from_str("max-code-bytes = 1").unwrap();
+        let args = Cli::try_parse_from(["serve"]).unwrap().args;
+        assert_eq!(settings(args, file).unwrap().compile.budget.max_code_bytes, 1);
+    }
 }
