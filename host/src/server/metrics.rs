@@ -23,10 +23,13 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::coordinator::{Observation, Step};
 use crate::engine::slot::SlotHandle;
+use crate::strategy::churn::ClipReason;
 use crate::strategy::external::AllocationReason;
 use shardalloc_proto::api::RegionStatus;
 
@@ -112,6 +115,10 @@ pub(super) struct CallLabels {
 
 pub(super) type HistogramFamily = Family<CallLabels, Histogram, fn() -> Histogram>;
 
+/// The strategy labels each type's call-latency series were made under,
+/// so a deleted type's are removed.
+pub(super) type StrategySeries = Arc<Mutex<BTreeMap<String, BTreeSet<String>>>>;
+
 fn latency() -> Histogram {
     // 1 µs to about 4 s.
     Histogram::new(exponential_buckets(1e-6, 4.0, 12))
@@ -131,6 +138,7 @@ pub struct Metrics {
     region_load: Family<ShardLabels, Gauge<f64, AtomicU64>>,
     load_imbalance: Family<TypeLabels, Gauge<f64, AtomicU64>>,
     strategy_calls: HistogramFamily,
+    strategy_series: StrategySeries,
     /// Store commit latency.
     pub commit_seconds: Histogram,
     /// Open region sessions.
@@ -166,6 +174,7 @@ impl Metrics {
             region_load: Family::default(),
             load_imbalance: Family::default(),
             strategy_calls: HistogramFamily::new_with_constructor(latency),
+            strategy_series: StrategySeries::default(),
             commit_seconds: latency(),
             sessions: Gauge::default(),
             leader: Gauge::default(),
@@ -298,7 +307,32 @@ impl Metrics {
 
     /// Wraps a slot handle so its calls are timed.
     pub fn timed(&self, entity_type: &str, handle: SlotHandle) -> Timed {
-        Timed::new(self.strategy_calls.clone(), entity_type, handle)
+        Timed::new(self.strategy_calls.clone(), self.strategy_series.clone(), entity_type, handle)
+    }
+
+    /// Removes every series of a deleted type (its gauges go at the next
+    /// [`Metrics::update_gauges`], which lists only the types there are).
+    pub fn forget_type(&self, entity_type: &str) {
+        let t = || LabelText::from(entity_type);
+        for &reason in Decision::ALL {
+            self.decisions.remove(&DecisionLabels { r#type: t(), reason });
+        }
+        for &reason in FallbackReason::ALL {
+            self.fallbacks.remove(&FallbackLabels { r#type: t(), reason });
+        }
+        for &outcome in HandOffOutcome::ALL {
+            self.handoffs.remove(&HandOffLabels { r#type: t(), outcome });
+        }
+        for limit in ClipReason::ALL {
+            self.clipped.remove(&ClipLabels { r#type: t(), limit: LabelText::from(limit.as_str()) });
+        }
+        let strategies =
+            self.strategy_series.lock().unwrap_or_else(PoisonError::into_inner).remove(entity_type).unwrap_or_default();
+        for strategy in strategies {
+            for &call in Call::ALL {
+                self.strategy_calls.remove(&CallLabels { r#type: t(), call, strategy: strategy.as_str().into() });
+            }
+        }
     }
 }
 

@@ -81,3 +81,43 @@ fn region_load_and_the_imbalance_come_from_the_regions_that_report() {
     assert!(text.contains("shardalloc_frozen{type=\"cart\"} 2"), "strictly frozen: {text}");
     assert!(text.contains("shardalloc_frozen{type=\"idle\"} 0"), "not frozen: {text}");
 }
+
+#[test]
+fn a_deleted_types_series_are_removed_and_the_others_kept() {
+    use crate::engine::Engine;
+    use crate::engine::slot::{AutoRollback, Slot};
+    use crate::strategy::{AllocationStrategy, ClusterView, StrategySource};
+    use shardalloc_guest::Snapshot;
+
+    let engine = Engine::for_tool().unwrap();
+    let compiled = engine.compile_source(&StrategySource::Builtin("least-shard".into()), None).unwrap();
+    let slot =
+        Slot::new("gone", engine, AutoRollback::default(), compiled, "", crate::engine::limits::Limits::default())
+            .unwrap();
+    let metrics = Metrics::new();
+    let snapshot = Snapshot::from_json(r#"{"regions":[{"address":"a:1","shards":["1"]}]}"#).unwrap();
+    let view = ClusterView::from_snapshot(&snapshot);
+    for entity_type in ["gone", "kept"] {
+        let mut timed = metrics.timed(entity_type, slot.handle());
+        timed.allocate(&view, "2", None).unwrap();
+        timed.rebalance(&view).unwrap();
+        metrics.observe(entity_type, &Observation::RebalanceFallback { error: "a trap".into() });
+        let handoff = Observation::HandOff { shard: "1".into(), from: "a:1".into(), step: Step::Begin };
+        metrics.observe(entity_type, &handoff);
+        let clipped = Observation::MovesClipped {
+            asked: 3,
+            by_limit: vec![(ClipReason::Cooldown, 1), (ClipReason::MovesPerRound, 2)],
+            shards: vec![],
+        };
+        metrics.observe(entity_type, &clipped);
+    }
+    let series =
+        |text: &str, entity_type: &str| text.lines().filter(|l| l.contains(&format!("type=\"{entity_type}\""))).count();
+    let before = metrics.render();
+    assert!(series(&before, "gone") >= 10, "{before}");
+    let kept = series(&before, "kept");
+    metrics.forget_type("gone");
+    let after = metrics.render();
+    assert_eq!(series(&after, "gone"), 0, "a deleted type's series stay:\n{after}");
+    assert_eq!(series(&after, "kept"), kept, "another type's series went:\n{after}");
+}

@@ -45,6 +45,9 @@ pub enum ClipReason {
 }
 
 impl ClipReason {
+    /// Every limit.
+    pub const ALL: [ClipReason; 3] = [ClipReason::Interval, ClipReason::Cooldown, ClipReason::MovesPerRound];
+
     /// The limit's name, as events, metrics and dry runs give it.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -79,6 +79,7 @@ impl Driver {
     fn remove_type(&mut self, name: &str) {
         self.catalog.remove(name, &mut self.turn);
         self.batches.remove(name);
+        self.metrics.forget_type(name);
         let reason = format!("the entity type {name} was deleted");
         self.sessions.close_type(name, NodeMessage::Refused { reason });
     }

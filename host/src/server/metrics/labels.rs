@@ -15,6 +15,10 @@ macro_rules! label_words {
         }
 
         impl $name {
+            /// Every word of the set.
+            #[allow(dead_code, reason = "read for the sets a deleted type's series are removed from")]
+            pub const ALL: &[$name] = &[$($name::$variant,)+];
+
             /// The word as the label spells it.
             pub fn as_str(self) -> &'static str {
                 match self {

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use prometheus_client::metrics::histogram::Histogram;
 
-use super::{Call, CallLabels, HistogramFamily};
+use super::{Call, CallLabels, HistogramFamily, StrategySeries};
 use crate::engine::slot::SlotHandle;
 use crate::strategy::{AllocationStrategy, ClusterView, Info, StrategyError};
 
@@ -18,6 +18,8 @@ pub const MAX_STRATEGY_SERIES: usize = 8;
 pub struct Timed {
     handle: SlotHandle,
     family: HistogramFamily,
+    /// Where the series made are listed, so a deleted type's are removed.
+    made: StrategySeries,
     entity_type: String,
     /// `(name@version, allocate, rebalance)` of each strategy seen.
     series: Vec<(String, Histogram, Histogram)>,
@@ -26,8 +28,8 @@ pub struct Timed {
 }
 
 impl Timed {
-    pub(super) fn new(family: HistogramFamily, entity_type: &str, handle: SlotHandle) -> Self {
-        Timed { family, entity_type: entity_type.to_owned(), series: Vec::new(), current: None, handle }
+    pub(super) fn new(family: HistogramFamily, made: StrategySeries, entity_type: &str, handle: SlotHandle) -> Self {
+        Timed { family, made, entity_type: entity_type.to_owned(), series: Vec::new(), current: None, handle }
     }
 
     /// Records a call's duration under the strategy that answered it (the
@@ -68,6 +70,12 @@ impl Timed {
             |call| CallLabels { r#type: self.entity_type.as_str().into(), call, strategy: label.as_str().into() };
         let allocate = self.family.get_or_create_owned(&labels(Call::Allocate));
         let rebalance = self.family.get_or_create_owned(&labels(Call::Rebalance));
+        self.made
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(self.entity_type.clone())
+            .or_default()
+            .insert(label.clone());
         self.series.push((label, allocate, rebalance));
         self.series.len() - 1
     }
