@@ -135,10 +135,12 @@ impl Coordinator {
             self.smooth(shard, rate, keep);
         }
         let loads = &self.durable.loads;
+        // `+ 0.0`: an empty sum of floats is -0.0, shown as "-0.0".
         let total = (self.durable.regions.get(&address).map(|r| r.shards.as_slice()).unwrap_or_default().iter())
             .filter_map(|shard| loads.get(shard))
             .map(|l| l.load)
-            .sum();
+            .sum::<f64>()
+            + 0.0;
         let every = LOAD_SAMPLE_MS.max(self.live.len() as u64 * SAMPLE_SPACING_MS);
         let now = self.now;
         if let Some(live) = self.live.get_mut(&address) {

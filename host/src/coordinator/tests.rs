@@ -684,6 +684,10 @@ fn reports_are_smoothed_per_shard_and_the_rest_is_spread_over_the_unnamed_shards
     // b names a's shard: it moved during b's window, or b is wrong.
     settle(&mut c, load(3_020, "b", 1, 1_000, &[("s", 1_000.0)], 0.0));
     assert_eq!(c.durable().loads["s"].load, 15.0);
+    // b holds no shard: its load is zero, not negative zero (an empty sum
+    // of floats is -0.0, which REST and the events would show as "-0.0").
+    let b = c.region_load("b").unwrap();
+    assert!(b == 0.0 && b.is_sign_positive(), "{b:?}");
 }
 
 #[test]
