@@ -69,9 +69,10 @@ pub enum PlanError {
     /// A region to add that the type has, or one named twice.
     #[error("region {0:?} is already in the type or named twice")]
     RegionExists(String),
-    /// A region's address that is empty.
-    #[error("a region to add has an empty address")]
-    EmptyAddress,
+    /// A region's address that registration would refuse (empty, too
+    /// long, a space or a control character).
+    #[error("a region to add: {0}")]
+    BadAddress(String),
     /// No region at all, or none left that can take shards.
     #[error("{0}")]
     EmptyCluster(String),
@@ -199,9 +200,7 @@ fn check(snapshot: &Snapshot, changes: &Changes, rounds: usize) -> Result<(), Pl
     }
     let mut added = BTreeSet::new();
     for region in &changes.add {
-        if region.address.is_empty() {
-            return Err(PlanError::EmptyAddress);
-        }
+        shardalloc_proto::protocol::check_address(&region.address).map_err(PlanError::BadAddress)?;
         if known.contains(region.address.as_str()) || !added.insert(region.address.as_str()) {
             return Err(PlanError::RegionExists(region.address.clone()));
         }
@@ -348,6 +347,12 @@ mod tests {
         );
         let again = NewRegion { address: "a".into(), labels: BTreeMap::new(), capacity: None };
         assert_eq!(err(Changes { add: vec![again], ..Changes::default() }, 1), PlanError::RegionExists("a".into()));
+        // Addresses registration would refuse are refused here too.
+        for bad in ["", "two words", &"x".repeat(300)] {
+            let new = NewRegion { address: bad.to_owned(), labels: BTreeMap::new(), capacity: None };
+            let error = err(Changes { add: vec![new], ..Changes::default() }, 1);
+            assert!(matches!(&error, PlanError::BadAddress(why) if why.contains("printable ASCII")), "{error:?}");
+        }
         let all = Changes { remove: vec!["a".into(), "b".into()], drain: vec!["c".into()], ..Changes::default() };
         assert!(matches!(err(all, 1), PlanError::EmptyCluster(_)));
         let nan = Changes { loads: [("s00".to_owned(), f64::NAN)].into(), ..Changes::default() };
