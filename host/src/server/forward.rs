@@ -12,6 +12,9 @@
 //!   believe the other leads cannot bounce a request between them.
 //! - Nothing is retried once sent: a write whose answer was lost is the
 //!   caller's to check.
+//! - Failures to reach the leader are logged at most once per
+//!   [`throttle::PERIOD`](super::throttle::PERIOD), with the count left
+//!   out (a failover under load fails hundreds of calls a second).
 //! - When this node shuts down (SIGTERM), calls in flight complete: the
 //!   leader answers them and the answer is passed on whole, while the
 //!   connections close after it. A forwarded event stream (`text/event-stream`,
@@ -162,7 +165,9 @@ pub async fn forward(State(state): State<AppState>, request: Request, next: Next
     let answer = match tokio::time::timeout(bound, outgoing.send()).await {
         Ok(answer) => answer,
         Err(_) => {
-            tracing::warn!(leader = %leader.name, url = %leader.url, ?bound, "the leader did not answer a forwarded call");
+            if let Some(left_out) = failure_to_log() {
+                tracing::warn!(leader = %leader.name, url = %leader.url, ?bound, left_out, "the leader did not answer a forwarded call");
+            }
             return leader_unavailable(format!(
                 "the leader {} ({}) did not answer within {} s; the call was not retried (it may or may not have \
                  been applied); retry",
@@ -197,11 +202,34 @@ pub async fn forward(State(state): State<AppState>, request: Request, next: Next
                 .unwrap_or_else(|_| no_leader("the leader's answer could not be passed on"))
         }
         Err(error) => {
-            tracing::warn!(leader = %leader.name, url = %leader.url, %error, "cannot forward a call to the leader");
+            if let Some(left_out) = failure_to_log() {
+                tracing::warn!(leader = %leader.name, url = %leader.url, %error, left_out, "cannot forward a call to the leader");
+            }
             leader_unavailable(format!(
                 "the leader {} ({}) did not answer: {error}; the call was not retried",
                 leader.name, leader.url
             ))
         }
+    }
+}
+
+/// The failed forwards of every call together: `Some(left out since the
+/// last one logged)` when this one is to be logged.
+fn failure_to_log() -> Option<u64> {
+    static FAILURES: std::sync::LazyLock<std::sync::Mutex<super::throttle::Throttle>> =
+        std::sync::LazyLock::new(Default::default);
+    FAILURES.lock().unwrap_or_else(std::sync::PoisonError::into_inner).allow(std::time::Instant::now())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_forwards_are_logged_at_most_once_a_period() {
+        // Other tests of this binary may fail forwards too: at most one of
+        // these 200 in a row is logged, whoever logged last.
+        let logged = (0..200).filter(|_| failure_to_log().is_some()).count();
+        assert!(logged <= 1, "{logged} of 200 failed forwards in a row were logged");
     }
 }
