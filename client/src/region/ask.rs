@@ -47,6 +47,9 @@ impl<M: fmt::Debug, R> fmt::Debug for Parcel<M, R> {
 
 type Answer<R> = Box<dyn FnOnce(Result<R, AskError>) + Send>;
 
+/// The deadline of a request whose timeout the clock cannot add.
+const A_YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// Answers one request, once: in process to the asker's waiting call, or
 /// over the inter-region wire to the region that carried it here. Dropped
 /// unanswered, it answers [`AskError::Failed`].
@@ -60,7 +63,10 @@ impl<R> Replier<R> {
     /// A replier for a request to `shard` that its asker waits `timeout`
     /// for; `answer` is called once with the outcome.
     pub fn new(shard: &str, timeout: Duration, answer: impl FnOnce(Result<R, AskError>) + Send + 'static) -> Self {
-        Replier { shard: shard.to_owned(), deadline: Instant::now() + timeout, answer: Some(Box::new(answer)) }
+        // A timeout too long for the clock (a peer's u64::MAX) waits a year.
+        let now = Instant::now();
+        let deadline = now.checked_add(timeout).or_else(|| now.checked_add(A_YEAR)).unwrap_or(now);
+        Replier { shard: shard.to_owned(), deadline, answer: Some(Box::new(answer)) }
     }
 
     /// The shard asked.
@@ -155,6 +161,13 @@ mod tests {
         let sink = answers.clone();
         let replier = Replier::new("s", Duration::from_secs(5), move |a| sink.lock().unwrap().push(a));
         (answers, replier)
+    }
+
+    #[test]
+    fn a_timeout_past_the_clocks_range_is_not_a_panic() {
+        let replier = Replier::<u32>::new("s", Duration::MAX, |_| {});
+        assert!(replier.remaining() > Duration::from_secs(3600));
+        replier.disarm();
     }
 
     #[test]
