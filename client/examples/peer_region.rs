@@ -89,9 +89,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         if let (Some(shard), Some(n)) = (command["ask"].as_str(), command["n"].as_u64()) {
             let timeout = Duration::from_millis(command["timeoutMs"].as_u64().unwrap_or(5_000));
-            let (region, shard) = (region.clone(), shard.to_owned());
+            // Routed now, in input order; answered whenever it is.
+            let asked = region.ask(shard, Msg { from: "rust".into(), n }, timeout);
+            let shard = shard.to_owned();
             tokio::spawn(async move {
-                match region.ask(&shard, Msg { from: "rust".into(), n }, timeout).await {
+                match asked.await {
                     Ok(answer) => println!("{}", json!({"answer": shard, "n": n, "by": answer.by})),
                     Err(error) => println!("{}", json!({"askFailed": shard, "n": n, "error": error.to_string()})),
                 }

@@ -502,6 +502,14 @@ async fn asks_over_the_built_in_transport_are_answered_once_by_the_home_or_fail_
     assert_eq!(a.ask(&local, Msg::new("a", 0), wait).await, Ok(a_address.clone()));
     let numbers: Vec<u64> = journal.deliveries(&remote).iter().map(|(_, m)| m.n).collect();
     assert_eq!(numbers, (0..40).collect::<Vec<_>>(), "each once, in order");
+    // An ask is routed when it is called, not when its future is polled:
+    // two asks awaited in the other order still arrive in call order.
+    let first = a.ask(&remote, Msg::new("a", 40), wait);
+    let second = a.ask(&remote, Msg::new("a", 41), wait);
+    assert_eq!(second.await, Ok(b_address.clone()));
+    assert_eq!(first.await, Ok(b_address.clone()));
+    let numbers: Vec<u64> = journal.deliveries(&remote).iter().map(|(_, m)| m.n).collect();
+    assert_eq!(numbers, (0..42).collect::<Vec<_>>(), "in call order");
     // Many at once, each answered once.
     let asks = (100..300).map(|n| {
         let a = a.clone();
@@ -510,7 +518,7 @@ async fn asks_over_the_built_in_transport_are_answered_once_by_the_home_or_fail_
     });
     let answers = futures_util::future::join_all(asks).await;
     assert!(answers.iter().all(|answer| *answer == Ok(b_address.clone())), "{answers:?}");
-    assert_eq!(journal.deliveries(&remote).len(), 240);
+    assert_eq!(journal.deliveries(&remote).len(), 242);
     // A request that reaches a region which is not the home is routed on
     // over the wire, and the answer relayed back: a asks b (its transport,
     // directly) for a shard homed on a itself.

@@ -510,37 +510,49 @@ impl<M: Send + 'static, R: Send + 'static> RegionHandle<M, R> {
         Ok(())
     }
 
-    /// Asks `shard`, wherever it lives, and waits up to `timeout` for its
-    /// answer ([`Application::answer`] at its home). The request is routed
-    /// like a [`RegionHandle::send`] (in order with the sends to the same
-    /// shard, buffered across hand-offs, resent after a lost home) and
-    /// answered at most once; without an answer it fails with an
-    /// [`AskError`] naming why (the timeout, the region's limits, a request
-    /// never delivered, the home failing it).
-    pub async fn ask(&self, shard: &str, request: M, timeout: Duration) -> Result<R, AskError> {
+    /// Asks `shard`, wherever it lives; the returned future waits up to
+    /// `timeout` for its answer ([`Application::answer`] at its home). The
+    /// request is routed at the call, before the future is polled, like a
+    /// [`RegionHandle::send`]: in order with this caller's sends and asks
+    /// to the same shard, buffered across hand-offs, resent after a lost
+    /// home. It is answered at most once; without an answer the future
+    /// fails with an [`AskError`] naming why (the region did not take it,
+    /// the timeout, a request never delivered, the home failing it).
+    pub fn ask(
+        &self,
+        shard: &str,
+        request: M,
+        timeout: Duration,
+    ) -> impl std::future::Future<Output = Result<R, AskError>> + Send + 'static {
+        let shard = shard.to_owned();
         let (answered, answer) = oneshot::channel();
-        let replier = Replier::new(shard, timeout, move |outcome| {
+        let replier = Replier::new(&shard, timeout, move |outcome| {
             let _ = answered.send(outcome);
         });
-        {
-            let now = self.shared.now();
-            let mut inner = self.shared.lock();
-            if inner.ended.is_some() {
-                return Err(SendError::Stopped.into());
+        let taken = self.route_ask(&shard, request, replier);
+        async move {
+            taken?;
+            match tokio::time::timeout(timeout, answer).await {
+                Ok(Ok(outcome)) => outcome,
+                Ok(Err(_)) => Err(AskError::Failed { shard, reason: "the region stopped".to_owned() }),
+                Err(_) => Err(AskError::Timeout { shard, timeout }),
             }
-            if inner.core.delivers_locally(shard) && inner.backlog(shard) >= self.shared.shard_buffer_limit {
-                return Err(
-                    SendError::BufferFull { shard: shard.to_owned(), limit: self.shared.shard_buffer_limit }.into()
-                );
-            }
-            let actions = inner.core.send(shard, Parcel::Ask(request, replier), now)?;
-            self.shared.execute(&mut inner, actions, now);
         }
-        match tokio::time::timeout(timeout, answer).await {
-            Ok(Ok(outcome)) => outcome,
-            Ok(Err(_)) => Err(AskError::Failed { shard: shard.to_owned(), reason: "the region stopped".to_owned() }),
-            Err(_) => Err(AskError::Timeout { shard: shard.to_owned(), timeout }),
+    }
+
+    /// Hands a request to the core now (see [`RegionHandle::ask`]).
+    fn route_ask(&self, shard: &str, request: M, replier: Replier<R>) -> Result<(), AskError> {
+        let now = self.shared.now();
+        let mut inner = self.shared.lock();
+        if inner.ended.is_some() {
+            return Err(SendError::Stopped.into());
         }
+        if inner.core.delivers_locally(shard) && inner.backlog(shard) >= self.shared.shard_buffer_limit {
+            return Err(SendError::BufferFull { shard: shard.to_owned(), limit: self.shared.shard_buffer_limit }.into());
+        }
+        let actions = inner.core.send(shard, Parcel::Ask(request, replier), now)?;
+        self.shared.execute(&mut inner, actions, now);
+        Ok(())
     }
 
     /// A receiver of the region's [`Update`]s from now on (it lags, losing
