@@ -17,6 +17,7 @@ It shuts down when its input ends."""
 import asyncio
 import json
 import sys
+from collections.abc import Coroutine
 from typing import Any
 
 from shardalloc_client.region import Region, RegionConfig
@@ -47,9 +48,9 @@ class Printer:
         say({"givenUp": shard, "n": message["n"], "error": str(error)})
 
 
-async def ask(region: Region[dict[str, Any]], shard: str, n: int, timeout_ms: int) -> None:
+async def ask(asked: Coroutine[Any, Any, Any], shard: str, n: int) -> None:
     try:
-        answer = await region.ask(shard, {"from": "python", "n": n}, timeout=timeout_ms / 1000)
+        answer = await asked
         say({"answer": shard, "n": n, "by": answer["by"]})
     except AskError as error:
         say({"askFailed": shard, "n": n, "error": str(error)})
@@ -72,7 +73,10 @@ async def main(node: str, token: str) -> None:
         if "send" in command:
             region.send(command["send"], {"from": "python", "n": command["n"]})
         if "ask" in command:
-            task = loop.create_task(ask(region, command["ask"], command["n"], command.get("timeoutMs", 5000)))
+            # Routed now, in input order; answered whenever it is.
+            timeout = command.get("timeoutMs", 5000) / 1000
+            asked = region.ask(command["ask"], {"from": "python", "n": command["n"]}, timeout=timeout)
+            task = loop.create_task(ask(asked, command["ask"], command["n"]))
             asks.add(task)
             task.add_done_callback(asks.discard)
     await region.shutdown()

@@ -132,10 +132,16 @@ class PeerTransportTests(unittest.IsolatedAsyncioTestCase):
                 self.assertEqual(await a.ask(remote, {"from": "a", "n": n}), tb.address)
         self.assertEqual(await a.ask(local, {"from": "a", "n": 0}), ta.address)
         self.assertEqual([m["n"] for _, m in journal.deliveries(remote)], list(range(40)))
+        # An ask is routed when it is called, not when it is awaited.
+        first = a.ask(remote, {"from": "a", "n": 40})
+        second = a.ask(remote, {"from": "a", "n": 41})
+        self.assertEqual(await second, tb.address)
+        self.assertEqual(await first, tb.address)
+        self.assertEqual([m["n"] for _, m in journal.deliveries(remote)], list(range(42)), "in call order")
         # Many at once, each answered once.
         answers = await asyncio.gather(*(a.ask(remote, {"from": "a", "n": 100 + i}) for i in range(200)))
         self.assertEqual(set(answers), {tb.address})
-        self.assertEqual(len(journal.deliveries(remote)), 240)
+        self.assertEqual(len(journal.deliveries(remote)), 242)
         # The home failing a request fails the ask with its words.
         with self.assertRaises(AskError) as failed:
             await a.ask(remote, {"from": "refused", "n": 0})

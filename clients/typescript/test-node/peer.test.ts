@@ -125,10 +125,19 @@ describe('the built-in transport between regions', () => {
       journal.deliveries(remote).map(([, m]) => m.n),
       Array.from({ length: 40 }, (_, i) => i),
     );
+    // An ask is routed when it is called, not when it is awaited.
+    const first = a.ask(remote, { from: 'a', n: 40 });
+    const second = a.ask(remote, { from: 'a', n: 41 });
+    assert.equal(await second, tb.address);
+    assert.equal(await first, tb.address);
+    assert.deepEqual(
+      journal.deliveries(remote).map(([, m]) => m.n),
+      Array.from({ length: 42 }, (_, i) => i),
+    );
     // Many at once, each answered once.
     const answers = await Promise.all(Array.from({ length: 200 }, (_, i) => a.ask(remote, { from: 'a', n: 100 + i })));
     assert.ok(answers.every((answer) => answer === tb.address));
-    assert.equal(journal.deliveries(remote).length, 240);
+    assert.equal(journal.deliveries(remote).length, 242);
     // The home failing a request fails the ask with its words.
     await assert.rejects(a.ask(remote, { from: 'refused', n: 0 }), (error: unknown) => {
       assert.ok(error instanceof AskError);

@@ -27,7 +27,7 @@ import random
 import re
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, Literal, Protocol, TypeAlias, TypeVar, Union
 
@@ -494,12 +494,13 @@ class Region(Generic[M]):
             raise SendError.buffer_full(shard, limit)
         self._execute(self._core.send(shard, message, self._now()))
 
-    async def ask(self, shard: str, message: M, timeout: float = DEFAULT_ASK_TIMEOUT) -> Any:
-        """Asks ``shard``, wherever it lives, and returns its answer (the
-        application's ``answer`` at its home), waiting at most ``timeout``
-        seconds. The request is routed like :meth:`send` (in order with the
-        sends to the same shard, buffered across hand-offs, resent after a
-        lost home) and answered at most once. Raises an
+    def ask(self, shard: str, message: M, timeout: float = DEFAULT_ASK_TIMEOUT) -> Coroutine[Any, Any, Any]:
+        """Asks ``shard``, wherever it lives; awaiting what this returns
+        gives its answer (the application's ``answer`` at its home), waiting
+        at most ``timeout`` seconds. The request is routed at the call,
+        before the await, like :meth:`send` (in order with this caller's
+        sends and asks to the same shard, buffered across hand-offs, resent
+        after a lost home) and answered at most once. The await raises an
         :class:`~shardalloc_client.region_errors.AskError` naming why there
         is no answer: ``Send`` (the region did not take it), ``Timeout``,
         ``NotDelivered`` (it never reached the home), ``Failed`` (the home
@@ -516,6 +517,7 @@ class Region(Generic[M]):
                 future.set_result(reply)
 
         replier = Replier(shard, timeout_ms, answer)
+        refused: AskError | None = None
         try:
             if self._ended is not None:
                 raise SendError.stopped()
@@ -525,7 +527,21 @@ class Region(Generic[M]):
                 raise SendError.buffer_full(shard, limit)
             self._execute(self._core.send(shard, Request(message, replier), self._now()))
         except SendError as error:
-            raise AskError.send(shard, error) from None
+            refused = AskError.send(shard, error)
+        return self._answer_of(shard, future, replier, refused, timeout, timeout_ms)
+
+    async def _answer_of(
+        self,
+        shard: str,
+        future: "asyncio.Future[Any]",
+        replier: Replier,
+        refused: AskError | None,
+        timeout: float,
+        timeout_ms: int,
+    ) -> Any:
+        """Waits for a routed request's answer (see :meth:`ask`)."""
+        if refused is not None:
+            raise refused
         try:
             return await asyncio.wait_for(asyncio.shield(future), timeout)
         except TimeoutError:
