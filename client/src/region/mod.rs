@@ -497,17 +497,7 @@ impl<M: Send + 'static, R: Send + 'static> RegionHandle<M, R> {
     /// its home is known, buffered otherwise (while the home is asked for or
     /// a hand-off is in progress).
     pub fn send(&self, shard: &str, message: M) -> Result<(), SendError> {
-        let now = self.shared.now();
-        let mut inner = self.shared.lock();
-        if inner.ended.is_some() {
-            return Err(SendError::Stopped);
-        }
-        if inner.core.delivers_locally(shard) && inner.backlog(shard) >= self.shared.shard_buffer_limit {
-            return Err(SendError::BufferFull { shard: shard.to_owned(), limit: self.shared.shard_buffer_limit });
-        }
-        let actions = inner.core.send(shard, Parcel::Tell(message), now)?;
-        self.shared.execute(&mut inner, actions, now);
-        Ok(())
+        self.route(shard, Parcel::Tell(message))
     }
 
     /// Asks `shard`, wherever it lives; the returned future waits up to
@@ -529,9 +519,9 @@ impl<M: Send + 'static, R: Send + 'static> RegionHandle<M, R> {
         let replier = Replier::new(&shard, timeout, move |outcome| {
             let _ = answered.send(outcome);
         });
-        let taken = self.route_ask(&shard, request, replier);
+        let taken = self.route(&shard, Parcel::Ask(request, replier));
         async move {
-            taken?;
+            taken.map_err(AskError::from)?;
             match tokio::time::timeout(timeout, answer).await {
                 Ok(Ok(outcome)) => outcome,
                 Ok(Err(_)) => Err(AskError::Failed { shard, reason: "the region stopped".to_owned() }),
@@ -540,17 +530,18 @@ impl<M: Send + 'static, R: Send + 'static> RegionHandle<M, R> {
         }
     }
 
-    /// Hands a request to the core now (see [`RegionHandle::ask`]).
-    fn route_ask(&self, shard: &str, request: M, replier: Replier<R>) -> Result<(), AskError> {
+    /// Hands a message or request to the core now, unless the region has
+    /// ended or the shard's worker here has a full backlog.
+    fn route(&self, shard: &str, parcel: Parcel<M, R>) -> Result<(), SendError> {
         let now = self.shared.now();
         let mut inner = self.shared.lock();
         if inner.ended.is_some() {
-            return Err(SendError::Stopped.into());
+            return Err(SendError::Stopped);
         }
         if inner.core.delivers_locally(shard) && inner.backlog(shard) >= self.shared.shard_buffer_limit {
-            return Err(SendError::BufferFull { shard: shard.to_owned(), limit: self.shared.shard_buffer_limit }.into());
+            return Err(SendError::BufferFull { shard: shard.to_owned(), limit: self.shared.shard_buffer_limit });
         }
-        let actions = inner.core.send(shard, Parcel::Ask(request, replier), now)?;
+        let actions = inner.core.send(shard, parcel, now)?;
         self.shared.execute(&mut inner, actions, now);
         Ok(())
     }
