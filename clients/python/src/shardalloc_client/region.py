@@ -486,13 +486,19 @@ class Region(Generic[M]):
     def send(self, shard: str, message: M) -> None:
         """Sends ``message`` to ``shard``, wherever it lives. Raises a
         :class:`SendError` when the region cannot take it."""
+        self._route(shard, message)
+
+    def _route(self, shard: str, parcel: "M | Request[M]") -> None:
+        """Hands a message or request to the core now, unless the region
+        has ended or the shard's worker here has a full backlog
+        (:class:`SendError`)."""
         if self._ended is not None:
             raise SendError.stopped()
         limit = self._config.shard_buffer_limit
         worker = self._workers.get(shard)
         if self._core.delivers_locally(shard) and worker is not None and worker.backlog >= limit:
             raise SendError.buffer_full(shard, limit)
-        self._execute(self._core.send(shard, message, self._now()))
+        self._execute(self._core.send(shard, parcel, self._now()))
 
     def ask(self, shard: str, message: M, timeout: float = DEFAULT_ASK_TIMEOUT) -> Coroutine[Any, Any, Any]:
         """Asks ``shard``, wherever it lives; awaiting what this returns
@@ -519,13 +525,7 @@ class Region(Generic[M]):
         replier = Replier(shard, timeout_ms, answer)
         refused: AskError | None = None
         try:
-            if self._ended is not None:
-                raise SendError.stopped()
-            limit = self._config.shard_buffer_limit
-            worker = self._workers.get(shard)
-            if self._core.delivers_locally(shard) and worker is not None and worker.backlog >= limit:
-                raise SendError.buffer_full(shard, limit)
-            self._execute(self._core.send(shard, Request(message, replier), self._now()))
+            self._route(shard, Request(message, replier))
         except SendError as error:
             refused = AskError.send(shard, error)
         return self._answer_of(shard, future, replier, refused, timeout, timeout_ms)

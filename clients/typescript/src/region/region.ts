@@ -314,6 +314,11 @@ export class Region<M, R = unknown> extends EventEmitter<RegionEvents> {
 
   /** Sends `message` to `shard`, wherever it lives. Throws a {@link SendError} when it cannot take it. */
   send(shard: string, message: M): void {
+    this.route(shard, message);
+  }
+
+  /** Hands a message or request to the core now; throws a {@link SendError} when the region has ended or the shard's worker here is full. */
+  private route(shard: string, parcel: Parcel<M, R>): void {
     if (this.ended) {
       throw new SendError({ kind: 'Stopped' });
     }
@@ -321,7 +326,7 @@ export class Region<M, R = unknown> extends EventEmitter<RegionEvents> {
     if (this.core.deliversLocally(shard) && (this.workers.get(shard)?.backlog ?? 0) >= limit) {
       throw new SendError({ kind: 'BufferFull', shard, limit });
     }
-    this.execute(this.core.send(shard, message, this.now()));
+    this.execute(this.core.send(shard, parcel, this.now()));
   }
 
   /**
@@ -343,16 +348,8 @@ export class Region<M, R = unknown> extends EventEmitter<RegionEvents> {
         else reject(outcome.error);
       });
       try {
-        if (this.ended) {
-          throw new SendError({ kind: 'Stopped' });
-        }
-        const limit = this.config.shardBufferLimit;
-        if (this.core.deliversLocally(shard) && (this.workers.get(shard)?.backlog ?? 0) >= limit) {
-          throw new SendError({ kind: 'BufferFull', shard, limit });
-        }
-        const actions = this.core.send(shard, new Request(message, replier), this.now());
         timer = setTimeout(() => replier.fail(new AskError({ kind: 'Timeout', shard, timeoutMs })), timeoutMs);
-        this.execute(actions);
+        this.route(shard, new Request(message, replier));
       } catch (error) {
         if (!(error instanceof SendError)) throw error;
         replier.fail(new AskError({ kind: 'Send', error }));
