@@ -62,20 +62,7 @@ fn steps(markdown: &str) -> anyhow::Result<Vec<Step>> {
                     .map(str::to_owned)
                     .collect(),
             )),
-            ("console", _) => {
-                let mut transcript: Vec<(String, Vec<String>)> = Vec::new();
-                for line in body {
-                    match line.strip_prefix("$ ") {
-                        Some(command) => transcript.push((command.to_owned(), Vec::new())),
-                        None => {
-                            if let Some((_, output)) = transcript.last_mut() {
-                                output.push(line.to_owned());
-                            }
-                        }
-                    }
-                }
-                steps.push(Step::Console(transcript));
-            }
+            ("console", _) => steps.push(Step::Console(crate::examples::readme::transcript(&body))),
             (_, Some(path)) => steps.push(Step::File(path, body.iter().map(|l| format!("{l}\n")).collect())),
             _ => {}
         }

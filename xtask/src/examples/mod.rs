@@ -14,7 +14,7 @@
 //! the Rust, JavaScript and Python builds are plain commands in their READMEs.
 
 pub mod c;
-mod readme;
+pub(crate) mod readme;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

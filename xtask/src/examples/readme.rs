@@ -33,21 +33,27 @@ pub fn blocks(markdown: &str) -> Vec<Block> {
                 body.iter().map(|l| l.trim()).filter(|l| !l.is_empty() && !l.starts_with('#')).map(str::to_owned);
             blocks.push(Block::Sh(commands.collect()));
         } else {
-            let mut transcript: Vec<(String, Vec<String>)> = Vec::new();
-            for line in body {
-                match line.strip_prefix("$ ") {
-                    Some(command) => transcript.push((command.to_owned(), Vec::new())),
-                    None => {
-                        if let Some((_, output)) = transcript.last_mut() {
-                            output.push(line.to_owned());
-                        }
-                    }
-                }
-            }
-            blocks.push(Block::Console(transcript));
+            blocks.push(Block::Console(transcript(&body)));
         }
     }
     blocks
+}
+
+/// A `console` block's lines as `$ command` lines, each with the output
+/// under it.
+pub fn transcript(body: &[&str]) -> Vec<(String, Vec<String>)> {
+    let mut transcript: Vec<(String, Vec<String>)> = Vec::new();
+    for line in body {
+        match line.strip_prefix("$ ") {
+            Some(command) => transcript.push((command.to_owned(), Vec::new())),
+            None => {
+                if let Some((_, output)) = transcript.last_mut() {
+                    output.push((*line).to_owned());
+                }
+            }
+        }
+    }
+    transcript
 }
 
 /// Follows `dir/README.md`: runs its commands in `dir` with `bin_dir` first
