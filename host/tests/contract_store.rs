@@ -26,7 +26,9 @@ mod etcd;
 use std::path::{Path, PathBuf};
 
 use etcd::Etcd;
-use shardalloc::coordinator::{Change, Home, PlacementEntry, RegionRecord, Stamp};
+use shardalloc::coordinator::{
+    Change, ChangedBy, Freeze, FreezeScope, Home, PlacementEntry, RegionRecord, ShardLoad, Stamp,
+};
 use shardalloc::store::redb::V1_COPY;
 use shardalloc::store::{
     ActivationRecord, ComponentRecord, EtcdConfig, EtcdStore, Loaded, MemoryStore, RedbStore, SCHEMA_VERSION, Store,
@@ -39,15 +41,15 @@ use shardalloc_etcd::{Client, ConnectOptions, ops, pb};
 /// The prefix the etcd dump was written under (any prefix loads it).
 const ETCD_PREFIX: &str = "/fixture/";
 
-/// The fixtures of `schema`.
-fn fixtures(schema: u64) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../contracts/store-v{schema}"))
+/// The directory of `fixture`.
+fn fixtures(fixture: Fixture) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../contracts").join(fixture.dir)
 }
 
-/// Writing the fixtures was asked for: only ever those of the current
-/// schema.
-fn bless(schema: u64) -> bool {
-    schema == SCHEMA_VERSION && bless::blessing()
+/// Writing the fixtures was asked for: only ever the one of the current
+/// schema that holds every turn.
+fn bless(fixture: Fixture) -> bool {
+    fixture.schema == SCHEMA_VERSION && fixture.late && bless::blessing()
 }
 
 /// The uploaded component's bytes (the store does not look inside).
@@ -83,7 +85,8 @@ fn activation(strategy: StrategySource, name: &str, cause: ActivationCause, at_m
 }
 
 /// The turns the fixtures were written from, in order.
-fn turns() -> Vec<Turn> {
+/// The turns every fixture holds.
+fn base_turns() -> Vec<Turn> {
     let digest = shardalloc::strategy::source::digest_of(&component());
     let uploaded = StrategySource::Digest(digest.clone());
     let least = StrategySource::Builtin("least-shard".into());
@@ -238,33 +241,124 @@ fn turns() -> Vec<Turn> {
     ]
 }
 
-/// Commits [`turns`] (and the component's blob first) to `store`, calling
+/// What schema 2 gained after its first fixture was written (loads,
+/// freezes and drains, the shards' epochs), in two turns: the first goes
+/// before [`base_turns`]' third (so an etcd checkpoint holds it), the
+/// second after them all (so the etcd log does), in the fixtures that hold
+/// them (`store-v2-late/`, and every schema's since).
+fn late_turns() -> [Turn; 2] {
+    let at = |shard: &str, region: &str, epoch: u64| Change::HomeSet {
+        shard: shard.into(),
+        home: Home {
+            region: region.into(),
+            reason: AllocationReason::Strategy { name: "least-shard".into(), version: "1.0.0".into() }.into(),
+            at: 8_000 + epoch,
+            epoch,
+        },
+    };
+    let cart = |changes: Vec<Change>| Turn { changes: [("cart".into(), changes)].into(), ..Turn::default() };
+    [
+        cart(vec![
+            at("s-epoch", "10.0.0.1:2552", 3),
+            Change::LoadsSaved {
+                loads: vec![
+                    ("s-strategy".into(), Some(ShardLoad { load: 12.5, moved_at: Some(6_500) })),
+                    ("s-placement".into(), Some(ShardLoad { load: 0.25, moved_at: None })),
+                    ("s-refused".into(), Some(ShardLoad { load: 3.0, moved_at: Some(6_600) })),
+                ],
+            },
+            Change::FreezeSet {
+                freeze: Freeze {
+                    scope: FreezeScope::Type,
+                    reason: "deploy of cart 2.1".into(),
+                    since: 8_100,
+                    until: Some(9_100),
+                    strict: true,
+                },
+            },
+            Change::FreezeSet {
+                freeze: Freeze {
+                    scope: FreezeScope::Maintenance,
+                    reason: "rack r1 power work".into(),
+                    since: 8_200,
+                    until: None,
+                    strict: false,
+                },
+            },
+        ]),
+        cart(vec![
+            at("s-epoch-later", "10.0.0.3:2552", 5),
+            Change::LoadsSaved { loads: vec![("s-refused".into(), None)] },
+            Change::FreezeLifted {
+                scope: FreezeScope::Maintenance,
+                at: 8_300,
+                by: ChangedBy::Operator,
+                reason: "done early".into(),
+                expired: false,
+            },
+            Change::RegionDraining { address: "10.0.0.1:2552".into(), draining: true },
+            Change::DrainStarted { address: "10.0.0.1:2552".into(), at: 8_400 },
+        ]),
+    ]
+}
+
+/// A fixture: a redb data directory and an etcd dump, written by the code
+/// of `schema` from [`base_turns`], with [`late_turns`] among them when
+/// `late`.
+#[derive(Debug, Clone, Copy)]
+struct Fixture {
+    schema: u64,
+    dir: &'static str,
+    late: bool,
+}
+
+/// Schema 1, written before anything below.
+const V1: Fixture = Fixture { schema: 1, dir: "store-v1", late: false };
+/// Schema 2 as first written.
+const V2: Fixture = Fixture { schema: 2, dir: "store-v2", late: false };
+/// Schema 2 with what it gained later (written by its last code).
+const V2_LATE: Fixture = Fixture { schema: 2, dir: "store-v2-late", late: true };
+
+impl Fixture {
+    fn turns(self) -> Vec<Turn> {
+        let mut turns = base_turns();
+        if self.late {
+            let [before_third, last] = late_turns();
+            turns.insert(2, before_third);
+            turns.push(last);
+        }
+        turns
+    }
+}
+
+/// Commits `fixture`'s turns (and the component's blob first) to `store`, calling
 /// `committed` with each revision.
-fn write_with(store: &dyn Store, committed: impl Fn(u64)) {
+fn write_with(store: &dyn Store, fixture: Fixture, committed: impl Fn(u64)) {
     store.put_blob(&shardalloc::strategy::source::digest_of(&component()), &component()).expect("put the blob");
-    for (revision, turn) in turns().iter().enumerate() {
+    for (revision, turn) in fixture.turns().iter().enumerate() {
         committed(store.commit(revision as u64, turn).expect("commit a fixture turn"));
     }
 }
 
-fn write(store: &dyn Store) {
-    write_with(store, |_| {});
+fn write(store: &dyn Store, fixture: Fixture) {
+    write_with(store, fixture, |_| {});
 }
 
 /// What the turns make, in memory.
-fn expected() -> Loaded {
+fn expected(fixture: Fixture) -> Loaded {
     let memory = MemoryStore::new();
-    write(&memory);
+    write(&memory, fixture);
     memory.load().expect("load the memory store")
 }
 
 /// Checks that `store`, opened from the fixture `what` of `schema`, holds
 /// exactly what [`turns`] wrote, and is of the current schema now, naming
 /// the contract and the value at fault.
-fn check(store: &dyn Store, schema: u64, what: &str) {
-    let contract = format!("the store format (schema {schema}, contracts/store-v{schema}/{what})");
+fn check(store: &dyn Store, fixture: Fixture, what: &str) {
+    let Fixture { schema, dir, .. } = fixture;
+    let contract = format!("the store format (schema {schema}, contracts/{dir}/{what})");
     let loaded = store.load().unwrap_or_else(|e| panic!("{contract} no longer loads: {e}"));
-    let expected = expected();
+    let expected = expected(fixture);
     assert_eq!(loaded.revision, expected.revision, "{contract}: the revision");
     assert_eq!(loaded.components, expected.components, "{contract}: the component records");
     assert_eq!(
@@ -293,6 +387,14 @@ fn check(store: &dyn Store, schema: u64, what: &str) {
     assert_eq!(cart.signal.as_deref(), Some(r#"{"prefer":"zone-b"}"#), "{contract}");
     assert_eq!(cart.placements["s-unpinned"].target, None, "{contract}: the tombstone");
     assert!(!loaded.types.contains_key("gone"), "{contract}: a removed type came back");
+    if fixture.late {
+        assert_eq!((cart.homes["s-epoch-later"].epoch, cart.epoch), (5, 5), "{contract}: the epochs");
+        assert_eq!(cart.loads["s-strategy"], ShardLoad { load: 12.5, moved_at: Some(6_500) }, "{contract}: a load");
+        assert!(!cart.loads.contains_key("s-refused"), "{contract}: a forgotten load came back");
+        assert!(cart.operations.freezes.now.contains_key(&FreezeScope::Type), "{contract}: the freeze");
+        assert_eq!(cart.operations.freezes.history.len(), 3, "{contract}: the freeze history");
+        assert_eq!(cart.operations.drains.get("10.0.0.1:2552"), Some(&8_400), "{contract}: the drain");
+    }
     let digest = shardalloc::strategy::source::digest_of(&component());
     assert_eq!(store.blob(&digest).expect("read the blob").as_deref(), Some(&component()[..]), "{contract}: the blob");
     assert_eq!(store.blob_digests().expect("list the blobs"), [digest], "{contract}: the blobs");
@@ -336,23 +438,24 @@ fn unlocked<T>(mut open: impl FnMut() -> Result<T, redb::DatabaseError>) -> Resu
 }
 
 /// Opens the redb fixture of `schema` (a copy), as it opens in production.
-fn open_redb(schema: u64) -> (tempfile::TempDir, RedbStore) {
-    let fixture = fixtures(schema).join("redb");
-    if bless(schema) {
-        let _ = std::fs::remove_dir_all(&fixture);
-        write(&RedbStore::open(&fixture).expect("create the fixture"));
+fn open_redb(fixture: Fixture) -> (tempfile::TempDir, RedbStore) {
+    let Fixture { schema, dir, .. } = fixture;
+    let path = fixtures(fixture).join("redb");
+    if bless(fixture) {
+        let _ = std::fs::remove_dir_all(&path);
+        write(&RedbStore::open(&path).expect("create the fixture"), fixture);
     }
-    let dir = copied(&fixture);
-    let store = RedbStore::open(dir.path()).unwrap_or_else(|e| {
-        panic!("the store format (schema {schema}, contracts/store-v{schema}/redb) no longer opens: {e}")
-    });
+    let copy = copied(&path);
+    let store = RedbStore::open(copy.path())
+        .unwrap_or_else(|e| panic!("the store format (schema {schema}, contracts/{dir}/redb) no longer opens: {e}"));
+    let dir = copy;
     (dir, store)
 }
 
 #[test]
 fn a_v1_redb_store_migrates_and_loads_every_value() {
-    let (dir, store) = open_redb(1);
-    check(&store, 1, "redb");
+    let (dir, store) = open_redb(V1);
+    check(&store, V1, "redb");
     drop(store);
     // The migration rewrote every row in one transaction, then compacted:
     // nothing is left to compact.
@@ -360,7 +463,7 @@ fn a_v1_redb_store_migrates_and_loads_every_value() {
     assert!(!db.compact().expect("compact"), "the migrated store was left uncompacted");
     drop(db);
     // Opened again after the migration: the same values, schema 2.
-    check(&RedbStore::open(dir.path()).expect("the migrated fixture opens again"), 1, "redb (reopened)");
+    check(&RedbStore::open(dir.path()).expect("the migrated fixture opens again"), V1, "redb (reopened)");
     // The copy kept is the schema-1 store: refused as schema 1 without
     // migrating, and migrated to the same values.
     let copy = dir.path().join(V1_COPY);
@@ -372,12 +475,12 @@ fn a_v1_redb_store_migrates_and_loads_every_value() {
         Err(StoreError::NotMigrated { found: 1, current: 2, .. }) => {}
         other => panic!("the kept copy is not a schema-1 store: {:?}", other.map(|_| ())),
     }
-    check(&RedbStore::open(restored.path()).expect("the kept copy opens"), 1, "redb (its kept copy)");
+    check(&RedbStore::open(restored.path()).expect("the kept copy opens"), V1, "redb (its kept copy)");
 }
 
 #[test]
 fn a_v1_redb_store_is_refused_without_migrating() {
-    let fixture = fixtures(1).join("redb");
+    let fixture = fixtures(V1).join("redb");
     let dir = copied(&fixture);
     let error = RedbStore::open_with(dir.path(), false).err().expect("a schema-1 store opened under --no-migrate");
     let message = error.to_string();
@@ -392,16 +495,24 @@ fn a_v1_redb_store_is_refused_without_migrating() {
 
 #[test]
 fn a_v2_redb_store_loads_every_value() {
-    let (dir, store) = open_redb(2);
-    check(&store, 2, "redb");
+    let (dir, store) = open_redb(V2);
+    check(&store, V2, "redb");
     drop(store);
-    check(&RedbStore::open(dir.path()).expect("the fixture opens again"), 2, "redb");
+    check(&RedbStore::open(dir.path()).expect("the fixture opens again"), V2, "redb");
     assert!(!dir.path().join(V1_COPY).exists(), "a schema-2 store was copied as if migrated");
 }
 
 #[test]
+fn a_late_v2_redb_store_loads_every_value() {
+    let (dir, store) = open_redb(V2_LATE);
+    check(&store, V2_LATE, "redb");
+    drop(store);
+    check(&RedbStore::open(dir.path()).expect("the fixture opens again"), V2_LATE, "redb");
+}
+
+#[test]
 fn a_redb_store_of_a_newer_schema_is_refused() {
-    let (dir, store) = open_redb(2);
+    let (dir, store) = open_redb(V2);
     drop(store);
     {
         let db = unlocked(|| redb::Database::create(dir.path().join("shardalloc.redb"))).unwrap();
@@ -447,13 +558,13 @@ fn etcd_config(etcd: &Etcd, prefix: &str) -> EtcdConfig {
 }
 
 /// Writes the fixture turns to etcd under [`ETCD_PREFIX`] and dumps every key.
-fn dump_etcd(etcd: &Etcd, to: &Path) {
+fn dump_etcd(etcd: &Etcd, fixture: Fixture, to: &Path) {
     let (runtime, client) = client(etcd);
     let checkpoint = format!("{ETCD_PREFIX}checkpoint");
     let store = EtcdStore::open(&etcd_config(etcd, ETCD_PREFIX)).expect("open etcd");
     // The checkpoint of revision 3 is written by a background thread: wait
     // for it, so the dump holds it and the log after it.
-    write_with(&store, |revision| {
+    write_with(&store, fixture, |revision| {
         let started = std::time::Instant::now();
         while revision == 3 && runtime.block_on(client.range(ops::range(checkpoint.as_str()))).unwrap().kvs.is_empty() {
             assert!(started.elapsed() < std::time::Duration::from_secs(60), "no checkpoint within 60 s");
@@ -479,10 +590,10 @@ fn dump_etcd(etcd: &Etcd, to: &Path) {
 }
 
 /// The etcd dump of `schema`'s fixture, written first when blessing.
-fn dumped(etcd: &Etcd, schema: u64) -> Vec<DumpedKey> {
-    let dump = fixtures(schema).join("etcd.json");
-    if bless(schema) {
-        dump_etcd(etcd, &dump);
+fn dumped(etcd: &Etcd, fixture: Fixture) -> Vec<DumpedKey> {
+    let dump = fixtures(fixture).join("etcd.json");
+    if bless(fixture) {
+        dump_etcd(etcd, fixture, &dump);
     }
     let keys: Vec<DumpedKey> = serde_json::from_str(&std::fs::read_to_string(&dump).expect("read the etcd dump"))
         .expect("parse the etcd dump");
@@ -514,22 +625,23 @@ fn get(etcd: &Etcd, key: &str) -> Option<Vec<u8>> {
     runtime.block_on(client.range(ops::range(key))).unwrap().kvs.into_iter().next().map(|kv| kv.value)
 }
 
-fn open_etcd(etcd: &Etcd, schema: u64, prefix: &str) -> EtcdStore {
+fn open_etcd(etcd: &Etcd, fixture: Fixture, prefix: &str) -> EtcdStore {
+    let Fixture { schema, dir, .. } = fixture;
     EtcdStore::open(&etcd_config(etcd, prefix)).unwrap_or_else(|e| {
-        panic!("the store format (schema {schema}, contracts/store-v{schema}/etcd.json) no longer opens: {e}")
+        panic!("the store format (schema {schema}, contracts/{dir}/etcd.json) no longer opens: {e}")
     })
 }
 
 #[test]
 fn a_v1_etcd_store_migrates_and_loads_every_value() {
     let etcd = Etcd::start();
-    let keys = dumped(&etcd, 1);
+    let keys = dumped(&etcd, V1);
     // Loaded under another prefix than it was written with.
     let prefix = "/restored/";
     restore(&etcd, &keys, prefix);
-    check(&open_etcd(&etcd, 1, prefix), 1, "etcd.json");
+    check(&open_etcd(&etcd, V1, prefix), V1, "etcd.json");
     // Opened again after the migration: the same values, schema 2.
-    check(&open_etcd(&etcd, 1, prefix), 1, "etcd.json (reopened)");
+    check(&open_etcd(&etcd, V1, prefix), V1, "etcd.json (reopened)");
     // Every schema-1 key but the blobs is kept under `v1/`, as it was.
     for key in keys.iter().filter(|k| !k.key.starts_with("blobs/")) {
         let kept = get(&etcd, &format!("{prefix}v1/{}", key.key));
@@ -549,13 +661,13 @@ fn a_v1_etcd_store_migrates_and_loads_every_value() {
         })
         .collect();
     restore(&etcd, &copy, "/from-the-copy/");
-    check(&open_etcd(&etcd, 1, "/from-the-copy/"), 1, "etcd.json (its kept copy)");
+    check(&open_etcd(&etcd, V1, "/from-the-copy/"), V1, "etcd.json (its kept copy)");
 }
 
 #[test]
 fn nodes_that_migrate_one_v1_etcd_store_at_once_all_open_it_and_keep_its_copy() {
     let etcd = Etcd::start();
-    let keys = dumped(&etcd, 1);
+    let keys = dumped(&etcd, V1);
     for round in 0..5 {
         // Several nodes of this version start together on a schema-1 store.
         let prefix = format!("/together-{round}/");
@@ -568,7 +680,7 @@ fn nodes_that_migrate_one_v1_etcd_store_at_once_all_open_it_and_keep_its_copy() 
         });
         for store in opened {
             let store = store.unwrap_or_else(|e| panic!("round {round}: a node migrating beside another failed: {e}"));
-            check(&store, 1, "etcd.json (migrated by several nodes at once)");
+            check(&store, V1, "etcd.json (migrated by several nodes at once)");
         }
         for key in keys.iter().filter(|k| !k.key.starts_with("blobs/")) {
             let kept = get(&etcd, &format!("{prefix}v1/{}", key.key));
@@ -580,7 +692,7 @@ fn nodes_that_migrate_one_v1_etcd_store_at_once_all_open_it_and_keep_its_copy() 
 #[test]
 fn a_v1_etcd_store_is_refused_without_migrating_or_while_led() {
     let etcd = Etcd::start();
-    let keys = dumped(&etcd, 1);
+    let keys = dumped(&etcd, V1);
     let prefix = "/refused/";
     restore(&etcd, &keys, prefix);
     let config = EtcdConfig { migrate: false, ..etcd_config(&etcd, prefix) };
@@ -603,17 +715,26 @@ fn a_v1_etcd_store_is_refused_without_migrating_or_while_led() {
     // Once the old leader is gone, it migrates.
     let (runtime, client) = client(&etcd);
     runtime.block_on(client.txn(ops::txn(Vec::new(), vec![ops::delete(leader)], Vec::new()))).unwrap();
-    check(&open_etcd(&etcd, 1, prefix), 1, "etcd.json");
+    check(&open_etcd(&etcd, V1, prefix), V1, "etcd.json");
 }
 
 #[test]
 fn a_v2_etcd_store_loads_every_value() {
     let etcd = Etcd::start();
-    let keys = dumped(&etcd, 2);
+    let keys = dumped(&etcd, V2);
     let prefix = "/restored/";
     restore(&etcd, &keys, prefix);
-    check(&open_etcd(&etcd, 2, prefix), 2, "etcd.json");
+    check(&open_etcd(&etcd, V2, prefix), V2, "etcd.json");
     assert_eq!(get(&etcd, &format!("{prefix}v1/schema")), None, "a schema-2 store was copied as if migrated");
+}
+
+#[test]
+fn a_late_v2_etcd_store_loads_every_value() {
+    let etcd = Etcd::start();
+    let keys = dumped(&etcd, V2_LATE);
+    let prefix = "/restored/";
+    restore(&etcd, &keys, prefix);
+    check(&open_etcd(&etcd, V2_LATE, prefix), V2_LATE, "etcd.json");
 }
 
 #[test]
@@ -641,7 +762,7 @@ fn drop_v1(args: &[&str]) -> (i32, String, String) {
 
 #[test]
 fn store_drop_v1_drops_the_copy_a_redb_migration_kept() {
-    let (dir, store) = open_redb(1);
+    let (dir, store) = open_redb(V1);
     drop(store);
     let copy = dir.path().join(V1_COPY);
     let size = std::fs::metadata(&copy).expect("the migration kept a copy").len();
@@ -650,7 +771,7 @@ fn store_drop_v1_drops_the_copy_a_redb_migration_kept() {
     assert_eq!(status, 0, "{err}");
     assert!(out.contains("dropped") && out.contains(&format!("({size} bytes)")), "{out}");
     assert!(!copy.exists(), "the copy is still there");
-    check(&RedbStore::open(dir.path()).expect("the store opens without its copy"), 1, "redb (its copy dropped)");
+    check(&RedbStore::open(dir.path()).expect("the store opens without its copy"), V1, "redb (its copy dropped)");
     let (status, out, err) = drop_v1(&["--data", data]);
     assert_eq!(status, 0, "{err}");
     assert!(out.contains("nothing to drop"), "{out}");
@@ -659,7 +780,7 @@ fn store_drop_v1_drops_the_copy_a_redb_migration_kept() {
 #[test]
 fn store_drop_v1_drops_the_keys_an_etcd_migration_kept() {
     let etcd = Etcd::start();
-    let keys = dumped(&etcd, 1);
+    let keys = dumped(&etcd, V1);
     let prefix = "/dropped/";
     restore(&etcd, &keys, prefix);
     let args = ["--etcd", etcd.url.as_str(), "--etcd-prefix", prefix];
@@ -669,7 +790,7 @@ fn store_drop_v1_drops_the_keys_an_etcd_migration_kept() {
     assert!(err.contains("schema 1") && err.contains('2'), "{err}");
     assert_eq!(get(&etcd, &format!("{prefix}schema")).as_deref(), Some(&b"1"[..]), "the refusal wrote");
     // Migrated, with its copy kept.
-    let store = open_etcd(&etcd, 1, prefix);
+    let store = open_etcd(&etcd, V1, prefix);
     let kept: Vec<&DumpedKey> = keys.iter().filter(|k| !k.key.starts_with("blobs/")).collect();
     // Refused while a node migrates it (its token in `migrating`).
     let (runtime, client) = client(&etcd);
@@ -687,7 +808,7 @@ fn store_drop_v1_drops_the_keys_an_etcd_migration_kept() {
     for key in &kept {
         assert_eq!(get(&etcd, &format!("{prefix}v1/{}", key.key)), None, "{} is still kept", key.key);
     }
-    check(&open_etcd(&etcd, 2, prefix), 1, "etcd.json (its copy dropped)");
+    check(&open_etcd(&etcd, V2, prefix), V1, "etcd.json (its copy dropped)");
     let (status, out, err) = drop_v1(&args);
     assert_eq!(status, 0, "{err}");
     assert!(out.contains("nothing to drop"), "{out}");
