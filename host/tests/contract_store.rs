@@ -1,18 +1,20 @@
 //! The store format is a contract with every store already written: a node
 //! must load what an earlier version wrote. `contracts/store-v1/` holds a
 //! redb data directory and an etcd dump written by the code of schema 1
-//! (JSON rows; the etcd log of whole turns and a checkpoint), and
-//! `contracts/store-v2/` the same written by the code of schema 2 (the
-//! postcard records of `store/records/`), from the turns
+//! (JSON rows; the etcd log of whole turns and a checkpoint),
+//! `contracts/store-v2/` and `store-v2-late/` the same written by the code
+//! of schema 2 (postcard records; the second with what schema 2 gained
+//! later), and `contracts/store-v3/` by the code of schema 3 (the tagged
+//! CBOR records of `store/records/`), from the turns
 //! below: placements and a tombstone, homes with every allocation reason
 //! (the fallbacks' every kind included), built-in and uploaded strategies
 //! with a component's bytes, the activation history with every cause, a
 //! signal, a drain, a leaving region, a hand-off, the rebalance queue, a
 //! removed type. Each test opens its fixture with this code and checks that
 //! it loads to exactly the state those turns make in memory, value by value.
-//! A schema-1 fixture is migrated as it opens: the tests check the schema
-//! after, the values again after a reopen, the copy of the schema-1 data
-//! kept, and the refusal under `--no-migrate`.
+//! A fixture of an older schema is migrated as it opens: the tests check
+//! the schema after, the values again after a reopen, the copy of the older
+//! data kept, and the refusal under `--no-migrate`.
 //!
 //! A failure here means this build cannot read stores that exist: keep
 //! reading (or migrating) every schema, never bless a fixture again.
@@ -29,7 +31,7 @@ use etcd::Etcd;
 use shardalloc::coordinator::{
     Change, ChangedBy, Freeze, FreezeScope, Home, PlacementEntry, RegionRecord, ShardLoad, Stamp,
 };
-use shardalloc::store::redb::V1_COPY;
+use shardalloc::store::redb::kept_copy;
 use shardalloc::store::{
     ActivationRecord, ComponentRecord, EtcdConfig, EtcdStore, Loaded, MemoryStore, RedbStore, SCHEMA_VERSION, Store,
     StoreError, Turn, TypeRecord,
@@ -318,6 +320,8 @@ const V1: Fixture = Fixture { schema: 1, dir: "store-v1", late: false };
 const V2: Fixture = Fixture { schema: 2, dir: "store-v2", late: false };
 /// Schema 2 with what it gained later (written by its last code).
 const V2_LATE: Fixture = Fixture { schema: 2, dir: "store-v2-late", late: true };
+/// Schema 3, the current one.
+const V3: Fixture = Fixture { schema: 3, dir: "store-v3", late: true };
 
 impl Fixture {
     fn turns(self) -> Vec<Turn> {
@@ -454,28 +458,7 @@ fn open_redb(fixture: Fixture) -> (tempfile::TempDir, RedbStore) {
 
 #[test]
 fn a_v1_redb_store_migrates_and_loads_every_value() {
-    let (dir, store) = open_redb(V1);
-    check(&store, V1, "redb");
-    drop(store);
-    // The migration rewrote every row in one transaction, then compacted:
-    // nothing is left to compact.
-    let mut db = unlocked(|| redb::Database::open(dir.path().join("shardalloc.redb"))).expect("open the migrated file");
-    assert!(!db.compact().expect("compact"), "the migrated store was left uncompacted");
-    drop(db);
-    // Opened again after the migration: the same values, schema 2.
-    check(&RedbStore::open(dir.path()).expect("the migrated fixture opens again"), V1, "redb (reopened)");
-    // The copy kept is the schema-1 store: refused as schema 1 without
-    // migrating, and migrated to the same values.
-    let copy = dir.path().join(V1_COPY);
-    assert!(copy.exists(), "the migration kept no copy of the schema-1 file ({V1_COPY})");
-    let restored = tempfile::tempdir().unwrap();
-    std::fs::copy(&copy, restored.path().join("shardalloc.redb")).unwrap();
-    std::fs::copy(dir.path().join("shardalloc-data"), restored.path().join("shardalloc-data")).unwrap();
-    match RedbStore::open_with(restored.path(), false) {
-        Err(StoreError::NotMigrated { found: 1, current: 2, .. }) => {}
-        other => panic!("the kept copy is not a schema-1 store: {:?}", other.map(|_| ())),
-    }
-    check(&RedbStore::open(restored.path()).expect("the kept copy opens"), V1, "redb (its kept copy)");
+    migrates_redb(V1);
 }
 
 #[test]
@@ -484,30 +467,69 @@ fn a_v1_redb_store_is_refused_without_migrating() {
     let dir = copied(&fixture);
     let error = RedbStore::open_with(dir.path(), false).err().expect("a schema-1 store opened under --no-migrate");
     let message = error.to_string();
-    assert!(matches!(error, StoreError::NotMigrated { found: 1, current: 2, .. }), "{message}");
-    for words in ["schema version 1", "schema version 2", "without --no-migrate"] {
+    assert!(matches!(error, StoreError::NotMigrated { found: 1, current: 3, .. }), "{message}");
+    for words in ["schema version 1", "schema version 3", "without --no-migrate"] {
         assert!(message.contains(words), "the refusal does not say {words:?}: {message}");
     }
     let original = std::fs::read(fixture.join("shardalloc.redb")).unwrap();
     assert!(std::fs::read(dir.path().join("shardalloc.redb")).unwrap() == original, "the refusal wrote to the store");
-    assert!(!dir.path().join(V1_COPY).exists(), "the refusal made a copy");
+    assert!(!dir.path().join(kept_copy(1)).exists(), "the refusal made a copy");
+}
+
+/// Opens the redb fixture of an older schema, migrating it, and checks it
+/// before and after a reopen, and the copy it kept: refused as its schema
+/// without migrating, and migrated to the same values.
+fn migrates_redb(fixture: Fixture) {
+    let (dir, store) = open_redb(fixture);
+    check(&store, fixture, "redb");
+    drop(store);
+    // The migration rewrote every row in one transaction, then compacted:
+    // nothing is left to compact.
+    let mut db = unlocked(|| redb::Database::open(dir.path().join("shardalloc.redb"))).expect("open the migrated file");
+    assert!(!db.compact().expect("compact"), "the migrated store was left uncompacted");
+    // Schema 2's side tables are folded into the rows and gone.
+    let tables: Vec<String> = {
+        use redb::{ReadableDatabase, TableHandle};
+        let txn = db.begin_read().unwrap();
+        txn.list_tables().unwrap().map(|t| t.name().to_owned()).collect()
+    };
+    for gone in ["operations", "home-epochs", "epochs"] {
+        assert!(!tables.iter().any(|t| t == gone), "schema 2's table {gone} is still there: {tables:?}");
+    }
+    drop(db);
+    check(&RedbStore::open(dir.path()).expect("the migrated fixture opens again"), fixture, "redb (reopened)");
+    let copy = dir.path().join(kept_copy(fixture.schema));
+    assert!(copy.exists(), "the migration kept no copy of the older file ({})", copy.display());
+    let restored = tempfile::tempdir().unwrap();
+    std::fs::copy(&copy, restored.path().join("shardalloc.redb")).unwrap();
+    std::fs::copy(dir.path().join("shardalloc-data"), restored.path().join("shardalloc-data")).unwrap();
+    match RedbStore::open_with(restored.path(), false) {
+        Err(StoreError::NotMigrated { found, current, .. }) if found == fixture.schema && current == SCHEMA_VERSION => {
+        }
+        other => panic!("the kept copy is not a schema-{} store: {:?}", fixture.schema, other.map(|_| ())),
+    }
+    check(&RedbStore::open(restored.path()).expect("the kept copy opens"), fixture, "redb (its kept copy)");
 }
 
 #[test]
-fn a_v2_redb_store_loads_every_value() {
-    let (dir, store) = open_redb(V2);
-    check(&store, V2, "redb");
-    drop(store);
-    check(&RedbStore::open(dir.path()).expect("the fixture opens again"), V2, "redb");
-    assert!(!dir.path().join(V1_COPY).exists(), "a schema-2 store was copied as if migrated");
+fn a_v2_redb_store_migrates_and_loads_every_value() {
+    migrates_redb(V2);
 }
 
 #[test]
-fn a_late_v2_redb_store_loads_every_value() {
-    let (dir, store) = open_redb(V2_LATE);
-    check(&store, V2_LATE, "redb");
+fn a_late_v2_redb_store_migrates_and_loads_every_value() {
+    migrates_redb(V2_LATE);
+}
+
+#[test]
+fn a_v3_redb_store_loads_every_value() {
+    let (dir, store) = open_redb(V3);
+    check(&store, V3, "redb");
     drop(store);
-    check(&RedbStore::open(dir.path()).expect("the fixture opens again"), V2_LATE, "redb");
+    check(&RedbStore::open(dir.path()).expect("the fixture opens again"), V3, "redb");
+    for schema in 1..SCHEMA_VERSION {
+        assert!(!dir.path().join(kept_copy(schema)).exists(), "a schema-3 store was copied as if migrated");
+    }
 }
 
 #[test]
@@ -517,13 +539,13 @@ fn a_redb_store_of_a_newer_schema_is_refused() {
     {
         let db = unlocked(|| redb::Database::create(dir.path().join("shardalloc.redb"))).unwrap();
         let txn = db.begin_write().unwrap();
-        txn.open_table(redb::TableDefinition::<&str, u64>::new("meta")).unwrap().insert("schema", 3).unwrap();
+        txn.open_table(redb::TableDefinition::<&str, u64>::new("meta")).unwrap().insert("schema", 4).unwrap();
         txn.commit().unwrap();
     }
-    let error = RedbStore::open(dir.path()).err().expect("a schema-3 store opened");
-    assert!(matches!(error, StoreError::NewerSchema { found: 3, supported: 2 }), "{error}");
+    let error = RedbStore::open(dir.path()).err().expect("a schema-4 store opened");
+    assert!(matches!(error, StoreError::NewerSchema { found: 4, supported: 3 }), "{error}");
     let message = error.to_string();
-    assert!(message.contains("schema version 3") && message.contains("up to 2"), "{message}");
+    assert!(message.contains("schema version 4") && message.contains("up to 3"), "{message}");
 }
 
 /// One key of the etcd dump: its name under the prefix, and its value as
@@ -560,15 +582,13 @@ fn etcd_config(etcd: &Etcd, prefix: &str) -> EtcdConfig {
 /// Writes the fixture turns to etcd under [`ETCD_PREFIX`] and dumps every key.
 fn dump_etcd(etcd: &Etcd, fixture: Fixture, to: &Path) {
     let (runtime, client) = client(etcd);
-    let checkpoint = format!("{ETCD_PREFIX}checkpoint");
-    let store = EtcdStore::open(&etcd_config(etcd, ETCD_PREFIX)).expect("open etcd");
-    // The checkpoint of revision 3 is written by a background thread: wait
-    // for it, so the dump holds it and the log after it.
+    // The checkpoint of revision 3 is written then, and no other: the dump
+    // holds it and the log after it.
+    let config = EtcdConfig { checkpoint_every: u64::MAX, ..etcd_config(etcd, ETCD_PREFIX) };
+    let store = EtcdStore::open(&config).expect("open etcd");
     write_with(&store, fixture, |revision| {
-        let started = std::time::Instant::now();
-        while revision == 3 && runtime.block_on(client.range(ops::range(checkpoint.as_str()))).unwrap().kvs.is_empty() {
-            assert!(started.elapsed() < std::time::Duration::from_secs(60), "no checkpoint within 60 s");
-            std::thread::sleep(std::time::Duration::from_millis(50));
+        if revision == 3 {
+            store.checkpoint_now().expect("write the checkpoint");
         }
     });
     drop(store);
@@ -634,34 +654,7 @@ fn open_etcd(etcd: &Etcd, fixture: Fixture, prefix: &str) -> EtcdStore {
 
 #[test]
 fn a_v1_etcd_store_migrates_and_loads_every_value() {
-    let etcd = Etcd::start();
-    let keys = dumped(&etcd, V1);
-    // Loaded under another prefix than it was written with.
-    let prefix = "/restored/";
-    restore(&etcd, &keys, prefix);
-    check(&open_etcd(&etcd, V1, prefix), V1, "etcd.json");
-    // Opened again after the migration: the same values, schema 2.
-    check(&open_etcd(&etcd, V1, prefix), V1, "etcd.json (reopened)");
-    // Every schema-1 key but the blobs is kept under `v1/`, as it was.
-    for key in keys.iter().filter(|k| !k.key.starts_with("blobs/")) {
-        let kept = get(&etcd, &format!("{prefix}v1/{}", key.key));
-        assert_eq!(kept, Some(value(key)), "the schema-1 key {} was not kept under {prefix}v1/", key.key);
-    }
-    assert_eq!(get(&etcd, &format!("{prefix}schema")).as_deref(), Some(&b"2"[..]), "the schema key");
-    // The kept keys, put back as a store of their own, migrate to the same.
-    let copy: Vec<DumpedKey> = keys
-        .iter()
-        .map(|k| {
-            let kept = if k.key.starts_with("blobs/") {
-                value(k)
-            } else {
-                get(&etcd, &format!("{prefix}v1/{}", k.key)).unwrap()
-            };
-            DumpedKey { key: k.key.clone(), text: None, hex: Some(hex(&kept)) }
-        })
-        .collect();
-    restore(&etcd, &copy, "/from-the-copy/");
-    check(&open_etcd(&etcd, V1, "/from-the-copy/"), V1, "etcd.json (its kept copy)");
+    migrates_etcd(V1);
 }
 
 #[test]
@@ -698,8 +691,8 @@ fn a_v1_etcd_store_is_refused_without_migrating_or_while_led() {
     let config = EtcdConfig { migrate: false, ..etcd_config(&etcd, prefix) };
     let error = EtcdStore::open(&config).err().expect("a schema-1 store opened under --no-migrate");
     let message = error.to_string();
-    assert!(matches!(error, StoreError::NotMigrated { found: 1, current: 2, .. }), "{message}");
-    for words in ["schema version 1", "schema version 2", "without --no-migrate"] {
+    assert!(matches!(error, StoreError::NotMigrated { found: 1, current: 3, .. }), "{message}");
+    for words in ["schema version 1", "schema version 3", "without --no-migrate"] {
         assert!(message.contains(words), "the refusal does not say {words:?}: {message}");
     }
     // A node of schema 1 may lead it: no migration, nothing written.
@@ -718,40 +711,79 @@ fn a_v1_etcd_store_is_refused_without_migrating_or_while_led() {
     check(&open_etcd(&etcd, V1, prefix), V1, "etcd.json");
 }
 
-#[test]
-fn a_v2_etcd_store_loads_every_value() {
+/// Opens the etcd dump of an older schema, migrating it, and checks it
+/// before and after a reopen; every key but the blobs is kept under
+/// `v{schema}/`, as it was, and the kept keys migrate to the same values.
+fn migrates_etcd(fixture: Fixture) {
     let etcd = Etcd::start();
-    let keys = dumped(&etcd, V2);
+    let keys = dumped(&etcd, fixture);
+    // Loaded under another prefix than it was written with.
     let prefix = "/restored/";
     restore(&etcd, &keys, prefix);
-    check(&open_etcd(&etcd, V2, prefix), V2, "etcd.json");
-    assert_eq!(get(&etcd, &format!("{prefix}v1/schema")), None, "a schema-2 store was copied as if migrated");
+    check(&open_etcd(&etcd, fixture, prefix), fixture, "etcd.json");
+    check(&open_etcd(&etcd, fixture, prefix), fixture, "etcd.json (reopened)");
+    let copy = format!("{prefix}v{}/", fixture.schema);
+    for key in keys.iter().filter(|k| !k.key.starts_with("blobs/")) {
+        let kept = get(&etcd, &format!("{copy}{}", key.key));
+        assert_eq!(kept, Some(value(key)), "the older key {} was not kept under {copy}", key.key);
+    }
+    let current = SCHEMA_VERSION.to_string();
+    assert_eq!(get(&etcd, &format!("{prefix}schema")).as_deref(), Some(current.as_bytes()), "the schema key");
+    let kept: Vec<DumpedKey> = keys
+        .iter()
+        .map(|k| {
+            let kept =
+                if k.key.starts_with("blobs/") { value(k) } else { get(&etcd, &format!("{copy}{}", k.key)).unwrap() };
+            DumpedKey { key: k.key.clone(), text: None, hex: Some(hex(&kept)) }
+        })
+        .collect();
+    restore(&etcd, &kept, "/from-the-copy/");
+    check(&open_etcd(&etcd, fixture, "/from-the-copy/"), fixture, "etcd.json (its kept copy)");
 }
 
 #[test]
-fn a_late_v2_etcd_store_loads_every_value() {
+fn a_v2_etcd_store_migrates_and_loads_every_value() {
+    migrates_etcd(V2);
+}
+
+#[test]
+fn a_late_v2_etcd_store_migrates_and_loads_every_value() {
+    migrates_etcd(V2_LATE);
+}
+
+#[test]
+fn a_v3_etcd_store_loads_every_value() {
     let etcd = Etcd::start();
-    let keys = dumped(&etcd, V2_LATE);
+    let keys = dumped(&etcd, V3);
     let prefix = "/restored/";
     restore(&etcd, &keys, prefix);
-    check(&open_etcd(&etcd, V2_LATE, prefix), V2_LATE, "etcd.json");
+    check(&open_etcd(&etcd, V3, prefix), V3, "etcd.json");
+    for schema in 1..SCHEMA_VERSION {
+        assert_eq!(get(&etcd, &format!("{prefix}v{schema}/schema")), None, "a schema-3 store was copied");
+    }
 }
 
 #[test]
 fn an_etcd_store_of_a_newer_schema_is_refused() {
     let etcd = Etcd::start();
     let prefix = "/newer/";
-    restore(&etcd, &[DumpedKey { key: "schema".into(), text: Some("3".into()), hex: None }], prefix);
-    let error = EtcdStore::open(&etcd_config(&etcd, prefix)).err().expect("a schema-3 store opened");
-    assert!(matches!(error, StoreError::NewerSchema { found: 3, supported: 2 }), "{error}");
+    restore(&etcd, &[DumpedKey { key: "schema".into(), text: Some("4".into()), hex: None }], prefix);
+    let error = EtcdStore::open(&etcd_config(&etcd, prefix)).err().expect("a schema-4 store opened");
+    assert!(matches!(error, StoreError::NewerSchema { found: 4, supported: 3 }), "{error}");
     let message = error.to_string();
-    assert!(message.contains("schema version 3") && message.contains("up to 2"), "{message}");
+    assert!(message.contains("schema version 4") && message.contains("up to 3"), "{message}");
 }
 
-/// `shardalloc store drop-v1 …`: (exit code, stdout, stderr).
+/// `shardalloc store drop-v1 …` (`drop-copies`' older name, still
+/// taken): (exit code, stdout, stderr).
 fn drop_v1(args: &[&str]) -> (i32, String, String) {
+    store_command("drop-v1", args)
+}
+
+/// `shardalloc store COMMAND …`: (exit code, stdout, stderr).
+fn store_command(command: &str, args: &[&str]) -> (i32, String, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_shardalloc"))
-        .args(["store", "drop-v1"])
+        .args(["store", command])
         .args(args)
         .env("SHARDALLOC_CACHE_DIR", "off")
         .output()
@@ -761,10 +793,27 @@ fn drop_v1(args: &[&str]) -> (i32, String, String) {
 }
 
 #[test]
+fn store_drop_copies_drops_the_copy_a_v2_migration_kept_and_check_names_it() {
+    let (dir, store) = open_redb(V2_LATE);
+    drop(store);
+    let copy = dir.path().join(kept_copy(2));
+    let size = std::fs::metadata(&copy).expect("the migration kept a copy").len();
+    let data = dir.path().to_str().unwrap();
+    let (status, out, err) = store_command("check", &["--data", data]);
+    assert_eq!(status, 0, "{err}");
+    assert!(out.contains("schema 3: current") && out.contains("shardalloc.v2.redb"), "{out}");
+    let (status, out, err) = store_command("drop-copies", &["--data", data]);
+    assert_eq!(status, 0, "{err}");
+    assert!(out.contains("dropped") && out.contains(&format!("({size} bytes)")), "{out}");
+    assert!(!copy.exists(), "the copy is still there");
+    check(&RedbStore::open(dir.path()).expect("the store opens without its copy"), V2_LATE, "redb (copy dropped)");
+}
+
+#[test]
 fn store_drop_v1_drops_the_copy_a_redb_migration_kept() {
     let (dir, store) = open_redb(V1);
     drop(store);
-    let copy = dir.path().join(V1_COPY);
+    let copy = dir.path().join(kept_copy(1));
     let size = std::fs::metadata(&copy).expect("the migration kept a copy").len();
     let data = dir.path().to_str().unwrap();
     let (status, out, err) = drop_v1(&["--data", data]);
@@ -787,7 +836,7 @@ fn store_drop_v1_drops_the_keys_an_etcd_migration_kept() {
     // Not migrated yet: its schema-1 keys are the store, not a copy.
     let (status, _, err) = drop_v1(&args);
     assert_eq!(status, 1, "a schema-1 store's keys were dropped");
-    assert!(err.contains("schema 1") && err.contains('2'), "{err}");
+    assert!(err.contains("schema 1") && err.contains("schema 3"), "{err}");
     assert_eq!(get(&etcd, &format!("{prefix}schema")).as_deref(), Some(&b"1"[..]), "the refusal wrote");
     // Migrated, with its copy kept.
     let store = open_etcd(&etcd, V1, prefix);
@@ -796,7 +845,7 @@ fn store_drop_v1_drops_the_keys_an_etcd_migration_kept() {
     let (runtime, client) = client(&etcd);
     let put = ops::txn(Vec::new(), vec![ops::put(format!("{prefix}migrating"), "token")], Vec::new());
     runtime.block_on(client.txn(put)).unwrap();
-    let refused = store.drop_v1_copy().expect_err("dropped during a migration");
+    let refused = store.drop_kept_copies().expect_err("dropped during a migration");
     assert!(refused.to_string().contains("being migrated"), "{refused}");
     let delete = ops::txn(Vec::new(), vec![ops::delete(format!("{prefix}migrating"))], Vec::new());
     runtime.block_on(client.txn(delete)).unwrap();

@@ -1,12 +1,12 @@
 //! `shardalloc store`: looks at a node's data directory while the node is
 //! stopped, copies it into etcd (moving a node alone to several nodes), and
-//! drops the copy of a schema-1 store a migration kept.
+//! drops the copies of older schemas' stores that migrations kept.
 
 use std::path::PathBuf;
 
 use anyhow::bail;
 use clap::{Args, Subcommand};
-use shardalloc::store::redb::{Checked, FILE_NAME, V1_COPY};
+use shardalloc::store::redb::{Checked, FILE_NAME, kept_copy};
 use shardalloc::store::{EtcdConfig, EtcdStore, RedbStore, SCHEMA_VERSION, Store, StoreError};
 
 /// `shardalloc store` subcommands.
@@ -18,18 +18,19 @@ pub enum StoreCommand {
     /// Copy a stopped node's embedded store into an empty etcd prefix, with
     /// every uploaded component: then start nodes with `--etcd`.
     Copy(CopyArgs),
-    /// Delete the copy of the schema-1 store a migration kept (the data
-    /// directory's `shardalloc.v1.redb`, or etcd's `{prefix}v1/` keys):
-    /// after it, the store cannot go back to a shardalloc of schema 1.
-    #[command(name = "drop-v1")]
-    DropV1(DropV1Args),
+    /// Delete the copies of older schemas' stores that migrations kept (the
+    /// data directory's `shardalloc.v1.redb` and `shardalloc.v2.redb`, or
+    /// etcd's `{prefix}v1/` and `{prefix}v2/` keys): after it, the store
+    /// cannot go back to an older shardalloc. (`drop-v1` is its older name.)
+    #[command(name = "drop-copies", alias = "drop-v1")]
+    DropCopies(DropCopiesArgs),
 }
 
-/// `shardalloc store drop-v1` flags: one store, embedded or etcd.
+/// `shardalloc store drop-copies` flags: one store, embedded or etcd.
 #[derive(Debug, Args)]
 #[group(skip)]
 #[command(group = clap::ArgGroup::new("store").required(true).args(["data", "etcd"]))]
-pub struct DropV1Args {
+pub struct DropCopiesArgs {
     /// The node's data directory (embedded store).
     #[arg(long, value_name = "DIR")]
     data: Option<PathBuf>,
@@ -73,31 +74,36 @@ pub fn run(command: StoreCommand) -> anyhow::Result<()> {
     match command {
         StoreCommand::Check(args) => check(&args),
         StoreCommand::Copy(args) => copy(&args),
-        StoreCommand::DropV1(args) => drop_v1(&args),
+        StoreCommand::DropCopies(args) => drop_copies(&args),
     }
 }
 
-fn drop_v1(args: &DropV1Args) -> anyhow::Result<()> {
+fn drop_copies(args: &DropCopiesArgs) -> anyhow::Result<()> {
     if let Some(dir) = &args.data {
-        let copy = super::shown(&dir.join(V1_COPY).display().to_string()).to_string();
-        match shardalloc::store::redb::drop_v1_copy(dir)? {
-            Some(bytes) => println!("dropped {copy} ({bytes} bytes): the store can no longer go back to schema 1"),
-            None => println!("no copy of a schema-1 store is kept in {}: nothing to drop", dir.display()),
+        let dropped = shardalloc::store::redb::drop_kept_copies(dir)?;
+        if dropped.is_empty() {
+            println!("no copy of an older store is kept in {}: nothing to drop", dir.display());
+        }
+        for (copy, bytes) in dropped {
+            let copy = super::shown(&copy.display().to_string()).to_string();
+            println!("dropped {copy} ({bytes} bytes): the store can no longer go back to the schema it holds");
         }
     }
     if let Some(endpoints) = &args.etcd {
-        // Not migrated here: a store of schema 1 is refused, naming both
-        // versions (its schema-1 keys are the store itself, not a copy).
+        // Not migrated here: a store of an older schema is refused, naming
+        // both versions (its keys are the store itself, not a copy).
         let config =
             EtcdConfig { prefix: args.etcd_prefix.clone(), migrate: false, ..EtcdConfig::new(endpoints.clone()) };
         let store = EtcdStore::open(&config)?;
-        let copy = store.keys().v1_copy();
-        match store.drop_v1_copy()? {
-            0 => println!("no copy of a schema-1 store is kept under {copy} in {}: nothing to drop", store.describe()),
-            keys => println!(
-                "dropped {keys} keys under {copy} in {}: the store can no longer go back to schema 1",
+        let dropped: Vec<(String, i64)> = store.drop_kept_copies()?.into_iter().filter(|(_, keys)| *keys > 0).collect();
+        if dropped.is_empty() {
+            println!("no copy of an older store is kept in {}: nothing to drop", store.describe());
+        }
+        for (copy, keys) in dropped {
+            println!(
+                "dropped {keys} keys under {copy} in {}: the store can no longer go back to the schema they hold",
                 store.describe()
-            ),
+            );
         }
     }
     Ok(())
@@ -159,16 +165,18 @@ fn check(args: &CheckArgs) -> anyhow::Result<()> {
             if c.schema < SCHEMA_VERSION {
                 println!(
                     "schema {} is older than this shardalloc's ({SCHEMA_VERSION}): a node started here migrates it \
-                     (keeping a copy as {V1_COPY}), or refuses it with --no-migrate",
-                    c.schema
+                     (keeping a copy as {}), or refuses it with --no-migrate",
+                    c.schema,
+                    kept_copy(c.schema)
                 );
             } else {
                 println!("schema {}: current", c.schema);
             }
-            if c.v1_copy {
+            for copy in &c.kept_copies {
                 println!(
-                    "a copy of the store before its migration is kept: {}; delete it once you no longer need to go back",
-                    super::shown(&args.data.join(V1_COPY).display().to_string())
+                    "a copy of the store before a migration is kept: {}; delete it (`shardalloc store drop-copies`) \
+                     once you no longer need to go back",
+                    super::shown(&copy.display().to_string())
                 );
             }
         }

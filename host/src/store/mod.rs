@@ -14,7 +14,8 @@
 //! - `etcd/`: [`EtcdStore`], shared by several nodes on etcd: a fenced log
 //!   of turns and a checkpoint, component blobs in chunks.
 //! - `records/`: the on-disk schema: the records each backend writes
-//!   (postcard, schema 2), and the frozen records of schema 1 it migrates.
+//!   (CBOR with tagged fields, schema 3), and the frozen records of schemas
+//!   1 and 2 it migrates.
 //! - `conformance.rs`: the suite every backend passes ([`conformance::suite`]).
 //! - [`open`]: the one place a backend is chosen, from a [`StoreConfig`].
 //!
@@ -61,11 +62,12 @@ pub use self::redb::RedbStore;
 use crate::coordinator::{Change, Durable, Home};
 use crate::strategy::{ActivationCause, StrategySource};
 
-/// The schema this build writes and reads: 2, the postcard records of
-/// [`records`]. A store of schema 1 (JSON) is migrated when it opens, unless
-/// its backend's configuration says not to (`--no-migrate`), and a copy of
-/// the schema-1 data is kept (docs/operations.md, "Store format").
-pub const SCHEMA_VERSION: u64 = records::SCHEMA_V2;
+/// The schema this build writes and reads: 3, the tagged CBOR records of
+/// [`records`]. A store of schema 1 (JSON) or 2 (postcard) is migrated when
+/// it opens, unless its backend's configuration says not to
+/// (`--no-migrate`), and a copy of the older data is kept
+/// (docs/operations.md, "Store format").
+pub const SCHEMA_VERSION: u64 = records::SCHEMA_V3;
 
 /// How many activations per type are kept (the strategy layer's limit).
 pub use crate::strategy::ACTIVATION_HISTORY;

@@ -1,28 +1,31 @@
 //! [`RedbStore`]: the embedded store, one redb file in the data directory.
 //!
-//! Tables (keys are `(type, id)` tuples; values are the postcard records
-//! of [`records`](super::records), schema 2, unless noted; schema 1 wrote
-//! the core's types as JSON, and `redb_migrate.rs` rewrites those):
+//! Tables (keys are `(type, id)` tuples; values are the records of
+//! [`records`](super::records), schema 3, unless noted; schema 1 wrote the
+//! core's types as JSON and schema 2 postcard records with three more
+//! tables, and `redb_migrate.rs` rewrites those):
 //!
 //! | table          | key                 | value                           |
 //! |----------------|---------------------|---------------------------------|
 //! | `meta`         | name                | u64 (`schema`, `revision`, `home-order`) |
-//! | `types`        | type                | `records::TypeRow`: declaration + signal + next join order |
+//! | `types`        | type                | `records::TypeRow`: declaration, signal, next join order, highest epoch, freezes and drains |
 //! | `regions`      | (type, address)     | `records::Region` without its shard list |
-//! | `homes`        | (type, shard)       | `records::HomeRow`: the home and its allocation order |
+//! | `homes`        | (type, shard)       | `records::HomeRow`: the home (with its epoch) and its allocation order |
 //! | `handoffs`     | (type, shard)       | owner address (text)            |
 //! | `placements`   | (type, shard)       | `records::Placement` (tombstones too) |
 //! | `queued`       | (type, shard)       | nothing                         |
-//! | `loads`        | (type, shard)       | `records::ShardLoad` (added within schema 2: an older file gets the table empty when it opens) |
-//! | `operations`   | type                | `records::Operations`: the freezes in force with their history, and when drains began (added within schema 2, as `loads`) |
-//! | `home-epochs`  | (type, shard)       | the epoch of the shard's home (added within schema 2, as `loads`: an older home has none, epoch 0) |
-//! | `epochs`       | type                | the highest epoch the type has given (as `home-epochs`) |
+//! | `loads`        | (type, shard)       | `records::ShardLoad`: kept apart from `homes` because it is rewritten at its own pace (every load save), not with the home |
 //! | `activations`  | (type, number)      | `records::Activation`           |
 //! | `components`   | digest              | component bytes (the blobs)     |
 //! | `component-info` | digest            | `records::Component`            |
 //!
 //! A region's shard list is not stored: it is rebuilt from `homes` in
 //! allocation order, exactly as [`Durable::apply`] builds it.
+//!
+//! Schema 2 kept a type's freezes and drains in an `operations` table and
+//! the epochs in `home-epochs` and `epochs`; they are read only from a
+//! schema-2 file (`store check`, and to migrate it), and the migration
+//! drops them.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
@@ -33,71 +36,77 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 
-use super::records::{self, v1};
+use super::records::{self, TypeValues, v1, v2};
 use super::redb_file::{self, FileState};
 use super::{
     ACTIVATION_HISTORY, ActivationRecord, ComponentRecord, Loaded, LoadedType, Revision, SCHEMA_VERSION, Store,
-    StoreError, Turn, TypeRecord,
+    StoreError, Turn,
 };
-use crate::coordinator::{Change, Durable, Home, Interned, Operations, PlacementEntry, RegionRecord};
+use crate::coordinator::{Change, Durable, Home, Interned, PlacementEntry, RegionRecord, ShardLoad};
 use crate::strategy::source::digest_of;
 
 pub(super) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 pub(super) const TYPES: TableDefinition<&str, &[u8]> = TableDefinition::new("types");
 pub(super) const REGIONS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("regions");
 pub(super) const HOMES: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("homes");
-const HANDOFFS: TableDefinition<(&str, &str), &str> = TableDefinition::new("handoffs");
+pub(super) const HANDOFFS: TableDefinition<(&str, &str), &str> = TableDefinition::new("handoffs");
 pub(super) const PLACEMENTS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("placements");
-const QUEUED: TableDefinition<(&str, &str), ()> = TableDefinition::new("queued");
-const LOADS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("loads");
-const OPERATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("operations");
-const HOME_EPOCHS: TableDefinition<(&str, &str), u64> = TableDefinition::new("home-epochs");
-const EPOCHS: TableDefinition<&str, u64> = TableDefinition::new("epochs");
+pub(super) const QUEUED: TableDefinition<(&str, &str), ()> = TableDefinition::new("queued");
+pub(super) const LOADS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("loads");
+/// Schema 2's: a type's freezes and drains (now in its `types` row).
+pub(super) const V2_OPERATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("operations");
+/// Schema 2's: the epoch of each shard's home (now in its `homes` row).
+pub(super) const V2_HOME_EPOCHS: TableDefinition<(&str, &str), u64> = TableDefinition::new("home-epochs");
+/// Schema 2's: the highest epoch of each type (now in its `types` row).
+pub(super) const V2_EPOCHS: TableDefinition<&str, u64> = TableDefinition::new("epochs");
 pub(super) const ACTIVATIONS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("activations");
-const COMPONENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("components");
+pub(super) const COMPONENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("components");
 pub(super) const COMPONENT_INFO: TableDefinition<&str, &[u8]> = TableDefinition::new("component-info");
 
 /// The file name inside the data directory.
 pub const FILE_NAME: &str = "shardalloc.redb";
 
-/// The copy of a schema-1 store, in the data directory, that migrating it
-/// keeps (delete it to drop it: docs/operations.md).
-pub const V1_COPY: &str = "shardalloc.v1.redb";
-
-/// What the `types` table keeps per type, as the core's values.
-#[derive(Debug, Clone, Default)]
-struct TypeRow {
-    record: Option<TypeRecord>,
-    signal: Option<String>,
-    next_join_order: u64,
+/// The copy of a store of schema `schema`, in the data directory, that
+/// migrating it keeps (`shardalloc.v1.redb`, `shardalloc.v2.redb`; delete
+/// it to drop it: docs/operations.md).
+pub fn kept_copy(schema: u64) -> String {
+    format!("shardalloc.v{schema}.redb")
 }
 
 /// A row of `table` stored with `schema`: schema 1 read as the JSON record
-/// `V1`, schema 2 as the postcard record `V2`.
-pub(super) fn row<V1, V2, T>(schema: u64, table: &'static str, bytes: &[u8]) -> Result<T, StoreError>
+/// `V1`, schema 2 as the postcard record `V2`, schema 3 as the record `V3`.
+pub(super) fn row<V1, V2, V3, T>(schema: u64, table: &'static str, bytes: &[u8]) -> Result<T, StoreError>
 where
     V1: serde::de::DeserializeOwned + Into<T>,
     V2: serde::de::DeserializeOwned + Into<T>,
+    V3: for<'b> minicbor::Decode<'b, ()> + Into<T>,
 {
-    records::decode_as::<V1, V2, T>(schema, bytes)
+    records::decode_as::<V1, V2, V3, T>(schema, bytes)
         .map_err(|detail| StoreError::Corrupt { what: format!("table {table}"), detail })
 }
 
-fn type_row(schema: u64, bytes: &[u8]) -> Result<TypeRow, StoreError> {
-    let (record, signal, next_join_order) = row::<v1::TypeRow, records::TypeRow, _>(schema, "types", bytes)?;
-    Ok(TypeRow { record, signal, next_join_order })
-}
-
-fn encode_type_row(row: &TypeRow) -> Vec<u8> {
-    records::encode(&records::type_row(row.record.as_ref(), row.signal.as_deref(), row.next_join_order))
+fn type_row(schema: u64, bytes: &[u8]) -> Result<TypeValues, StoreError> {
+    row::<v1::TypeRow, v2::TypeRow, records::TypeRow, _>(schema, "types", bytes)
 }
 
 fn home_row(schema: u64, bytes: &[u8]) -> Result<(Home, u64), StoreError> {
-    row::<v1::HomeRow, records::HomeRow, _>(schema, "homes", bytes)
+    row::<v1::HomeRow, v2::HomeRow, records::HomeRow, _>(schema, "homes", bytes)
 }
 
 fn placement(schema: u64, bytes: &[u8]) -> Result<PlacementEntry, StoreError> {
-    row::<v1::PlacementEntry, records::Placement, _>(schema, "placements", bytes)
+    row::<v1::PlacementEntry, v2::Placement, records::Placement, _>(schema, "placements", bytes)
+}
+
+pub(super) fn region_row(schema: u64, bytes: &[u8]) -> Result<RegionRecord, StoreError> {
+    row::<v1::Region, v2::Region, records::Region, _>(schema, "regions", bytes)
+}
+
+pub(super) fn activation_row(schema: u64, bytes: &[u8]) -> Result<ActivationRecord, StoreError> {
+    row::<v1::Activation, v2::Activation, records::Activation, _>(schema, "activations", bytes)
+}
+
+pub(super) fn component_row(schema: u64, bytes: &[u8]) -> Result<ComponentRecord, StoreError> {
+    row::<v1::Component, v2::Component, records::Component, _>(schema, "component-info", bytes)
 }
 
 fn db<E: Into<redb::Error>>(error: E) -> StoreError {
@@ -129,7 +138,7 @@ impl RedbStore {
 
     /// Opens the store in `dir`, as [`RedbStore::open`]; a store of an
     /// older schema is migrated when `migrate` (a copy of the file kept as
-    /// [`V1_COPY`] first), else refused with [`StoreError::NotMigrated`]
+    /// [`kept_copy`] first), else refused with [`StoreError::NotMigrated`]
     /// before anything is written.
     pub fn open_with(dir: &Path, migrate: bool) -> Result<Self, StoreError> {
         let io = |error| StoreError::Io { path: dir.display().to_string(), error };
@@ -253,9 +262,6 @@ impl RedbStore {
             txn.open_table(PLACEMENTS).map_err(db)?;
             txn.open_table(QUEUED).map_err(db)?;
             txn.open_table(LOADS).map_err(db)?;
-            txn.open_table(OPERATIONS).map_err(db)?;
-            txn.open_table(HOME_EPOCHS).map_err(db)?;
-            txn.open_table(EPOCHS).map_err(db)?;
             txn.open_table(ACTIVATIONS).map_err(db)?;
             txn.open_table(COMPONENTS).map_err(db)?;
             txn.open_table(COMPONENT_INFO).map_err(db)?;
@@ -283,21 +289,26 @@ impl RedbStore {
     }
 }
 
-/// Deletes the copy of the schema-1 file a migration kept in `dir`
-/// ([`V1_COPY`], `shardalloc store drop-v1`); answers its size, `None`
-/// when there is none. Safe while a node runs (it never reads the copy)
-/// and after a migration that did not finish (the store is then still the
-/// whole schema-1 file, and the next migration copies it again).
-pub fn drop_v1_copy(dir: &Path) -> Result<Option<u64>, StoreError> {
-    let copy = dir.join(V1_COPY);
-    let io = |error| StoreError::Io { path: copy.display().to_string(), error };
-    let bytes = match std::fs::metadata(&copy) {
-        Ok(metadata) => metadata.len(),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(io(error)),
-    };
-    std::fs::remove_file(&copy).map_err(io)?;
-    Ok(Some(bytes))
+/// Deletes the copies of older schemas' files that migrations kept in
+/// `dir` ([`kept_copy`], `shardalloc store drop-copies`); answers each
+/// copy dropped with its size (none when there was none). Safe while a
+/// node runs (it never reads a copy) and after a migration that did not
+/// finish (the store is then still the whole older file, and the next
+/// migration copies it again).
+pub fn drop_kept_copies(dir: &Path) -> Result<Vec<(PathBuf, u64)>, StoreError> {
+    let mut dropped = Vec::new();
+    for schema in 1..SCHEMA_VERSION {
+        let copy = dir.join(kept_copy(schema));
+        let io = |error| StoreError::Io { path: copy.display().to_string(), error };
+        let bytes = match std::fs::metadata(&copy) {
+            Ok(metadata) => metadata.len(),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(error) => return Err(io(error)),
+        };
+        std::fs::remove_file(&copy).map_err(io)?;
+        dropped.push((copy, bytes));
+    }
+    Ok(dropped)
 }
 
 /// Sets a file's or directory's mode.
@@ -337,9 +348,9 @@ pub struct Contents {
     pub components: usize,
     /// The file's size in bytes.
     pub file_bytes: u64,
-    /// The copy of the schema-1 file a migration kept ([`V1_COPY`]) is
-    /// still in the directory.
-    pub v1_copy: bool,
+    /// The copies of older schemas' files that migrations kept
+    /// ([`kept_copy`]) and are still in the directory.
+    pub kept_copies: Vec<PathBuf>,
 }
 
 impl RedbStore {
@@ -356,7 +367,8 @@ impl RedbStore {
                 let mut checked = read_back(&path, true)?.0;
                 if let Checked::Sound(contents) = &mut checked {
                     integrity(&path)?;
-                    contents.v1_copy = dir.join(V1_COPY).exists();
+                    contents.kept_copies =
+                        (1..SCHEMA_VERSION).map(|n| dir.join(kept_copy(n))).filter(|copy| copy.exists()).collect();
                 }
                 Ok(checked)
             }
@@ -493,7 +505,7 @@ fn read_contents(txn: &redb::ReadTransaction, hash_components: bool) -> Result<(
 
 /// Everything [`Store::load`] answers, read in one transaction; a store of
 /// a newer schema is refused first.
-fn read_loaded(txn: &redb::ReadTransaction) -> Result<Loaded, StoreError> {
+pub(super) fn read_loaded(txn: &redb::ReadTransaction) -> Result<Loaded, StoreError> {
     let meta = txn.open_table(META).map_err(db)?;
     let schema = meta.get("schema").map_err(db)?.map_or(0, |v| v.value());
     if schema > SCHEMA_VERSION {
@@ -504,8 +516,7 @@ fn read_loaded(txn: &redb::ReadTransaction) -> Result<Loaded, StoreError> {
     let mut components = BTreeMap::new();
     for entry in txn.open_table(COMPONENT_INFO).map_err(db)?.iter().map_err(db)? {
         let (key, value) = entry.map_err(db)?;
-        let record: ComponentRecord =
-            row::<v1::Component, records::Component, _>(schema, "component-info", value.value())?;
+        let record = component_row(schema, value.value())?;
         components.insert(key.value().to_owned(), record);
     }
     Ok(Loaded { revision, types, components })
@@ -565,11 +576,11 @@ impl TypeHomes {
     /// Reads the row of `shard`; a home whose region is gone went with it
     /// (as in `Durable::apply`).
     fn read(&mut self, schema: u64, shard: &str, bytes: &[u8]) -> Result<(), StoreError> {
-        let (home, order, index) = if schema == records::SCHEMA_V2 {
+        let (home, order, index) = if schema == SCHEMA_VERSION {
             let (address, read) = records::read_home_row(bytes, &mut self.interned)
                 .map_err(|detail| StoreError::Corrupt { what: "table homes".into(), detail })?;
             let Some((region, &index)) = self.regions.get_key_value(address) else { return Ok(()) };
-            (Home { region: region.clone(), reason: read.reason, at: read.at, epoch: 0 }, read.order, index)
+            (Home { region: region.clone(), reason: read.reason, at: read.at, epoch: read.epoch }, read.order, index)
         } else {
             let (home, order) = home_row(schema, bytes)?;
             let Some(&index) = self.regions.get(&*home.region) else { return Ok(()) };
@@ -616,11 +627,13 @@ fn read_types(
         loaded.record = row.record;
         loaded.durable.signal = row.signal;
         loaded.durable.next_join_order = row.next_join_order;
+        loaded.durable.epoch = row.epoch;
+        loaded.durable.operations = row.operations;
     }
     for entry in rows(&txn.open_table(REGIONS).map_err(db)?, only)? {
         let (key, value) = entry.map_err(db)?;
         let (t, address) = key.value();
-        let record: RegionRecord = row::<v1::Region, records::Region, _>(schema, "regions", value.value())?;
+        let record = region_row(schema, value.value())?;
         of(&mut types, t).durable.regions.insert(address.to_owned(), record);
     }
     let homes_table = txn.open_table(HOMES).map_err(db)?;
@@ -669,27 +682,20 @@ fn read_types(
             for entry in rows(&table, only)? {
                 let (key, value) = entry.map_err(db)?;
                 let (t, shard) = key.value();
-                let load: records::ShardLoad = records::decode(value.value())
-                    .map_err(|detail| StoreError::Corrupt { what: "table loads".to_owned(), detail })?;
-                of(&mut types, t).durable.loads.insert(shard.to_owned(), load.into());
+                let load = match schema {
+                    records::SCHEMA_V2 => v2::decode::<v2::ShardLoad>(value.value()).map(Into::into),
+                    _ => records::decode::<records::ShardLoad>(value.value()).map(Into::into),
+                };
+                let load = load.map_err(|detail| StoreError::Corrupt { what: "table loads".to_owned(), detail })?;
+                of(&mut types, t).durable.loads.insert(shard.to_owned(), load);
             }
         }
         Err(redb::TableError::TableDoesNotExist(_)) => {}
         Err(error) => return Err(db(error)),
     }
-    match txn.open_table(OPERATIONS) {
-        Ok(table) => {
-            for entry in named_rows(&table, only)? {
-                let (name, value) = entry.map_err(db)?;
-                let row: records::Operations = records::decode(value.value())
-                    .map_err(|detail| StoreError::Corrupt { what: "table operations".to_owned(), detail })?;
-                of(&mut types, name.value()).durable.operations = row.into();
-            }
-        }
-        Err(redb::TableError::TableDoesNotExist(_)) => {}
-        Err(error) => return Err(db(error)),
+    if schema == records::SCHEMA_V2 {
+        read_v2_side_tables(txn, only, &mut types)?;
     }
-    read_epochs(txn, only, &mut types)?;
     let activations = txn.open_table(ACTIVATIONS).map_err(db)?;
     let activation_rows = match only {
         None => activations.iter().map_err(db)?,
@@ -698,20 +704,33 @@ fn read_types(
     for entry in activation_rows {
         let (key, value) = entry.map_err(db)?;
         let (t, _) = key.value();
-        let activation: ActivationRecord =
-            row::<v1::Activation, records::Activation, _>(schema, "activations", value.value())?;
+        let activation = activation_row(schema, value.value())?;
         of(&mut types, t).activations.push(activation);
     }
     Ok(types)
 }
 
-/// The types' highest epochs and their homes' epochs (after the homes).
-fn read_epochs(
+/// What a schema-2 file keeps in its side tables (after the homes): the
+/// types' freezes and drains, their highest epochs and their homes' epochs.
+/// A table the file predates reads as empty.
+fn read_v2_side_tables(
     txn: &redb::ReadTransaction,
     only: Option<&str>,
     types: &mut BTreeMap<String, LoadedType>,
 ) -> Result<(), StoreError> {
-    match txn.open_table(EPOCHS) {
+    match txn.open_table(V2_OPERATIONS) {
+        Ok(table) => {
+            for entry in named_rows(&table, only)? {
+                let (name, value) = entry.map_err(db)?;
+                let row: v2::Operations = v2::decode(value.value())
+                    .map_err(|detail| StoreError::Corrupt { what: "table operations".to_owned(), detail })?;
+                of(types, name.value()).durable.operations = row.into();
+            }
+        }
+        Err(redb::TableError::TableDoesNotExist(_)) => {}
+        Err(error) => return Err(db(error)),
+    }
+    match txn.open_table(V2_EPOCHS) {
         Ok(table) => {
             for entry in named_rows(&table, only)? {
                 let (name, epoch) = entry.map_err(db)?;
@@ -721,7 +740,7 @@ fn read_epochs(
         Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
         Err(error) => return Err(db(error)),
     }
-    let table = match txn.open_table(HOME_EPOCHS) {
+    let table = match txn.open_table(V2_HOME_EPOCHS) {
         Ok(table) => table,
         Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
         Err(error) => return Err(db(error)),
@@ -736,79 +755,114 @@ fn read_epochs(
     Ok(())
 }
 
-/// Applies one coordinator change to the tables.
-struct Writer<'t> {
-    types: redb::Table<'t, &'static str, &'static [u8]>,
-    regions: redb::Table<'t, (&'static str, &'static str), &'static [u8]>,
-    homes: redb::Table<'t, (&'static str, &'static str), &'static [u8]>,
-    handoffs: redb::Table<'t, (&'static str, &'static str), &'static str>,
-    placements: redb::Table<'t, (&'static str, &'static str), &'static [u8]>,
-    queued: redb::Table<'t, (&'static str, &'static str), ()>,
-    loads: redb::Table<'t, (&'static str, &'static str), &'static [u8]>,
-    operations: redb::Table<'t, &'static str, &'static [u8]>,
-    home_epochs: redb::Table<'t, (&'static str, &'static str), u64>,
-    epochs: redb::Table<'t, &'static str, u64>,
-    home_order: u64,
+/// Applies one coordinator change to the tables. The `types` rows a turn
+/// touches are read once, changed in memory and written once at its end
+/// ([`Writer::finish`]): a turn that homes 10,000 shards raises its type's
+/// highest epoch 10,000 times.
+pub(super) struct Writer<'t> {
+    pub(super) types: redb::Table<'t, &'static str, &'static [u8]>,
+    pub(super) regions: redb::Table<'t, (&'static str, &'static str), &'static [u8]>,
+    pub(super) homes: redb::Table<'t, (&'static str, &'static str), &'static [u8]>,
+    pub(super) handoffs: redb::Table<'t, (&'static str, &'static str), &'static str>,
+    pub(super) placements: redb::Table<'t, (&'static str, &'static str), &'static [u8]>,
+    pub(super) queued: redb::Table<'t, (&'static str, &'static str), ()>,
+    pub(super) loads: redb::Table<'t, (&'static str, &'static str), &'static [u8]>,
+    pub(super) home_order: u64,
+    /// The `types` rows read or changed in this turn (`None`: deleted).
+    rows: BTreeMap<String, Option<TypeValues>>,
 }
 
-impl Writer<'_> {
-    fn type_row(&self, name: &str) -> Result<TypeRow, StoreError> {
-        match self.types.get(name).map_err(db)? {
-            Some(v) => type_row(SCHEMA_VERSION, v.value()),
-            None => Ok(TypeRow::default()),
-        }
+impl<'t> Writer<'t> {
+    /// A writer of the tables of `txn`, the next home order after
+    /// `home_order`.
+    pub(super) fn open(txn: &'t redb::WriteTransaction, home_order: u64) -> Result<Self, StoreError> {
+        Ok(Writer {
+            types: txn.open_table(TYPES).map_err(db)?,
+            regions: txn.open_table(REGIONS).map_err(db)?,
+            homes: txn.open_table(HOMES).map_err(db)?,
+            handoffs: txn.open_table(HANDOFFS).map_err(db)?,
+            placements: txn.open_table(PLACEMENTS).map_err(db)?,
+            queued: txn.open_table(QUEUED).map_err(db)?,
+            loads: txn.open_table(LOADS).map_err(db)?,
+            home_order,
+            rows: BTreeMap::new(),
+        })
     }
 
-    fn put_type_row(&mut self, name: &str, row: &TypeRow) -> Result<(), StoreError> {
-        self.types.insert(name, encode_type_row(row).as_slice()).map_err(db)?;
-        Ok(())
+    /// Type `name`'s row, as this turn has it so far (empty when new: it is
+    /// written at the end of the turn either way).
+    pub(super) fn type_row(&mut self, name: &str) -> Result<&mut TypeValues, StoreError> {
+        if !matches!(self.rows.get(name), Some(Some(_))) {
+            let stored = match self.types.get(name).map_err(db)? {
+                Some(v) if !self.rows.contains_key(name) => type_row(SCHEMA_VERSION, v.value())?,
+                _ => TypeValues::default(),
+            };
+            self.rows.insert(name.to_owned(), Some(stored));
+        }
+        Ok(self.rows.get_mut(name).and_then(Option::as_mut).expect("inserted above"))
+    }
+
+    /// Writes the `types` rows this turn changed.
+    pub(super) fn finish(mut self) -> Result<u64, StoreError> {
+        for (name, row) in std::mem::take(&mut self.rows) {
+            match row {
+                Some(row) => {
+                    let bytes = records::encode(&records::type_row(&row));
+                    self.types.insert(name.as_str(), bytes.as_slice()).map_err(db)?;
+                }
+                None => {
+                    self.types.remove(name.as_str()).map_err(db)?;
+                }
+            }
+        }
+        Ok(self.home_order)
     }
 
     fn region(&self, t: &str, address: &str) -> Result<Option<RegionRecord>, StoreError> {
-        let region = |v: redb::AccessGuard<'_, &[u8]>| {
-            row::<v1::Region, records::Region, RegionRecord>(SCHEMA_VERSION, "regions", v.value())
-        };
-        self.regions.get((t, address)).map_err(db)?.map(region).transpose()
+        self.regions.get((t, address)).map_err(db)?.map(|v| region_row(SCHEMA_VERSION, v.value())).transpose()
     }
 
-    fn put_region(&mut self, t: &str, record: &RegionRecord) -> Result<(), StoreError> {
+    pub(super) fn put_region(&mut self, t: &str, record: &RegionRecord) -> Result<(), StoreError> {
         let mut row = records::Region::from(record);
         row.shards.clear();
         self.regions.insert((t, record.address.as_str()), records::encode(&row).as_slice()).map_err(db)?;
         Ok(())
     }
 
+    /// Writes `home` as shard's, in the next allocation order.
+    pub(super) fn put_home(&mut self, t: &str, shard: &str, home: &Home) -> Result<(), StoreError> {
+        self.home_order += 1;
+        let row = records::encode(&records::home_row(home, self.home_order));
+        self.homes.insert((t, shard), row.as_slice()).map_err(db)?;
+        Ok(())
+    }
+
+    /// Writes shard's load (none: forgotten).
+    pub(super) fn put_load(&mut self, t: &str, shard: &str, load: Option<ShardLoad>) -> Result<(), StoreError> {
+        match load.filter(|l| !l.is_empty()) {
+            Some(load) => {
+                let row = records::encode(&records::ShardLoad::from(load));
+                self.loads.insert((t, shard), row.as_slice()).map_err(db)?;
+            }
+            None => {
+                self.loads.remove((t, shard)).map_err(db)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Deletes every row of type `t`.
-    fn remove_type(&mut self, t: &str) -> Result<(), StoreError> {
+    pub(super) fn remove_type(&mut self, t: &str) -> Result<(), StoreError> {
         // Every (t, …) key sorts before (t + "\0", ""), and after (t, "").
         let next = format!("{t}\0");
         let range = || (t, "")..(next.as_str(), "");
-        self.types.remove(t).map_err(db)?;
+        self.rows.insert(t.to_owned(), None);
         self.regions.retain_in(range(), |_, _| false).map_err(db)?;
         self.homes.retain_in(range(), |_, _| false).map_err(db)?;
         self.handoffs.retain_in(range(), |_, _| false).map_err(db)?;
         self.placements.retain_in(range(), |_, _| false).map_err(db)?;
         self.queued.retain_in(range(), |_, _| false).map_err(db)?;
         self.loads.retain_in(range(), |_, _| false).map_err(db)?;
-        self.operations.remove(t).map_err(db)?;
-        self.home_epochs.retain_in(range(), |_, _| false).map_err(db)?;
-        self.epochs.remove(t).map_err(db)?;
-        Ok(())
-    }
-
-    /// Applies `change` to the type's operations row, written only when it
-    /// changed them.
-    fn apply_operations(&mut self, t: &str, change: &Change) -> Result<(), StoreError> {
-        let mut operations: Operations = match self.operations.get(t).map_err(db)? {
-            Some(v) => records::decode::<records::Operations>(v.value())
-                .map_err(|detail| StoreError::Corrupt { what: "table operations".to_owned(), detail })?
-                .into(),
-            None => Operations::default(),
-        };
-        if operations.apply(change) {
-            let row = records::encode(&records::Operations::from(&operations));
-            self.operations.insert(t, row.as_slice()).map_err(db)?;
-        }
         Ok(())
     }
 
@@ -816,16 +870,15 @@ impl Writer<'_> {
         match change {
             Change::RegionRegistered(record) => {
                 self.put_region(t, record)?;
-                let mut row = self.type_row(t)?;
+                let row = self.type_row(t)?;
                 row.next_join_order = row.next_join_order.max(record.join_order + 1);
-                self.put_type_row(t, &row)?;
             }
             Change::RegionRemoved { address } => {
                 self.regions.remove((t, address.as_str())).map_err(db)?;
-                self.apply_operations(t, change)?;
+                self.type_row(t)?.operations.apply(change);
             }
             Change::RegionDraining { address, draining } => {
-                self.apply_operations(t, change)?;
+                self.type_row(t)?.operations.apply(change);
                 if let Some(mut record) = self.region(t, address)? {
                     record.draining = *draining;
                     self.put_region(t, &record)?;
@@ -838,20 +891,12 @@ impl Writer<'_> {
                 }
             }
             Change::HomeSet { shard, home } => {
-                self.home_order += 1;
-                let row = records::encode(&records::home_row(home, self.home_order));
-                self.homes.insert((t, shard.as_str()), row.as_slice()).map_err(db)?;
-                if home.epoch > 0 {
-                    self.home_epochs.insert((t, shard.as_str()), home.epoch).map_err(db)?;
-                    let highest = self.epochs.get(t).map_err(db)?.map_or(0, |v| v.value());
-                    self.epochs.insert(t, highest.max(home.epoch)).map_err(db)?;
-                } else {
-                    self.home_epochs.remove((t, shard.as_str())).map_err(db)?;
-                }
+                self.put_home(t, shard, home)?;
+                let row = self.type_row(t)?;
+                row.epoch = row.epoch.max(home.epoch);
             }
             Change::HomeRemoved { shard } => {
                 self.homes.remove((t, shard.as_str())).map_err(db)?;
-                self.home_epochs.remove((t, shard.as_str())).map_err(db)?;
             }
             Change::HandOffStarted { shard, from } => {
                 self.queued.remove((t, shard.as_str())).map_err(db)?;
@@ -874,24 +919,14 @@ impl Writer<'_> {
                 self.queued.remove((t, shard.as_str())).map_err(db)?;
             }
             Change::SignalSet { signal } => {
-                let mut row = self.type_row(t)?;
-                row.signal = signal.clone();
-                self.put_type_row(t, &row)?;
+                self.type_row(t)?.signal = signal.clone();
             }
             Change::FreezeSet { .. } | Change::FreezeLifted { .. } | Change::DrainStarted { .. } => {
-                self.apply_operations(t, change)?;
+                self.type_row(t)?.operations.apply(change);
             }
             Change::LoadsSaved { loads } => {
                 for (shard, load) in loads {
-                    match load.filter(|l| !l.is_empty()) {
-                        Some(load) => {
-                            let row = records::encode(&records::ShardLoad::from(load));
-                            self.loads.insert((t, shard.as_str()), row.as_slice()).map_err(db)?;
-                        }
-                        None => {
-                            self.loads.remove((t, shard.as_str())).map_err(db)?;
-                        }
-                    }
+                    self.put_load(t, shard, *load)?;
                 }
             }
         }
@@ -961,7 +996,6 @@ impl Store for RedbStore {
             regions.insert(entry.map_err(db)?.0.value().1.to_owned());
         }
         let table = txn.open_table(HOMES).map_err(db)?;
-        let epochs = txn.open_table(HOME_EPOCHS).map_err(db)?;
         let start = match after {
             Some(after) => Bound::Excluded((entity_type, after)),
             None => Bound::Included((entity_type, "")),
@@ -972,11 +1006,9 @@ impl Store for RedbStore {
                 break;
             }
             let (key, value) = entry.map_err(db)?;
-            let (mut home, _) = home_row(SCHEMA_VERSION, value.value())?;
+            let (home, _) = home_row(SCHEMA_VERSION, value.value())?;
             if regions.contains(&*home.region) {
-                let shard = key.value().1;
-                home.epoch = epochs.get((entity_type, shard)).map_err(db)?.map_or(0, |e| e.value());
-                page.push((shard.to_owned(), home));
+                page.push((key.value().1.to_owned(), home));
             }
         }
         Ok(Some(page))
@@ -995,36 +1027,22 @@ impl Store for RedbStore {
             revision = current + 1;
             meta.insert("revision", revision).map_err(db)?;
             let home_order = meta.get("home-order").map_err(db)?.map_or(0, |v| v.value());
-            let mut writer = Writer {
-                types: txn.open_table(TYPES).map_err(db)?,
-                regions: txn.open_table(REGIONS).map_err(db)?,
-                homes: txn.open_table(HOMES).map_err(db)?,
-                handoffs: txn.open_table(HANDOFFS).map_err(db)?,
-                placements: txn.open_table(PLACEMENTS).map_err(db)?,
-                queued: txn.open_table(QUEUED).map_err(db)?,
-                loads: txn.open_table(LOADS).map_err(db)?,
-                operations: txn.open_table(OPERATIONS).map_err(db)?,
-                home_epochs: txn.open_table(HOME_EPOCHS).map_err(db)?,
-                epochs: txn.open_table(EPOCHS).map_err(db)?,
-                home_order,
-            };
+            let mut writer = Writer::open(&txn, home_order)?;
             for t in &turn.removed_types {
                 writer.remove_type(t)?;
             }
             for (t, record) in &turn.types {
-                let mut row = writer.type_row(t)?;
-                row.record = Some(record.clone());
-                writer.put_type_row(t, &row)?;
+                writer.type_row(t)?.record = Some(record.clone());
             }
-            for (t, changes) in &turn.changes {
-                if !changes.is_empty() && writer.types.get(t.as_str()).map_err(db)?.is_none() {
-                    writer.put_type_row(t, &TypeRow::default())?;
-                }
+            for (t, changes) in turn.changes.iter().filter(|(_, changes)| !changes.is_empty()) {
+                // A type's row exists as soon as it has state.
+                writer.type_row(t)?;
                 for change in changes {
                     writer.apply(t, change)?;
                 }
             }
-            meta.insert("home-order", writer.home_order).map_err(db)?;
+            let home_order = writer.finish()?;
+            meta.insert("home-order", home_order).map_err(db)?;
             let mut activations = txn.open_table(ACTIVATIONS).map_err(db)?;
             for t in &turn.removed_types {
                 activations.retain_in((t.as_str(), 0)..=(t.as_str(), u64::MAX), |_, _| false).map_err(db)?;

@@ -9,7 +9,7 @@ use shardalloc_etcd::{ops, pb};
 
 use super::keys::{CHUNK_BYTES, CheckpointRecord, chunks, sha256};
 use super::{Inner, corrupt};
-use crate::store::records::{self, SCHEMA_V1, v1};
+use crate::store::records::{self, SCHEMA_V2, v1, v2};
 use crate::store::{Loaded, Store, StoreError};
 
 /// Starts a checkpoint on its own thread unless one is running.
@@ -93,25 +93,7 @@ pub(super) fn write_chunks(
     fence: &[pb::Compare],
 ) -> Result<(CheckpointRecord, usize), StoreError> {
     let revision = loaded.revision;
-    let mut bytes = records::encode(&records::checkpoint(loaded));
-    let loads = records::checkpoint_loads(loaded);
-    let loads_at = (!loads.types.is_empty()).then(|| {
-        let at = bytes.len() as u64;
-        bytes.extend(records::encode(&loads));
-        at
-    });
-    let operations = records::checkpoint_operations(loaded);
-    let operations_at = (!operations.types.is_empty()).then(|| {
-        let at = bytes.len() as u64;
-        bytes.extend(records::encode(&operations));
-        at
-    });
-    let epochs = records::checkpoint_epochs(loaded);
-    let epochs_at = (!epochs.types.is_empty()).then(|| {
-        let at = bytes.len() as u64;
-        bytes.extend(records::encode(&epochs));
-        at
-    });
+    let bytes = records::encode(&records::checkpoint(loaded));
     let chunks = chunks(&bytes, CHUNK_BYTES);
     for (index, chunk) in chunks.iter().enumerate() {
         let put = ops::put(inner.keys.checkpoint_chunk(revision, index as u32), chunk.to_vec());
@@ -123,9 +105,9 @@ pub(super) fn write_chunks(
         revision,
         chunks: chunks.len() as u32,
         sha256: sha256(&bytes),
-        loads_at,
-        operations_at,
-        epochs_at,
+        loads_at: None,
+        operations_at: None,
+        epochs_at: None,
     };
     Ok((record, bytes.len()))
 }
@@ -135,10 +117,7 @@ pub(super) fn write_chunks(
 pub(super) fn read(inner: &Inner, record: &CheckpointRecord, at: i64, schema: u64) -> Result<Loaded, StoreError> {
     let mut bytes = Vec::new();
     for index in 0..record.chunks {
-        let key = match schema {
-            SCHEMA_V1 => inner.keys.v1_checkpoint_chunk(record.revision, index),
-            _ => inner.keys.checkpoint_chunk(record.revision, index),
-        };
+        let key = inner.keys.checkpoint_chunk_of(schema, record.revision, index);
         let chunk = inner.get_one(key.clone(), at)?.ok_or_else(|| corrupt(&key, "a checkpoint chunk is missing"))?;
         bytes.extend_from_slice(&chunk);
     }
@@ -146,39 +125,39 @@ pub(super) fn read(inner: &Inner, record: &CheckpointRecord, at: i64, schema: u6
     if sha256(&bytes) != record.sha256 {
         return Err(corrupt(what, format!("its chunks do not hash to {}", record.sha256)));
     }
-    // The sections: the state, then the loads, the operations and the
-    // epochs when present.
-    let (rest, epochs) = match record.epochs_at {
-        Some(at) if at <= bytes.len() as u64 => bytes.split_at(at as usize),
-        Some(at) => return Err(corrupt(what, format!("its epochs start at byte {at} of {}", bytes.len()))),
-        None => (bytes.as_slice(), &[][..]),
+    let loaded = match schema {
+        SCHEMA_V2 => read_v2(record, &bytes).map_err(|e| corrupt(&what, e))?,
+        _ => records::decode_as::<v1::Checkpoint, v2::Checkpoint, records::Checkpoint, Loaded>(schema, &bytes)
+            .map_err(|e| corrupt(&what, e))?,
     };
-    let (rest, operations) = match record.operations_at {
-        Some(at) if at <= rest.len() as u64 => rest.split_at(at as usize),
-        Some(at) => return Err(corrupt(what, format!("its operations start at byte {at} of {}", rest.len()))),
-        None => (rest, &[][..]),
-    };
-    let (state, loads) = match record.loads_at {
-        Some(at) if at <= rest.len() as u64 => rest.split_at(at as usize),
-        Some(at) => return Err(corrupt(what, format!("its loads start at byte {at} of {}", rest.len()))),
-        None => (rest, &[][..]),
-    };
-    let mut loaded: Loaded = records::decode_as::<v1::Checkpoint, records::Checkpoint, Loaded>(schema, state)
-        .map_err(|e| corrupt(&what, e))?;
-    if record.loads_at.is_some() {
-        let loads = records::decode::<records::CheckpointLoads>(loads).map_err(|e| corrupt(&what, e))?;
-        loaded = records::with_loads(loaded, loads);
-    }
-    if record.operations_at.is_some() {
-        let operations = records::decode::<records::CheckpointOperations>(operations).map_err(|e| corrupt(&what, e))?;
-        loaded = records::with_operations(loaded, operations);
-    }
-    if record.epochs_at.is_some() {
-        let epochs = records::decode::<records::CheckpointEpochs>(epochs).map_err(|e| corrupt(&what, e))?;
-        loaded = records::with_epochs(loaded, epochs);
-    }
     if loaded.revision != record.revision {
         return Err(corrupt(what, format!("it says revision {}, its data {}", record.revision, loaded.revision)));
+    }
+    Ok(loaded)
+}
+
+/// A schema-2 checkpoint's data: the state, then the loads, the operations
+/// and the epochs when its record says where they start.
+fn read_v2(record: &CheckpointRecord, bytes: &[u8]) -> Result<Loaded, String> {
+    let split = |bytes: &'_ [u8], at: Option<u64>, what: &str| -> Result<(usize, usize), String> {
+        match at {
+            Some(at) if at <= bytes.len() as u64 => Ok((at as usize, bytes.len())),
+            Some(at) => Err(format!("its {what} start at byte {at} of {}", bytes.len())),
+            None => Ok((bytes.len(), bytes.len())),
+        }
+    };
+    let (epochs_at, end) = split(bytes, record.epochs_at, "epochs")?;
+    let (operations_at, _) = split(&bytes[..epochs_at], record.operations_at, "operations")?;
+    let (loads_at, _) = split(&bytes[..operations_at], record.loads_at, "loads")?;
+    let mut loaded: Loaded = v2::decode::<v2::Checkpoint>(&bytes[..loads_at])?.into();
+    if record.loads_at.is_some() {
+        loaded = v2::with_loads(loaded, v2::decode(&bytes[loads_at..operations_at])?);
+    }
+    if record.operations_at.is_some() {
+        loaded = v2::with_operations(loaded, v2::decode(&bytes[operations_at..epochs_at])?);
+    }
+    if record.epochs_at.is_some() {
+        loaded = v2::with_epochs(loaded, v2::decode(&bytes[epochs_at..end])?);
     }
     Ok(loaded)
 }

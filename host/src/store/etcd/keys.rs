@@ -2,28 +2,30 @@
 //! into parts that each fit one etcd request. Pure functions: no client.
 //!
 //! ```text
-//! {prefix}schema                       "2" (the schema version, decimal)
+//! {prefix}schema                       "3" (the schema version, decimal)
 //! {prefix}revision                     the store's revision, decimal (absent: 0)
 //! {prefix}log/{revision:020}/{part:04} one part of the turn that made `revision`
-//!                                      (a `records::Turn`, postcard)
+//!                                      (a `records::Turn`)
 //! {prefix}checkpoint                   CheckpointRecord (JSON)
-//! {prefix}checkpoint-v2/{revision:020}/{chunk:06}
-//!                                      the checkpoint's data (a `records::Checkpoint`,
-//!                                      then the shards' loads at the record's `loads_at`
-//!                                      the operations at `operations_at` and the
-//!                                      epochs at `epochs_at`)
+//! {prefix}checkpoint-v3/{revision:020}/{chunk:06}
+//!                                      the checkpoint's data (a `records::Checkpoint`)
 //! {prefix}blobs/{digest}/meta          BlobRecord (JSON)
 //! {prefix}blobs/{digest}/{chunk:04}    up to CHUNK_BYTES of the component
 //! {prefix}leader                       the elected node (with its lease)
-//! {prefix}v1/…                         the schema-1 keys a migration kept
+//! {prefix}v1/…, {prefix}v2/…           the keys of schema 1 or 2 a migration kept
 //! ```
 //!
 //! Schema 1 kept its log entries as JSON turns under the same `log/` keys
-//! and its checkpoint's data (JSON) under `checkpoint-data/`; a migration
-//! copies those keys under `v1/` and deletes them in the transaction that
-//! moves the schema to 2 (`migrate.rs`).
+//! and its checkpoint's data (JSON) under `checkpoint-data/`; schema 2 its
+//! log entries as postcard turns and its checkpoint's data under
+//! `checkpoint-v2/` (a `records::v2::Checkpoint`, then the sections its
+//! record points to with `loads_at`, `operations_at` and `epochs_at`). A
+//! migration copies an older schema's keys under `v{schema}/` and deletes
+//! them in the transaction that moves the schema on (`migrate.rs`).
 
 use serde::{Deserialize, Serialize};
+
+use crate::store::SCHEMA_VERSION;
 
 /// At most this many bytes of a turn go in one log part. etcd refuses a
 /// request over 1.5 MiB by default (`--max-request-bytes`); a turn is
@@ -101,43 +103,49 @@ impl Keys {
 
     /// One chunk of the checkpoint taken at `revision`.
     pub fn checkpoint_chunk(&self, revision: u64, chunk: u32) -> String {
-        format!("{}checkpoint-v2/{revision:020}/{chunk:06}", self.prefix)
+        self.checkpoint_chunk_of(SCHEMA_VERSION, revision, chunk)
+    }
+
+    /// One chunk of a checkpoint of schema `schema` taken at `revision`.
+    pub fn checkpoint_chunk_of(&self, schema: u64, revision: u64, chunk: u32) -> String {
+        format!("{}{revision:020}/{chunk:06}", self.checkpoint_data_of(schema))
     }
 
     /// The first key of the checkpoint data taken at `revision` (and after).
     pub fn checkpoint_data_from(&self, revision: u64) -> String {
-        format!("{}checkpoint-v2/{revision:020}/", self.prefix)
+        format!("{}{revision:020}/", self.checkpoint_data_start())
     }
 
     /// The start of all checkpoint data.
     pub fn checkpoint_data_start(&self) -> String {
-        format!("{}checkpoint-v2/", self.prefix)
+        self.checkpoint_data_of(SCHEMA_VERSION)
     }
 
-    /// One chunk of a schema-1 checkpoint taken at `revision`.
-    pub fn v1_checkpoint_chunk(&self, revision: u64, chunk: u32) -> String {
-        format!("{}checkpoint-data/{revision:020}/{chunk:06}", self.prefix)
+    /// Where the checkpoint data of schema `schema` lives: schema 1's
+    /// under `checkpoint-data/`, each later one's under
+    /// `checkpoint-v{schema}/`, so no schema reads another's.
+    pub fn checkpoint_data_of(&self, schema: u64) -> String {
+        match schema {
+            1 => format!("{}checkpoint-data/", self.prefix),
+            n => format!("{}checkpoint-v{n}/", self.prefix),
+        }
     }
 
-    /// The start of all schema-1 checkpoint data.
-    pub fn v1_checkpoint_data_start(&self) -> String {
-        format!("{}checkpoint-data/", self.prefix)
+    /// Past all checkpoint data of schema `schema` (`/` + 1).
+    pub fn checkpoint_data_end_of(&self, schema: u64) -> String {
+        let start = self.checkpoint_data_of(schema);
+        format!("{}0", &start[..start.len() - 1])
     }
 
-    /// Past all schema-1 checkpoint data.
-    pub fn v1_checkpoint_data_end(&self) -> String {
-        format!("{}checkpoint-data0", self.prefix)
+    /// Where a migration keeps the keys of schema `schema`:
+    /// `{prefix}v{schema}/`, each under its name relative to the prefix.
+    pub fn copy_of(&self, schema: u64) -> String {
+        format!("{}v{schema}/", self.prefix)
     }
 
-    /// Where a migration keeps the schema-1 keys: `{prefix}v1/`, each under
-    /// its name relative to the prefix.
-    pub fn v1_copy(&self) -> String {
-        format!("{}v1/", self.prefix)
-    }
-
-    /// Past every key of [`Keys::v1_copy`] (`/` + 1).
-    pub fn v1_copy_end(&self) -> String {
-        format!("{}v10", self.prefix)
+    /// Past every key of [`Keys::copy_of`] `schema` (`/` + 1).
+    pub fn copy_end_of(&self, schema: u64) -> String {
+        format!("{}v{schema}0", self.prefix)
     }
 
     /// The prefix of every blob key.
@@ -182,17 +190,17 @@ pub struct CheckpointRecord {
     pub chunks: u32,
     /// `sha256:…` of the chunks' bytes in order.
     pub sha256: String,
-    /// Where the shards' loads (`records::CheckpointLoads`) start in those
+    /// Schema 2 only: where the shards' loads (`records::v2::CheckpointLoads`) start in those
     /// bytes, after the `records::Checkpoint`; absent when no shard has a
     /// load (and in every checkpoint written before loads were kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loads_at: Option<u64>,
-    /// Where the types' operations (`records::CheckpointOperations`:
+    /// Schema 2 only: where the types' operations (`records::v2::CheckpointOperations`:
     /// freezes and drains) start, after the loads; absent when no type has
     /// a freeze, a freeze history or a drain.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operations_at: Option<u64>,
-    /// Where the types' epochs (`records::CheckpointEpochs`) start, after
+    /// Schema 2 only: where the types' epochs (`records::v2::CheckpointEpochs`) start, after
     /// the operations; absent when no type has given an epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub epochs_at: Option<u64>,
@@ -290,10 +298,16 @@ mod tests {
         assert_eq!(keys.digest_of_meta(&keys.blob_chunk("sha256:ab", 0)), None);
         assert!(keys.checkpoint_data_from(5) < keys.checkpoint_chunk(5, 0));
         assert!(keys.checkpoint_chunk(5, 999) < keys.checkpoint_data_from(6));
-        // The copy's range holds every key under `v1/` and nothing else.
-        let end = keys.v1_copy_end();
-        assert_eq!(end.as_bytes(), shardalloc_etcd::ops::prefix_end(keys.v1_copy().as_bytes()));
-        assert!(format!("{}log/\u{10ffff}", keys.v1_copy()) < end, "a copied key inside the range");
+        // A copy's range holds every key under `v{n}/` and nothing else;
+        // so does a schema's checkpoint data range.
+        for schema in 1..=SCHEMA_VERSION {
+            let end = keys.copy_end_of(schema);
+            assert_eq!(end.as_bytes(), shardalloc_etcd::ops::prefix_end(keys.copy_of(schema).as_bytes()));
+            assert!(format!("{}log/\u{10ffff}", keys.copy_of(schema)) < end, "a copied key inside the range");
+            let (start, end) = (keys.checkpoint_data_of(schema), keys.checkpoint_data_end_of(schema));
+            assert_eq!(end.as_bytes(), shardalloc_etcd::ops::prefix_end(start.as_bytes()));
+            assert!(keys.checkpoint_chunk_of(schema, u64::MAX, 999_999) < end);
+        }
     }
 
     #[test]

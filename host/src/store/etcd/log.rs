@@ -8,7 +8,7 @@ use shardalloc_etcd::{ops, pb};
 
 use super::keys::{self, CheckpointRecord, LOG_PAGE, LogPart};
 use super::{Inner, corrupt, stored_number};
-use crate::store::records::{self, v1};
+use crate::store::records::{self, v1, v2};
 use crate::store::{Loaded, MemoryStore, Revision, SCHEMA_VERSION, Store, StoreError, Turn};
 
 /// How often a load starts again when etcd compacted the revision it was
@@ -181,8 +181,8 @@ fn load_once(inner: &Inner, schema: u64) -> Result<(Loaded, i64), StoreError> {
         let found = parts.remove(&r).unwrap_or_default();
         let what = keys.log_from(r);
         let bytes = keys::join(&found).ok_or_else(|| corrupt(&what, "the log entry is incomplete"))?;
-        let turn: Turn =
-            records::decode_as::<v1::Turn, records::Turn, Turn>(schema, &bytes).map_err(|e| corrupt(&what, e))?;
+        let turn: Turn = records::decode_as::<v1::Turn, v2::Turn, records::Turn, Turn>(schema, &bytes)
+            .map_err(|e| corrupt(&what, e))?;
         memory.commit(r - 1, &turn)?;
     }
     let loaded = memory.load()?;

@@ -1,27 +1,30 @@
-//! Migrating a store of schema 1 to [`SCHEMA_VERSION`] when it opens.
+//! Migrating a store of an older schema (1 or 2) to [`SCHEMA_VERSION`] when
+//! it opens.
 //!
 //! 1. Refused while `{prefix}leader` exists: a node of the older version
 //!    may lead and keep writing schema 1 (stop those nodes first; the key
 //!    goes when its lease runs out).
-//! 2. The state is read as schema 1 (checkpoint and log) at one etcd
-//!    revision.
+//! 2. The state is read as the older schema (checkpoint and log) at one
+//!    etcd revision.
 //! 3. The node takes the migration over: in one transaction it deletes
-//!    what an earlier attempt left under `{prefix}v1/` and writes its own
-//!    token to `{prefix}migrating`. Every key of that revision but the
-//!    blobs and the leader's is then copied under `{prefix}v1/` (one put a
+//!    what an earlier attempt left under `{prefix}v{schema}/` and writes its
+//!    own token to `{prefix}migrating`. Every key of that revision but the
+//!    blobs, the leader's and earlier copies is then copied under
+//!    `{prefix}v{schema}/` (one put a
 //!    request: each value is at most a chunk or a log part), each put only
 //!    while the token is still this node's. A node that starts migrating
 //!    later takes over, and the earlier one, its next write refused, waits
 //!    (at most [`TAKEN_OVER_WAIT`]) for the later one's switch: the copy
 //!    that stands is always one node's whole copy.
-//! 4. The state is written as a schema-2 checkpoint's chunks
-//!    (`checkpoint-v2/`, which schema 1 never reads).
-//! 5. One transaction makes schema 2 visible: if the schema, the revision
-//!    and the absent leader are unchanged, it points `checkpoint` to the
-//!    new chunks, deletes the schema-1 log and checkpoint data and the
-//!    token, and moves `schema` to 2 (only while the token is this node's). Until it succeeds the store is the schema-1 store it
-//!    was (a crash midway only leaves keys no schema-1 reader looks at), so
-//!    the next start migrates again.
+//! 4. The state is written as a current checkpoint's chunks (under the
+//!    current schema's own `checkpoint-v{n}/`, which no older schema reads).
+//! 5. One transaction makes the current schema visible: if the schema, the
+//!    revision and the absent leader are unchanged, it points `checkpoint`
+//!    to the new chunks, deletes the older log and checkpoint data and the
+//!    token, and moves `schema` on (only while the token is this node's).
+//!    Until it succeeds the store is the older store it was (a crash midway
+//!    only leaves keys no older reader looks at), so the next start
+//!    migrates again.
 //!
 //! Blobs are stored alike in both schemas, and stay where they are.
 
@@ -71,13 +74,15 @@ pub(super) fn migrate(inner: &Inner, found: u64) -> Result<(), StoreError> {
     };
 
     // The copy of every schema-1 key, as of `at`, by this node alone.
-    let copy = keys.v1_copy();
-    let take_over = vec![ops::delete_range(copy.clone(), keys.v1_copy_end()), ops::put(owner.clone(), token.clone())];
+    let copy = keys.copy_of(found);
+    let take_over =
+        vec![ops::delete_range(copy.clone(), keys.copy_end_of(found)), ops::put(owner.clone(), token.clone())];
     if !inner.txn(ops::txn(unchanged(), take_over, Vec::new()))?.succeeded {
         return migrated_elsewhere(inner, found);
     }
     let prefix_end = String::from_utf8(ops::prefix_end(keys.prefix().as_bytes())).expect("a UTF-8 prefix");
-    let skipped = [keys.blobs(), keys.leader(), copy.clone(), owner.clone()];
+    let mut skipped = vec![keys.blobs(), keys.leader(), owner.clone()];
+    skipped.extend((1..SCHEMA_VERSION).map(|schema| keys.copy_of(schema)));
     let mut copied = 0usize;
     for kv in inner.range(keys.prefix().to_owned(), &prefix_end, at, 1_000, true)? {
         let key = String::from_utf8(kv.key).map_err(|e| super::corrupt("a key", e))?;
@@ -92,7 +97,7 @@ pub(super) fn migrate(inner: &Inner, found: u64) -> Result<(), StoreError> {
         copied += 1;
     }
 
-    // The state as schema 2, and the switch.
+    // The state as the current schema, and the switch.
     let revision_key = keys.revision();
     let mut compares = vec![
         ops::value_is(keys.schema(), found.to_string()),
@@ -106,7 +111,7 @@ pub(super) fn migrate(inner: &Inner, found: u64) -> Result<(), StoreError> {
     ];
     let mut writes = vec![
         ops::delete_range(keys.log_start(), keys.log_end()),
-        ops::delete_range(keys.v1_checkpoint_data_start(), keys.v1_checkpoint_data_end()),
+        ops::delete_range(keys.checkpoint_data_of(found), keys.checkpoint_data_end_of(found)),
         ops::put(keys.schema(), SCHEMA_VERSION.to_string()),
         ops::delete(owner.clone()),
     ];
@@ -145,36 +150,42 @@ pub(super) fn migrate(inner: &Inner, found: u64) -> Result<(), StoreError> {
         homes,
         placements,
         checkpoint_bytes = bytes,
-        v1_keys = copied,
+        copied_keys = copied,
         ms = started.elapsed().as_millis() as u64,
         copy = %copy,
-        "migrated the store to the current schema; its schema-1 keys are kept under the copy's prefix until you \
+        "migrated the store to the current schema; its older keys are kept under the copy's prefix until you \
          delete them"
     );
     Ok(())
 }
 
-/// Deletes the schema-1 keys a migration kept under `{prefix}v1/`, in one
-/// transaction that holds only while the store is at [`SCHEMA_VERSION`]
-/// and no migration is under way; answers how many keys went (0 when none
-/// was kept, or it was dropped before).
-pub(super) fn drop_copy(inner: &Inner) -> Result<i64, StoreError> {
+/// Deletes the keys of older schemas that migrations kept under
+/// `{prefix}v{schema}/`, in one transaction that holds only while the store
+/// is at [`SCHEMA_VERSION`] and no migration is under way; answers each
+/// copy's prefix and how many of its keys went (0 when none was kept, or
+/// it was dropped before).
+pub(super) fn drop_copies(inner: &Inner) -> Result<Vec<(String, i64)>, StoreError> {
     let keys = &inner.keys;
     let guards = vec![ops::value_is(keys.schema(), SCHEMA_VERSION.to_string()), ops::version_is(keys.migrating(), 0)];
-    let drop = vec![ops::delete_range(keys.v1_copy(), keys.v1_copy_end())];
+    let older = 1..SCHEMA_VERSION;
+    let drop = older.clone().map(|schema| ops::delete_range(keys.copy_of(schema), keys.copy_end_of(schema))).collect();
     let answer = inner.txn(ops::txn(guards, drop, Vec::new()))?;
     if answer.succeeded {
-        return Ok(ops::txn_deleted(&answer));
+        let deleted = answer.responses.iter().map(|op| match &op.response {
+            Some(shardalloc_etcd::pb::response_op::Response::ResponseDeleteRange(deleted)) => deleted.deleted,
+            _ => 0,
+        });
+        return Ok(older.map(|schema| keys.copy_of(schema)).zip(deleted).collect());
     }
     Err(refused(match (schema_now(inner)?, owner_now(inner)?) {
         (_, Some(_)) => format!(
-            "{} is being migrated by a node now: its schema-1 copy is dropped only after the migration, \
+            "{} is being migrated by a node now: the copies of older schemas are dropped only after the migration, \
              try again once that node has started",
             inner.describe
         ),
         (Some(schema), None) if schema < SCHEMA_VERSION => format!(
-            "{} holds schema {schema}: it is not migrated yet, so its schema-1 keys are the store itself, not a \
-             copy; start a node of this version to migrate it first",
+            "{} holds schema {schema}: it is not migrated yet to schema {SCHEMA_VERSION}, so its keys are the store \
+             itself, not a copy; start a node of this version to migrate it first",
             inner.describe
         ),
         (schema, None) => format!(

@@ -225,12 +225,12 @@ impl EtcdStore {
         checkpoint::write(&self.inner)
     }
 
-    /// Drops the copy of the schema-1 keys a migration kept under
-    /// `{prefix}v1/` (`shardalloc store drop-v1`): answers how many keys
-    /// went. Refused while the store is not yet migrated, or a migration
-    /// is under way.
-    pub fn drop_v1_copy(&self) -> Result<i64, StoreError> {
-        migrate::drop_copy(&self.inner)
+    /// Drops the copies of older schemas' keys that migrations kept under
+    /// `{prefix}v1/` and `{prefix}v2/` (`shardalloc store drop-copies`):
+    /// answers each copy's prefix and how many of its keys went. Refused
+    /// while the store is not yet migrated, or a migration is under way.
+    pub fn drop_kept_copies(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        migrate::drop_copies(&self.inner)
     }
 
     /// Makes `loaded` (another store's whole state) this store's, when its

@@ -1,4 +1,4 @@
-//! The records of schema 2 from and to the core's types: one explicit
+//! The records of schema 3 from and to the core's types: one explicit
 //! conversion each way. Writing takes the core's values by reference;
 //! reading consumes the record. Homes read back are interned by
 //! [`core::Durable`]'s `Interned` where a whole state is built.
@@ -6,10 +6,9 @@
 use std::sync::Arc;
 
 use super::{
-    Activation, Cause, Change, ChangedBy, Checkpoint, CheckpointEpochs, CheckpointLoads, CheckpointOperations,
-    Component, Declaration, Durable, Fault, Freeze, FreezeAction, FreezeRecord, FreezeScope, Freezes, Home, HomeRef,
-    HomeRow, HomeRowRef, LoadedType, Operations, Placement, Reason, ReasonRef, Region, ShardLoad, Stamp, Turn,
-    TypeEpochs, TypeRow,
+    Activation, Cause, Change, ChangedBy, Checkpoint, Component, Declaration, Durable, Fault, Freeze, FreezeAction,
+    FreezeRecord, FreezeScope, Freezes, Home, HomeRef, HomeRow, HomeRowRef, LoadedType, Operations, Placement, Reason,
+    ReasonRef, Region, ShardLoad, Stamp, Turn, TypeRow,
 };
 use crate::coordinator as core;
 use crate::store::{self, ActivationRecord, ComponentRecord, Loaded, TypeRecord};
@@ -143,13 +142,13 @@ impl ReasonRef<'_> {
 
 impl From<&core::Home> for Home {
     fn from(h: &core::Home) -> Self {
-        Home { region: h.region.to_string(), reason: (&*h.reason).into(), at: h.at }
+        Home { region: h.region.to_string(), reason: (&*h.reason).into(), at: h.at, epoch: h.epoch }
     }
 }
 
 impl From<Home> for core::Home {
     fn from(h: Home) -> Self {
-        core::Home { region: Arc::from(h.region), reason: Arc::new(h.reason.into()), at: h.at, epoch: 0 }
+        core::Home { region: Arc::from(h.region), reason: Arc::new(h.reason.into()), at: h.at, epoch: h.epoch }
     }
 }
 
@@ -175,9 +174,7 @@ impl From<&core::Change> for Change {
                 Change::RegionDraining { address: address.clone(), draining: *draining }
             }
             C::RegionLeaving { address } => Change::RegionLeaving { address: address.clone() },
-            C::HomeSet { shard, home } => {
-                Change::HomeSetAt { shard: shard.clone(), home: home.into(), epoch: home.epoch }
-            }
+            C::HomeSet { shard, home } => Change::HomeSet { shard: shard.clone(), home: home.into() },
             C::HomeRemoved { shard } => Change::HomeRemoved { shard: shard.clone() },
             C::HandOffStarted { shard, from } => Change::HandOffStarted { shard: shard.clone(), from: from.clone() },
             C::HandOffEnded { shard } => Change::HandOffEnded { shard: shard.clone() },
@@ -213,9 +210,6 @@ impl From<Change> for core::Change {
             Change::RegionDraining { address, draining } => C::RegionDraining { address, draining },
             Change::RegionLeaving { address } => C::RegionLeaving { address },
             Change::HomeSet { shard, home } => C::HomeSet { shard, home: home.into() },
-            Change::HomeSetAt { shard, home, epoch } => {
-                C::HomeSet { shard, home: core::Home { epoch, ..core::Home::from(home) } }
-            }
             Change::HomeRemoved { shard } => C::HomeRemoved { shard },
             Change::HandOffStarted { shard, from } => C::HandOffStarted { shard, from },
             Change::HandOffEnded { shard } => C::HandOffEnded { shard },
@@ -353,55 +347,6 @@ impl From<Operations> for core::Operations {
     }
 }
 
-/// A checkpoint's operations: the types that have a freeze, a freeze
-/// history or a drain.
-pub fn checkpoint_operations(loaded: &Loaded) -> CheckpointOperations {
-    let types = loaded
-        .types
-        .iter()
-        .filter(|(_, t)| t.durable.operations != core::Operations::default())
-        .map(|(name, t)| (name.clone(), (&t.durable.operations).into()))
-        .collect();
-    CheckpointOperations { types }
-}
-
-/// The types' epochs of `loaded`, for a checkpoint's epochs section.
-pub fn checkpoint_epochs(loaded: &Loaded) -> CheckpointEpochs {
-    let types = (loaded.types.iter())
-        .filter(|(_, t)| t.durable.epoch > 0)
-        .map(|(name, t)| {
-            let homes = t.durable.homes.iter().filter(|(_, h)| h.epoch > 0).map(|(s, h)| (s.clone(), h.epoch));
-            TypeEpochs { name: name.clone(), highest: t.durable.epoch, homes: homes.collect() }
-        })
-        .collect();
-    CheckpointEpochs { types }
-}
-
-/// `loaded` with a checkpoint's epochs put back into its types and homes.
-pub fn with_epochs(mut loaded: Loaded, epochs: CheckpointEpochs) -> Loaded {
-    for TypeEpochs { name, highest, homes } in epochs.types {
-        if let Some(t) = loaded.types.get_mut(&name) {
-            t.durable.epoch = t.durable.epoch.max(highest);
-            for (shard, epoch) in homes {
-                if let Some(home) = t.durable.homes.get_mut(&shard) {
-                    home.epoch = epoch;
-                }
-            }
-        }
-    }
-    loaded
-}
-
-/// `loaded` with a checkpoint's operations put back into its types.
-pub fn with_operations(mut loaded: Loaded, operations: CheckpointOperations) -> Loaded {
-    for (name, row) in operations.types {
-        if let Some(t) = loaded.types.get_mut(&name) {
-            t.durable.operations = row.into();
-        }
-    }
-    loaded
-}
-
 impl From<&TypeRecord> for Declaration {
     fn from(t: &TypeRecord) -> Self {
         Declaration { strategy: t.strategy.to_string(), config: t.config.clone() }
@@ -486,26 +431,53 @@ impl From<Component> for ComponentRecord {
     }
 }
 
-/// redb's `types` row of a type.
-pub fn type_row(record: Option<&TypeRecord>, signal: Option<&str>, next_join_order: u64) -> TypeRow {
-    TypeRow { record: record.map(Into::into), signal: signal.map(str::to_owned), next_join_order }
+/// A type's `types` row (redb) as the core's values.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TypeValues {
+    /// Its declaration, if declared.
+    pub record: Option<TypeRecord>,
+    /// Its signal.
+    pub signal: Option<String>,
+    /// The next join order.
+    pub next_join_order: u64,
+    /// The highest epoch it gave a home.
+    pub epoch: u64,
+    /// Its freezes and drains.
+    pub operations: core::Operations,
 }
 
-impl From<TypeRow> for (Option<TypeRecord>, Option<String>, u64) {
-    fn from(row: TypeRow) -> Self {
-        (row.record.map(Into::into), row.signal, row.next_join_order)
+/// redb's `types` row of a type.
+pub fn type_row(values: &TypeValues) -> TypeRow {
+    TypeRow {
+        record: values.record.as_ref().map(Into::into),
+        signal: values.signal.clone(),
+        next_join_order: values.next_join_order,
+        epoch: values.epoch,
+        operations: (&values.operations).into(),
     }
 }
 
-/// A schema-2 `homes` row read in place: its region's address (borrowed
+impl From<TypeRow> for TypeValues {
+    fn from(row: TypeRow) -> Self {
+        TypeValues {
+            record: row.record.map(Into::into),
+            signal: row.signal,
+            next_join_order: row.next_join_order,
+            epoch: row.epoch,
+            operations: row.operations.into(),
+        }
+    }
+}
+
+/// A `homes` row read in place: its region's address (borrowed
 /// from `bytes`, for the caller to resolve against the regions it holds),
 /// its reason shared through `interned`, its time and allocation order.
 /// Nothing is copied but a reason met for the first time: the same values
 /// as decoding a [`HomeRow`], without its allocations.
 pub fn read_home_row<'a>(bytes: &'a [u8], interned: &mut core::Interned) -> Result<(&'a str, HomeRead), String> {
-    let HomeRowRef { home: HomeRef { region, reason, at }, order } = super::decode(bytes)?;
+    let HomeRowRef { home: HomeRef { region, reason, at, epoch }, order } = super::decode(bytes)?;
     let reason = interned.reason_by(|kept| reason.is(kept), || Arc::new(reason.to_core()));
-    Ok((region, HomeRead { reason, at, order }))
+    Ok((region, HomeRead { reason, at, epoch, order }))
 }
 
 /// What [`read_home_row`] reads besides the region.
@@ -515,6 +487,8 @@ pub struct HomeRead {
     pub reason: Arc<AllocationReason>,
     /// When (milliseconds).
     pub at: u64,
+    /// The shard's epoch.
+    pub epoch: u64,
     /// Its allocation order.
     pub order: u64,
 }
@@ -581,6 +555,9 @@ pub fn checkpoint(loaded: &Loaded) -> Checkpoint {
                     queued: d.queued.iter().cloned().collect(),
                     next_join_order: d.next_join_order,
                     signal: d.signal.clone(),
+                    epoch: d.epoch,
+                    loads: d.loads.iter().map(|(s, l)| (s.clone(), (*l).into())).collect(),
+                    operations: (&d.operations).into(),
                 },
                 activations: t.activations.iter().map(Into::into).collect(),
             }
@@ -601,27 +578,6 @@ impl From<ShardLoad> for core::ShardLoad {
     }
 }
 
-/// The loads of a whole state, for its checkpoint.
-pub fn checkpoint_loads(loaded: &Loaded) -> CheckpointLoads {
-    let types = loaded
-        .types
-        .iter()
-        .filter(|(_, t)| !t.durable.loads.is_empty())
-        .map(|(name, t)| (name.clone(), t.durable.loads.iter().map(|(s, l)| (s.clone(), (*l).into())).collect()))
-        .collect();
-    CheckpointLoads { types }
-}
-
-/// `loaded` with a checkpoint's loads put back into its types.
-pub fn with_loads(mut loaded: Loaded, loads: CheckpointLoads) -> Loaded {
-    for (name, shards) in loads.types {
-        if let Some(t) = loaded.types.get_mut(&name) {
-            t.durable.loads = shards.into_iter().map(|(s, l)| (s, l.into())).collect();
-        }
-    }
-    loaded
-}
-
 impl From<Durable> for core::Durable {
     fn from(d: Durable) -> Self {
         let mut durable = core::Durable {
@@ -631,6 +587,9 @@ impl From<Durable> for core::Durable {
             queued: d.queued.into_iter().collect(),
             next_join_order: d.next_join_order,
             signal: d.signal,
+            epoch: d.epoch,
+            loads: d.loads.into_iter().map(|(s, l)| (s, l.into())).collect(),
+            operations: d.operations.into(),
             ..core::Durable::default()
         };
         // Built in one go (full B-tree nodes), the homes sharing their

@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use super::{
-    checkpoint, checkpoint_epochs, decode, decode_as, encode, home_row, read_home_row, turn, type_row, with_epochs,
+use super::{TypeValues, checkpoint, decode, decode_as, encode, home_row, read_home_row, turn, type_row};
+use crate::coordinator::{
+    Change, ChangedBy, Freeze, FreezeScope, Home, Interned, Operations, PlacementEntry, RegionRecord, ShardLoad, Stamp,
 };
-use crate::coordinator::{Change, Home, Interned, PlacementEntry, RegionRecord, Stamp};
 use crate::store::{ActivationRecord, ComponentRecord, Loaded, MemoryStore, Store, Turn, TypeRecord};
 use crate::strategy::external::AllocationReason;
 use crate::strategy::{ActivationCause, FaultKind, StrategyError, StrategySource};
@@ -49,6 +49,10 @@ fn activation(strategy: StrategySource, cause: ActivationCause) -> ActivationRec
     ActivationRecord { strategy, name: "n".into(), version: "v".into(), config: "{}".into(), cause, at_ms: 9 }
 }
 
+fn freeze() -> Freeze {
+    Freeze { scope: FreezeScope::Cluster, reason: "upgrade".into(), since: 10, until: Some(20), strict: true }
+}
+
 /// A turn with every change, every reason, every cause.
 fn every_change() -> Turn {
     let mut changes = vec![
@@ -71,6 +75,18 @@ fn every_change() -> Turn {
         Change::RebalanceUnqueued { shard: "s1".into() },
         Change::SignalSet { signal: Some("{}".into()) },
         Change::SignalSet { signal: None },
+        Change::LoadsSaved {
+            loads: vec![("s1".into(), Some(ShardLoad { load: 2.5, moved_at: Some(3) })), ("s2".into(), None)],
+        },
+        Change::FreezeSet { freeze: freeze() },
+        Change::FreezeLifted {
+            scope: FreezeScope::Cluster,
+            at: 12,
+            by: ChangedBy::Automatic,
+            reason: "expired".into(),
+            expired: true,
+        },
+        Change::DrainStarted { address: "r1".into(), at: 13 },
         Change::RegionRemoved { address: "r1".into() },
     ];
     for (i, reason) in reasons().into_iter().enumerate() {
@@ -122,16 +138,19 @@ fn a_whole_state_round_trips() {
     changes.push(Change::HandOffStarted { shard: "s1".into(), from: "r2".into() });
     changes.push(Change::RebalanceQueued { shard: "s2".into() });
     changes.push(Change::SignalSet { signal: Some("{}".into()) });
+    changes.push(Change::LoadsSaved { loads: vec![("s1".into(), Some(ShardLoad { load: 1.5, moved_at: Some(4) }))] });
+    changes.push(Change::FreezeSet { freeze: freeze() });
+    changes.push(Change::RegionDraining { address: "r2".into(), draining: true });
+    changes.push(Change::DrainStarted { address: "r2".into(), at: 14 });
     let memory = MemoryStore::new();
     let turn = Turn { changes: [("a".to_owned(), changes)].into(), ..every_change() };
     memory.commit(0, &Turn { removed_types: vec![], ..turn }).unwrap();
     let want = memory.load().unwrap();
     assert_eq!(want.types["a"].durable.homes.len(), reasons().len());
     assert_eq!(want.types["a"].durable.epoch, 10 + reasons().len() as u64 - 1);
-    // The checkpoint's data, then its epochs section (as etcd keeps them).
+    assert!(!want.types["a"].durable.loads.is_empty() && !want.types["a"].durable.operations.drains.is_empty());
+    // The whole state in one record, as etcd's checkpoint keeps it.
     let back: Loaded = decode::<super::Checkpoint>(&encode(&checkpoint(&want))).unwrap().into();
-    let epochs = decode::<super::CheckpointEpochs>(&encode(&checkpoint_epochs(&want))).unwrap();
-    let back = with_epochs(back, epochs);
     assert_eq!(back, want);
     // The homes are interned as they load: one address shared.
     let on_r1: Vec<&Home> = back.types["a"].durable.homes.values().filter(|h| &*h.region == "r1").collect();
@@ -140,43 +159,59 @@ fn a_whole_state_round_trips() {
 
 #[test]
 fn redb_rows_round_trip() {
-    for reason in reasons() {
-        let want = home("r9", reason);
+    for (i, reason) in reasons().into_iter().enumerate() {
+        let want = Home { epoch: i as u64 * 1_000, ..home("r9", reason) };
         let bytes = encode(&home_row(&want, 77));
-        let (back, order): (Home, u64) = decode_as::<super::v1::HomeRow, super::HomeRow, _>(2, &bytes).unwrap();
+        let (back, order): (Home, u64) =
+            decode_as::<super::v1::HomeRow, super::v2::HomeRow, super::HomeRow, _>(3, &bytes).unwrap();
         assert_eq!((&back, order), (&want, 77));
         // Read in place, as a start reads it: the same values.
         let mut interned = Interned::default();
         let (region, read) = read_home_row(&bytes, &mut interned).unwrap();
-        assert_eq!((region, &*read.reason, read.at, read.order), (&*want.region, &*want.reason, want.at, 77));
+        assert_eq!(
+            (region, &*read.reason, read.at, read.epoch, read.order),
+            (&*want.region, &*want.reason, want.at, want.epoch, 77)
+        );
         // A second row with the same reason shares it.
         let again = read_home_row(&bytes, &mut interned).unwrap().1;
         assert!(Arc::ptr_eq(&read.reason, &again.reason), "{want:?}");
     }
     let record = TypeRecord { strategy: StrategySource::Builtin("least-shard".into()), config: String::new() };
-    for (record, signal) in [(Some(&record), Some("{}")), (None, None)] {
-        let bytes = encode(&type_row(record, signal, 12));
-        let back: (Option<TypeRecord>, Option<String>, u64) =
-            decode_as::<super::v1::TypeRow, super::TypeRow, _>(2, &bytes).unwrap();
-        assert_eq!(back, (record.cloned(), signal.map(str::to_owned), 12));
+    let mut operations = Operations::default();
+    operations.apply(&Change::FreezeSet { freeze: freeze() });
+    operations.apply(&Change::DrainStarted { address: "r1".into(), at: 15 });
+    let full = TypeValues {
+        record: Some(record),
+        signal: Some("{}".into()),
+        next_join_order: 12,
+        epoch: 99,
+        operations: operations.clone(),
+    };
+    for want in [full, TypeValues::default()] {
+        let bytes = encode(&type_row(&want));
+        let back: TypeValues =
+            decode_as::<super::v1::TypeRow, super::v2::TypeRow, super::TypeRow, _>(3, &bytes).unwrap();
+        assert_eq!(back, want);
     }
     let region = region("r2");
     let back: RegionRecord =
-        decode_as::<super::v1::Region, super::Region, _>(2, &encode(&super::Region::from(&region))).unwrap();
+        decode_as::<super::v1::Region, super::v2::Region, super::Region, _>(3, &encode(&super::Region::from(&region)))
+            .unwrap();
     assert_eq!(back, region);
 }
 
 #[test]
 fn schema_one_rows_read_as_json() {
     let json = br#"{"home":{"region":"r1","reason":{"fallback":{"fault":{"kind":"deadline","detail":"d"}}},"at":5},"order":3}"#;
-    let (home, order): (Home, u64) = decode_as::<super::v1::HomeRow, super::HomeRow, _>(1, json).unwrap();
+    let (home, order): (Home, u64) =
+        decode_as::<super::v1::HomeRow, super::v2::HomeRow, super::HomeRow, _>(1, json).unwrap();
     assert_eq!(order, 3);
     assert_eq!(
         *home.reason,
         AllocationReason::Fallback(StrategyError::Fault { kind: FaultKind::Deadline, detail: "d".into() })
     );
     let turn = br#"{"changes":{"t":[{"change":"hand-off-started","shard":"s","from":"r"},{"change":"region-registered","address":"r","incarnation":1,"roles":[],"app_version":"","join_order":0,"labels":{},"proxy_only":false,"draining":false,"leaving":false,"shards":[]}]},"types":{},"activations":[["t",{"strategy":"hash","name":"hash","version":"1","config":"","cause":"auto-rollback","at_ms":1}]],"components":[],"removed_components":[],"removed_types":[]}"#;
-    let turn: Turn = decode_as::<super::v1::Turn, super::Turn, _>(1, turn).unwrap();
+    let turn: Turn = decode_as::<super::v1::Turn, super::v2::Turn, super::Turn, _>(1, turn).unwrap();
     assert_eq!(turn.changes["t"][0], Change::HandOffStarted { shard: "s".into(), from: "r".into() });
     assert_eq!(turn.activations[0].1.cause, ActivationCause::AutoRollback);
 }
@@ -191,5 +226,39 @@ fn damage_is_an_error() {
     let mut interned = Interned::default();
     assert!(read_home_row(&bytes[..bytes.len() - 1], &mut interned).is_err(), "a short record, in place");
     assert!(read_home_row(&long, &mut interned).is_err(), "bytes after the record, in place");
-    assert!(decode_as::<super::v1::HomeRow, super::HomeRow, (Home, u64)>(3, &bytes).is_err(), "another schema");
+    let other = decode_as::<super::v1::HomeRow, super::v2::HomeRow, super::HomeRow, (Home, u64)>(4, &bytes);
+    assert!(other.is_err(), "another schema");
+}
+
+/// A `HomeRow` as a later build might grow it: one more field, under the
+/// next free index.
+#[derive(Debug, PartialEq, minicbor::Encode, minicbor::Decode)]
+struct GrownHomeRow {
+    #[n(0)]
+    home: super::Home,
+    #[n(1)]
+    order: u64,
+    #[n(2)]
+    attributes: Option<std::collections::BTreeMap<String, String>>,
+}
+
+/// What "Adding a field" in `records/mod.rs` promises: a row written
+/// before the field reads with it absent, and a row written with it reads
+/// in a build without it (the field skipped), both as the same values.
+#[test]
+fn an_added_field_needs_no_new_record() {
+    let want = Home { epoch: 7, ..home("r1", AllocationReason::Placement) };
+    let before = encode(&home_row(&want, 5));
+    let grown: GrownHomeRow = decode(&before).unwrap();
+    assert_eq!((grown.order, grown.attributes), (5, None));
+    let after = encode(&GrownHomeRow {
+        home: super::Home::from(&want),
+        order: 6,
+        attributes: Some([("tenant".to_owned(), "acme".to_owned())].into()),
+    });
+    let (back, order): (Home, u64) = decode::<super::HomeRow>(&after).unwrap().into();
+    assert_eq!((back, order), (want.clone(), 6));
+    let mut interned = Interned::default();
+    let (region, read) = read_home_row(&after, &mut interned).unwrap();
+    assert_eq!((region, read.epoch, read.order), ("r1", 7, 6));
 }

@@ -2,7 +2,7 @@
 //! when schema 1 was written (their field names, and their enum tags as
 //! their `#[serde(...)]` attributes made them), copied here so that a
 //! schema-1 store still reads after the core's types change. Read only, to
-//! migrate a store to schema 2; never written. `contracts/store-v1/` holds
+//! migrate a store to the current schema; never written. `contracts/store-v1/` holds
 //! a redb file and an etcd dump of this schema, checked value by value by
 //! `host/tests/contract_store.rs`. Do not edit these types.
 
@@ -311,9 +311,14 @@ impl From<Component> for ComponentRecord {
     }
 }
 
-impl From<TypeRow> for (Option<TypeRecord>, Option<String>, u64) {
+impl From<TypeRow> for super::TypeValues {
     fn from(row: TypeRow) -> Self {
-        (row.record.map(Into::into), row.signal, row.next_join_order)
+        super::TypeValues {
+            record: row.record.map(Into::into),
+            signal: row.signal,
+            next_join_order: row.next_join_order,
+            ..super::TypeValues::default()
+        }
     }
 }
 
