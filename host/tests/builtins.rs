@@ -1,7 +1,7 @@
 //! Every built-in passes the conformance suite natively and as a
 //! component, and both forms give identical answers on the same inputs.
 
-mod common;
+use crate::common;
 
 use common::{CONFIGURATIONS, HostSubject, component, native};
 use proptest::prelude::*;

@@ -2,7 +2,7 @@
 //! binary, snapshot files, one JSON line per answer, one error line on
 //! stderr and a non-zero exit for every bad input.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -4,7 +4,7 @@
 //! (`GET …/drain`) reporting nothing left; with none, it fails within its
 //! bound naming what the region still holds; an unknown region fails at once.
 
-mod node;
+use crate::node;
 
 use std::process::Output;
 use std::time::{Duration, Instant};

@@ -7,10 +7,10 @@
 //! added or removed field, a changed word or a schema without a fixture
 //! fails here with a message naming the contract.
 //!
-//! `SHARDALLOC_BLESS=1 cargo test -p shardalloc --test contract_rest`
+//! `SHARDALLOC_BLESS=1 cargo test -p shardalloc --test in_process -- contract_rest::`
 //! writes the fixtures instead (never when `CI` is set).
 
-mod bless;
+use crate::bless;
 #[path = "contract_rest/samples.rs"]
 mod samples;
 
@@ -38,7 +38,7 @@ fn contract() -> String {
     format!("the REST API (/v1, OpenAPI version {version})")
 }
 
-const REGENERATE: &str = "SHARDALLOC_BLESS=1 cargo test -p shardalloc --test contract_rest";
+const REGENERATE: &str = "SHARDALLOC_BLESS=1 cargo test -p shardalloc --test in_process -- contract_rest::";
 
 const COMPATIBLE: &str = "removing, renaming or retyping a field or a word breaks clients; adding an optional \
                           field is compatible only for readers that ignore unknown fields (see contracts/README.md)";

@@ -22,8 +22,8 @@
 //! under `CI`) into `contracts/store-v{SCHEMA_VERSION}/`: only for a new
 //! schema version; the older directories are never written.
 
-mod bless;
-mod etcd;
+use crate::bless;
+use crate::etcd;
 
 use std::path::{Path, PathBuf};
 

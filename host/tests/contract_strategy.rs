@@ -8,10 +8,10 @@
 //!
 //! The answers are regenerated only on purpose (the components never
 //! are): `SHARDALLOC_BLESS=1 cargo test -p shardalloc --test
-//! contract_strategy` (ignored when `CI` is set).
+//! in_process -- contract_strategy::` (ignored when `CI` is set).
 
-mod bless;
-mod common;
+use crate::bless;
+use crate::common;
 
 use std::path::PathBuf;
 

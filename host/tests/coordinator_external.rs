@@ -1,6 +1,6 @@
 //! The external-allocation test plan, through the coordinator.
 
-mod coordinator;
+use crate::coordinator;
 
 use coordinator::{Harness, least_shard, sends};
 use shardalloc::coordinator::{Command, Config, Coordinator, Event, NodeMessage, Observation, OperatorRequest, Stamp};

@@ -3,7 +3,7 @@
 //! stale write from resurrecting a removed placement, and proxy-only
 //! regions that take part in hand-offs but never get shards.
 
-mod coordinator;
+use crate::coordinator;
 
 use coordinator::{Harness, least_shard, sends};
 use shardalloc::coordinator::{

@@ -29,8 +29,6 @@
 //! `cargo xtask soak-sim --seeds N` runs `simulation_seeds` over N seeds on
 //! every core, resumably (see xtask's `soak_sim.rs`).
 
-mod coordinator;
-
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use shardalloc::clock::{self, Clocks, ManualClocks, StampSequence};
@@ -955,7 +953,7 @@ fn simulation_at_scale() {
     run(7, 100, 1_000, 1_500, 3_000);
 }
 
-/// `cargo test -p shardalloc --test coordinator_sim -- --ignored`
+/// `cargo test -p shardalloc --test in_process -- coordinator_sim:: --ignored`
 #[test]
 #[ignore]
 fn simulation_long() {

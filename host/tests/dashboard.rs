@@ -3,8 +3,8 @@
 //! shards): the map, the shard story, every action, the strategy panel and
 //! the login. Every state is saved as a screenshot (see `browser`).
 
-mod browser;
-mod node;
+use crate::browser;
+use crate::node;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -3,8 +3,7 @@
 //! event stream) saying who froze it and why, its button lifts the freeze,
 //! and the side bar's form freezes the type.
 
-mod browser;
-mod node;
+use crate::browser;
 
 use std::time::{Duration, Instant};
 

@@ -4,8 +4,8 @@
 //! overview at 1,000 regions (sorted by load, filtered by zone, status and
 //! address, a click opening the region).
 
-mod browser;
-mod node;
+use crate::browser;
+use crate::node;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

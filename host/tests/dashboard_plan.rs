@@ -3,8 +3,7 @@
 //! region's shards now and after, outlines the shards it would move on the
 //! map and changes nothing; a plan the node refuses shows its error.
 
-mod browser;
-mod node;
+use crate::browser;
 
 use std::collections::BTreeMap;
 

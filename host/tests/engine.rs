@@ -4,7 +4,7 @@
 //! shadow and dry run. Timing bounds are generous; the deadline itself is
 //! what is tested.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

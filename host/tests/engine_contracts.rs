@@ -4,7 +4,7 @@
 //! goes wrong is caught by its checksum; and the 0.1 builds of the built-ins
 //! (the fixtures) and their 0.2 builds swap into and shadow each other.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

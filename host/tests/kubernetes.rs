@@ -19,8 +19,8 @@
 //! The example region (`examples/region.yaml`) is checked against
 //! `shardalloc regions` and its preStop hook against `shardalloc drain`.
 
-mod etcd;
-mod node;
+use crate::etcd;
+use crate::node;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};

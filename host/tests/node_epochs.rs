@@ -6,7 +6,7 @@
 //! `a_killed_leader_is_replaced_and_nothing_acknowledged_is_lost` in
 //! node_ha.rs.)
 
-mod node;
+use crate::node;
 
 #[path = "../../client/examples/fenced.rs"]
 mod fenced;

@@ -6,7 +6,7 @@
 //! the history and the event stream; bad requests are refused naming the
 //! problem. (Across a leader failover on etcd: `node_ha.rs`.)
 
-mod node;
+use crate::node;
 
 use std::time::Duration;
 

@@ -15,8 +15,8 @@
 //! leader (the graceful failover figures), a three-member etcd losing
 //! members, and a rolling restart.
 
-mod etcd;
-mod node;
+use crate::etcd;
+use crate::node;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -4,8 +4,8 @@
 //! winner back off (not win and fail several times a second) and say why on
 //! `/readyz`; a call forwarded to a paused leader fails within its bound.
 
-mod etcd;
-mod node;
+use crate::etcd;
+use crate::node;
 
 use std::time::Duration;
 

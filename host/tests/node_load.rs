@@ -2,7 +2,7 @@
 //! per shard, the REST API shows it (a shard's detail, the hottest shards
 //! in pages), and the saved loads survive a SIGKILL and a restart.
 
-mod node;
+use crate::node;
 
 use std::time::Duration;
 

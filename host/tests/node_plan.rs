@@ -4,7 +4,7 @@
 //! plans refused naming the problem (an unknown region, an empty cluster,
 //! too many rounds, a configuration without its strategy).
 
-mod node;
+use crate::node;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -9,7 +9,7 @@
 //! the application by name; asks over the built-in transport, answered
 //! once by the home or failed by name.
 
-mod node;
+use crate::node;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! snapshot as `shardalloc strategy eval` reads it. Every endpoint's shapes
 //! and bad inputs are tested in-process (`host/src/server/tests/`).
 
-mod node;
+use crate::node;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! and shards are re-homed only after their region re-registers or is
 //! removed, never running on two regions at once.
 
-mod node;
+use crate::node;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! The region-session WebSocket of the real node against misbehaving peers
 //! (raw tokio-tungstenite) and the region token.
 
-mod node;
+use crate::node;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! region, a strict freeze), and bad questions refused naming the problem.
 //! (A drain's progress: `cli_drain.rs`; across a failover: `node_ha.rs`.)
 
-mod node;
+use crate::node;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! rules (an active upload cannot be deleted…) are tested in-process
 //! (`host/src/server/tests/strategies.rs`).
 
-mod node;
+use crate::node;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -4,7 +4,7 @@
 //! Before, the engine's instance pool held 170 types of a built-in: a node
 //! with 171 declared types did not start.
 
-mod node;
+use crate::node;
 
 use std::process::Stdio;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! process behind. (The budget measured before compiling, the quota and
 //! the collection are tested in-process: `host/src/server/tests/uploads.rs`.)
 
-mod node;
+use crate::node;
 
 use std::time::Duration;
 

@@ -30,12 +30,12 @@
 //! minutes); on etcd, memory is reported, not judged (a node's memory steps
 //! when it becomes leader, and a killed node starts from nothing).
 
-mod etcd;
+use crate::etcd;
 #[path = "soak/fleet.rs"]
 mod fleet;
 #[path = "soak/ledger.rs"]
 mod ledger;
-mod node;
+use crate::node;
 
 use std::fmt::Write as _;
 use std::path::PathBuf;

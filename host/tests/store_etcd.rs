@@ -3,7 +3,7 @@
 //! leader, turns over one request's size, left-over parts, damaged
 //! checkpoints and blobs, a newer schema.
 
-mod etcd;
+use crate::etcd;
 
 use etcd::Etcd;
 use shardalloc::coordinator::{Change, PlacementEntry, Stamp};

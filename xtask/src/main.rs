@@ -296,8 +296,9 @@ fn ha_faults(root: &Path) -> anyhow::Result<()> {
         "-p",
         "shardalloc",
         "--test",
-        "node_ha",
+        "with_etcd",
         "--",
+        "node_ha::",
         "--ignored",
         "--test-threads",
         "1",
@@ -459,7 +460,18 @@ fn soak(root: &Path, args: &[String]) -> anyhow::Result<()> {
         let _ = std::fs::remove_file(out.join(stale));
     }
     let status = Command::new(cargo())
-        .args(["test", "--locked", "-p", "shardalloc", "--test", "soak", "--", "--ignored", "--nocapture"])
+        .args([
+            "test",
+            "--locked",
+            "-p",
+            "shardalloc",
+            "--test",
+            "with_etcd",
+            "--",
+            "soak::",
+            "--ignored",
+            "--nocapture",
+        ])
         .env("SHARDALLOC_SOAK_MINUTES", &minutes)
         .env("SHARDALLOC_SOAK_ETCD", if etcd { "1" } else { "0" })
         .env("SHARDALLOC_SOAK_KILL_EVERY_S", &kill_every)
@@ -495,20 +507,7 @@ const SCREENSHOTS: [&str; 11] =
 fn screenshots(root: &Path) -> anyhow::Result<()> {
     setup()?;
     packages::ensure("screenshots")?;
-    let tests = [
-        "test",
-        "--locked",
-        "-p",
-        "shardalloc",
-        "--test",
-        "dashboard",
-        "--test",
-        "dashboard_load",
-        "--test",
-        "dashboard_freeze",
-        "--test",
-        "dashboard_plan",
-    ];
+    let tests = ["test", "--locked", "-p", "shardalloc", "--test", "with_node", "--", "dashboard"];
     run(root, &cargo(), &tests)?;
     let taken = target_dir(root).join("tmp/dashboard");
     let docs = root.join("docs/images");

@@ -54,7 +54,7 @@ fn parse(line: &str) -> Option<(u64, Outcome)> {
 
 fn test_binary(root: &Path) -> anyhow::Result<String> {
     let output = Command::new(super::cargo())
-        .args(["test", "--locked", "--release", "-p", "shardalloc", "--test", "coordinator_sim", "--no-run"])
+        .args(["test", "--locked", "--release", "-p", "shardalloc", "--test", "in_process", "--no-run"])
         .args(["--message-format", "json"])
         .current_dir(root)
         .stderr(Stdio::inherit())
@@ -65,7 +65,7 @@ fn test_binary(root: &Path) -> anyhow::Result<String> {
     }
     String::from_utf8_lossy(&output.stdout)
         .lines()
-        .filter(|l| l.contains("\"executable\"") && l.contains("coordinator_sim"))
+        .filter(|l| l.contains("\"executable\"") && l.contains("in_process"))
         .find_map(|l| {
             let value: serde_json::Value = serde_json::from_str(l).ok()?;
             value["executable"].as_str().map(str::to_owned)
@@ -117,7 +117,14 @@ pub fn soak_sim(root: &Path, target_dir: &Path, args: &[String]) -> anyhow::Resu
             && let Some((from, to)) = chunks.pop()
         {
             let child = Command::new(&binary)
-                .args(["--ignored", "--exact", "simulation_seeds", "--nocapture", "--test-threads", "1"])
+                .args([
+                    "--ignored",
+                    "--exact",
+                    "coordinator_sim::simulation_seeds",
+                    "--nocapture",
+                    "--test-threads",
+                    "1",
+                ])
                 .env("SHARDALLOC_SIM_SEEDS", format!("{from}..{to}"))
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
