@@ -2,7 +2,7 @@
 //! built-ins), checked against the code, so the intent cannot silently go
 //! stale where it names them. Test-only.
 
-use crate::engine::load::Contract;
+use crate::engine::component::Contract;
 use crate::store::SCHEMA_VERSION;
 use crate::strategy::builtin;
 use shardalloc_proto::peer::PEER_PROTOCOL_VERSION;

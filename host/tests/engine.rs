@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use common::{engine, generous, misbehaving_bytes};
 use shardalloc::clock::ManualClocks;
 use shardalloc::engine::cache::CacheOutcome;
+use shardalloc::engine::component::LoadError;
 use shardalloc::engine::limits::Limits;
-use shardalloc::engine::load::LoadError;
 use shardalloc::engine::slot::{ActivationCause, AutoRollback, RollbackError, Slot};
 use shardalloc::engine::{Engine, EngineConfig};
 use shardalloc::strategy::churn::{ChurnLimits, Paced};
@@ -159,10 +159,10 @@ fn bad_files_and_wrong_worlds_are_clear_load_errors() {
     // A component of an accepted contract says which: the built-ins speak
     // 0.2, their 0.1 builds (the fixtures) 0.1.
     let compiled = engine.compile(shardalloc::strategy::builtin::component_bytes("hash").unwrap()).unwrap();
-    assert_eq!(compiled.contract, shardalloc::engine::load::Contract::V0_2);
+    assert_eq!(compiled.contract, shardalloc::engine::component::Contract::V0_2);
     assert_eq!(compiled.contract.name(), "shardalloc:strategy@0.2.0");
     let fixture = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../contracts/strategy-0.1/hash.wasm")).unwrap();
-    assert_eq!(engine.compile(&fixture).unwrap().contract, shardalloc::engine::load::Contract::V0_1);
+    assert_eq!(engine.compile(&fixture).unwrap().contract, shardalloc::engine::component::Contract::V0_1);
     // Imports outside the contract and WASI are named, with the fix.
     let foreign = contract("0.1.0")
         .replace("world strategy {", "interface metrics { push: func(); }\nworld strategy {\n    import metrics;");

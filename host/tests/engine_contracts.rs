@@ -9,8 +9,8 @@ use crate::common;
 use std::sync::Arc;
 
 use common::{engine, generous, native};
+use shardalloc::engine::component::Contract;
 use shardalloc::engine::instance::Sandboxed;
-use shardalloc::engine::load::Contract;
 use shardalloc::engine::slot::{ActivationCause, AutoRollback, Slot};
 use shardalloc::strategy::table::ShardTable;
 use shardalloc::strategy::{AllocationStrategy, ClusterView, StrategySource};
@@ -169,7 +169,7 @@ fn an_activation_warmed_on_the_callers_view_takes_its_first_call_without_loading
 
 #[test]
 fn the_contract_is_read_from_a_components_exports_without_compiling_it() {
-    use shardalloc::engine::load::contract_of;
+    use shardalloc::engine::component::contract_of;
     assert_eq!(contract_of(&fixture("least-shard")), Some(Contract::V0_1));
     let builtin = shardalloc::strategy::builtin::component_bytes("least-shard").unwrap();
     assert_eq!(contract_of(builtin), Some(Contract::V0_2));

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use shardalloc::engine::limits::MAX_COMPONENT_SIZE;
-use shardalloc::engine::load::sniff;
+use shardalloc::engine::component::sniff;
 use shardalloc::engine::{Engine, EngineConfig};
 
 /// Components from this size up are announced before their first compile

@@ -79,9 +79,9 @@ mod config;
 mod event;
 mod freeze;
 mod handoff;
-mod load;
 mod placements;
 mod regions;
+mod shard_load;
 mod state;
 mod stoppable;
 
@@ -97,7 +97,7 @@ pub use freeze::{
     ChangedBy, FREEZE_HISTORY, Freeze, FreezeAction, FreezeError, FreezeOrder, FreezeRecord, FreezeScope, Freezes,
     MAX_FREEZE_MS, MAX_FREEZE_REASON_BYTES, MaintenanceRule,
 };
-pub use load::{LOAD_SAMPLE_MS, LOADS_PER_SAVE};
+pub use shard_load::{LOAD_SAMPLE_MS, LOADS_PER_SAVE};
 /// The coordinator speaks the region protocol's own types: it takes a
 /// region's [`Register`] as sent and answers with [`NodeMessage`]s, so the
 /// wire and the core cannot drift apart (the driver maps nothing).
@@ -159,7 +159,7 @@ pub struct Coordinator {
     /// expired ones without walking every placement.
     tombstones: BTreeSet<(Millis, String)>,
     /// Which loads the store and the shard table have yet to see.
-    loads: load::LoadBook,
+    loads: shard_load::LoadBook,
     /// The regions the maintenance rule counts as lost.
     losses: freeze::Losses,
     now: Millis,
@@ -217,14 +217,14 @@ impl Coordinator {
             topology: None,
             table: None,
             tombstones,
-            loads: load::LoadBook::default(),
+            loads: shard_load::LoadBook::default(),
             losses: freeze::Losses::default(),
             now,
             changes: Vec::new(),
             reveals: Vec::new(),
             out: Vec::new(),
         };
-        coordinator.loads = load::LoadBook::new(now, &coordinator.durable);
+        coordinator.loads = shard_load::LoadBook::new(now, &coordinator.durable);
         coordinator.losses = freeze::Losses::recovered(now, coordinator.config.maintenance.window_ms);
         let handoffs: Vec<(String, String)> =
             coordinator.durable.handoffs.iter().map(|(s, f)| (s.clone(), f.clone())).collect();

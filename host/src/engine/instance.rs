@@ -13,11 +13,11 @@ use wasmtime::Store;
 
 use super::bindings::v0_1::wit;
 use super::bindings::{v0_1, v0_2};
+use super::component::Contract;
+use super::component::{Compiled, LoadError, Pre};
 use super::host::HostState;
 use super::limits::Limits;
 use super::limits::cut;
-use super::load::Contract;
-use super::load::{Compiled, LoadError, Pre};
 use super::lower;
 use crate::strategy::table::ShardTable;
 use crate::strategy::{AllocationStrategy, ClusterView, FaultKind, Info, StrategyError};

@@ -6,7 +6,7 @@
 //!   loaded by mmap from the precompiled-artifact cache ([`cache`]), keyed by
 //!   the component's sha256 and the engine's compatibility hash — checked to
 //!   export the allocator of a contract this host speaks (0.1 or 0.2, told
-//!   apart by the export's version: [`load::Contract`]), pre-instantiated
+//!   apart by the export's version: [`component::Contract`]), pre-instantiated
 //!   through that contract's bindings ([`bindings`]), and described.
 //! - **Sandbox** ([`instance::Sandboxed`], limits in [`limits`]): every call
 //!   runs under a deadline (epoch interruption driven by a ticker thread;
@@ -45,10 +45,10 @@
 pub mod bindings;
 pub mod budget;
 pub mod cache;
+pub mod component;
 pub mod host;
 pub mod instance;
 pub mod limits;
-pub mod load;
 pub mod lower;
 pub mod precompiled;
 pub mod slot;
@@ -67,10 +67,10 @@ use wasmtime::{Config, InstanceAllocationStrategy, PoolingAllocationConfig, Stor
 
 use self::bindings::{v0_1, v0_2};
 use self::cache::{ArtifactCache, CacheOutcome};
+use self::component::{Compiled, Contract, LoadError, Pre, check_world, sniff};
 use self::host::HostState;
 use self::instance::Sandboxed;
 use self::limits::{EPOCH_TICK, Limits, MAX_COMPONENT_SIZE, MAX_MEMORY_LIMIT, MEMORY_GUARD, MEMORY_RESERVATION};
-use self::load::{Compiled, Contract, LoadError, Pre, check_world, sniff};
 use crate::strategy::Info;
 use crate::strategy::source::digest_of as digest;
 

@@ -15,8 +15,8 @@ use wasmtime::component::Component;
 
 use super::Engine;
 use super::cache::CacheOutcome;
+use super::component::{Compiled, LoadError, sniff};
 use super::limits::MAX_COMPONENT_SIZE;
-use super::load::{Compiled, LoadError, sniff};
 use crate::strategy::source::digest_of as digest;
 
 impl Engine {

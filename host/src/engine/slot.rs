@@ -34,9 +34,9 @@ use std::time::Duration;
 use arc_swap::{ArcSwap, ArcSwapOption};
 
 use super::Engine;
+use super::component::{Compiled, LoadError};
 use super::instance::Sandboxed;
 use super::limits::Limits;
-use super::load::{Compiled, LoadError};
 use crate::clock::{Clocks, SystemClocks};
 pub use crate::strategy::ActivationCause;
 use crate::strategy::table::ShardTable;

@@ -8,9 +8,9 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use super::Engine;
+use super::component::{Compiled, LoadError};
 use super::instance::Sandboxed;
 use super::limits::Limits;
-use super::load::{Compiled, LoadError};
 use crate::strategy::StrategySource;
 use crate::strategy::builtin;
 use crate::strategy::source::{SourceError, digest_of};

@@ -32,7 +32,7 @@ use super::api_error::{ApiError, ErrorCode};
 use super::rest::blocking;
 use crate::engine::Engine;
 use crate::engine::budget::{BudgetError, CompileBudget};
-use crate::engine::load::{Compiled, LoadError};
+use crate::engine::component::{Compiled, LoadError};
 
 /// How long one compile of an upload may run before it is killed.
 pub const DEFAULT_COMPILE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -106,7 +106,7 @@ impl Compiler {
     /// compiler process under way.
     pub async fn compile(&self, engine: &Arc<Engine>, bytes: bytes::Bytes) -> Result<Arc<Compiled>, ApiError> {
         let invalid = |e: LoadError| ApiError::unprocessable(ErrorCode::InvalidComponent, e.to_string());
-        crate::engine::load::sniff(&bytes, crate::engine::limits::MAX_COMPONENT_SIZE).map_err(invalid)?;
+        crate::engine::component::sniff(&bytes, crate::engine::limits::MAX_COMPONENT_SIZE).map_err(invalid)?;
         if !engine.needs_compiling(&bytes) {
             let (engine, bytes) = (engine.clone(), bytes.clone());
             return blocking(move || engine.compile(&bytes)).await?.map_err(invalid);

@@ -19,7 +19,7 @@ use super::compile::{CompileSettings, Compiler};
 use super::driver::request::AdminRequest;
 use super::rest::blocking;
 use super::state::AppState;
-use crate::engine::load::{self, Contract};
+use crate::engine::component::{self, Contract};
 use crate::store::ComponentRecord;
 
 /// Most uploaded components a node stores.
@@ -118,7 +118,7 @@ pub async fn with_contracts(state: &AppState, strategies: &mut [StoredStrategy])
                 };
                 match read {
                     Ok(bytes) => {
-                        let contract = bytes.as_deref().and_then(load::contract_of);
+                        let contract = bytes.as_deref().and_then(component::contract_of);
                         if let Some(contract) = contract {
                             state.uploads.learn_contract(&digest, contract);
                         }

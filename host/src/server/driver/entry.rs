@@ -8,8 +8,8 @@ use shardalloc_proto::api::RegionStatus;
 
 use super::request::Refusal;
 use crate::coordinator::Coordinator;
+use crate::engine::component::Compiled;
 use crate::engine::limits::Limits;
-use crate::engine::load::Compiled;
 use crate::engine::slot::Slot;
 use crate::store::{ActivationRecord, TypeRecord};
 use crate::strategy::ActivationCause;

@@ -12,7 +12,7 @@
 //! - `admin.rs`: the answers to [`request::AdminRequest`]s;
 //! - `commands.rs`: what the coordinators' commands do (persist, send,
 //!   reply, observe);
-//! - `load.rs`: [`Driver::load`], from the store to the first commit;
+//! - `startup.rs`: [`Driver::load`], from the store to the first commit;
 //! - `thread.rs`: the thread that waits for inputs or the next tick;
 //! - `progress.rs`: its heartbeat, which `/livez` checks;
 //! - this file: the turn — [`Driver::step`] handles a batch of inputs at a
@@ -43,12 +43,12 @@ mod entry;
 pub mod freezes;
 mod handle;
 pub mod lease;
-mod load;
 pub mod progress;
 mod refusal;
 mod regions;
 pub mod request;
 pub mod sessions;
+mod startup;
 pub mod stops;
 mod thread;
 pub mod writes;

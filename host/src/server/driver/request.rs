@@ -16,7 +16,7 @@ use tokio::sync::oneshot;
 pub use super::refusal::Refusal;
 
 use crate::coordinator::Reply as CoordinatorReply;
-use crate::engine::load::Compiled;
+use crate::engine::component::Compiled;
 use crate::store::ComponentRecord;
 
 /// Where a request's answer goes.

@@ -17,7 +17,7 @@ use shardalloc_proto::api::{
 
 use super::paging::{PageQuery, Paging, split};
 use super::{blocking, shard_ids};
-use crate::engine::load::Compiled;
+use crate::engine::component::Compiled;
 use crate::engine::source::SourceLoadError;
 use crate::server::api_error::{ApiError, ErrorCode};
 use crate::server::body::{JsonBody, Params, RawBody};
