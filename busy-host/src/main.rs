@@ -340,7 +340,7 @@ fn window_stats(recorder: &Recorder, from: Instant, to: Instant) -> (usize, Dura
     (took.len(), percentile(&took, 0.99))
 }
 
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments, reason = "one table row's every column, named at the call")]
 fn row(
     load: &str,
     recorder: &Recorder,

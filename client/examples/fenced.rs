@@ -244,7 +244,7 @@ pub async fn run(
     Ok(outcome)
 }
 
-#[allow(dead_code)] // A test runs `run` (host/tests/node_epochs.rs), not `main`.
+#[allow(dead_code, reason = "a test runs `run` (host/tests/node_epochs.rs), not `main`")]
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -72,7 +72,7 @@ impl FakeNode {
     async fn serve(self: Arc<Self>, stream: TcpStream) {
         let mut authorization = None;
         // The callback's signature is tungstenite's.
-        #[allow(clippy::result_large_err)]
+        #[allow(clippy::result_large_err, reason = "tungstenite's upgrade callback answers its own Result")]
         let callback = |request: &Request, response: Response| {
             assert_eq!(request.uri().path(), protocol::CONNECT_PATH);
             authorization = request.headers().get("authorization").map(|v| v.to_str().unwrap().to_owned());

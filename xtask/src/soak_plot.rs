@@ -325,7 +325,7 @@ fn legend(root: &Area, (mut x, y): (i32, i32), entries: &[(String, RGBColor)]) -
 
 /// A panel of one or two lines on the left axis and, when `units.1` is
 /// set, the second line on its own right axis; leader kills as red lines.
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments, reason = "one panel's every dimension, named at the call")]
 fn panel(
     root: &Area,
     area: &Area,

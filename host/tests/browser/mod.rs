@@ -7,7 +7,7 @@
 //! Needs `chromium` and `chromedriver` (Debian's `chromium` and
 //! `chromium-driver`; `cargo xtask test` installs them when missing).
 
-#![allow(dead_code)]
+#![allow(dead_code, reason = "shared by several test files, each using a part")]
 
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;

@@ -1,6 +1,6 @@
 //! Shared helpers for the host's integration tests.
 
-#![allow(dead_code)]
+#![allow(dead_code, reason = "shared by several test files, each using a part")]
 
 use std::sync::{Arc, OnceLock};
 

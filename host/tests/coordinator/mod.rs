@@ -1,6 +1,6 @@
 //! Shared helpers for the coordinator's integration tests.
 
-#![allow(dead_code)]
+#![allow(dead_code, reason = "shared by several test files, each using a part")]
 
 use shardalloc::coordinator::{
     Command, Config, Coordinator, Durable, Event, Millis, NodeMessage, OperatorRequest, Register, Stamp,

@@ -1,7 +1,7 @@
 //! Real etcd servers for the tests, on 127.0.0.1 with their data on tmpfs
 //! and the election timing the HA issue asks for (stable on two busy cores).
 
-#![allow(dead_code)]
+#![allow(dead_code, reason = "shared by several test files, each using a part")]
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -5,7 +5,7 @@
 //!
 //! Every wait polls with a generous bound; nothing relies on a bare sleep.
 
-#![allow(dead_code)]
+#![allow(dead_code, reason = "shared by several test files, each using a part")]
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::{BufRead, BufReader, Read};

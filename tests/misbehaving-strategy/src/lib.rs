@@ -62,7 +62,7 @@ pub struct Misbehaving {
 /// The handles whose id `read-ids` has read, in this instance.
 static READ: std::sync::Mutex<Vec<bool>> = std::sync::Mutex::new(Vec::new());
 
-#[allow(clippy::empty_loop)]
+#[allow(clippy::empty_loop, reason = "the `spin` mode spins on purpose, to meet the deadline")]
 fn common(mode: Mode) -> Result<(), String> {
     match mode {
         Mode::Error => Err("misbehaving on purpose".to_owned()),

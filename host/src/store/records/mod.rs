@@ -225,7 +225,7 @@ pub struct ShardLoad {
 
 /// One change of a type's durable state (the etcd log).
 #[derive(Debug, Clone, PartialEq, Encode, Decode)]
-#[allow(missing_docs)] // The core's `coordinator::Change`, variant by variant.
+#[allow(missing_docs, reason = "The core's `coordinator::Change`, variant by variant")]
 pub enum Change {
     #[n(0)]
     RegionRegistered(#[n(0)] Region),
@@ -332,7 +332,7 @@ pub enum Change {
 /// Whose freeze.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Encode, Decode)]
 #[cbor(index_only)]
-#[allow(missing_docs)] // The core's `FreezeScope`.
+#[allow(missing_docs, reason = "The core's `FreezeScope`")]
 pub enum FreezeScope {
     #[n(0)]
     Type,
@@ -345,7 +345,7 @@ pub enum FreezeScope {
 /// Who made a change: an operator or the node itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Encode, Decode)]
 #[cbor(index_only)]
-#[allow(missing_docs)] // The core's `ChangedBy`.
+#[allow(missing_docs, reason = "The core's `ChangedBy`")]
 pub enum ChangedBy {
     #[n(0)]
     Operator,
@@ -356,7 +356,7 @@ pub enum ChangedBy {
 /// What happened to a freeze.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Encode, Decode)]
 #[cbor(index_only)]
-#[allow(missing_docs)] // The core's `FreezeAction`.
+#[allow(missing_docs, reason = "The core's `FreezeAction`")]
 pub enum FreezeAction {
     #[n(0)]
     Frozen,
@@ -449,7 +449,7 @@ pub struct Declaration {
 /// Why a strategy became active.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Encode, Decode)]
 #[cbor(index_only)]
-#[allow(missing_docs)] // The core's `ActivationCause`.
+#[allow(missing_docs, reason = "The core's `ActivationCause`")]
 pub enum Cause {
     #[n(0)]
     Initial,
@@ -569,7 +569,7 @@ pub struct HomeRef<'a> {
 
 /// [`Reason`] read in place: the same variants under the same indices.
 #[derive(Debug, Decode)]
-#[allow(missing_docs)] // As [`Reason`].
+#[allow(missing_docs, reason = "As [`Reason`]")]
 pub enum ReasonRef<'a> {
     #[n(0)]
     Placement,

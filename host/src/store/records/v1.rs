@@ -42,7 +42,7 @@ pub struct Region {
 /// `strategy::FaultKind`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-#[allow(missing_docs)]
+#[allow(missing_docs, reason = "a frozen record of an older schema: its variants are the ones named")]
 pub enum FaultKind {
     Trap,
     Deadline,
@@ -52,7 +52,7 @@ pub enum FaultKind {
 /// `strategy::StrategyError`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-#[allow(missing_docs)]
+#[allow(missing_docs, reason = "a frozen record of an older schema: its variants are the ones named")]
 pub enum StrategyError {
     Refused(String),
     Invalid(String),
@@ -62,7 +62,7 @@ pub enum StrategyError {
 /// `strategy::external::AllocationReason`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-#[allow(missing_docs)]
+#[allow(missing_docs, reason = "a frozen record of an older schema: its variants are the ones named")]
 pub enum AllocationReason {
     Placement,
     Strategy { name: String, version: String },
@@ -88,7 +88,7 @@ pub struct PlacementEntry {
 /// `coordinator::Change`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "change", rename_all = "kebab-case")]
-#[allow(missing_docs)]
+#[allow(missing_docs, reason = "a frozen record of an older schema: its variants are the ones named")]
 pub enum Change {
     RegionRegistered(Region),
     RegionRemoved { address: String },
@@ -115,7 +115,7 @@ pub struct Declaration {
 /// `strategy::ActivationCause`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-#[allow(missing_docs)]
+#[allow(missing_docs, reason = "a frozen record of an older schema: its variants are the ones named")]
 pub enum ActivationCause {
     Initial,
     Operator,

@@ -138,7 +138,7 @@ pub struct ShardLoad {
 
 /// One change of a type's durable state (the etcd log).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[allow(missing_docs)]
+#[allow(missing_docs, reason = "a frozen record of an older schema: its variants are the ones named")]
 pub enum Change {
     RegionRegistered(Region),
     RegionRemoved {
@@ -213,7 +213,7 @@ pub enum Change {
 
 /// Whose freeze.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[allow(missing_docs)]
+#[allow(missing_docs, reason = "a frozen record of an older schema: its variants are the ones named")]
 pub enum FreezeScope {
     Type,
     Cluster,
@@ -222,7 +222,7 @@ pub enum FreezeScope {
 
 /// Who made a change: an operator or the node itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[allow(missing_docs)]
+#[allow(missing_docs, reason = "a frozen record of an older schema: its variants are the ones named")]
 pub enum ChangedBy {
     Operator,
     Automatic,
@@ -230,7 +230,7 @@ pub enum ChangedBy {
 
 /// What happened to a freeze.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[allow(missing_docs)]
+#[allow(missing_docs, reason = "a frozen record of an older schema: its variants are the ones named")]
 pub enum FreezeAction {
     Frozen,
     Lifted,
@@ -301,7 +301,7 @@ pub struct Declaration {
 
 /// Why a strategy became active.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[allow(missing_docs)]
+#[allow(missing_docs, reason = "a frozen record of an older schema: its variants are the ones named")]
 pub enum Cause {
     Initial,
     Operator,

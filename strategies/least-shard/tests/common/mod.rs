@@ -1,5 +1,5 @@
 //! Helpers shared by the integration tests.
-#![allow(dead_code)]
+#![allow(dead_code, reason = "shared by test files that each use a part")]
 
 use shardalloc_guest::Strategy;
 use shardalloc_guest::testing::Scenario;
