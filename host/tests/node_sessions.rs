@@ -19,8 +19,9 @@ use node::{Journal, Node, registered};
 
 type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
-/// How long the node may take to hang up on a misbehaving peer.
-const HANG_UP: Duration = Duration::from_secs(15);
+/// How long the node may take to hang up on a misbehaving peer (its
+/// handshake timeout is 10 s; the rest is room for a busy machine).
+const HANG_UP: Duration = Duration::from_secs(40);
 
 async fn connect(node: &Node, token: Option<&str>) -> Result<Socket, tungstenite::Error> {
     let mut request = format!("ws://{}{CONNECT_PATH}", node.addr).into_client_request().unwrap();
@@ -187,9 +188,11 @@ async fn misbehaving_peers_are_disconnected_and_the_node_carries_on() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_silent_peer_is_dropped_after_the_handshake_timeout() {
     let node = Node::start(&["--type", "cart"]).await;
+    // Timed from before the connection, so a slow connect cannot make the
+    // node's timeout look short.
+    let started = std::time::Instant::now();
     let mut socket = connect(&node, None).await.unwrap();
     // Nothing sent: the node gives up after its 10 s handshake timeout.
-    let started = std::time::Instant::now();
     let (messages, _) = until_hung_up(&mut socket, "a silent peer").await;
     assert!(started.elapsed() >= Duration::from_secs(9), "dropped after {:?}", started.elapsed());
     assert!(
@@ -320,8 +323,12 @@ async fn a_burst_of_home_lookups_delays_no_other_region_and_its_sender_is_slowed
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     eprintln!("the slowest heartbeat during a burst of {BURST} lookups: {slowest:?}");
-    // A debug build on a shared machine: well under a second is expected.
-    assert!(slowest < Duration::from_secs(3), "a quiet region's heartbeat took {slowest:?} during the burst");
+    // Well under a second is expected, but how far under says more about
+    // this machine than about the node: the figure is measured in release
+    // by `cargo xtask busy-host` (its `burst` load). What must hold here is
+    // the harm: no heartbeat held back as long as a region's lease (10 s by
+    // default), after which it would stop its shards.
+    assert!(slowest < Duration::from_secs(10), "a quiet region's heartbeat took {slowest:?} during the burst");
     // The busy region was slowed down, never dropped: it gets every answer
     // once it reads, and stays registered.
     let mut answered = 0;

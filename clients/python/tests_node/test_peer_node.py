@@ -72,8 +72,9 @@ class PeerTransportTests(unittest.IsolatedAsyncioTestCase):
             reconnect_min_ms=50,
             reconnect_max_ms=500,
             home_retry_ms=300,
-            # Rounds of failed forwards outlast the node's removal (4.5 s here).
-            forward_attempts=30,
+            # Rounds of failed forwards outlast the node's removal (4.5 s here),
+            # however busy the machine: 100 at 300 ms, the default 30 s deadline.
+            forward_attempts=100,
         )
         region = await Region.start(config, App(journal, transport.address), transport)
         await region.wait_registered()

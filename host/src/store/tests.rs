@@ -44,7 +44,7 @@ fn an_open_waits_out_a_lock_released_soon_and_no_longer() {
     // process holds from its fork until its exec: waited out.
     let held = ::redb::Database::create(dir.path().join(redb::FILE_NAME)).unwrap();
     let closer = std::thread::spawn(move || {
-        std::thread::sleep(redb::LOCK_WAIT / 4);
+        std::thread::sleep(redb::LOCK_WAIT / 10);
         drop(held);
     });
     let store = RedbStore::open(dir.path()).expect("a lock released within the wait was not waited out");

@@ -116,7 +116,15 @@ async fn a_flood_of_half_open_connections_cannot_keep_a_health_check_out() {
 #[tokio::test(flavor = "multi_thread")]
 async fn connections_beyond_the_limit_are_closed_at_once() {
     let node = TestNode::start();
-    let limits = ConnectionLimits { max_connections: 4, max_unauthenticated: 4, ..quick() };
+    // The four stay open however slowly this machine reaches the fifth
+    // (with `quick`'s 400 ms they could go idle first and make room).
+    let limits = ConnectionLimits {
+        max_connections: 4,
+        max_unauthenticated: 4,
+        idle_timeout: Duration::from_secs(60),
+        header_read_timeout: Duration::from_secs(60),
+        ..quick()
+    };
     let address = serve(&node, limits).await;
     let mut open = Vec::new();
     for _ in 0..4 {
