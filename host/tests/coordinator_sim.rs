@@ -685,7 +685,7 @@ impl Sim {
         {
             panic!("t={now}: the shard table drifted from the durable state: {drift}");
         }
-        for (shard, load) in &self.c.durable().loads {
+        for (shard, load) in self.c.loads() {
             assert!(load.load.is_finite() && load.load >= 0.0, "t={now}: shard {shard} has load {}", load.load);
         }
         let homes: Vec<String> = self.c.durable().homes.keys().cloned().collect();

@@ -185,7 +185,7 @@ impl Coordinator {
                 homed: self.durable.homes.len(),
                 last_moving_round: self.last_moving_round,
             };
-            let loads = &self.durable.loads;
+            let loads = &self.loads.current;
             let clipped = self.config.churn.clip(decision.shards, decision.placement_moves, round, |shard| {
                 loads.get(shard).and_then(|l| l.moved_at)
             });

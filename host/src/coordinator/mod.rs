@@ -389,7 +389,7 @@ impl Coordinator {
             None => {
                 // Built with every load: none is left unseen.
                 self.loads.take_unseen();
-                self.table.insert(Arc::new(self.durable.shard_table(topology, metrics.to_vec())))
+                self.table.insert(Arc::new(self.durable.shard_table(topology, metrics.to_vec(), &self.loads.current)))
             }
         };
         debug_assert_eq!(Arc::strong_count(table), 1, "a view still holds the shard table: a new view copies it");
@@ -397,7 +397,7 @@ impl Coordinator {
         kept.set_topology(topology, metrics);
         let unseen = self.loads.take_unseen();
         if !unseen.is_empty() {
-            let loads = &self.durable.loads;
+            let loads = &self.loads.current;
             kept.set_loads(unseen.iter().map(|shard| (shard.as_str(), loads.get(shard).map_or(0.0, |l| l.load))));
         }
         table.clone()
@@ -411,7 +411,7 @@ impl Coordinator {
         let topology = self.topology();
         let metrics = self.metric_matrix(&topology);
         let kept = self.table_at(&topology, &metrics);
-        let fresh = self.durable.shard_table(&topology, metrics);
+        let fresh = self.durable.shard_table(&topology, metrics, &self.loads.current);
         kept.differs_from(&fresh)
     }
 
@@ -443,7 +443,7 @@ impl Coordinator {
                 }
                 let pinned = pinned_at(&self.durable, shard);
                 Arc::make_mut(self.table.as_mut().expect("built")).set_pinned(shard, pinned);
-                if self.durable.loads.get(shard).is_some_and(|l| l.load != 0.0) {
+                if self.loads.current.get(shard).is_some_and(|l| l.load != 0.0) {
                     self.loads.show(shard);
                 }
             }

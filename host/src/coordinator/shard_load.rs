@@ -3,9 +3,10 @@
 //! and saved to the store in batches.
 //!
 //! ```text
-//!  Load{window, shards, rest} ──▶ on_load ──▶ durable.loads[shard] (moving average)
+//!  Load{window, shards, rest} ──▶ on_load ──▶ loads.current[shard] (moving average)
 //!                                                 ├─▶ the shard table, at the next view (one batch)
 //!                                                 └─▶ LoadsSaved, every load_save_interval_ms
+//!                                                      └─▶ durable.loads (as every change: applied, persisted)
 //! ```
 //!
 //! ## Smoothing
@@ -32,13 +33,18 @@
 //!
 //! ## Bounds
 //!
-//! `durable.loads` holds the shards with a load or a move. A shard keeps
+//! The current loads live in the coordinator's [`LoadBook`], not in the
+//! durable state: they change at every report, and the durable state
+//! changes only by a [`Change`] it also persists. `durable.loads` is what
+//! the last `LoadsSaved` batches said, as a store holds it.
+//!
+//! The current loads hold the shards with a load or a move. A shard keeps
 //! its load while it has no home (a removed region's shards are homed again
 //! on their next request, and their load follows them); past
 //! `max_shards` entries those without a home are forgotten. A save writes
 //! at most [`LOADS_PER_SAVE`] shards; more wait for the next ticks.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use shardalloc_proto::protocol::LoadReport;
 
@@ -62,9 +68,12 @@ const SAMPLE_SPACING_MS: u64 = 100;
 /// alive forever.
 const NEGLIGIBLE: f64 = 1e-9;
 
-/// The coordinator's load bookkeeping beside `durable.loads`.
+/// The coordinator's current loads and their bookkeeping.
 #[derive(Debug, Default)]
 pub(super) struct LoadBook {
+    /// Each shard's current smoothed load and last move (those with
+    /// either); `durable.loads` lags it by at most a save interval.
+    pub(super) current: BTreeMap<String, ShardLoad>,
     /// Shards whose load changed since it was last saved.
     unsaved: BTreeSet<String>,
     /// Shards whose load the shard table has not seen yet.
@@ -78,11 +87,12 @@ pub(super) struct LoadBook {
 
 impl LoadBook {
     /// Bookkeeping for a coordinator recovered at `now` with `durable`'s
-    /// loads: they are saved, and the table sees them when it is built.
+    /// loads: they are saved, they are the current ones, and the table
+    /// sees them when it is built.
     pub(super) fn new(now: u64, durable: &Durable) -> Self {
         let ranked =
             durable.loads.iter().filter(|(_, l)| l.load > 0.0).map(|(s, l)| (l.load.to_bits(), s.clone())).collect();
-        LoadBook { last_save: now, ranked, ..LoadBook::default() }
+        LoadBook { current: durable.loads.clone(), last_save: now, ranked, ..LoadBook::default() }
     }
 
     fn rank(&mut self, shard: &str, old: f64, new: f64) {
@@ -134,7 +144,7 @@ impl Coordinator {
         for (shard, rate) in rates {
             self.smooth(shard, rate, keep);
         }
-        let loads = &self.durable.loads;
+        let loads = &self.loads.current;
         // `+ 0.0`: an empty sum of floats is -0.0, shown as "-0.0".
         let total = (self.durable.regions.get(&address).map(|r| r.shards.as_slice()).unwrap_or_default().iter())
             .filter_map(|shard| loads.get(shard))
@@ -153,7 +163,7 @@ impl Coordinator {
     }
 
     fn smooth(&mut self, shard: String, rate: f64, keep: f64) {
-        let old = self.durable.loads.get(&shard).copied().unwrap_or_default();
+        let old = self.loads.current.get(&shard).copied().unwrap_or_default();
         let mut load = if old.load == 0.0 { rate } else { keep * old.load + (1.0 - keep) * rate };
         if load < NEGLIGIBLE {
             load = 0.0;
@@ -164,9 +174,9 @@ impl Coordinator {
         let new = ShardLoad { load, ..old };
         self.loads.rank(&shard, old.load, load);
         if new.is_empty() {
-            self.durable.loads.remove(&shard);
+            self.loads.current.remove(&shard);
         } else {
-            self.durable.loads.insert(shard.clone(), new);
+            self.loads.current.insert(shard.clone(), new);
         }
         self.loads.show(&shard);
         self.loads.unsaved.insert(shard);
@@ -176,7 +186,7 @@ impl Coordinator {
     /// stays with it, and the move's time is kept.
     pub(super) fn record_move(&mut self, shard: &str) {
         let now = self.now;
-        self.durable.loads.entry(shard.to_owned()).or_default().moved_at = Some(now);
+        self.loads.current.entry(shard.to_owned()).or_default().moved_at = Some(now);
         self.loads.unsaved.insert(shard.to_owned());
     }
 
@@ -192,7 +202,7 @@ impl Coordinator {
         let mut loads = Vec::with_capacity(self.loads.unsaved.len().min(LOADS_PER_SAVE));
         while loads.len() < LOADS_PER_SAVE {
             let Some(shard) = self.loads.unsaved.pop_first() else { break };
-            let load = self.durable.loads.get(&shard).copied();
+            let load = self.loads.current.get(&shard).copied();
             loads.push((shard, load));
         }
         if self.loads.unsaved.is_empty() {
@@ -204,13 +214,13 @@ impl Coordinator {
     /// Past `max_shards` entries, the loads of shards without a home are
     /// forgotten (they are saved as forgotten).
     fn forget_homeless_loads(&mut self) {
-        if self.durable.loads.len() <= self.config.max_shards {
+        if self.loads.current.len() <= self.config.max_shards {
             return;
         }
         let homes = &self.durable.homes;
-        let homeless: Vec<String> = self.durable.loads.keys().filter(|s| !homes.contains_key(*s)).cloned().collect();
+        let homeless: Vec<String> = self.loads.current.keys().filter(|s| !homes.contains_key(*s)).cloned().collect();
         for shard in homeless {
-            if let Some(old) = self.durable.loads.remove(&shard) {
+            if let Some(old) = self.loads.current.remove(&shard) {
                 self.loads.rank(&shard, old.load, 0.0);
             }
             self.loads.unsaved.insert(shard);
@@ -226,8 +236,18 @@ impl Coordinator {
             Some((load, shard)) => Box::new(ranked.range(..(load.to_bits(), shard.to_owned())).rev()),
             None => Box::new(ranked.iter().rev()),
         };
-        page.take(limit)
-            .map(|(_, shard)| (shard.clone(), self.durable.loads.get(shard).copied().unwrap_or_default()))
-            .collect()
+        page.take(limit).map(|(_, shard)| (shard.clone(), self.load_of(shard))).collect()
+    }
+
+    /// Every shard's current load and last move (those with either); the
+    /// durable state's `loads` are those last saved.
+    pub fn loads(&self) -> &BTreeMap<String, ShardLoad> {
+        &self.loads.current
+    }
+
+    /// A shard's current load and last move (zero and none when it has
+    /// neither).
+    pub fn load_of(&self, shard: &str) -> ShardLoad {
+        self.loads.current.get(shard).copied().unwrap_or_default()
     }
 }

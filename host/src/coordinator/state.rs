@@ -258,8 +258,8 @@ pub struct Durable {
     /// The type's signal (operator JSON), handed to the strategy unread.
     pub signal: Option<String>,
     /// Each shard's smoothed load and last move, for the shards that have
-    /// either. In the coordinator, current; in a store, as of the last
-    /// [`Change::LoadsSaved`].
+    /// either, as of the last [`Change::LoadsSaved`] (the coordinator keeps
+    /// the current ones apart: `Coordinator::loads`).
     pub loads: BTreeMap<String, ShardLoad>,
     /// The freezes in force and their history, and when drains began.
     pub operations: Operations,
@@ -444,8 +444,14 @@ impl Durable {
 
     /// The shard table strategies see over `topology`: every home, region
     /// by region in allocation order, the hand-offs in flight, the shards
-    /// pinned where they are, and the loads of those shards.
-    pub fn shard_table(&self, topology: &Topology, metrics: Vec<f64>) -> ShardTable {
+    /// pinned where they are, and the `loads` of those shards (the
+    /// coordinator's current ones, or these saved ones).
+    pub fn shard_table(
+        &self,
+        topology: &Topology,
+        metrics: Vec<f64>,
+        loads: &BTreeMap<String, ShardLoad>,
+    ) -> ShardTable {
         let homes = topology.regions().iter().enumerate().flat_map(|(index, region)| {
             let shards = self.regions.get(&region.address).map(|r| r.shards.as_slice()).unwrap_or_default();
             shards.iter().map(move |shard| (shard.as_str(), index as u32))
@@ -454,7 +460,7 @@ impl Durable {
             .live_placements()
             .filter(|(shard, target)| self.homes.get(*shard).is_some_and(|home| *home.region == ***target))
             .map(|(shard, _)| shard.as_str());
-        let loads = self.loads.iter().filter(|(_, l)| l.load != 0.0).map(|(shard, l)| (shard.as_str(), l.load));
+        let loads = loads.iter().filter(|(_, l)| l.load != 0.0).map(|(shard, l)| (shard.as_str(), l.load));
         ShardTable::build(topology, metrics, homes, self.handoffs.keys().map(String::as_str), pinned, loads)
     }
 

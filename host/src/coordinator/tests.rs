@@ -643,7 +643,7 @@ fn load(now: Millis, region: &str, incarnation: u64, window_ms: Millis, shards: 
 }
 
 fn loads_of(c: &Coordinator) -> Vec<(&str, f64, Option<Millis>)> {
-    c.durable().loads.iter().map(|(s, l)| (s.as_str(), l.load, l.moved_at)).collect()
+    c.loads().iter().map(|(s, l)| (s.as_str(), l.load, l.moved_at)).collect()
 }
 
 /// Regions a (s, t, u) and b, with a half-life of 1 s (a report over 1 s
@@ -683,7 +683,7 @@ fn reports_are_smoothed_per_shard_and_the_rest_is_spread_over_the_unnamed_shards
     assert_eq!(loads_of(&c), [("s", 15.0, None), ("t", 1.0, None), ("u", 0.25, None)], "two half-lives");
     // b names a's shard: it moved during b's window, or b is wrong.
     settle(&mut c, load(3_020, "b", 1, 1_000, &[("s", 1_000.0)], 0.0));
-    assert_eq!(c.durable().loads["s"].load, 15.0);
+    assert_eq!(c.loads()["s"].load, 15.0);
     // b holds no shard: its load is zero, not negative zero (an empty sum
     // of floats is -0.0, which REST and the events would show as "-0.0").
     let b = c.region_load("b").unwrap();
@@ -711,7 +711,7 @@ fn reports_of_a_fenced_incarnation_or_outside_the_bounds_are_ignored_with_the_re
         ignored("Load from a: shard \"s\" has load NaN; a load is finite and not negative")
     );
     assert_eq!(c.handle(load(10, "z", 1, 1_000, &[], 1.0)), ignored("Load from z: not registered"));
-    assert!(c.durable().loads.is_empty());
+    assert!(c.loads().is_empty());
 }
 
 #[test]
@@ -723,10 +723,10 @@ fn a_shards_load_follows_it_through_a_hand_off_and_the_move_is_timed() {
     c.handle(ack(22, "b", "s"));
     settle(&mut c, stopped(23, "a", "s"));
     assert_eq!(&*c.home("s").unwrap().region, "b");
-    assert_eq!(c.durable().loads["s"], ShardLoad { load: 8.0, moved_at: Some(23) });
+    assert_eq!(c.loads()["s"], ShardLoad { load: 8.0, moved_at: Some(23) });
     // b's reports go on from a's average.
     settle(&mut c, load(1_023, "b", 1, 1_000, &[("s", 4.0)], 0.0));
-    assert_eq!(c.durable().loads["s"], ShardLoad { load: 6.0, moved_at: Some(23) });
+    assert_eq!(c.loads()["s"], ShardLoad { load: 6.0, moved_at: Some(23) });
 }
 
 #[test]
@@ -748,12 +748,16 @@ fn loads_are_saved_in_one_batch_per_interval_and_recovered_into_the_strategys_vi
     };
     // The coordinator was made at 0: the first save is due at 30 s.
     assert_eq!(saves(&settle(&mut c, Event::Tick { now: 29_999 })), Vec::<Vec<_>>::new());
+    // The durable state changes only by a persisted change: until the save,
+    // the loads are current in the coordinator and absent from it.
+    assert!(c.durable().loads.is_empty() && c.loads().len() == 2, "{:?}", c.durable().loads);
     let at = |load| Some(ShardLoad { load, moved_at: None });
     assert_eq!(
         saves(&settle(&mut c, Event::Tick { now: 30_000 })),
         [vec![("s".to_owned(), at(8.0)), ("t".to_owned(), at(2.0))]],
         "u carries nothing: never stored"
     );
+    assert_eq!(&c.durable().loads, c.loads(), "saved: the durable state holds what was persisted");
     assert_eq!(saves(&settle(&mut c, Event::Tick { now: 30_100 })), Vec::<Vec<_>>::new(), "nothing changed");
     settle(&mut c, load(30_200, "a", 1, 1_000, &[("s", 8.0), ("t", 0.0)], 0.0));
     assert_eq!(saves(&settle(&mut c, Event::Tick { now: 59_999 })), Vec::<Vec<_>>::new(), "not yet due");

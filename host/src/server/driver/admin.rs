@@ -222,7 +222,7 @@ impl Driver {
         if home.is_none() && !moving && placement.is_none() {
             return Err(Refusal::UnknownShard(shard));
         }
-        let load = durable.loads.get(&shard).copied().unwrap_or_default();
+        let load = self.catalog.get(name)?.coordinator.load_of(&shard);
         Ok(ShardState {
             load: load.load,
             moved_ms: load.moved_at,
