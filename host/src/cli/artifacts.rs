@@ -12,8 +12,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use shardalloc::engine::limits::MAX_COMPONENT_SIZE;
 use shardalloc::engine::component::sniff;
+use shardalloc::engine::limits::MAX_COMPONENT_SIZE;
 use shardalloc::engine::{Engine, EngineConfig};
 
 /// Components from this size up are announced before their first compile
