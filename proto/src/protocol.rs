@@ -134,6 +134,23 @@ pub struct Hello {
     pub entity_type: String,
 }
 
+impl Hello {
+    /// Whether a node serves the version this `Hello` asks for
+    /// ([`OLDEST_PROTOCOL_VERSION`] to [`PROTOCOL_VERSION`]); the refusal
+    /// names both ends. The inbound half of the version rules, beside the
+    /// outbound one ([`NodeMessage::for_protocol`]).
+    pub fn check_protocol(&self) -> Result<(), String> {
+        if (OLDEST_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&self.protocol) {
+            return Ok(());
+        }
+        Err(format!(
+            "protocol version {} is not supported; this node speaks versions {OLDEST_PROTOCOL_VERSION} to \
+             {PROTOCOL_VERSION}",
+            self.protocol
+        ))
+    }
+}
+
 /// A region's registration.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Register {
@@ -248,6 +265,17 @@ pub enum RegionMessage {
 }
 
 impl RegionMessage {
+    /// Whether a region speaking `protocol` may send this message: a
+    /// `Load` needs version 2. The refusal says which version it needs.
+    pub fn check_protocol(&self, protocol: u32) -> Result<(), String> {
+        match self {
+            RegionMessage::Load(_) if protocol < 2 => {
+                Err(format!("a Load in protocol version {protocol}; it needs version 2"))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// The message's name, as `docs/protocol.md` lists it.
     pub fn name(&self) -> &'static str {
         match self {
@@ -427,6 +455,23 @@ pub fn decode<'a, T: Deserialize<'a>>(frame: &'a [u8]) -> Result<T, FrameError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_versions_a_node_serves_and_what_each_may_send() {
+        let hello = |protocol| Hello { protocol, entity_type: "cart".into() };
+        for protocol in OLDEST_PROTOCOL_VERSION..=PROTOCOL_VERSION {
+            assert_eq!(hello(protocol).check_protocol(), Ok(()));
+        }
+        for protocol in [0, PROTOCOL_VERSION + 1] {
+            let refused = hello(protocol).check_protocol().unwrap_err();
+            assert!(refused.contains(&format!("protocol version {protocol} is not supported")), "{refused}");
+            assert!(refused.contains(&format!("versions 1 to {PROTOCOL_VERSION}")), "{refused}");
+        }
+        let load = RegionMessage::Load(LoadReport { window_ms: 1_000, shards: vec![], rest: 0.0 });
+        assert_eq!(load.check_protocol(1), Err("a Load in protocol version 1; it needs version 2".into()));
+        assert_eq!(load.check_protocol(2), Ok(()));
+        assert_eq!(RegionMessage::Leave.check_protocol(1), Ok(()));
+    }
 
     #[test]
     fn messages_round_trip() {

@@ -22,8 +22,7 @@ use axum::extract::{FromRequestParts, Request, State};
 use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
 use shardalloc_proto::protocol::{
-    FRAMES_PER_FLUSH, Hello, MAX_FRAME_BYTES, NodeMessage, OLDEST_PROTOCOL_VERSION, PROTOCOL_VERSION, RegionMessage,
-    decode, encode,
+    FRAMES_PER_FLUSH, Hello, MAX_FRAME_BYTES, NodeMessage, RegionMessage, decode, encode,
 };
 use tokio::sync::{Semaphore, mpsc};
 
@@ -142,12 +141,7 @@ async fn handshake(socket: &mut WebSocket, deadline: Duration) -> Result<Hello, 
         None => return Err("the peer closed before its Hello".into()),
     };
     let hello: Hello = decode(&frame).map_err(|e| format!("the first frame is not a Hello: {e}"))?;
-    if !(OLDEST_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&hello.protocol) {
-        return Err(format!(
-            "protocol version {} is not supported; this node speaks versions {OLDEST_PROTOCOL_VERSION} to {PROTOCOL_VERSION}",
-            hello.protocol
-        ));
-    }
+    hello.check_protocol()?;
     shardalloc_client::protocol::check_type_name(&hello.entity_type)?;
     Ok(hello)
 }
@@ -265,8 +259,8 @@ async fn session(state: AppState, mut socket: WebSocket) {
             Ok(message) => message,
             Err(error) => break violation(format!("a malformed frame: {error}")),
         };
-        if hello.protocol < 2 && matches!(message, RegionMessage::Load(_)) {
-            break violation(format!("a Load in protocol version {}; it needs version 2", hello.protocol));
+        if let Err(rule) = message.check_protocol(hello.protocol) {
+            break violation(rule);
         }
         registered |= matches!(message, RegionMessage::Register(_));
         let input = if matches!(message, RegionMessage::GetShardHome { .. }) {
