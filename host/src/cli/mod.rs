@@ -11,7 +11,7 @@ pub mod regions;
 pub mod serve;
 pub mod store;
 pub mod strategy;
-pub mod tryout;
+
 pub mod uploads;
 
 use clap::{Parser, Subcommand};

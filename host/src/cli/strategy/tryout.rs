@@ -8,8 +8,8 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use shardalloc_proto::api::{ActivateRequest, DryRunRequest, DryRunResponse, ShardId, StrategyState};
 
-use super::admin::NodeArgs;
-use super::shown;
+use crate::cli::admin::NodeArgs;
+use crate::cli::shown;
 
 /// Shards named in full before the rest are only counted.
 const NAMED: usize = 10;
