@@ -170,7 +170,7 @@ async fn session(state: AppState, mut socket: WebSocket) {
     if socket.send(Message::Binary(welcome.into())).await.is_err() {
         return;
     }
-    let (outbox, mut inbox) = mpsc::channel(SESSION_OUTBOX);
+    let (outbox, inbox) = mpsc::channel(SESSION_OUTBOX);
     // Weak: when the driver drops its sender (it closed the session), the
     // channel closes, the writer ends and the WebSocket is closed.
     let refusals = outbox.downgrade();
@@ -183,44 +183,9 @@ async fn session(state: AppState, mut socket: WebSocket) {
         return refuse(&mut socket, "the node is shutting down".into()).await;
     }
     tracing::debug!(session = id, r#type = %hello.entity_type, "region session opened");
-    let (mut sink, mut stream) = socket.split();
+    let (sink, mut stream) = socket.split();
     let protocol = hello.protocol;
-    let mut writer = tokio::spawn(async move {
-        // Every message already waiting is written before one flush: a
-        // pipelining region gets its answers in a few system calls, not one
-        // per answer.
-        'session: while let Some(first) = inbox.recv().await {
-            let mut next = Some(first);
-            let mut batched = 0;
-            while let Some(message) = next.take() {
-                batched += 1;
-                let last = matches!(message, NodeMessage::Refused { .. } | NodeMessage::ShuttingDown);
-                // A region speaking an older version reads its own messages
-                // (and is not sent those it does not know).
-                if let Some(message) = message.for_protocol(protocol)
-                    && let Ok(frame) = encode(&message)
-                    && sink.feed(Message::Binary(frame.into())).await.is_err()
-                {
-                    return;
-                }
-                if last {
-                    let _ = sink.flush().await;
-                    break 'session;
-                }
-                if batched < FRAMES_PER_FLUSH
-                    && let Ok(more) = inbox.try_recv()
-                {
-                    next = Some(more);
-                }
-            }
-            if sink.flush().await.is_err() {
-                return;
-            }
-        }
-        // The driver dropped the outbox (closed the session) or refused it.
-        let frame = CloseFrame { code: axum::extract::ws::close_code::NORMAL, reason: "session closed".into() };
-        let _ = sink.send(Message::Close(Some(frame))).await;
-    });
+    let mut writer = tokio::spawn(write(sink, inbox, protocol));
     // A peer breaking the protocol is told why (a Refused frame), then cut off.
     let violation = |reason: String| {
         tracing::warn!(session = id, %reason, "region session closed: protocol violation");
@@ -245,40 +210,16 @@ async fn session(state: AppState, mut socket: WebSocket) {
                 break violation(format!("no Register within {deadline:?} of the Welcome"));
             }
         };
-        let frame = match next {
-            None => break PEER_CLOSED.to_owned(),
-            // A peer gone without a close frame (a process that exited) is
-            // no protocol violation: nothing is told, the session ends.
-            Some(Err(error)) => break format!("the connection was lost: {error}"),
-            Some(Ok(Message::Binary(frame))) => frame,
-            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
-            Some(Ok(Message::Close(_))) => break PEER_CLOSED.to_owned(),
-            Some(Ok(Message::Text(_))) => break violation("a text frame; the protocol is binary".to_owned()),
+        let message = match read(next, protocol) {
+            Read::Message(message) => message,
+            Read::Nothing => continue,
+            Read::Ended(reason) => break reason,
+            Read::Violation(reason) => break violation(reason),
         };
-        let message: RegionMessage = match decode(&frame) {
-            Ok(message) => message,
-            Err(error) => break violation(format!("a malformed frame: {error}")),
-        };
-        if let Err(rule) = message.check_protocol(hello.protocol) {
-            break violation(rule);
-        }
         registered |= matches!(message, RegionMessage::Register(_));
         let input = if matches!(message, RegionMessage::GetShardHome { .. }) {
-            // Back-pressure: a permit (at most REQUESTS_IN_FLIGHT of this
-            // session queued for the driver), and room in the outbox for
-            // the answers to as many, before the next request is read.
-            let room = async {
-                let permit = requests.clone().acquire_owned().await.ok()?;
-                let outbox = refusals.upgrade()?;
-                // Waits only when the room is short: reserving on every
-                // lookup would cost the hot path for nothing.
-                if outbox.capacity() < REQUESTS_IN_FLIGHT {
-                    drop(outbox.reserve_many(REQUESTS_IN_FLIGHT).await.ok()?);
-                }
-                Some(permit)
-            };
             let permit = tokio::select! {
-                permit = room => permit,
+                permit = room_for_a_request(&requests, &refusals) => permit,
                 _ = state.shutdown.cancelled() => break "the node is shutting down".to_owned(),
                 _ = driver.stopped() => break "the node stopped leading".to_owned(),
             };
@@ -300,5 +241,102 @@ async fn session(state: AppState, mut socket: WebSocket) {
     // The writer ends when the driver drops the outbox; do not wait forever.
     if !writer_ended {
         let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
+    }
+}
+
+/// The session's writer: what the driver sends the region, encoded for the
+/// version it speaks, until the driver drops the outbox (or refuses the
+/// region); then a close frame.
+async fn write(
+    mut sink: futures_util::stream::SplitSink<WebSocket, Message>,
+    mut inbox: mpsc::Receiver<NodeMessage>,
+    protocol: u32,
+) {
+    // Every message already waiting is written before one flush: a
+    // pipelining region gets its answers in a few system calls, not one
+    // per answer.
+    'session: while let Some(first) = inbox.recv().await {
+        let mut next = Some(first);
+        let mut batched = 0;
+        while let Some(message) = next.take() {
+            batched += 1;
+            let last = matches!(message, NodeMessage::Refused { .. } | NodeMessage::ShuttingDown);
+            // A region speaking an older version reads its own messages
+            // (and is not sent those it does not know).
+            if let Some(message) = message.for_protocol(protocol)
+                && let Ok(frame) = encode(&message)
+                && sink.feed(Message::Binary(frame.into())).await.is_err()
+            {
+                return;
+            }
+            if last {
+                let _ = sink.flush().await;
+                break 'session;
+            }
+            if batched < FRAMES_PER_FLUSH
+                && let Ok(more) = inbox.try_recv()
+            {
+                next = Some(more);
+            }
+        }
+        if sink.flush().await.is_err() {
+            return;
+        }
+    }
+    // The driver dropped the outbox (closed the session) or refused it.
+    let frame = CloseFrame { code: axum::extract::ws::close_code::NORMAL, reason: "session closed".into() };
+    let _ = sink.send(Message::Close(Some(frame))).await;
+}
+
+/// Back-pressure on a session's home lookups: a permit (at most
+/// [`REQUESTS_IN_FLIGHT`] of this session queued for the driver), and room
+/// in the outbox for the answers to as many, before the next request is
+/// read. `None` when the driver closed the session meanwhile.
+async fn room_for_a_request(
+    requests: &Arc<Semaphore>,
+    outbox: &mpsc::WeakSender<NodeMessage>,
+) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    let permit = requests.clone().acquire_owned().await.ok()?;
+    let outbox = outbox.upgrade()?;
+    // Waits only when the room is short: reserving on every lookup would
+    // cost the hot path for nothing.
+    if outbox.capacity() < REQUESTS_IN_FLIGHT {
+        drop(outbox.reserve_many(REQUESTS_IN_FLIGHT).await.ok()?);
+    }
+    Some(permit)
+}
+
+/// What one frame from the region amounts to.
+enum Read {
+    /// A message of the region's version.
+    Message(RegionMessage),
+    /// A ping or a pong: nothing to do.
+    Nothing,
+    /// The session ended (why): the peer closed or the connection was lost.
+    Ended(String),
+    /// The peer broke the protocol (how): it is told, then cut off.
+    Violation(String),
+}
+
+/// Reads one frame (`None`: the stream ended) of a region speaking
+/// `protocol`.
+fn read(next: Option<Result<Message, axum::Error>>, protocol: u32) -> Read {
+    let frame = match next {
+        None => return Read::Ended(PEER_CLOSED.to_owned()),
+        // A peer gone without a close frame (a process that exited) is no
+        // protocol violation: nothing is told, the session ends.
+        Some(Err(error)) => return Read::Ended(format!("the connection was lost: {error}")),
+        Some(Ok(Message::Binary(frame))) => frame,
+        Some(Ok(Message::Ping(_) | Message::Pong(_))) => return Read::Nothing,
+        Some(Ok(Message::Close(_))) => return Read::Ended(PEER_CLOSED.to_owned()),
+        Some(Ok(Message::Text(_))) => return Read::Violation("a text frame; the protocol is binary".to_owned()),
+    };
+    let message: RegionMessage = match decode(&frame) {
+        Ok(message) => message,
+        Err(error) => return Read::Violation(format!("a malformed frame: {error}")),
+    };
+    match message.check_protocol(protocol) {
+        Ok(()) => Read::Message(message),
+        Err(rule) => Read::Violation(rule),
     }
 }
