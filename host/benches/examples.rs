@@ -4,7 +4,10 @@
 //! reports the figures.
 //!
 //! Build the examples first: `cargo xtask examples`, then
-//! `cargo bench -p shardalloc --bench examples`.
+//! `cargo bench -p shardalloc --bench examples`. In smoke mode (`common`)
+//! one cluster of 10 regions × 1,000 shards, and when the examples are not
+//! built it says so and skips (`cargo xtask test` runs it after building
+//! them, in its example strategies step).
 
 // criterion's macros define undocumented public functions.
 #![allow(missing_docs)]
@@ -33,6 +36,29 @@ const EXAMPLES: [(&str, &str); 4] = [
 
 /// Clusters: (regions, shards).
 const SIZES: [(usize, usize); 2] = [(100, 10_000), (1_000, 100_000)];
+
+/// The smoke mode's one cluster.
+const TINY: (usize, usize) = (10, 1_000);
+
+/// [`SIZES`], or [`TINY`] alone in smoke mode.
+fn sizes() -> Vec<(usize, usize)> {
+    common::sized(SIZES.to_vec(), vec![TINY])
+}
+
+/// In smoke mode, true (after saying why) when an example's component is
+/// not built: `what` is skipped. Otherwise false, and a missing component
+/// fails where it is read, saying how to build it.
+fn skipped(what: &str) -> bool {
+    if !common::smoke() {
+        return false;
+    }
+    let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/strategies");
+    let Some(missing) = EXAMPLES.iter().map(|(_, path)| examples.join(path)).find(|path| !path.is_file()) else {
+        return false;
+    };
+    println!("examples: {what} skipped in smoke mode: {} is not built (cargo xtask examples)", missing.display());
+    true
+}
 
 /// A generated cluster where every region reports `latency_ms` and has a
 /// `zone` label, so the examples read both.
@@ -80,6 +106,9 @@ fn strategies(engine: &Arc<Engine>) -> Vec<(&'static str, Sandboxed)> {
 /// call, for every example (the JavaScript and Python components are 12 and
 /// 18 MB).
 fn first_calls(_: &mut Criterion) {
+    if skipped("first_calls") {
+        return;
+    }
     let engine = engine();
     let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/strategies");
     let compiled: Vec<_> = EXAMPLES
@@ -89,15 +118,19 @@ fn first_calls(_: &mut Criterion) {
             (*name, engine.compile(&bytes).unwrap_or_else(|e| panic!("{name}: {e}")))
         })
         .collect();
-    common::first_call::print_first_calls(&engine, &compiled, &cluster(100, 10_000), limits());
+    let (regions, shards) = common::sized((100, 10_000), TINY);
+    common::first_call::print_first_calls(&engine, &compiled, &cluster(regions, shards), limits());
 }
 
 fn allocate(c: &mut Criterion) {
+    if skipped("examples_allocate") {
+        return;
+    }
     let engine = engine();
     let mut strategies = strategies(&engine);
     let mut group = c.benchmark_group("examples_allocate");
     group.sample_size(20).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(500));
-    for (regions, shards) in SIZES {
+    for (regions, shards) in sizes() {
         let view = cluster(regions, shards);
         let requester = view.regions()[1].address.clone();
         // The four examples are one strategy: they must agree.
@@ -114,11 +147,14 @@ fn allocate(c: &mut Criterion) {
 }
 
 fn rebalance(c: &mut Criterion) {
+    if skipped("examples_rebalance") {
+        return;
+    }
     let engine = engine();
     let mut strategies = strategies(&engine);
     let mut group = c.benchmark_group("examples_rebalance");
     group.sample_size(10).measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_millis(500));
-    for (regions, shards) in SIZES {
+    for (regions, shards) in sizes() {
         let view = cluster(regions, shards);
         let label = format!("{regions}r-{shards}s");
         let answers: Vec<Vec<String>> = strategies[1..].iter_mut().map(|(_, s)| s.rebalance(&view).unwrap()).collect();

@@ -21,9 +21,13 @@
 //!    delivered, over both regions.
 //!
 //! Figures only (no criterion groups); `cargo xtask bench message_path`.
+//! In smoke mode (`common`): 20 round trips, 400 sends, one kill and 40
+//! new shards.
 
 // A benchmark's main prints its figures.
 #![allow(missing_docs)]
+
+mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -42,13 +46,14 @@ use tokio_tungstenite::tungstenite::Message;
 
 /// Set in the child's environment to the node's URL.
 const CHILD: &str = "SHARDALLOC_BENCH_MESSAGE_PATH_CHILD";
-/// Sequential round trips measured per kind.
+/// Sequential round trips measured per kind (20 in smoke mode).
 const ROUND_TRIPS: usize = 2_000;
-/// Messages sent in the throughput run.
+/// Messages sent in the throughput run (400 in smoke mode).
 const SENDS: u64 = 200_000;
-/// New shards sent one message each.
+/// New shards sent one message each (40 in smoke mode).
 const MANY_SHARDS: u64 = 100_000;
-/// SIGKILLs measured.
+/// SIGKILLs measured (one in smoke mode: its wait is the node's removal
+/// time, kept as it is so a busy machine does not remove a live region).
 const KILLS: usize = 20;
 /// Shards homed in the child at each kill.
 const SHARDS_PER_KILL: usize = 3;
@@ -227,6 +232,10 @@ fn micros(d: Duration) -> String {
 }
 
 async fn parent() {
+    let round_trips = common::sized(ROUND_TRIPS, 20);
+    let sends = common::sized(SENDS, 400);
+    let many_shards = common::sized(MANY_SHARDS, 40);
+    let kills = common::sized(KILLS, 1);
     let data = tempfile::tempdir().expect("a directory");
     let (mut node_process, node) = start_node(data.path());
     let peer = PeerConfig { entity_type: "cart".into(), address: String::new(), incarnation: 1, token: None };
@@ -246,14 +255,14 @@ async fn parent() {
     let (mut echo, _) =
         tokio_tungstenite::connect_async(format!("ws://{}", home.echo)).await.expect("connect to the echo server");
     let wait = Duration::from_secs(30);
-    for n in 0..200 {
+    for n in 0..common::sized(200, 5) {
         region.ask(&shard, Msg { n }, wait).await.expect("a warm-up answer");
         echo.send(Message::Binary(payload.clone().into())).await.expect("echo");
         echo.next().await.expect("an echo").expect("an echo");
     }
-    let mut asks = Vec::with_capacity(ROUND_TRIPS);
-    let mut echoes = Vec::with_capacity(ROUND_TRIPS);
-    for n in 0..ROUND_TRIPS as u64 {
+    let mut asks = Vec::with_capacity(round_trips);
+    let mut echoes = Vec::with_capacity(round_trips);
+    for n in 0..round_trips as u64 {
         let started = Instant::now();
         region.ask(&shard, Msg { n }, wait).await.expect("an answer");
         asks.push(started.elapsed());
@@ -267,7 +276,7 @@ async fn parent() {
     let (ask_50, ask_99, echo_50, echo_99) =
         (quantile(&asks, 0.5), quantile(&asks, 0.99), quantile(&echoes, 0.5), quantile(&echoes, 0.99));
     println!(
-        "message path: ask round trip p50 {} p99 {}; bare WebSocket echo p50 {} p99 {}; ask/echo p50 {:.2}x p99 {:.2}x ({ROUND_TRIPS} each, two processes)",
+        "message path: ask round trip p50 {} p99 {}; bare WebSocket echo p50 {} p99 {}; ask/echo p50 {:.2}x p99 {:.2}x ({round_trips} each, two processes)",
         micros(ask_50),
         micros(ask_99),
         micros(echo_50),
@@ -281,7 +290,7 @@ async fn parent() {
     let before = region.ask(&sink, Msg { n: 0 }, wait).await.expect("a count");
     let started = Instant::now();
     let mut n = 0;
-    while n < SENDS {
+    while n < sends {
         match region.send(&sink, Msg { n }) {
             Ok(()) => n += 1,
             // The peer holds 8 MiB unacknowledged and the shard's buffer is
@@ -292,13 +301,13 @@ async fn parent() {
     }
     let count = region.ask(&sink, Msg { n: 0 }, Duration::from_secs(300)).await.expect("the count");
     let elapsed = started.elapsed();
-    assert_eq!(count - before, SENDS, "every message delivered before the ask");
-    let rust_rate = SENDS as f64 / elapsed.as_secs_f64();
+    assert_eq!(count - before, sends, "every message delivered before the ask");
+    let rust_rate = sends as f64 / elapsed.as_secs_f64();
     println!(
-        "message path: sends in one direction, Rust: {rust_rate:.0} messages/s ({SENDS} in {:.2} s, delivered and counted)",
+        "message path: sends in one direction, Rust: {rust_rate:.0} messages/s ({sends} in {:.2} s, delivered and counted)",
         elapsed.as_secs_f64()
     );
-    for (language, rate) in other_languages(&node, &home.address, &sink) {
+    for (language, rate) in other_languages(&node, &home.address, &sink, sends / 4) {
         match rate {
             Ok(rate) => println!(
                 "message path: sends in one direction, {language}: {rate:.0} messages/s ({:.2}x Rust)",
@@ -309,8 +318,8 @@ async fn parent() {
     }
 
     // 3. Resuming after a SIGKILL.
-    let mut resumes = Vec::with_capacity(KILLS);
-    for kill in 0..KILLS {
+    let mut resumes = Vec::with_capacity(kills);
+    for kill in 0..kills {
         let victim = ChildRegion::start(&node);
         let mut shards = Vec::new();
         for i in 0..SHARDS_PER_KILL {
@@ -328,7 +337,7 @@ async fn parent() {
     }
     resumes.sort();
     println!(
-        "message path: traffic to a SIGKILLed region's shards flows again after p50 {:.2} s p99 {:.2} s ({KILLS} kills, {SHARDS_PER_KILL} shards each) against the node's removal time {:.1} s: p50 {:.2}x",
+        "message path: traffic to a SIGKILLed region's shards flows again after p50 {:.2} s p99 {:.2} s ({kills} kills, {SHARDS_PER_KILL} shards each) against the node's removal time {:.1} s: p50 {:.2}x",
         quantile(&resumes, 0.5).as_secs_f64(),
         quantile(&resumes, 0.99).as_secs_f64(),
         REMOVAL.as_secs_f64(),
@@ -340,7 +349,7 @@ async fn parent() {
     let before = (local.0.load(Ordering::Relaxed), region.ask(&sink, Msg { n: 0 }, wait).await.expect("a count"));
     let started = Instant::now();
     let mut i = 0;
-    while i < MANY_SHARDS {
+    while i < many_shards {
         match region.send(&format!("m{i}"), Msg { n: i }) {
             Ok(()) => i += 1,
             Err(SendError::BufferFull { .. } | SendError::TotalBufferFull { .. }) => {
@@ -353,16 +362,16 @@ async fn parent() {
     let delivered = loop {
         let here = local.0.load(Ordering::Relaxed) - before.0;
         let there = region.ask(&sink, Msg { n: 0 }, wait).await.expect("a count") - before.1;
-        if here + there >= MANY_SHARDS {
+        if here + there >= many_shards {
             break started.elapsed();
         }
-        assert!(started.elapsed() < Duration::from_secs(600), "{here} + {there} of {MANY_SHARDS} delivered in 600 s");
+        assert!(started.elapsed() < Duration::from_secs(600), "{here} + {there} of {many_shards} delivered in 600 s");
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     println!(
-        "message path: one message to each of {MANY_SHARDS} new shards (each placed by the node on the first message): all delivered in {:.2} s ({:.0} shards/s; sent in {:.2} s)",
+        "message path: one message to each of {many_shards} new shards (each placed by the node on the first message): all delivered in {:.2} s ({:.0} shards/s; sent in {:.2} s)",
         delivered.as_secs_f64(),
-        MANY_SHARDS as f64 / delivered.as_secs_f64(),
+        many_shards as f64 / delivered.as_secs_f64(),
         sent.as_secs_f64(),
     );
     drop(home.process.stdin.take());
@@ -373,12 +382,12 @@ async fn parent() {
 }
 
 /// The TypeScript and Python regions' send rates to `shard` at `home`, each
-/// in a process of its own, when their clients are built.
-fn other_languages(node: &str, home: &str, shard: &str) -> Vec<(&'static str, Result<f64, String>)> {
+/// in a process of its own, when their clients are built, each sending
+/// `count` messages.
+fn other_languages(node: &str, home: &str, shard: &str, count: u64) -> Vec<(&'static str, Result<f64, String>)> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let typescript = root.join("clients/typescript/dist/src/index.js");
     let python = root.join("target/clients/python-venv/bin/python");
-    let count = SENDS / 4;
     let script_ts = format!(
         r#"
 import {{ PeerTransport, Region }} from {client};

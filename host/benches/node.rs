@@ -7,7 +7,10 @@
 //! that never finish their request. `docs/performance.md` reports the
 //! results.
 //!
-//! `cargo bench -p shardalloc --bench node`
+//! `cargo bench -p shardalloc --bench node`; in smoke mode (`common`), 4
+//! sessions and 100 shards, load reports from 3 regions in two phases of
+//! half a second, the memory of 10 regions and 2,000 shards, a flood of 40
+//! connections, and every wait under a second.
 
 // criterion's macros define undocumented public functions.
 #![allow(missing_docs)]
@@ -34,19 +37,31 @@ const SHARDS: usize = 1_000;
 /// none joins while another is measured).
 const SESSIONS: usize = 16;
 
+/// [`SHARDS`], or 100 in smoke mode.
+fn shards() -> usize {
+    common::sized(SHARDS, 100)
+}
+
+/// How many sessions ask at once: 1, 4 and [`SESSIONS`] (1 and 4 in smoke
+/// mode, which opens 4 sessions).
+fn parallels() -> Vec<usize> {
+    common::sized(vec![1, 4, SESSIONS], vec![1, 4])
+}
+
 /// Starts a node in process on 127.0.0.1 over a redb store in `data`,
-/// registers [`SESSIONS`] live regions and gives every shard its home.
+/// registers [`SESSIONS`] live regions (4 in smoke mode) and gives every
+/// shard its home.
 async fn node_with_regions(data: &std::path::Path) -> Vec<LiveRegion> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("ws://{}", listener.local_addr().unwrap());
     let node = Node::start(common::settings(data, DriverSettings::default())).unwrap();
     tokio::spawn(node.serve(shardalloc::server::no_delay(listener), std::future::pending()));
     let mut sessions = Vec::new();
-    for i in 0..SESSIONS {
+    for i in 0..common::sized(SESSIONS, 4) {
         sessions.push(LiveRegion::connect(&base, &format!("r{i}")).await);
     }
     // Every shard gets its home before measuring: answers come from the state.
-    sessions[0].homes((0..SHARDS).map(|s| s.to_string())).await;
+    sessions[0].homes((0..shards()).map(|s| s.to_string())).await;
     sessions
 }
 
@@ -73,13 +88,14 @@ fn home_requests(c: &mut Criterion) {
     let mut sessions = runtime.block_on(node_with_regions(data.path()));
     let mut group = c.benchmark_group("home_requests");
     group.sample_size(10).measurement_time(Duration::from_secs(5)).warm_up_time(Duration::from_secs(1));
-    let batch = 1_000;
-    for parallel in [1usize, 4, 16] {
+    let batch = common::sized(1_000, 10);
+    let shards = shards();
+    for parallel in parallels() {
         group.throughput(Throughput::Elements((batch * parallel) as u64));
         group.bench_function(BenchmarkId::new("sessions", parallel), |b| {
             b.iter(|| {
                 runtime.block_on(on_sessions(&mut sessions, parallel, |i, mut session| async move {
-                    session.homes((0..batch).map(|n| ((i * 97 + n) % SHARDS).to_string())).await;
+                    session.homes((0..batch).map(|n| ((i * 97 + n) % shards).to_string())).await;
                     (session, ())
                 }))
             })
@@ -103,14 +119,15 @@ fn home_latency(_: &mut Criterion) {
     let mut sessions = runtime.block_on(node_with_regions(data.path()));
     println!("home request latency (one request in flight per session):");
     println!("| sessions | shard | requests | p50 | p99 |");
-    for parallel in [1usize, 4, 16] {
+    let shards = shards();
+    for parallel in parallels() {
         for new in [false, true] {
-            let per_session = if new { 500 } else { 2_000 };
+            let per_session = if new { common::sized(500, 5) } else { common::sized(2_000, 20) };
             let latencies = runtime.block_on(on_sessions(&mut sessions, parallel, move |i, mut session| async move {
                 let mut took = Vec::with_capacity(per_session);
                 for n in 0..per_session {
                     let shard =
-                        if new { format!("new-{parallel}-{i}-{n}") } else { ((i * 97 + n) % SHARDS).to_string() };
+                        if new { format!("new-{parallel}-{i}-{n}") } else { ((i * 97 + n) % shards).to_string() };
                     let started = Instant::now();
                     session.send(RegionMessage::GetShardHome { shard: shard.clone() });
                     let (answered, _) = session.home().await;
@@ -150,11 +167,19 @@ struct Phase {
 /// own 100 shards): the home answers per second one session gets (1,000
 /// pipelined at a time, from the state) and the heartbeats' round-trip
 /// p50 and p99 over every region. Issue 26's target: with load reports,
-/// within 1.2× of the run without.
+/// within 1.2× of the run without. Smoke mode: 3 regions × 10 shards,
+/// heartbeats every 100 ms, one phase without and one with, of 0.5 s each.
 fn load_reports(_: &mut Criterion) {
     const REGIONS: usize = 100;
     const PER_REGION: usize = 100;
     const PHASE: Duration = Duration::from_secs(20);
+    let (regions, per_region) = common::sized((REGIONS, PER_REGION), (3, 10));
+    let phase = common::sized(PHASE, Duration::from_millis(500));
+    let settle = common::sized(Duration::from_secs(2), Duration::from_millis(200));
+    let batch = common::sized(1_000, 50);
+    // Without, with, with, without, without, with: a drift of the
+    // machine's speed over the run weighs on both sides alike.
+    let phases = common::sized(vec![false, true, true, false, false, true], vec![false, true]);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let data = tempfile::tempdir().unwrap();
     let rows = runtime.block_on(async {
@@ -163,18 +188,16 @@ fn load_reports(_: &mut Criterion) {
         let node = Node::start(common::settings(data.path(), DriverSettings::default())).unwrap();
         tokio::spawn(node.serve(shardalloc::server::no_delay(listener), std::future::pending()));
         let mut sessions = Vec::new();
-        for i in 0..REGIONS {
+        for i in 0..regions {
             sessions.push(LiveRegion::connect(&base, &format!("r{i}")).await);
         }
-        let homes = sessions[0].homes((0..REGIONS * PER_REGION).map(|s| format!("shard-{s}"))).await;
+        let homes = sessions[0].homes((0..regions * per_region).map(|s| format!("shard-{s}"))).await;
         let mut reports: std::collections::HashMap<String, Vec<ShardLoad>> = Default::default();
         for (n, (shard, home)) in homes.into_iter().enumerate() {
             reports.entry(home).or_default().push(ShardLoad { shard, load: (n % 1_000) as f64 + 1.0 });
         }
         let mut rows = Vec::new();
-        // Without, with, with, without, without, with: a drift of the
-        // machine's speed over the run weighs on both sides alike.
-        for reporting in [false, true, true, false, false, true] {
+        for &reporting in &phases {
             for session in &sessions {
                 let shards = reports.get(session.address()).cloned().unwrap_or_default();
                 session.report_load(reporting.then_some(LoadReport { window_ms: 1_000, shards, rest: 0.0 }));
@@ -186,7 +209,7 @@ fn load_reports(_: &mut Criterion) {
                 .drain(..)
                 .map(|mut s| {
                     tokio::spawn(async move {
-                        s.idle(Duration::from_secs(2)).await;
+                        s.idle(settle).await;
                         s
                     })
                 })
@@ -201,9 +224,9 @@ fn load_reports(_: &mut Criterion) {
                 let mut asker = asker;
                 let started = Instant::now();
                 let mut answered = 0;
-                while started.elapsed() < PHASE {
-                    asker.homes((0..1_000).map(|n| format!("shard-{}", (answered + n) % (REGIONS * PER_REGION)))).await;
-                    answered += 1_000;
+                while started.elapsed() < phase {
+                    asker.homes((0..batch).map(|n| format!("shard-{}", (answered + n) % (regions * per_region)))).await;
+                    answered += batch;
                 }
                 (asker, answered as f64 / started.elapsed().as_secs_f64())
             });
@@ -211,7 +234,7 @@ fn load_reports(_: &mut Criterion) {
                 .drain(..)
                 .map(|mut s| {
                     tokio::spawn(async move {
-                        s.idle(PHASE).await;
+                        s.idle(phase).await;
                         s
                     })
                 })
@@ -232,7 +255,8 @@ fn load_reports(_: &mut Criterion) {
         assert!(page["shards"][0]["load"].as_f64().is_some_and(|l| l > 0.0), "no load reached the node: {page}");
         rows
     });
-    println!("load reports: 100 regions × 100 shards, heartbeats every second, phases of {PHASE:?}:");
+    let every = common::sized("every second", "every 100 ms");
+    println!("load reports: {regions} regions × {per_region} shards, heartbeats {every}, phases of {phase:?}:");
     println!("| phase | load reports | home answers/s | heartbeats timed | heartbeat p50 | heartbeat p99 |");
     for (i, row) in rows.iter().enumerate() {
         println!(
@@ -308,8 +332,11 @@ fn serve_rss_mib(data: &std::path::Path, settle: Duration) -> (f64, f64, Duratio
 }
 
 /// Not a timing: prints the resident memory a node needs for 1,000 regions
-/// and 1,000,000 shards, loaded from its store as after a restart.
+/// and 1,000,000 shards, loaded from its store as after a restart (smoke
+/// mode: 10 regions and 2,000 shards, measured 0.2 s after the start).
 fn memory(_: &mut Criterion) {
+    let (regions, shards) = common::sized((1_000, 1_000_000), (10, 2_000));
+    let sizes = common::sized("1,000 regions and 1,000,000 shards", "10 regions and 2,000 shards");
     let mut data = tempfile::tempdir().unwrap();
     // To profile a start by hand: `SHARDALLOC_BENCH_KEEP=1` keeps the store.
     if std::env::var_os("SHARDALLOC_BENCH_KEEP").is_some() {
@@ -319,7 +346,7 @@ fn memory(_: &mut Criterion) {
     {
         let store = RedbStore::open(data.path()).unwrap();
         let mut revision = 0;
-        let regions: Vec<Change> = (0..1_000)
+        let registered: Vec<Change> = (0..regions as u64)
             .map(|i| {
                 Change::RegionRegistered(RegionRecord {
                     address: format!("10.0.{}.{}:2552", i / 256, i % 256),
@@ -329,15 +356,16 @@ fn memory(_: &mut Criterion) {
                 })
             })
             .collect();
-        let turn = Turn { changes: [(TYPE.to_string(), regions)].into(), ..Turn::default() };
+        let turn = Turn { changes: [(TYPE.to_string(), registered)].into(), ..Turn::default() };
         revision = store.commit(revision, &turn).unwrap();
         let reason = AllocationReason::Strategy { name: "least-shard".into(), version: "0.1.0".into() };
-        for chunk in 0..10 {
-            let homes: Vec<Change> = (chunk * 100_000..(chunk + 1) * 100_000)
+        let chunk = shards / 10;
+        for first in (0..shards).step_by(chunk) {
+            let homes: Vec<Change> = (first..first + chunk)
                 .map(|s| Change::HomeSet {
                     shard: format!("shard-{s}"),
                     home: Home {
-                        region: format!("10.0.{}.{}:2552", (s % 1_000) / 256, (s % 1_000) % 256).into(),
+                        region: format!("10.0.{}.{}:2552", (s % regions) / 256, (s % regions) % 256).into(),
                         reason: reason.clone().into(),
                         at: 1_700_000_000_000,
                         epoch: s as u64 + 1,
@@ -348,18 +376,19 @@ fn memory(_: &mut Criterion) {
             revision = store.commit(revision, &turn).unwrap();
         }
     }
-    let settle = Duration::from_secs(15);
+    let settle = common::sized(Duration::from_secs(15), Duration::from_millis(200));
     let empty = tempfile::tempdir().unwrap();
     let (_, idle, _) = serve_rss_mib(empty.path(), settle);
     // The first start compiles the type's built-in into the data
     // directory's (empty) artifact cache; a restart loads it from there.
     let (_, _, first) = serve_rss_mib(data.path(), Duration::ZERO);
     let (at_start, full, restart) = serve_rss_mib(data.path(), settle);
+    let after = common::sized("15 s", "0.2 s");
     println!(
-        "node memory (RSS, 15 s after start): empty {idle:.0} MiB; with 1,000 regions and 1,000,000 shards \
+        "node memory (RSS, {after} after start): empty {idle:.0} MiB; with {sizes} \
          {full:.0} MiB ({:.0} bytes per shard; {at_start:.0} MiB right at start); started, loaded and recovered \
          in {:.2} s (restart), {:.2} s (first start, compiling into an empty artifact cache)",
-        (full - idle) * 1_048_576.0 / 1_000_000.0,
+        (full - idle) * 1_048_576.0 / shards as f64,
         restart.as_secs_f64(),
         first.as_secs_f64()
     );
@@ -368,10 +397,16 @@ fn memory(_: &mut Criterion) {
 /// Not a timing: prints the real node's resident memory before, during
 /// and after 4,000 connections that send half a request head and wait (the
 /// node allows them all: `--max-unauthenticated-connections 4096`), and
-/// whether `/healthz` answered throughout.
+/// whether `/healthz` answered throughout (smoke mode: 40 connections,
+/// held 0.2 s, memory read again 0.5 s after they closed).
 fn connection_flood(_: &mut Criterion) {
     use std::io::BufRead;
     const CONNECTIONS: usize = 4_000;
+    let connections = common::sized(CONNECTIONS, 40);
+    let (held_for, after_for) = common::sized(
+        (Duration::from_secs(1), Duration::from_secs(15)),
+        (Duration::from_millis(200), Duration::from_millis(500)),
+    );
     let data = tempfile::tempdir().unwrap();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_shardalloc"))
         .args(["serve", "--listen", "127.0.0.1:0", "--max-unauthenticated-connections", "4096", "--data"])
@@ -391,7 +426,7 @@ fn connection_flood(_: &mut Criterion) {
         let before = rss_mib(pid);
         let address = url.trim_start_matches("http://").to_owned();
         let mut held = Vec::new();
-        for _ in 0..CONNECTIONS {
+        for _ in 0..connections {
             use tokio::io::AsyncWriteExt;
             let Ok(mut stream) = TcpStream::connect(&address).await else { break };
             let head = format!("GET /v1/cluster/shards HTTP/1.1\r\nHost: {address}\r\nX-Pad: {}", "a".repeat(1_000));
@@ -399,21 +434,22 @@ fn connection_flood(_: &mut Criterion) {
                 held.push(stream);
             }
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::time::sleep(held_for).await;
         let during = rss_mib(pid);
         let healthy = healthz(url.clone()).await;
         println!("connection flood: {} connections held", held.len());
         drop(held);
         (before, during, healthy)
     });
-    std::thread::sleep(Duration::from_secs(15));
+    std::thread::sleep(after_for);
     let after = rss_mib(pid);
     let healthy_after = runtime.block_on(healthz(url));
     let _ = child.kill();
     let _ = child.wait();
     println!(
-        "node memory (RSS) around a flood of {CONNECTIONS} half-sent requests: before {before:.0} MiB, \
-         during {during:.0} MiB, 15 s after they closed {after:.0} MiB; /healthz answered during: {healthy}, after: {healthy_after}"
+        "node memory (RSS) around a flood of {connections} half-sent requests: before {before:.0} MiB, \
+         during {during:.0} MiB, {} s after they closed {after:.0} MiB; /healthz answered during: {healthy}, after: {healthy_after}",
+        after_for.as_secs_f64()
     );
 }
 

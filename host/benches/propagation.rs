@@ -11,7 +11,8 @@
 //!    `GetShardHome` (sent after its acknowledgement, as a region buffering
 //!    the shard's messages does) is answered with itself.
 //!
-//! `cargo bench -p shardalloc --bench propagation`
+//! `cargo bench -p shardalloc --bench propagation`; in smoke mode
+//! (`common`), 4 regions, 10 placements and 4 hand-offs.
 
 // criterion's macros define undocumented public functions.
 #![allow(missing_docs)]
@@ -106,6 +107,9 @@ async fn wait_for(seen: &mut mpsc::UnboundedReceiver<Seen>, count: usize, matche
 }
 
 fn propagation(_: &mut Criterion) {
+    let regions_count = common::sized(REGIONS, 4);
+    let placements = common::sized(PLACEMENTS, 10);
+    let hand_offs = common::sized(HAND_OFFS, 4);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let data = tempfile::tempdir().unwrap();
     runtime.block_on(async {
@@ -116,32 +120,32 @@ fn propagation(_: &mut Criterion) {
         let base = format!("ws://{address}");
         let (report_to, mut seen) = mpsc::unbounded_channel();
         let mut regions = Vec::new();
-        for i in 0..REGIONS {
+        for i in 0..regions_count {
             regions.push(LiveRegion::connect(&base, &format!("r{i}")).await);
         }
         // Shards with homes for the hand-offs, spread by least-shard.
-        let homed: Vec<String> = (0..HAND_OFFS).map(|i| format!("homed-{i}")).collect();
+        let homed: Vec<String> = (0..hand_offs).map(|i| format!("homed-{i}")).collect();
         let homes: HashMap<String, String> = regions[0].homes(homed.clone()).await.into_iter().collect();
         for region in regions {
             tokio::spawn(play(region, report_to.clone()));
         }
         let admin = AdminClient::new(&format!("http://{address}"), None).unwrap();
 
-        let mut took = Vec::with_capacity(PLACEMENTS);
-        for i in 0..PLACEMENTS {
+        let mut took = Vec::with_capacity(placements);
+        for i in 0..placements {
             let shard = format!("placed-{i}");
             let started = Instant::now();
-            admin.set_placement(common::TYPE, &shard, &format!("r{}", i % REGIONS)).await.unwrap();
-            wait_for(&mut seen, REGIONS, |s| matches!(s, Seen::Placement { shard: s } if *s == shard)).await;
+            admin.set_placement(common::TYPE, &shard, &format!("r{}", i % regions_count)).await.unwrap();
+            wait_for(&mut seen, regions_count, |s| matches!(s, Seen::Placement { shard: s } if *s == shard)).await;
             took.push(started.elapsed());
         }
-        report(&format!("placement reaches all {REGIONS} regions"), took);
+        report(&format!("placement reaches all {regions_count} regions"), took);
 
-        let mut took = Vec::with_capacity(HAND_OFFS);
+        let mut took = Vec::with_capacity(hand_offs);
         for (i, shard) in homed.iter().enumerate() {
             let home = &homes[shard];
             let number: usize = home.trim_start_matches('r').parse().unwrap();
-            let target = format!("r{}", (number + 1 + i % (REGIONS - 1)) % REGIONS);
+            let target = format!("r{}", (number + 1 + i % (regions_count - 1)) % regions_count);
             let started = Instant::now();
             admin.set_placement(common::TYPE, shard, &target).await.unwrap();
             admin.rebalance(common::TYPE, &[shard.as_str()], true).await.unwrap();

@@ -53,7 +53,8 @@ fn restart(c: &mut Criterion) {
     let engine = Engine::new(EngineConfig { cache_dir: None, ..Default::default() }).unwrap();
     let mut group = c.benchmark_group("restart");
     group.sample_size(20).measurement_time(Duration::from_secs(5));
-    for count in [0, 100] {
+    // Smoke mode: 3 components, enough to show the restart counts them.
+    for count in [0, common::sized(100, 3)] {
         let dir = tempfile::tempdir().unwrap();
         stored(dir.path(), count);
         group.bench_function(BenchmarkId::new("components", count), |b| {

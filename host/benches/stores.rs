@@ -5,7 +5,9 @@
 //! one-member etcd started on 127.0.0.1 with its data on tmpfs, as in the
 //! tests. `docs/performance.md` reports the results.
 //!
-//! `cargo bench -p shardalloc --bench stores`
+//! `cargo bench -p shardalloc --bench stores`; smoke mode (`common`) has
+//! nothing to make smaller: criterion's test mode (`cargo test --benches`)
+//! commits once and POSTs one batch on each store.
 
 // criterion's macros define undocumented public functions.
 #![allow(missing_docs)]

@@ -2,7 +2,8 @@
 //! inputs, in one run, beside the floor of one crossing (an empty
 //! component call); `docs/performance.md` reports the ratios.
 //!
-//! `cargo bench -p shardalloc --bench strategies`
+//! `cargo bench -p shardalloc --bench strategies`; in smoke mode
+//! (`common`), every group at one cluster of 10 regions × 1,000 shards.
 
 // criterion's macros define undocumented public functions.
 #![allow(missing_docs)]
@@ -21,6 +22,9 @@ use shardalloc::engine::{Engine, EngineConfig};
 use shardalloc::strategy::table::ShardTable;
 use shardalloc::strategy::{AllocationStrategy, ClusterView, StrategySource, builtin};
 use shardalloc_guest::testing::{Shape, generate};
+
+/// The smoke mode's one cluster: (regions, shards).
+const TINY: (usize, usize) = (10, 1_000);
 
 fn cluster(regions: usize, shards: usize) -> ClusterView {
     // As the coordinator's views do, the view carries its shard table, so
@@ -89,7 +93,11 @@ fn allocate(c: &mut Criterion) {
     let mut group = c.benchmark_group("allocate");
     group.sample_size(20).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(500));
     crossing_floor(&engine, &mut group);
-    for (regions, shards) in [(10, 100_000), (100, 100_000), (1_000, 100_000), (10_000, 100_000), (1_000, 1_000)] {
+    let sizes = common::sized(
+        vec![(10, 100_000), (100, 100_000), (1_000, 100_000), (10_000, 100_000), (1_000, 1_000)],
+        vec![TINY],
+    );
+    for (regions, shards) in sizes {
         let view = cluster(regions, shards);
         let label = format!("{regions}r-{shards}s");
         let mut native = builtin::native("least-shard", "").unwrap().unwrap();
@@ -116,7 +124,7 @@ fn rebalance(c: &mut Criterion) {
     let engine = engine();
     let mut group = c.benchmark_group("rebalance");
     group.sample_size(10).measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_millis(500));
-    for (regions, shards) in [(100, 10_000), (1_000, 100_000)] {
+    for (regions, shards) in common::sized(vec![(100, 10_000), (1_000, 100_000)], vec![TINY]) {
         let view = cluster(regions, shards);
         let label = format!("{regions}r-{shards}s");
         let mut native = builtin::native("least-shard", "").unwrap().unwrap();
@@ -151,7 +159,8 @@ fn swaps(c: &mut Criterion) {
     let engine = engine();
     let mut group = c.benchmark_group("swap");
     group.sample_size(20).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(500));
-    let view = cluster(100, 10_000);
+    let (regions, shards) = common::sized((100, 10_000), TINY);
+    let view = cluster(regions, shards);
     let least = engine.compile_source(&StrategySource::Builtin("least-shard".into()), None).unwrap();
     let hash = engine.compile_source(&StrategySource::Builtin("hash".into()), None).unwrap();
     let slot = Slot::new("Counter", engine.clone(), AutoRollback::default(), least.clone(), "", limits()).unwrap();
@@ -188,7 +197,8 @@ fn first_calls(_: &mut Criterion) {
         .into_iter()
         .map(|name| (name, engine.compile_source(&StrategySource::Builtin(name.into()), None).unwrap()))
         .collect();
-    common::first_call::print_first_calls(&engine, &compiled, &cluster(100, 10_000), limits());
+    let (regions, shards) = common::sized((100, 10_000), TINY);
+    common::first_call::print_first_calls(&engine, &compiled, &cluster(regions, shards), limits());
 }
 
 /// The resident set of this process, in bytes (Linux's `/proc/self/statm`).
@@ -223,19 +233,23 @@ fn table_of(regions: usize, shards: usize, ids: &[String]) -> (Arc<ShardTable>, 
 /// copy brought up to date after 1,000 hand-offs (each four batches:
 /// moving, unhomed, homed elsewhere, settled), against one allocation with
 /// nothing to bring; and a whole view loaded at 1,000 regions × 1,000,000
-/// shards. Also prints what the host's table holds per shard.
+/// shards. Also prints what the host's table holds per shard. Smoke mode:
+/// the hand-offs over 10 regions × 1,000 shards, a whole view of 10 × 2,000.
 fn kept_view(c: &mut Criterion) {
     let engine = engine();
     let compiled = engine.compile_source(&StrategySource::Builtin("least-shard".into()), None).unwrap();
     let roomy = Limits { memory: 512 << 20, ..limits() };
-    let ids: Vec<String> = (0..1_000_000).map(|i| format!("shard-{i:07}")).collect();
+    let (regions, shards) = common::sized((100, 10_000), TINY);
+    let (whole_regions, whole_shards) = common::sized((1_000, 1_000_000), (10, 2_000));
+    let whole = common::sized("1,000 regions × 1,000,000 shards", "10 regions × 2,000 shards");
+    let ids: Vec<String> = (0..whole_shards).map(|i| format!("shard-{i:07}")).collect();
     let mut group = c.benchmark_group("view");
     group.sample_size(10).measurement_time(Duration::from_secs(5)).warm_up_time(Duration::from_millis(500));
 
-    let (mut table, _) = table_of(100, 10_000, &ids);
+    let (mut table, _) = table_of(regions, shards, &ids);
     let mut component = engine.instantiate(&compiled, "", roomy).unwrap();
     let lend = |table: &Arc<ShardTable>| {
-        let counts = vec![100; 100];
+        let counts = vec![(shards / regions) as u32; regions];
         ClusterView::for_allocation(table.view().topology().clone(), Vec::new(), counts)
             .unwrap()
             .with_table(table.clone())
@@ -250,8 +264,8 @@ fn kept_view(c: &mut Criterion) {
     let hand_offs = |table: &mut Arc<ShardTable>, round: usize| {
         let table = Arc::make_mut(table);
         for n in 0..1000 {
-            let shard = &ids[(round * 1000 + n) % 10_000];
-            let to = format!("region-{}", (round + n + 1) % 100);
+            let shard = &ids[(round * 1000 + n) % shards];
+            let to = format!("region-{}", (round + n + 1) % regions);
             table.set_moving(shard, true);
             table.unhome(shard);
             table.home(shard, &to).unwrap();
@@ -282,14 +296,14 @@ fn kept_view(c: &mut Criterion) {
     drop(table);
 
     let before = resident_bytes();
-    let (first, first_view) = table_of(1000, 1_000_000, &ids);
-    let per_shard = resident_bytes().saturating_sub(before) as f64 / 1e6;
-    println!("the host's shard table at 1,000 regions × 1,000,000 shards: about {per_shard:.0} bytes per shard");
-    let (_second, second_view) = table_of(1000, 1_000_000, &ids);
+    let (first, first_view) = table_of(whole_regions, whole_shards, &ids);
+    let per_shard = resident_bytes().saturating_sub(before) as f64 / whole_shards as f64;
+    println!("the host's shard table at {whole}: about {per_shard:.0} bytes per shard");
+    let (_second, second_view) = table_of(whole_regions, whole_shards, &ids);
     drop(first);
     let mut component = engine.instantiate(&compiled, "", roomy).unwrap();
     let mut flip = false;
-    group.bench_function("load-whole-view-1000x1000000", |b| {
+    group.bench_function(format!("load-whole-view-{whole_regions}x{whole_shards}"), |b| {
         b.iter(|| {
             // Each call is lent the other table: the copy is loaded whole.
             flip = !flip;

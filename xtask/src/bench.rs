@@ -3,20 +3,36 @@
 //! benchmarks print themselves (memory, latencies, propagation). The whole
 //! report is also written to `target/bench-report.md`.
 //!
-//! Benchmarks are not part of `cargo xtask test`: they take long and prove
-//! nothing on a noisy machine except ratios within one run.
+//! Their measurements are not part of `cargo xtask test`: they take long
+//! and prove nothing on a noisy machine except ratios within one run. What
+//! `test` does run is [`smoke`]: every benchmark built in a debug build and
+//! run once at a tiny size (`SHARDALLOC_BENCH_SMOKE=1`, described in
+//! `host/benches/common/mod.rs`), so a benchmark that panics or no longer
+//! speaks the protocol fails CI instead of rotting until the next
+//! measurement. `cargo xtask bench --smoke` runs that step alone (it does
+//! not build the example strategies: without them the `examples` benchmark
+//! says so and skips).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, bail};
+
+use crate::tests::Tally;
 
 /// Every benchmark of the host crate, in the order they run.
 const BENCHES: [&str; 8] =
     ["strategies", "examples", "node", "propagation", "placements", "stores", "restart", "message_path"];
+
+/// The environment variable that puts the benchmarks in smoke mode.
+const SMOKE: &str = "SHARDALLOC_BENCH_SMOKE";
+
+/// Longest a benchmark may take in smoke mode before it is killed and
+/// counted as failed (each takes seconds; a hang must not stall CI).
+const SMOKE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Functions that are the baseline of their group's ratios, by preference.
 const BASELINES: [&str; 3] = ["native", "least-shard", "redb"];
@@ -39,6 +55,17 @@ struct Measured {
 }
 
 pub fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
+    if args.iter().any(|a| a == "--smoke") {
+        if args.len() > 1 {
+            bail!("`cargo xtask bench --smoke` runs every benchmark: it takes no names");
+        }
+        let tally = smoke(root)?;
+        eprintln!("xtask: benchmarks in smoke mode: {}", tally.summary());
+        if tally.failed > 0 {
+            bail!("benchmarks failed in smoke mode ({})", tally.summary());
+        }
+        return Ok(());
+    }
     let only: Vec<&str> = args.iter().map(String::as_str).collect();
     for name in &only {
         if !BENCHES.contains(name) {
@@ -88,6 +115,97 @@ pub fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
     std::fs::File::create(&path)?.write_all(report.as_bytes())?;
     eprintln!("xtask: the report is in {}", path.display());
     Ok(())
+}
+
+/// `cargo xtask test`'s benchmark step: builds every benchmark of the host
+/// crate as `cargo test` does (`cargo test --workspace --bench '*'
+/// --no-run`: a debug build with the tests' features, so only the
+/// benchmarks' own binaries compile), then runs each once in smoke mode,
+/// in [`BENCHES`]' order, as `cargo test` would (no arguments: criterion's
+/// test mode runs each of its benchmarks once; in the crate's directory).
+/// Each benchmark counts as one test: passed when it exits with success.
+/// A benchmark built but missing from [`BENCHES`] (so `cargo xtask bench`
+/// would never run it) fails too. The `examples` benchmark needs the
+/// example components: `test` runs this after its example strategies step
+/// has built them (without them it prints why and skips).
+pub fn smoke(root: &Path) -> anyhow::Result<Tally> {
+    let mut command = Command::new(crate::cargo());
+    command
+        .args(["test", "--locked", "--workspace", "--bench", "*", "--no-run"])
+        .args(["--message-format", "json-render-diagnostics"])
+        .current_dir(root)
+        .stdout(Stdio::piped());
+    eprintln!("xtask: {command:?}");
+    let output = command.spawn().context("could not run cargo test")?.wait_with_output()?;
+    if !output.status.success() {
+        bail!("building the benchmarks failed ({})", output.status);
+    }
+    let built = executables(&String::from_utf8_lossy(&output.stdout));
+    let mut tally = Tally::default();
+    for (name, _) in built.iter().filter(|(name, _)| !BENCHES.contains(&name.as_str())) {
+        tally.failed += 1;
+        eprintln!("xtask: benchmark {name} is not in xtask/src/bench.rs's BENCHES: `cargo xtask bench` never runs it");
+    }
+    for name in BENCHES {
+        let Some((_, executable)) = built.iter().find(|(built, _)| built == name) else {
+            tally.failed += 1;
+            eprintln!("xtask: benchmark {name} was not built");
+            continue;
+        };
+        eprintln!("xtask: benchmark {name}, smoke mode: {}", executable.display());
+        let started = Instant::now();
+        match run_once(executable, &root.join("host")) {
+            Ok(()) => {
+                tally.passed += 1;
+                eprintln!("xtask: benchmark {name}, smoke mode: ok in {:.1?}", started.elapsed());
+            }
+            Err(error) => {
+                tally.failed += 1;
+                eprintln!("xtask: benchmark {name}, smoke mode: FAILED after {:.1?}: {error:#}", started.elapsed());
+            }
+        }
+    }
+    Ok(tally)
+}
+
+/// The benchmarks' executables in `cargo --message-format json`'s output:
+/// (name, path).
+fn executables(messages: &str) -> Vec<(String, PathBuf)> {
+    messages
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|message| message["reason"] == "compiler-artifact")
+        .filter(|message| message["target"]["kind"].as_array().is_some_and(|kinds| kinds.iter().any(|k| k == "bench")))
+        .filter_map(|message| {
+            let name = message["target"]["name"].as_str()?.to_owned();
+            Some((name, PathBuf::from(message["executable"].as_str()?)))
+        })
+        .collect()
+}
+
+/// Runs one benchmark's executable in smoke mode in `dir`; fails when it
+/// fails or outlasts [`SMOKE_TIMEOUT`] (then it is killed).
+fn run_once(executable: &Path, dir: &Path) -> anyhow::Result<()> {
+    let mut child = Command::new(executable)
+        .env(SMOKE, "1")
+        .current_dir(dir)
+        .spawn()
+        .with_context(|| format!("could not run {}", executable.display()))?;
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait()? {
+            if !status.success() {
+                bail!("it exited with {status}");
+            }
+            return Ok(());
+        }
+        if started.elapsed() > SMOKE_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("it did not finish in {SMOKE_TIMEOUT:?} and was killed");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Lines a benchmark printed itself (not criterion's own output). A line
@@ -379,6 +497,19 @@ mod tests {
             "## swap\n\n| input | activate | allocate |\n| --- | ---: | ---: |\n| — | 2.00 µs | 1.00 µs |\n\n"
         );
         assert_eq!(ids_of(&measured("allocate", "native", "10r", 1.0)), ["allocate/native/10r"]);
+    }
+
+    #[test]
+    fn the_benchmarks_executables_are_read_from_cargos_messages() {
+        let messages = [
+            r#"{"reason":"compiler-artifact","target":{"kind":["lib"],"name":"shardalloc"},"executable":null}"#,
+            r#"{"reason":"compiler-artifact","target":{"kind":["bench"],"name":"node"},"executable":"/t/node-1"}"#,
+            r#"{"reason":"compiler-artifact","target":{"kind":["bin"],"name":"shardalloc"},"executable":"/t/s"}"#,
+            "not JSON",
+            r#"{"reason":"build-finished","success":true}"#,
+        ]
+        .join("\n");
+        assert_eq!(executables(&messages), [("node".to_owned(), PathBuf::from("/t/node-1"))]);
     }
 
     #[test]

@@ -236,6 +236,20 @@ fn test(root: &Path) -> anyhow::Result<()> {
             eprintln!("xtask: the example strategies could not start: {error:#}");
         }
     }
+    // After the example strategies: the examples benchmark calls their
+    // components. Each benchmark counts as one test.
+    let at = Instant::now();
+    match bench::smoke(root) {
+        Ok(counted) => {
+            tally.passed += counted.passed;
+            tally.failed += counted.failed;
+        }
+        Err(error) => {
+            tally.failed += 1;
+            eprintln!("xtask: the benchmarks' smoke run could not start: {error:#}");
+        }
+    }
+    step("benchmarks, once each at a tiny size (smoke)", at);
     let at = Instant::now();
     match guide::follow(root, &target_dir(root).join("debug")) {
         Ok(()) => tally.passed += 1,

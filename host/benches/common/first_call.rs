@@ -5,12 +5,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use shardalloc::engine::Engine;
+use shardalloc::engine::component::Compiled;
 use shardalloc::engine::limits::Limits;
-use shardalloc::engine::load::Compiled;
 use shardalloc::engine::slot::{ActivationCause, AutoRollback, Slot};
 use shardalloc::strategy::{AllocationStrategy, ClusterView};
 
-/// Swaps measured per strategy.
+/// Swaps measured per strategy (2 in smoke mode).
 const SWAPS: usize = 20;
 
 fn median(mut took: Vec<Duration>) -> Duration {
@@ -31,7 +31,8 @@ pub fn print_first_calls(
     view: &ClusterView,
     limits: Limits,
 ) {
-    println!("first allocation after a swap ({} regions, median of {SWAPS}):", view.regions().len());
+    let swaps = super::sized(SWAPS, 2);
+    println!("first allocation after a swap ({} regions, median of {swaps}):", view.regions().len());
     println!("| strategy | first after activate (warmed) | steady | first / steady | cold first (no warm-up) |");
     for (name, compiled) in strategies {
         let slot = Slot::new("first-call", engine.clone(), AutoRollback::default(), compiled.clone(), "", limits)
@@ -39,7 +40,7 @@ pub fn print_first_calls(
         let mut handle = slot.handle();
         handle.allocate(view, "seen", None).expect("an answer");
         let (mut first, mut steady, mut cold) = (Vec::new(), Vec::new(), Vec::new());
-        for i in 0..SWAPS {
+        for i in 0..swaps {
             // As the node's driver activates: warmed on the caller's view.
             slot.activate_on(compiled.clone(), "", limits, ActivationCause::Operator, Some(view)).expect("activated");
             let started = Instant::now();

@@ -1,8 +1,8 @@
 //! A region session that stays alive like a real client's: its writer
-//! batches frames and heartbeats every second in the background (each
-//! followed by a load report once one is set), every wait for the node has
-//! a deadline, so a benchmark fails with a message instead of hanging, and
-//! the heartbeats' round trips are timed.
+//! batches frames and heartbeats every second (every 100 ms in smoke mode)
+//! in the background (each followed by a load report once one is set),
+//! every wait for the node has a deadline, so a benchmark fails with a
+//! message instead of hanging, and the heartbeats' round trips are timed.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -26,6 +26,12 @@ pub const DEADLINE: Duration = Duration::from_secs(60);
 /// How often the background heartbeat goes out (the node's default marks a
 /// region unreachable after 5 s without one).
 pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
+
+/// [`HEARTBEAT_EVERY`], or every 100 ms in smoke mode (a phase of
+/// well under a second still times a few heartbeats).
+pub fn heartbeat_every() -> Duration {
+    super::sized(HEARTBEAT_EVERY, Duration::from_millis(100))
+}
 
 /// What the heartbeat task and the reader share.
 #[derive(Default)]
@@ -103,7 +109,7 @@ impl LiveRegion {
         }
         region.heartbeat = tokio::spawn(async move {
             let mut sequence = 2;
-            let mut every = tokio::time::interval(HEARTBEAT_EVERY);
+            let mut every = tokio::time::interval(heartbeat_every());
             loop {
                 every.tick().await;
                 let report = {

@@ -1,6 +1,16 @@
-//! What the node benchmarks share: a node's settings over a redb store in a
-//! directory, with the type `bench` declared, and a raw region session
-//! (not every bench uses every helper).
+//! What the benchmarks share: smoke mode ([`smoke`], [`sized`]), a node's
+//! settings over a redb store in a directory, with the type `bench`
+//! declared, and a raw region session (not every bench uses every helper).
+//!
+//! Smoke mode (`SHARDALLOC_BENCH_SMOKE=1`) checks that a benchmark still
+//! runs to its end, not what it measures: every benchmark takes its tiny
+//! sizes (a few regions, shards, sessions and requests, waits of at most
+//! about a second, no million-shard store) and keeps every assertion it
+//! makes. Run under `cargo test --benches`, criterion runs each of its
+//! benchmarks once instead of measuring it (its test mode); the figures a
+//! benchmark prints itself come from the tiny sizes and mean nothing.
+//! `cargo xtask test` runs every benchmark this way, in a debug build: one
+//! that panics or no longer speaks the protocol fails CI.
 
 #![allow(dead_code)]
 
@@ -18,6 +28,22 @@ use shardalloc_proto::protocol::{Hello, NodeMessage, PROTOCOL_VERSION, RegionMes
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+/// The environment variable that turns smoke mode on.
+pub const SMOKE: &str = "SHARDALLOC_BENCH_SMOKE";
+
+/// True in smoke mode: [`SMOKE`] is set to anything but empty or `0`
+/// (`SHARDALLOC_BENCH_SMOKE=1`). A benchmark then runs once at its tiny
+/// sizes to show that it completes; its figures mean nothing.
+pub fn smoke() -> bool {
+    std::env::var(SMOKE).is_ok_and(|value| !value.is_empty() && value != "0")
+}
+
+/// `full`, the size a benchmark measures at, or `tiny` in smoke mode
+/// ([`smoke`]): `sized(1_000_000, 2_000)`.
+pub fn sized<T>(full: T, tiny: T) -> T {
+    if smoke() { tiny } else { full }
+}
 
 /// The entity type every benchmark uses.
 pub const TYPE: &str = "bench";
