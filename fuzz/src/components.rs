@@ -131,7 +131,7 @@ mod tests {
         // runs: `describe` answers, or faults as a domain error.
         for bytes in made.iter().take(3) {
             match engine().compile(bytes) {
-                Ok(_) | Err(shardalloc::engine::load::LoadError::Fault { .. }) => {}
+                Ok(_) | Err(shardalloc::engine::component::LoadError::Fault { .. }) => {}
                 Err(other) => panic!("a random component of the world was refused before it ran: {other}"),
             }
         }
