@@ -9,8 +9,7 @@
 //! built it says so and skips (`cargo xtask test` runs it after building
 //! them, in its example strategies step).
 
-// criterion's macros define undocumented public functions.
-#![allow(missing_docs)]
+#![allow(missing_docs, reason = "criterion's macros define undocumented public functions")]
 
 use std::hint::black_box;
 use std::path::PathBuf;

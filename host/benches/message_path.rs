@@ -25,7 +25,7 @@
 //! new shards.
 
 // A benchmark's main prints its figures.
-#![allow(missing_docs)]
+#![allow(missing_docs, reason = "criterion's macros define undocumented public functions")]
 
 mod common;
 

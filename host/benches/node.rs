@@ -12,8 +12,7 @@
 //! half a second, the memory of 10 regions and 2,000 shards, a flood of 40
 //! connections, and every wait under a second.
 
-// criterion's macros define undocumented public functions.
-#![allow(missing_docs)]
+#![allow(missing_docs, reason = "criterion's macros define undocumented public functions")]
 
 mod common;
 

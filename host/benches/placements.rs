@@ -12,8 +12,7 @@
 //! heartbeat round trips are recorded alongside and printed as one table of
 //! percentiles and ratios to the empty case at the end.
 
-// criterion's macros define undocumented public functions.
-#![allow(missing_docs)]
+#![allow(missing_docs, reason = "criterion's macros define undocumented public functions")]
 
 mod common;
 

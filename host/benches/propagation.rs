@@ -14,8 +14,7 @@
 //! `cargo bench -p shardalloc --bench propagation`; in smoke mode
 //! (`common`), 4 regions, 10 placements and 4 hand-offs.
 
-// criterion's macros define undocumented public functions.
-#![allow(missing_docs)]
+#![allow(missing_docs, reason = "criterion's macros define undocumented public functions")]
 
 mod common;
 

@@ -8,8 +8,7 @@
 //!
 //! `cargo bench -p shardalloc --bench restart` (or `cargo xtask bench restart`)
 
-// criterion's macros define undocumented public functions.
-#![allow(missing_docs)]
+#![allow(missing_docs, reason = "criterion's macros define undocumented public functions")]
 
 mod common;
 

@@ -9,8 +9,7 @@
 //! nothing to make smaller: criterion's test mode (`cargo test --benches`)
 //! commits once and POSTs one batch on each store.
 
-// criterion's macros define undocumented public functions.
-#![allow(missing_docs)]
+#![allow(missing_docs, reason = "criterion's macros define undocumented public functions")]
 
 mod common;
 #[path = "../tests/etcd/mod.rs"]

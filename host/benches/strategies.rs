@@ -5,8 +5,7 @@
 //! `cargo bench -p shardalloc --bench strategies`; in smoke mode
 //! (`common`), every group at one cluster of 10 regions × 1,000 shards.
 
-// criterion's macros define undocumented public functions.
-#![allow(missing_docs)]
+#![allow(missing_docs, reason = "criterion's macros define undocumented public functions")]
 
 use std::hint::black_box;
 use std::sync::Arc;

@@ -5,8 +5,9 @@
 //! - `test`: setup (the packages of docs/development.md, `packages.rs`),
 //!   then formatting, the code's shape (`shape.rs`), the build with protoc
 //!   hidden (`sysfree.rs`), lints,
-//!   every test, the example strategies (`examples/`) and the strategy
-//!   guide's crate (`guide.rs`) — what CI runs —
+//!   every test, the example strategies (`examples/`), every benchmark
+//!   once at a tiny size (`bench.rs`, smoke mode) and the strategy guide's
+//!   crate (`guide.rs`) — what CI runs —
 //!   ending with one summary line
 //!   `N passed, N failed[, N skipped]` counted over every test binary
 //!   (`tests.rs`);

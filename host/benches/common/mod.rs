@@ -12,7 +12,7 @@
 //! `cargo xtask test` runs every benchmark this way, in a debug build: one
 //! that panics or no longer speaks the protocol fails CI.
 
-#![allow(dead_code)]
+#![allow(dead_code, reason = "shared by benchmarks that each use a part")]
 
 pub mod first_call;
 pub mod live;
