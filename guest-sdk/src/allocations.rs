@@ -36,7 +36,10 @@ pub(crate) enum ShardIds {
     /// Every id, indexed by handle.
     Known(Vec<String>),
     /// Asked of the host one at a time (components only).
-    #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code, reason = "only a component asks the host for ids; natively every id is known up front"))]
+    #[cfg_attr(
+        not(target_arch = "wasm32"),
+        allow(dead_code, reason = "only a component asks the host for ids; natively every id is known up front")
+    )]
     FromHost,
 }
 

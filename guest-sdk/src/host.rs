@@ -92,7 +92,10 @@ pub fn take_logs() -> Vec<LogRecord> {
 
 /// The id of a shard in the current rebalance call's table (components only;
 /// natively every id is known up front).
-#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code, reason = "only a component asks the host for ids; natively every id is known up front"))]
+#[cfg_attr(
+    not(target_arch = "wasm32"),
+    allow(dead_code, reason = "only a component asks the host for ids; natively every id is known up front")
+)]
 pub(crate) fn shard_id(handle: u32) -> String {
     #[cfg(target_arch = "wasm32")]
     {

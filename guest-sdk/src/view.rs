@@ -173,7 +173,10 @@ impl ShardKey {
     }
 
     /// A key whose id the host gives on request (contract 0.2).
-    #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code, reason = "only a component asks the host for ids; natively every id is known up front"))]
+    #[cfg_attr(
+        not(target_arch = "wasm32"),
+        allow(dead_code, reason = "only a component asks the host for ids; natively every id is known up front")
+    )]
     pub(crate) fn from_host(handle: u32, hash: u64) -> Self {
         ShardKey { hash, id: std::cell::OnceCell::new(), handle }
     }
