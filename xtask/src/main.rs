@@ -240,16 +240,7 @@ fn test(root: &Path) -> anyhow::Result<()> {
     // After the example strategies: the examples benchmark calls their
     // components. Each benchmark counts as one test.
     let at = Instant::now();
-    match bench::smoke(root) {
-        Ok(counted) => {
-            tally.passed += counted.passed;
-            tally.failed += counted.failed;
-        }
-        Err(error) => {
-            tally.failed += 1;
-            eprintln!("xtask: the benchmarks' smoke run could not start: {error:#}");
-        }
-    }
+    tally.add_step("the benchmarks' smoke run", bench::smoke(root));
     step("benchmarks, once each at a tiny size (smoke)", at);
     let at = Instant::now();
     match guide::follow(root, &target_dir(root).join("debug")) {
@@ -262,17 +253,7 @@ fn test(root: &Path) -> anyhow::Result<()> {
     step("the strategy guide's crate, built and run as written", at);
     let at = Instant::now();
     for (name, outcome) in clients::checks(root) {
-        match outcome {
-            Ok(counted) => {
-                tally.passed += counted.passed;
-                tally.failed += counted.failed;
-                tally.skipped += counted.skipped;
-            }
-            Err(error) => {
-                tally.failed += 1;
-                eprintln!("xtask: {name} failed: {error:#}");
-            }
-        }
+        tally.add_step(&name, outcome);
     }
     step("clients in other languages", at);
     for (name, took) in &steps {

@@ -20,6 +20,24 @@ pub struct Tally {
 }
 
 impl Tally {
+    /// Adds what a step counted, or one failure (named with `what`) when
+    /// the step could not run at all.
+    pub fn add_step(&mut self, what: &str, counted: anyhow::Result<Tally>) {
+        match counted {
+            Ok(counted) => {
+                self.passed += counted.passed;
+                self.failed += counted.failed;
+                self.skipped += counted.skipped;
+            }
+            Err(error) => {
+                self.failed += 1;
+                eprintln!("xtask: {what} failed: {error:#}");
+            }
+        }
+    }
+}
+
+impl Tally {
     /// Adds one `test result: …` line.
     pub fn add_line(&mut self, line: &str) {
         let Some(rest) = line.trim().strip_prefix("test result: ") else { return };

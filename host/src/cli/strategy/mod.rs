@@ -97,38 +97,7 @@ pub enum StrategyCommand {
     },
     /// Generate a load trace: Zipf-distributed shard loads whose hot set
     /// drifts, and regions that join, leave and fail; deterministic for a seed.
-    Trace {
-        /// Regions at the start.
-        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000))]
-        regions: u64,
-        /// Shards.
-        #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-        shards: u64,
-        /// The Zipf exponent of the shard loads.
-        #[arg(long, default_value_t = 1.1)]
-        zipf: f64,
-        /// How long the trace runs, in minutes.
-        #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=10_080))]
-        minutes: u64,
-        /// Every this many minutes the hottest 1% of shards trade their load (0: never).
-        #[arg(long, default_value_t = 10)]
-        drift_every_m: u64,
-        /// Regions that join during the trace.
-        #[arg(long, default_value_t = 0)]
-        joins: usize,
-        /// The joining regions join together, at the first of their times.
-        #[arg(long, requires = "joins")]
-        joins_together: bool,
-        /// Regions that leave during the trace.
-        #[arg(long, default_value_t = 0)]
-        leaves: usize,
-        /// Regions that fail during the trace.
-        #[arg(long, default_value_t = 0)]
-        fails: usize,
-        /// The seed.
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-    },
+    Trace(trace::Asked),
 }
 
 #[derive(Debug, Args)]
@@ -193,29 +162,7 @@ pub fn run(command: StrategyCommand) -> anyhow::Result<()> {
         StrategyCommand::Inspect { strategy, config } => inspect::run(&strategy, config.as_deref()),
         StrategyCommand::Wrap { module, out } => wrap::run(&module, &out),
         StrategyCommand::Eval { common, question } => eval::run(&common, question),
-        StrategyCommand::Trace {
-            regions,
-            shards,
-            zipf,
-            minutes,
-            drift_every_m,
-            joins,
-            joins_together,
-            leaves,
-            fails,
-            seed,
-        } => trace::run(trace::Asked {
-            regions,
-            shards,
-            zipf,
-            minutes,
-            drift_every_m,
-            joins,
-            joins_together,
-            leaves,
-            fails,
-            seed,
-        }),
+        StrategyCommand::Trace(asked) => trace::run(asked),
         StrategyCommand::Simulate {
             strategy,
             config,

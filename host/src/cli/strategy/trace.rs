@@ -5,17 +5,38 @@
 use anyhow::bail;
 use shardalloc::strategy::trace::{TraceShape, generate};
 
-/// The shape `strategy trace` asks for, as its flags give it.
-pub(super) struct Asked {
+/// The shape `strategy trace` asks for: its flags.
+#[derive(Debug, clap::Args)]
+pub struct Asked {
+    /// Regions at the start.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub regions: u64,
+    /// Shards.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub shards: u64,
+    /// The Zipf exponent of the shard loads.
+    #[arg(long, default_value_t = 1.1)]
     pub zipf: f64,
+    /// How long the trace runs, in minutes.
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=10_080))]
     pub minutes: u64,
+    /// Every this many minutes the hottest 1% of shards trade their load (0: never).
+    #[arg(long, default_value_t = 10)]
     pub drift_every_m: u64,
+    /// Regions that join during the trace.
+    #[arg(long, default_value_t = 0)]
     pub joins: usize,
+    /// The joining regions join together, at the first of their times.
+    #[arg(long, requires = "joins")]
     pub joins_together: bool,
+    /// Regions that leave during the trace.
+    #[arg(long, default_value_t = 0)]
     pub leaves: usize,
+    /// Regions that fail during the trace.
+    #[arg(long, default_value_t = 0)]
     pub fails: usize,
+    /// The seed.
+    #[arg(long, default_value_t = 1)]
     pub seed: u64,
 }
 
