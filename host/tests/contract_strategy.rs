@@ -1,10 +1,12 @@
-//! The strategy contract's deployed components: the four built-ins as
-//! `shardalloc:strategy@0.1.0` built them (`contracts/strategy-0.1/*.wasm`,
-//! the bytes today's code embedded when 0.1 was the only contract) load in
-//! this host's engine, pass the conformance suite, and answer exactly what
-//! they answered then (`contracts/strategy-0.1/answers.json`: the inputs
-//! and every answer, written once by those components). A host that stops
-//! loading a deployed component, or changes what it is told, fails here.
+//! The strategy contracts' deployed components: the built-ins as each
+//! older contract's code built them (`contracts/strategy-0.1/*.wasm`, the
+//! four of `shardalloc:strategy@0.1.0`; `contracts/strategy-0.2/*.wasm`,
+//! the five of `@0.2.0`: the bytes the host embedded while that contract
+//! was the current one) load in this host's engine, pass the conformance
+//! suite, and answer exactly what they answered then (each directory's
+//! `answers.json`: the inputs and every answer, written once by those
+//! components). A host that stops loading a deployed component, or changes
+//! what it is told, fails here.
 //!
 //! The answers are regenerated only on purpose (the components never
 //! are): `SHARDALLOC_BLESS=1 cargo test -p shardalloc --test
@@ -23,25 +25,61 @@ use shardalloc_guest::Snapshot;
 use shardalloc_guest::conformance::{self, Subject};
 use shardalloc_guest::testing::{Shape, generate};
 
-/// The contract these components speak.
-const CONTRACT: &str = "shardalloc:strategy@0.1.0";
+/// One contract's committed components.
+struct Fixtures {
+    /// The contract they speak.
+    contract: &'static str,
+    /// Their directory under `contracts/`.
+    dir: &'static str,
+    /// The configurations answers are recorded for, by strategy name.
+    configurations: &'static [(&'static str, &'static str)],
+}
+
+const V0_1: Fixtures = Fixtures { contract: "shardalloc:strategy@0.1.0", dir: "strategy-0.1", configurations: CONFIGURATIONS };
+
+/// 0.2's built-ins: 0.1's four and load-balance.
+const V0_2_CONFIGURATIONS: &[(&str, &str)] = &[
+    ("least-shard", ""),
+    ("least-shard", r#"{"algorithm":"classic"}"#),
+    ("least-shard", r#"{"absolute_limit":1000,"relative_limit":1.0}"#),
+    ("hash", ""),
+    ("hash", r#"{"rebalance_limit":0}"#),
+    ("capacity", ""),
+    ("capacity", r#"{"metric":"cpu","threshold":0.5}"#),
+    ("zone", ""),
+    ("zone", r#"{"label":"dc"}"#),
+    ("load-balance", ""),
+];
+
+const V0_2: Fixtures =
+    Fixtures { contract: "shardalloc:strategy@0.2.0", dir: "strategy-0.2", configurations: V0_2_CONFIGURATIONS };
 
 /// Shards each case asks a home for, from no requester and from its last region.
 const PROBES: &[&str] = &["new", "s1", "s17", "tenant/9", "3", "shard-42"];
 
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../contracts/strategy-0.1")
-}
+impl Fixtures {
+    fn path(&self) -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../contracts").join(self.dir)
+    }
 
-fn fixture_bytes(name: &str) -> Vec<u8> {
-    let path = fixtures().join(format!("{name}.wasm"));
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
+    fn bytes(&self, name: &str) -> Vec<u8> {
+        let path = self.path().join(format!("{name}.wasm"));
+        std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
 
-fn load(name: &str, config: &str) -> Sandboxed {
-    engine()
-        .load(&fixture_bytes(name), config, generous())
-        .unwrap_or_else(|e| panic!("the {CONTRACT} fixture {name} ({config}) does not load: {e}"))
+    fn load(&self, name: &str, config: &str) -> Sandboxed {
+        let contract = self.contract;
+        engine()
+            .load(&self.bytes(name), config, generous())
+            .unwrap_or_else(|e| panic!("the {contract} fixture {name} ({config}) does not load: {e}"))
+    }
+
+    /// The strategies' names, each once.
+    fn names(&self) -> Vec<&'static str> {
+        let mut names: Vec<&str> = self.configurations.iter().map(|(name, _)| *name).collect();
+        names.dedup();
+        names
+    }
 }
 
 /// What a component answered on one input.
@@ -109,9 +147,9 @@ fn answer(
     }
 }
 
-#[test]
-fn the_0_1_builtins_answer_as_they_did() {
-    let path = fixtures().join("answers.json");
+fn answer_as_they_did(fixtures: &Fixtures) {
+    let contract = fixtures.contract;
+    let path = fixtures.path().join("answers.json");
     let inputs = if blessing() {
         inputs()
     } else {
@@ -119,8 +157,8 @@ fn the_0_1_builtins_answer_as_they_did() {
         serde_json::from_str::<Record>(&text).expect("answers.json reads").inputs
     };
     let mut answers = Vec::new();
-    for &configuration in CONFIGURATIONS {
-        let mut subject = HostSubject(load(configuration.0, configuration.1));
+    for &configuration in fixtures.configurations {
+        let mut subject = HostSubject(fixtures.load(configuration.0, configuration.1));
         answers.extend(inputs.iter().map(|input| answer(&mut subject, configuration, input)));
     }
     let got = Record { inputs, answers };
@@ -134,31 +172,62 @@ fn the_0_1_builtins_answer_as_they_did() {
     for (got, want) in got.answers.iter().zip(&want.answers) {
         assert_eq!(
             got, want,
-            "the {CONTRACT} fixture {} ({}) on {:?} answers differently",
+            "the {contract} fixture {} ({}) on {:?} answers differently",
             want.strategy, want.config, want.scenario
         );
     }
     assert_eq!(got.to_text(), text, "answers.json is exactly what the fixtures answer");
 }
 
-#[test]
-fn the_0_1_builtins_pass_the_conformance_suite() {
-    for (name, config) in CONFIGURATIONS {
-        let problems = conformance::run(&mut HostSubject(load(name, config)));
+fn pass_the_conformance_suite(fixtures: &Fixtures) {
+    for (name, config) in fixtures.configurations {
+        let problems = conformance::run(&mut HostSubject(fixtures.load(name, config)));
         assert!(
             problems.is_empty(),
-            "the {CONTRACT} fixture {name} ({config}): {}",
+            "the {} fixture {name} ({config}): {}",
+            fixtures.contract,
             problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
         );
     }
 }
 
-#[test]
-fn the_0_1_builtins_describe_themselves() {
-    for name in ["least-shard", "hash", "capacity", "zone"] {
-        let info = shardalloc::strategy::AllocationStrategy::info(&load(name, "")).clone();
+fn describe_themselves(fixtures: &Fixtures) {
+    for name in fixtures.names() {
+        let info = shardalloc::strategy::AllocationStrategy::info(&fixtures.load(name, "")).clone();
         assert_eq!(info.name, name);
         let schema: serde_json::Value = serde_json::from_str(&info.config_schema).expect("its schema is JSON");
         assert!(schema.is_object(), "{name}: {schema}");
+        let contract = shardalloc::engine::component::contract_of(&fixtures.bytes(name));
+        assert_eq!(contract.map(|c| c.name()).as_deref(), Some(fixtures.contract), "{name}");
     }
+}
+
+#[test]
+fn the_0_1_builtins_answer_as_they_did() {
+    answer_as_they_did(&V0_1);
+}
+
+#[test]
+fn the_0_1_builtins_pass_the_conformance_suite() {
+    pass_the_conformance_suite(&V0_1);
+}
+
+#[test]
+fn the_0_1_builtins_describe_themselves() {
+    describe_themselves(&V0_1);
+}
+
+#[test]
+fn the_0_2_builtins_answer_as_they_did() {
+    answer_as_they_did(&V0_2);
+}
+
+#[test]
+fn the_0_2_builtins_pass_the_conformance_suite() {
+    pass_the_conformance_suite(&V0_2);
+}
+
+#[test]
+fn the_0_2_builtins_describe_themselves() {
+    describe_themselves(&V0_2);
 }
