@@ -54,6 +54,8 @@ pub struct Allocations {
     next: Vec<u32>,
     flags: Vec<u8>,
     loads: Vec<f64>,
+    /// When each shard got its home (host milliseconds; 0 when unknown).
+    since: Vec<u64>,
     heads: Vec<u32>,
     tails: Vec<u32>,
     counts: Vec<u32>,
@@ -118,6 +120,7 @@ impl Allocations {
             next: Vec::new(),
             flags: Vec::new(),
             loads: Vec::new(),
+            since: Vec::new(),
             heads: vec![NIL; regions],
             tails: vec![NIL; regions],
             counts: vec![0; regions],
@@ -186,6 +189,7 @@ impl Allocations {
         table.next = vec![NIL; n];
         table.flags = vec![0; n];
         table.loads = vec![0.0; n];
+        table.since = vec![0; n];
         table.len = n;
         let mut handle = 0u32;
         for (region, count) in shard_counts.iter().enumerate() {
@@ -216,6 +220,7 @@ impl Allocations {
             self.next.resize(need, NIL);
             self.flags.resize(need, 0);
             self.loads.resize(need, 0.0);
+            self.since.resize(need, 0);
         }
         Ok(())
     }
@@ -312,11 +317,13 @@ impl Allocations {
         Ok(())
     }
 
-    /// Takes a shard's home away; it stays in the view.
+    /// Takes a shard's home away; it stays in the view, without a time
+    /// of a home.
     pub(crate) fn unhome(&mut self, handle: u32) -> Result<(), String> {
         self.present(handle)?;
         if self.homes[handle as usize] != HOMELESS {
             self.unlink(handle);
+            self.since[handle as usize] = 0;
         }
         Ok(())
     }
@@ -330,8 +337,15 @@ impl Allocations {
         }
         self.flags[h] = 0;
         self.loads[h] = 0.0;
+        self.since[h] = 0;
         self.homes[h] = ABSENT;
         self.len -= 1;
+        if let ShardIds::Known(ids) = &mut self.ids
+            && let Some(id) = ids.get_mut(h)
+        {
+            // Its memory goes now, not when the handle is given again.
+            *id = String::new();
+        }
         Ok(())
     }
 
@@ -350,6 +364,15 @@ impl Allocations {
     pub fn load_ids<'a>(&mut self, loads: impl IntoIterator<Item = (&'a str, f64)>) {
         for (handle, load) in self.handles_of(loads.into_iter().filter(|(_, load)| *load != 0.0)) {
             self.set_load(handle, load);
+        }
+    }
+
+    /// Sets when the shards with these ids got their homes (for a host or a
+    /// test that built the table with [`Allocations::from_ids`]); ids not in
+    /// the table are passed over.
+    pub fn since_ids<'a>(&mut self, since: impl IntoIterator<Item = (&'a str, u64)>) {
+        for (handle, at) in self.handles_of(since.into_iter().filter(|(_, at)| *at != 0)) {
+            self.set_since(handle, at);
         }
     }
 
@@ -385,6 +408,11 @@ impl Allocations {
                 self.moving -= 1;
             }
         }
+    }
+
+    /// Sets when a shard got its home.
+    pub(crate) fn set_since(&mut self, handle: u32, since: u64) {
+        self.since[handle as usize] = since;
     }
 
     /// Sets a shard's load.
@@ -540,6 +568,14 @@ impl Allocations {
     /// The shards pinned by placements, by handle.
     pub fn pinned(&self) -> impl Iterator<Item = Shard> + '_ {
         self.flags.iter().enumerate().filter(|(_, f)| **f & PINNED != 0).map(|(h, _)| self.shard(h as u32))
+    }
+
+    /// When the shard got its home: its allocation, or its arrival from
+    /// its last move, in the host's milliseconds (the clock of the `now`
+    /// `rebalance` is given: [`crate::View::now`]); 0 when the host did not
+    /// say (contract 0.2, or a table built natively from ids).
+    pub fn since(&self, shard: Shard) -> u64 {
+        self.since.get(shard.handle as usize).copied().unwrap_or(0)
     }
 
     /// Every shard's hash, indexed by handle (the contract's flat form;

@@ -1,4 +1,4 @@
-//! The component glue (wasm32 only): contract 0.2's bindings, the kept view
+//! The component glue (wasm32 only): contract 0.3's bindings, the kept view
 //! the host's batches update, and the per-instance state that
 //! [`crate::export_strategy!`] wires to a strategy type.
 //!
@@ -11,9 +11,9 @@ use std::collections::BTreeMap;
 use std::thread::LocalKey;
 
 use crate::host::Level;
-use crate::kept::{Changes, FullView, Homed, KeptView, ShardLoads};
+use crate::kept::{Changes, FullView, Homed, KeptView, ShardLoads, ShardNames};
 use crate::strategy::Strategy;
-use crate::view::{Region, RegionId, RegionStatus, ShardKey, Topology};
+use crate::view::{AllocationCause, Region, RegionId, RegionStatus, ShardKey, Topology};
 
 /// The generated bindings, re-exported for [`crate::export_strategy!`].
 pub use crate::bindings;
@@ -55,6 +55,7 @@ pub fn describe<S: Strategy + Default>(state: &'static State<S>) -> wit::Info {
         version: info.version,
         description: info.description,
         config_schema: info.config_schema,
+        needs_shard_ids: info.needs_shard_names,
     }
 }
 
@@ -87,16 +88,33 @@ fn topology(topology: wit::Topology, generation: u64) -> Topology {
 }
 
 fn homed(homed: wit::Homed) -> Homed {
-    Homed { shards: homed.shards, hashes: homed.hashes, regions: homed.regions }
+    Homed { shards: homed.shards, hashes: homed.hashes, regions: homed.regions, since: homed.since }
+}
+
+/// Unpacks `shard-ids`: each id is the bytes of `text` up to its end.
+fn names(ids: wit::ShardIds) -> ShardNames {
+    assert_eq!(ids.shards.len(), ids.ends.len(), "the host's shard ids: as many ends as shards");
+    let mut names = ShardNames { shards: ids.shards, ids: Vec::with_capacity(ids.ends.len()) };
+    let mut start = 0usize;
+    for end in ids.ends {
+        let end = end as usize;
+        let id = ids.text.get(start..end).unwrap_or_else(|| panic!("the host's shard ids: bad end {end}"));
+        names.ids.push(id.to_owned());
+        start = end;
+    }
+    names
 }
 
 fn loads(loads: wit::ShardLoads) -> ShardLoads {
     ShardLoads { shards: loads.shards, loads: loads.loads }
 }
 
-/// `load-view`.
-pub fn load_view(view: wit::View) -> u64 {
+/// `load-view`: the ids come with the view when the strategy asked for
+/// them (`needs_shard_names`), and its table knows them from then on;
+/// otherwise each id read is a host call.
+pub fn load_view<S: Strategy + Default>(state: &'static State<S>, view: wit::View) -> u64 {
     install_panic_hook();
+    let named = with_strategy(state, |s| s.info().needs_shard_names);
     let full = FullView {
         generation: view.generation,
         topology: topology(view.topology, view.generation),
@@ -107,8 +125,10 @@ pub fn load_view(view: wit::View) -> u64 {
         moving: view.moving,
         pinned: view.pinned,
         loads: loads(view.loads),
+        ids: names(view.ids),
     };
-    let kept = KeptView::load(full).unwrap_or_else(|e| panic!("the host's view does not load: {e}"));
+    let kept = if named { KeptView::load_named(full) } else { KeptView::load(full) };
+    let kept = kept.unwrap_or_else(|e| panic!("the host's view does not load: {e}"));
     let checksum = kept.checksum();
     KEPT.with(|k| *k.borrow_mut() = Some(kept));
     checksum
@@ -132,6 +152,7 @@ pub fn apply(changes: wit::Changes) -> u64 {
         pinned: changes.pinned,
         unpinned: changes.unpinned,
         loads: loads(changes.loads),
+        named: names(changes.named),
     };
     KEPT.with(|k| match k.borrow_mut().as_mut() {
         Some(kept) => kept.apply(changes).unwrap_or_else(|e| panic!("the host's batch does not apply: {e}")),
@@ -139,11 +160,32 @@ pub fn apply(changes: wit::Changes) -> u64 {
     })
 }
 
+fn cause(cause: wit::AllocationCause) -> AllocationCause {
+    match cause {
+        wit::AllocationCause::NewShard => AllocationCause::NewShard,
+        wit::AllocationCause::RegionRemoved => AllocationCause::RegionRemoved,
+        wit::AllocationCause::Drained => AllocationCause::Drained,
+        wit::AllocationCause::PlacementLifted => AllocationCause::PlacementLifted,
+        wit::AllocationCause::Rebalance => AllocationCause::Rebalance,
+        wit::AllocationCause::Operator => AllocationCause::Operator,
+    }
+}
+
 /// `allocate`: the region's index, or -1 with the reason kept for `last-error`.
-pub fn allocate<S: Strategy + Default>(state: &'static State<S>, shard: u32, hash: u64, requester: Option<u32>) -> i64 {
-    let key = ShardKey::from_host(shard, hash);
-    let answer = KEPT.with(|k| match k.borrow().as_ref() {
-        Some(kept) => with_strategy(state, |s| s.allocate(kept.view(), &key, requester.map(RegionId))),
+pub fn allocate<S: Strategy + Default>(
+    state: &'static State<S>,
+    shard: u32,
+    hash: u64,
+    requester: Option<u32>,
+    why: wit::AllocationCause,
+    now: u64,
+) -> i64 {
+    let key = ShardKey::from_host(shard, hash, cause(why));
+    let answer = KEPT.with(|k| match k.borrow_mut().as_mut() {
+        Some(kept) => {
+            kept.set_now(now);
+            with_strategy(state, |s| s.allocate(kept.view(), &key, requester.map(RegionId)))
+        }
         None => Err("no view was loaded before the call".to_owned()),
     });
     match answer {
@@ -161,10 +203,14 @@ pub fn last_error() -> String {
 }
 
 /// `rebalance`.
-pub fn rebalance<S: Strategy + Default>(state: &'static State<S>) -> Result<Vec<u32>, String> {
-    KEPT.with(|k| match k.borrow().as_ref() {
-        Some(kept) => with_strategy(state, |s| s.rebalance(kept.view(), kept.allocations()))
-            .map(|shards| shards.into_iter().map(|s| s.handle).collect()),
+pub fn rebalance<S: Strategy + Default>(state: &'static State<S>, now: u64) -> Result<Vec<wit::Move>, String> {
+    KEPT.with(|k| match k.borrow_mut().as_mut() {
+        Some(kept) => {
+            kept.set_now(now);
+            with_strategy(state, |s| s.rebalance(kept.view(), kept.allocations())).map(|moves| {
+                moves.into_iter().map(|m| wit::Move { shard: m.shard.handle, to: m.to.map(|r| r.0) }).collect()
+            })
+        }
         None => Err("no view was loaded before the call".to_owned()),
     })
 }

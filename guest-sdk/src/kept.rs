@@ -1,4 +1,4 @@
-//! The view a component of contract 0.2 keeps between calls: loaded whole
+//! The view a component of contract 0.2 or 0.3 keeps between calls: loaded whole
 //! once ([`KeptView::load`]), then changed batch by batch
 //! ([`KeptView::apply`]), with the checksum both sides compute
 //! ([`view_checksum`] defines it).
@@ -12,9 +12,10 @@ use std::sync::Arc;
 use crate::allocations::{Allocations, MOVING, PINNED, ShardIds};
 use crate::view::{Topology, View};
 
-/// Shards that get a home, as three columns of equal length: shard
+/// Shards that get a home, as four columns of equal length: shard
 /// `shards[i]`, whose id hashes to `hashes[i]`, now lives on region
-/// `regions[i]`, appended to its region's shards in list order.
+/// `regions[i]` since `since[i]`, appended to its region's shards in list
+/// order.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Homed {
     /// Handles.
@@ -23,14 +24,19 @@ pub struct Homed {
     pub hashes: Vec<u64>,
     /// Region indexes in the topology the batch ends with.
     pub regions: Vec<u32>,
+    /// When each shard got this home (allocated, or arrived from a move),
+    /// in the host's milliseconds (contract 0.3; a 0.2 host sends none and
+    /// a 0.2 component reads 0).
+    pub since: Vec<u64>,
 }
 
 impl Homed {
-    /// Adds one shard.
-    pub fn push(&mut self, shard: u32, hash: u64, region: u32) {
+    /// Adds one shard, homed at `since`.
+    pub fn push(&mut self, shard: u32, hash: u64, region: u32, since: u64) {
         self.shards.push(shard);
         self.hashes.push(hash);
         self.regions.push(region);
+        self.since.push(since);
     }
 
     /// Number of shards.
@@ -61,6 +67,30 @@ impl ShardLoads {
     }
 }
 
+/// Shard ids by handle (contract 0.3's `shard-ids`): shard `shards[i]`
+/// has id `ids[i]`. Sent only to a strategy that asked for ids
+/// ([`crate::Info::needs_shard_names`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ShardNames {
+    /// Handles.
+    pub shards: Vec<u32>,
+    /// Their ids, in the same order.
+    pub ids: Vec<String>,
+}
+
+impl ShardNames {
+    /// Adds one shard's id.
+    pub fn push(&mut self, shard: u32, id: impl Into<String>) {
+        self.shards.push(shard);
+        self.ids.push(id.into());
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.shards.is_empty()
+    }
+}
+
 /// The whole view (the contract's `view`).
 #[derive(Clone, Debug)]
 pub struct FullView {
@@ -82,6 +112,8 @@ pub struct FullView {
     pub pinned: Vec<u32>,
     /// Shards with a non-zero load.
     pub loads: ShardLoads,
+    /// Every shard's id, when the strategy asked for ids (else empty).
+    pub ids: ShardNames,
 }
 
 impl FullView {
@@ -97,6 +129,7 @@ impl FullView {
             moving: Vec::new(),
             pinned: Vec::new(),
             loads: ShardLoads::default(),
+            ids: ShardNames::default(),
         }
     }
 }
@@ -130,6 +163,11 @@ pub struct Changes {
     pub unpinned: Vec<u32>,
     /// Shards whose load changed.
     pub loads: ShardLoads,
+    /// The ids of the shards new to the view in this batch (in
+    /// `arrived_homeless` or `homed` without having been in the view),
+    /// when the strategy asked for ids; applied after `unhomed`, before
+    /// the shards arrive. The host's table always names them.
+    pub named: ShardNames,
 }
 
 /// The splitmix64 finalizer: the contract's mixing function.
@@ -195,6 +233,7 @@ impl KeptView {
             checksum: 0,
             poisoned: false,
         };
+        kept.name_all(full.ids)?;
         kept.home_all(&full.homed)?;
         kept.add_homeless(&full.homeless, &full.homeless_hashes)?;
         kept.flag_all(&full.moving, MOVING, true)?;
@@ -264,6 +303,7 @@ impl KeptView {
                 Ok(())
             })?;
         }
+        self.name_all(c.named)?;
         self.add_homeless(&c.arrived_homeless, &c.arrived_hashes)?;
         if let Some(topology) = c.topology {
             let metrics = c.metrics.ok_or("a new topology came without its metric matrix")?;
@@ -290,6 +330,22 @@ impl KeptView {
         Ok(())
     }
 
+    /// Names shards about to enter the view (a table that knows ids; a
+    /// table whose ids come from the host passes them over).
+    fn name_all(&mut self, names: ShardNames) -> Result<(), String> {
+        if names.shards.len() != names.ids.len() {
+            return Err(format!("{} named shards with {} ids", names.shards.len(), names.ids.len()));
+        }
+        for (shard, id) in names.shards.into_iter().zip(names.ids) {
+            if shard >= crate::allocations::MAX_HANDLES {
+                let limit = crate::allocations::MAX_HANDLES;
+                return Err(format!("shard handle {shard} is past the table's limit of {limit}"));
+            }
+            self.table.name(shard, id);
+        }
+        Ok(())
+    }
+
     fn add_homeless(&mut self, shards: &[u32], hashes: &[u64]) -> Result<(), String> {
         if shards.len() != hashes.len() {
             return Err(format!("{} homeless shards with {} hashes", shards.len(), hashes.len()));
@@ -303,11 +359,13 @@ impl KeptView {
 
     fn home_all(&mut self, homed: &Homed) -> Result<(), String> {
         let n = homed.shards.len();
-        if homed.hashes.len() != n || homed.regions.len() != n {
+        // `since` is contract 0.3's: empty from a 0.2 host.
+        if homed.hashes.len() != n || homed.regions.len() != n || (homed.since.len() != n && !homed.since.is_empty()) {
             return Err(format!(
-                "homed shards come as columns of equal length: {n} handles, {} hashes, {} regions",
+                "homed shards come as columns of equal length: {n} handles, {} hashes, {} regions, {} times",
                 homed.hashes.len(),
-                homed.regions.len()
+                homed.regions.len(),
+                homed.since.len()
             ));
         }
         for i in 0..n {
@@ -321,6 +379,7 @@ impl KeptView {
                 }
             }
             self.table.home_at(shard, hash, region)?;
+            self.table.set_since(shard, homed.since.get(i).copied().unwrap_or(0));
             self.view.add_count(region, 1);
             if let Some(home) = left {
                 self.sync_region(home.0);
@@ -388,6 +447,11 @@ impl KeptView {
     /// Names a shard (native callers that loaded with [`KeptView::load_named`]).
     pub fn name(&mut self, handle: u32, id: impl Into<String>) {
         self.table.name(handle, id.into());
+    }
+
+    /// Sets the host's time for the next call ([`View::now`]).
+    pub fn set_now(&mut self, now: u64) {
+        self.view.set_now(now);
     }
 
     /// The view the strategy reads: topology, counts, metrics.

@@ -22,7 +22,7 @@ fn empty(addresses: &[&str]) -> FullView {
 fn homed(entries: &[(u32, u32)]) -> Homed {
     let mut homed = Homed::default();
     for &(shard, region) in entries {
-        homed.push(shard, u64::from(shard) * 1000, region);
+        homed.push(shard, u64::from(shard) * 1000, region, u64::from(shard) + 500);
     }
     homed
 }
@@ -136,8 +136,23 @@ fn every_bad_batch_is_refused_by_name_and_the_view_must_be_loaded_again() {
         (Changes { moving: vec![4], ..batch(8) }, "shard handle 4 is not in the view"),
         (Changes { homed: homed(&[(2, 2)]), ..batch(8) }, "region index 2 out of range (2 regions)"),
         (
-            Changes { homed: Homed { shards: vec![2], hashes: vec![], regions: vec![0] }, ..batch(8) },
-            "homed shards come as columns of equal length: 1 handles, 0 hashes, 1 regions",
+            Changes { homed: Homed { shards: vec![2], hashes: vec![], regions: vec![0], since: vec![] }, ..batch(8) },
+            "homed shards come as columns of equal length: 1 handles, 0 hashes, 1 regions, 0 times",
+        ),
+        (
+            Changes {
+                homed: Homed { shards: vec![2], hashes: vec![2], regions: vec![0], since: vec![1, 2] },
+                ..batch(8)
+            },
+            "homed shards come as columns of equal length: 1 handles, 1 hashes, 1 regions, 2 times",
+        ),
+        (
+            Changes { named: ShardNames { shards: vec![2, 3], ids: vec!["x".into()] }, ..batch(8) },
+            "2 named shards with 1 ids",
+        ),
+        (
+            Changes { named: ShardNames { shards: vec![1 << 26], ids: vec!["x".into()] }, ..batch(8) },
+            "shard handle 67108864 is past the table's limit of 67108864",
         ),
         (
             Changes { topology: Some(topology(&["a"])), metrics: Some(vec![0.0]), ..batch(8) },
@@ -349,7 +364,7 @@ impl Model {
         let mut full =
             FullView { generation: self.generation, topology: self.topology(), metrics: self.metrics(), ..empty(&[]) };
         for (h, s) in self.homed_in_order() {
-            full.homed.push(h, s.hash, self.index(s.home.as_deref().expect("homed")));
+            full.homed.push(h, s.hash, self.index(s.home.as_deref().expect("homed")), s.seq * 10);
         }
         for (h, s) in &self.shards {
             if s.home.is_none() {
@@ -409,7 +424,7 @@ impl Model {
                 None => true,
             };
             if moved {
-                changes.homed.push(h, s.hash, self.index(s.home.as_deref().expect("homed")));
+                changes.homed.push(h, s.hash, self.index(s.home.as_deref().expect("homed")), s.seq * 10);
             }
         }
         for (h, s) in &self.shards {
@@ -463,6 +478,9 @@ fn same(kept: &KeptView, model: &Model) -> Result<(), TestCaseError> {
         prop_assert_eq!(table.is_pinned(shard), s.pinned);
         prop_assert_eq!(table.is_in_progress(shard), s.moving);
         prop_assert_eq!(table.load(shard), s.load);
+        if s.home.is_some() {
+            prop_assert_eq!(table.since(shard), s.seq * 10, "when shard {} got its home", h);
+        }
     }
     for (r, shards) in want.iter().enumerate() {
         // Kept change by change, the region's load is its shards' sum (up
@@ -482,6 +500,35 @@ fn same(kept: &KeptView, model: &Model) -> Result<(), TestCaseError> {
     prop_assert_eq!(kept.checksum(), model.checksum());
     prop_assert_eq!(kept.checksum(), view_checksum(table));
     Ok(())
+}
+
+#[test]
+fn ids_come_with_the_view_and_with_each_new_shard() {
+    let mut full = FullView { homed: homed(&[(0, 0), (1, 1)]), ..empty(&["a", "b"]) };
+    full.ids.push(0, "tenant-0");
+    full.ids.push(1, "tenant-1");
+    let mut kept = KeptView::load_named(full).unwrap();
+    let id = |kept: &KeptView, h: u32| kept.allocations().shard_id(kept.allocations().get(h).unwrap()).into_owned();
+    assert_eq!((id(&kept, 0), id(&kept, 1)), ("tenant-0".to_owned(), "tenant-1".to_owned()));
+    // Shard 0 leaves and its handle is given to a new shard in the same
+    // batch; a new shard arrives homeless.
+    let mut named = ShardNames::default();
+    named.push(0, "tenant-7");
+    named.push(2, "tenant-8");
+    let changes = Changes {
+        retired: vec![0],
+        named,
+        arrived_homeless: vec![2],
+        arrived_hashes: vec![8],
+        homed: homed(&[(0, 1)]),
+        ..batch(8)
+    };
+    kept.apply(changes).unwrap();
+    assert_eq!((id(&kept, 0), id(&kept, 2)), ("tenant-7".to_owned(), "tenant-8".to_owned()));
+    assert_eq!(kept.allocations().since(kept.allocations().get(0).unwrap()), 500);
+    // A retired shard's id is dropped with it.
+    kept.apply(Changes { retired: vec![1], ..batch(9) }).unwrap();
+    assert_eq!(kept.allocations().ids().unwrap()[1], "");
 }
 
 proptest! {

@@ -14,7 +14,7 @@
 //!   topology's part of the suitability order;
 //! - [`view`]: the per-call [`View`], the shard key and hash;
 //! - [`allocations`]: [`Allocations`], the shard table `rebalance` reads;
-//! - [`kept`]: the view a component of contract 0.2 keeps from the host's
+//! - [`kept`]: the view a component of contract 0.3 keeps from the host's
 //!   batches of changes, and the view checksum;
 //! - [`strategy`]: the [`Strategy`] trait and [`Info`];
 //! - [`order`]: the suitability order of regions and `least_loaded`;
@@ -48,11 +48,12 @@ pub use host::{Level, LogRecord, log};
 pub use snapshot::{Snapshot, SnapshotRegion};
 pub use strategy::{Info, Strategy};
 pub use view::{
-    Allocations, Region, RegionId, RegionStatus, Shard, ShardKey, Topology, View, compare_versions, shard_hash,
+    AllocationCause, Allocations, Move, Region, RegionId, RegionStatus, Shard, ShardKey, Topology, View,
+    compare_versions, shard_hash,
 };
 
 /// The version of the `shardalloc:strategy` contract this SDK implements.
-pub const CONTRACT_VERSION: &str = "0.2.0";
+pub const CONTRACT_VERSION: &str = "0.3.0";
 
 #[doc(hidden)]
 #[cfg(target_arch = "wasm32")]
@@ -91,19 +92,25 @@ macro_rules! export_strategy {
                     $crate::__private::configure(&__SHARDALLOC_STATE, config)
                 }
                 fn load_view(view: __types::View) -> u64 {
-                    $crate::__private::load_view(view)
+                    $crate::__private::load_view(&__SHARDALLOC_STATE, view)
                 }
                 fn apply(changes: __types::Changes) -> u64 {
                     $crate::__private::apply(changes)
                 }
-                fn allocate(shard: u32, hash: u64, requester: ::core::option::Option<u32>) -> i64 {
-                    $crate::__private::allocate(&__SHARDALLOC_STATE, shard, hash, requester)
+                fn allocate(
+                    shard: u32,
+                    hash: u64,
+                    requester: ::core::option::Option<u32>,
+                    cause: __types::AllocationCause,
+                    now: u64,
+                ) -> i64 {
+                    $crate::__private::allocate(&__SHARDALLOC_STATE, shard, hash, requester, cause, now)
                 }
                 fn last_error() -> ::std::string::String {
                     $crate::__private::last_error()
                 }
-                fn rebalance() -> ::core::result::Result<::std::vec::Vec<u32>, ::std::string::String> {
-                    $crate::__private::rebalance(&__SHARDALLOC_STATE)
+                fn rebalance(now: u64) -> ::core::result::Result<::std::vec::Vec<__types::Move>, ::std::string::String> {
+                    $crate::__private::rebalance(&__SHARDALLOC_STATE, now)
                 }
             }
             $crate::__private::bindings::__export_strategy_world!(__ShardallocExports with_types_in $crate::__private::bindings);

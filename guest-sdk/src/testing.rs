@@ -10,7 +10,7 @@
 //! #   fn configure(&mut self, _: &str) -> Result<(), String> { Ok(()) }
 //! #   fn allocate(&self, v: &View, _: &ShardKey, _: Option<RegionId>) -> Result<RegionId, String> {
 //! #       v.allocatable().next().ok_or("none".into()) }
-//! #   fn rebalance(&self, _: &View, _: &Allocations) -> Result<Vec<Shard>, String> { Ok(vec![]) }
+//! #   fn rebalance(&self, _: &View, _: &Allocations) -> Result<Vec<Move>, String> { Ok(vec![]) }
 //! # }
 //! let cluster = Scenario::parse("a=1,2,3 b= c=4").status("a", RegionStatus::Leaving);
 //! assert_eq!(cluster.allocate(&First, "9").unwrap(), "b");
@@ -31,12 +31,29 @@ pub struct Scenario {
     /// Shard loads by id, as the host's view would carry them (a snapshot
     /// has none); a shard not named carries 0.
     pub loads: BTreeMap<String, f64>,
+    /// When shards got their homes, by id (host milliseconds); a shard not
+    /// named reads 0.
+    pub since: BTreeMap<String, u64>,
+    /// The host's time the strategy is called at ([`View::now`]).
+    pub now: u64,
 }
 
 impl Scenario {
     /// Wraps a snapshot.
     pub fn new(snapshot: Snapshot) -> Self {
-        Scenario { snapshot, loads: BTreeMap::new() }
+        Scenario { snapshot, ..Scenario::default() }
+    }
+
+    /// Shard `shard` got its home at `at` (host milliseconds).
+    pub fn since(mut self, shard: &str, at: u64) -> Self {
+        self.since.insert(shard.to_owned(), at);
+        self
+    }
+
+    /// The strategy is called at the host's time `now`.
+    pub fn at(mut self, now: u64) -> Self {
+        self.now = now;
+        self
     }
 
     /// Parses `"a=1,2,3 b= c=4"`: regions separated by white space, each
@@ -144,6 +161,7 @@ impl Scenario {
             let loads = view.region_ids().map(|id| table.region_load(id)).collect();
             view.set_region_loads(loads).expect("one load per region");
         }
+        view.set_now(self.now);
         view
     }
 
@@ -158,6 +176,7 @@ impl Scenario {
     pub fn allocations(&self) -> Allocations {
         let mut table = self.snapshot.allocations();
         table.load_ids(self.loads.iter().map(|(shard, load)| (shard.as_str(), *load)));
+        table.since_ids(self.since.iter().map(|(shard, at)| (shard.as_str(), *at)));
         table
     }
 
@@ -183,18 +202,63 @@ impl Scenario {
         Ok(address.address.clone())
     }
 
-    /// Calls `rebalance` and returns the shard ids in the strategy's order.
+    /// Calls `rebalance` and returns the shard ids in the strategy's order
+    /// ([`Scenario::moves`] gives their destinations too).
     pub fn rebalance<S: Strategy + ?Sized>(&self, strategy: &S) -> Result<Vec<String>, String> {
+        Ok(self.moves(strategy)?.into_iter().map(|(shard, _)| shard).collect())
+    }
+
+    /// Calls `rebalance` and returns each move as the shard id and the
+    /// destination's address (`None`: left to `allocate`).
+    pub fn moves<S: Strategy + ?Sized>(&self, strategy: &S) -> Result<Vec<(String, Option<String>)>, String> {
         let view = self.view();
         let table = self.allocations();
-        let shards = strategy.rebalance(&view, &table)?;
-        shards
+        let moves = strategy.rebalance(&view, &table)?;
+        moves
             .into_iter()
-            .map(|s| match table.get(s.handle) {
-                Some(s) => Ok(table.shard_id(s).into_owned()),
-                None => Err(format!("strategy answered shard handle {} of {}", s.handle, table.len())),
+            .map(|m| {
+                let shard = match table.get(m.shard.handle) {
+                    Some(s) => table.shard_id(s).into_owned(),
+                    None => {
+                        return Err(format!("strategy answered shard handle {} of {}", m.shard.handle, table.len()));
+                    }
+                };
+                let to = match m.to {
+                    None => None,
+                    Some(region) => Some(
+                        view.regions()
+                            .get(region.index())
+                            .ok_or_else(|| {
+                                format!(
+                                    "strategy moved {shard} to region index {} of {}",
+                                    region.0,
+                                    view.regions().len()
+                                )
+                            })?
+                            .address
+                            .clone(),
+                    ),
+                };
+                Ok((shard, to))
             })
             .collect()
+    }
+
+    /// Calls `allocate` for a shard with a cause other than a new shard's,
+    /// without a requester, and returns the chosen address.
+    pub fn allocate_because<S: Strategy + ?Sized>(
+        &self,
+        strategy: &S,
+        shard: &str,
+        cause: crate::AllocationCause,
+    ) -> Result<String, String> {
+        let view = self.view();
+        let region = strategy.allocate(&view, &ShardKey::new(shard).with_cause(cause), None)?;
+        let address = view
+            .regions()
+            .get(region.index())
+            .ok_or_else(|| format!("strategy answered region index {} of {}", region.0, view.regions().len()))?;
+        Ok(address.address.clone())
     }
 
     /// Shard counts per address.

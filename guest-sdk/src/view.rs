@@ -17,6 +17,8 @@ pub struct View {
     metrics: Vec<f64>,
     /// Each region's shards' loads together (zeros when no load is known).
     region_loads: Vec<f64>,
+    /// The host's time at this call, in milliseconds (0 when not given).
+    now: u64,
 }
 
 impl View {
@@ -31,7 +33,21 @@ impl View {
         if metrics.len() != expected {
             return Err(format!("metrics has {} values, expected {expected}", metrics.len()));
         }
-        Ok(View { topology, region_loads: vec![0.0; shard_counts.len()], shard_counts, metrics })
+        Ok(View { topology, region_loads: vec![0.0; shard_counts.len()], shard_counts, metrics, now: 0 })
+    }
+
+    /// Sets the host's time at this call (the host does, before each
+    /// call; a test sets the time it wants).
+    pub fn set_now(&mut self, now: u64) {
+        self.now = now;
+    }
+
+    /// The host's time at this call, in milliseconds: the clock of
+    /// [`Allocations::since`], so `view.now() - allocations.since(shard)` is
+    /// how long the shard has been on its home. 0 when the host did not
+    /// say (contract 0.2).
+    pub fn now(&self) -> u64 {
+        self.now
     }
 
     /// Sets each region's load (the shards' loads together), one per
@@ -152,9 +168,60 @@ impl View {
     }
 }
 
-/// The shard `allocate` is asked about: the stable hash of its id, and the
-/// id itself, which a component of contract 0.2 asks the host for only when
-/// the strategy reads it ([`ShardKey::id`]).
+/// Why a shard is being allocated (contract 0.3's `allocation-cause`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AllocationCause {
+    /// A region asked for a shard that has no home: new, or never placed.
+    #[default]
+    NewShard,
+    /// Its region left the type, was removed after a silence, or restarted.
+    RegionRemoved,
+    /// It was moved off a draining region.
+    Drained,
+    /// It was moving to honour an operator's placement that was lifted, or
+    /// whose region cannot take it, before it arrived.
+    PlacementLifted,
+    /// The strategy's `rebalance` moved it.
+    Rebalance,
+    /// An operator's rebalance (`rebalance-now`) moved it.
+    Operator,
+}
+
+impl AllocationCause {
+    /// Every cause, in the contract's order.
+    pub const ALL: [AllocationCause; 6] = [
+        AllocationCause::NewShard,
+        AllocationCause::RegionRemoved,
+        AllocationCause::Drained,
+        AllocationCause::PlacementLifted,
+        AllocationCause::Rebalance,
+        AllocationCause::Operator,
+    ];
+
+    /// Its word, as the contract and the REST API spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AllocationCause::NewShard => "new-shard",
+            AllocationCause::RegionRemoved => "region-removed",
+            AllocationCause::Drained => "drained",
+            AllocationCause::PlacementLifted => "placement-lifted",
+            AllocationCause::Rebalance => "rebalance",
+            AllocationCause::Operator => "operator",
+        }
+    }
+}
+
+impl std::fmt::Display for AllocationCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The shard `allocate` is asked about: the stable hash of its id, the id
+/// itself (which a component asks the host for only when the strategy
+/// reads it, [`ShardKey::id`]), and why it needs a home
+/// ([`ShardKey::cause`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShardKey {
     /// [`shard_hash`] of the id.
@@ -162,29 +229,43 @@ pub struct ShardKey {
     id: std::cell::OnceCell<String>,
     /// The host's handle of the shard, to ask for its id.
     handle: u32,
+    cause: AllocationCause,
 }
 
 impl ShardKey {
-    /// A key with its hash computed.
+    /// A key with its hash computed, for a new shard.
     pub fn new(id: impl Into<String>) -> Self {
         let id = id.into();
         let hash = shard_hash(&id);
-        ShardKey { hash, id: std::cell::OnceCell::from(id), handle: u32::MAX }
+        ShardKey { hash, id: std::cell::OnceCell::from(id), handle: u32::MAX, cause: AllocationCause::NewShard }
     }
 
-    /// A key whose id the host gives on request (contract 0.2).
+    /// The same key with another cause.
+    pub fn with_cause(mut self, cause: AllocationCause) -> Self {
+        self.cause = cause;
+        self
+    }
+
+    /// A key whose id the host gives on request (a component).
     #[cfg_attr(
         not(target_arch = "wasm32"),
         allow(dead_code, reason = "only a component asks the host for ids; natively every id is known up front")
     )]
-    pub(crate) fn from_host(handle: u32, hash: u64) -> Self {
-        ShardKey { hash, id: std::cell::OnceCell::new(), handle }
+    pub(crate) fn from_host(handle: u32, hash: u64, cause: AllocationCause) -> Self {
+        ShardKey { hash, id: std::cell::OnceCell::new(), handle, cause }
     }
 
     /// The shard's id. In a component it is asked of the host the first
     /// time it is read, so a strategy that places by hash pays nothing.
     pub fn id(&self) -> &str {
         self.id.get_or_init(|| crate::host::shard_id(self.handle))
+    }
+
+    /// Why the shard needs a home: new, its region gone, drained, a
+    /// placement lifted, or moved by a rebalance (the strategy's or an
+    /// operator's).
+    pub fn cause(&self) -> AllocationCause {
+        self.cause
     }
 }
 
@@ -203,6 +284,32 @@ pub struct Shard {
     pub handle: u32,
     /// [`shard_hash`] of the id.
     pub hash: u64,
+}
+
+/// One shard `rebalance` wants moved, and where to, if it has a say: the
+/// host honours `to` when that region is allocatable when the shard
+/// arrives (up, not draining, not proxy-only), and otherwise asks
+/// `allocate`, as it does for a move without a destination. A [`Shard`]
+/// is a move without one (`Move::from(shard)`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Move {
+    /// The shard to move.
+    pub shard: Shard,
+    /// Its destination, or `None` to let `allocate` decide.
+    pub to: Option<RegionId>,
+}
+
+impl Move {
+    /// A move of `shard` to the region `to`.
+    pub fn to(shard: Shard, to: RegionId) -> Self {
+        Move { shard, to: Some(to) }
+    }
+}
+
+impl From<Shard> for Move {
+    fn from(shard: Shard) -> Self {
+        Move { shard, to: None }
+    }
 }
 
 #[cfg(test)]

@@ -156,7 +156,8 @@ fn rebalance(c: &mut Criterion) {
     for (regions, shards) in sizes() {
         let view = cluster(regions, shards);
         let label = format!("{regions}r-{shards}s");
-        let answers: Vec<Vec<String>> = strategies[1..].iter_mut().map(|(_, s)| s.rebalance(&view).unwrap()).collect();
+        let answers: Vec<Vec<shardalloc::strategy::RebalanceMove>> =
+            strategies[1..].iter_mut().map(|(_, s)| s.rebalance(&view).unwrap()).collect();
         assert!(answers.iter().all(|a| *a == answers[0]), "the examples disagree");
         for (name, strategy) in strategies.iter_mut() {
             group.bench_with_input(BenchmarkId::new(*name, &label), &view, |b, view| {

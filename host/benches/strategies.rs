@@ -221,7 +221,7 @@ fn table_of(regions: usize, shards: usize, ids: &[String]) -> (Arc<ShardTable>, 
         Vec::new(),
         None,
     ));
-    let homes = ids.iter().take(shards).enumerate().map(|(i, id)| (id.as_str(), (i % regions) as u32));
+    let homes = ids.iter().take(shards).enumerate().map(|(i, id)| (id.as_str(), (i % regions) as u32, 0));
     let table = Arc::new(ShardTable::build(&topology, Vec::new(), homes, [], [], []));
     let counts = (0..regions).map(|r| (shards / regions + usize::from(r < shards % regions)) as u32).collect();
     let view = ClusterView::for_allocation(topology, Vec::new(), counts).unwrap().with_table(table.clone());
@@ -267,7 +267,7 @@ fn kept_view(c: &mut Criterion) {
             let to = format!("region-{}", (round + n + 1) % regions);
             table.set_moving(shard, true);
             table.unhome(shard);
-            table.home(shard, &to).unwrap();
+            table.home(shard, &to, 0).unwrap();
             table.set_moving(shard, false);
         }
     };

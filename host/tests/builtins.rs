@@ -74,10 +74,8 @@ fn inspect_matches_the_native_description() {
     for (name, _) in CONFIGURATIONS {
         let wasm = component(name, "");
         let info = shardalloc::strategy::AllocationStrategy::info(&wasm).clone();
-        // `needs_shard_names` is contract 0.1's: a 0.2 component asks for
-        // ids when it reads them, so it never says it needs them all.
-        let mut expected = native(name, "").info().clone();
-        expected.needs_shard_names = false;
+        // A 0.3 component says whether it needs every id, as natively.
+        let expected = native(name, "").info().clone();
         assert_eq!(info, expected, "{name}");
         assert_eq!(info.name, *name);
         let schema: serde_json::Value = serde_json::from_str(&info.config_schema).expect("schema is JSON");

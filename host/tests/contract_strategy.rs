@@ -35,7 +35,8 @@ struct Fixtures {
     configurations: &'static [(&'static str, &'static str)],
 }
 
-const V0_1: Fixtures = Fixtures { contract: "shardalloc:strategy@0.1.0", dir: "strategy-0.1", configurations: CONFIGURATIONS };
+const V0_1: Fixtures =
+    Fixtures { contract: "shardalloc:strategy@0.1.0", dir: "strategy-0.1", configurations: CONFIGURATIONS };
 
 /// 0.2's built-ins: 0.1's four and load-balance.
 const V0_2_CONFIGURATIONS: &[(&str, &str)] = &[

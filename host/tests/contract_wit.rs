@@ -1,25 +1,36 @@
 //! The strategy contracts (`wit/0.1/strategy.wit`, `shardalloc:strategy@0.1.0`,
-//! and `wit/0.2/strategy.wit`, `@0.2.0`) are what deployed components are
-//! built against: a published version never changes. Each shape (the WIT
+//! `wit/0.2/strategy.wit`, `@0.2.0`, and `wit/0.3/strategy.wit`, `@0.3.0`)
+//! are what deployed components are built against: a published version
+//! never changes. Each shape (the WIT
 //! with comments and blank space taken out) is pinned here by its SHA-256,
 //! and the guest SDK's copy must be the same file. A change of shape goes
 //! into a new version beside these, with the host speaking every one.
 
 use sha2::{Digest, Sha256};
 
-/// The published version.
-const VERSION: &str = "shardalloc:strategy@0.1.0";
-
-/// SHA-256 of the shape of [`VERSION`] (see [`shape`]).
-const SHAPE_SHA256: &str = "f8f61931d1f5b63072bb43200bb4daaecb88f28266f4f1b7dc18ecc56bbbf357";
+/// The published versions: each one's file and the SHA-256 of its shape
+/// (see [`shape`]).
+const PUBLISHED: &[(&str, &str, &str)] = &[
+    (
+        "shardalloc:strategy@0.1.0",
+        "wit/0.1/strategy.wit",
+        "f8f61931d1f5b63072bb43200bb4daaecb88f28266f4f1b7dc18ecc56bbbf357",
+    ),
+    (
+        "shardalloc:strategy@0.2.0",
+        "wit/0.2/strategy.wit",
+        "4510eb6424faca58d2bdd70b3856826b3d07082bbc27ed0ba47ca51c1ac9780a",
+    ),
+];
 
 /// The version being built: its shape is pinned as well, so that no change
-/// to it goes unnoticed; until the built-ins ship on it, a deliberate change
+/// to it goes unnoticed; until it is published, a deliberate change
 /// updates this pin in the same commit.
-const NEXT_VERSION: &str = "shardalloc:strategy@0.2.0";
-
+const NEXT_VERSION: &str = "shardalloc:strategy@0.3.0";
+/// Its file, which the guest SDK builds against.
+const NEXT_PATH: &str = "wit/0.3/strategy.wit";
 /// SHA-256 of the shape of [`NEXT_VERSION`].
-const NEXT_SHAPE_SHA256: &str = "4510eb6424faca58d2bdd70b3856826b3d07082bbc27ed0ba47ca51c1ac9780a";
+const NEXT_SHAPE_SHA256: &str = "5e36de682f23c5351d4dc3121c3639eeb216145047cfd23e4383893a3690351b";
 
 fn read(path: &str) -> String {
     let full = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path);
@@ -37,27 +48,28 @@ fn sha256(text: &str) -> String {
 }
 
 #[test]
-fn the_published_strategy_contract_keeps_its_shape() {
-    let wit = read("wit/0.1/strategy.wit");
-    assert!(wit.contains(&format!("package {VERSION};")), "wit/0.1/strategy.wit is not {VERSION} any more");
-    let found = sha256(&shape(&wit));
-    assert_eq!(
-        found, SHAPE_SHA256,
-        "the strategy contract {VERSION} (wit/0.1/strategy.wit) changed shape: every deployed component was built \
-         against it, so a published version never changes. Put the change in a new version beside it (the host \
-         loads both); a change of comments alone does not count"
-    );
+fn the_published_strategy_contracts_keep_their_shape() {
+    for (version, path, pinned) in PUBLISHED {
+        let wit = read(path);
+        assert!(wit.contains(&format!("package {version};")), "{path} is not {version} any more");
+        let found = sha256(&shape(&wit));
+        assert_eq!(
+            &found, pinned,
+            "the strategy contract {version} ({path}) changed shape: every deployed component was built against it, \
+             so a published version never changes. Put the change in a new version beside it (the host loads every \
+             one); a change of comments alone does not count"
+        );
+    }
 }
 
 #[test]
 fn the_next_strategy_contract_changes_only_deliberately() {
-    let wit = read("wit/0.2/strategy.wit");
-    assert!(wit.contains(&format!("package {NEXT_VERSION};")), "wit/0.2/strategy.wit is not {NEXT_VERSION}");
+    let wit = read(NEXT_PATH);
+    assert!(wit.contains(&format!("package {NEXT_VERSION};")), "{NEXT_PATH} is not {NEXT_VERSION}");
     assert_eq!(
         sha256(&shape(&wit)),
         NEXT_SHAPE_SHA256,
-        "the strategy contract {NEXT_VERSION} (wit/0.2/strategy.wit) changed shape: if that was meant, pin the new \
-         shape here"
+        "the strategy contract {NEXT_VERSION} ({NEXT_PATH}) changed shape: if that was meant, pin the new shape here"
     );
 }
 
@@ -65,8 +77,8 @@ fn the_next_strategy_contract_changes_only_deliberately() {
 fn the_guest_sdk_builds_against_the_same_contract() {
     assert_eq!(
         read("guest-sdk/wit/strategy.wit"),
-        read("wit/0.2/strategy.wit"),
-        "guest-sdk/wit/strategy.wit differs from wit/0.2/strategy.wit: strategies would be built against another contract"
+        read(NEXT_PATH),
+        "guest-sdk/wit/strategy.wit differs from {NEXT_PATH}: strategies would be built against another contract"
     );
 }
 

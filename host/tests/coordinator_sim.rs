@@ -38,7 +38,7 @@ use shardalloc::coordinator::{
 };
 use shardalloc::strategy::external::ExternalAllocation;
 use shardalloc::strategy::guarded::Guarded;
-use shardalloc::strategy::{AllocationStrategy, ClusterView, FaultKind, Info, StrategyError, builtin};
+use shardalloc::strategy::{AllocationStrategy, ClusterView, FaultKind, Info, RebalanceMove, StrategyError, builtin};
 use shardalloc_proto::protocol::{LoadReport, ShardLoad};
 
 /// Least-shard that faults on a seeded share of its calls; the coordinator's
@@ -78,12 +78,32 @@ impl AllocationStrategy for Flaky {
         self.inner.allocate(view, shard, requester)
     }
 
-    fn rebalance(&mut self, view: &ClusterView) -> Result<Vec<String>, StrategyError> {
+    fn rebalance(&mut self, view: &ClusterView) -> Result<Vec<RebalanceMove>, StrategyError> {
         self.fault()?;
         if self.wrong() {
-            return Ok(vec!["a shard nobody has".into(), "a shard nobody has".into()]);
+            let nobody = RebalanceMove::anywhere("a shard nobody has");
+            return Ok(vec![nobody.clone(), nobody]);
         }
-        self.inner.rebalance(view)
+        let mut moves = self.inner.rebalance(view)?;
+        // Now and then a destination: the emptiest allocatable region (where
+        // least-shard's allocate would send it), or one that cannot take
+        // shards, which the coordinator must not honour on arrival.
+        let regions = view.regions();
+        let emptiest = (0..regions.len())
+            .filter(|i| regions[*i].is_allocatable())
+            .min_by_key(|i| (view.shard_counts()[*i], *i))
+            .map(|i| regions[i].address.clone());
+        let unfit: Vec<String> = regions.iter().filter(|r| !r.is_allocatable()).map(|r| r.address.clone()).collect();
+        for m in &mut moves {
+            if self.rng.chance(300) {
+                m.to = if !unfit.is_empty() && self.rng.chance(500) {
+                    Some(unfit[self.rng.below(unfit.len() as u64) as usize].clone())
+                } else {
+                    emptiest.clone()
+                };
+            }
+        }
+        Ok(moves)
     }
 }
 

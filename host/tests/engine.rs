@@ -131,8 +131,8 @@ fn bad_files_and_wrong_worlds_are_clear_load_errors() {
         ("core module", b"\0asm\x01\0\0\0".to_vec(), LoadError::CoreModule),
         (
             "newer contract",
-            dummy_component(&contract("0.3.0"), "shardalloc:strategy/strategy@0.3.0"),
-            LoadError::WrongVersion { found: "shardalloc:strategy/allocator@0.3.0".into() },
+            dummy_component(&contract("0.4.0"), "shardalloc:strategy/strategy@0.4.0"),
+            LoadError::WrongVersion { found: "shardalloc:strategy/allocator@0.4.0".into() },
         ),
         (
             "older contract",
@@ -154,13 +154,16 @@ fn bad_files_and_wrong_worlds_are_clear_load_errors() {
             assert!(error.to_string().contains("accept"), "{name}: {error}");
             assert!(error.to_string().contains("shardalloc:strategy/allocator@0.1.0"), "{name}: {error}");
             assert!(error.to_string().contains("shardalloc:strategy/allocator@0.2.0"), "{name}: {error}");
+            assert!(error.to_string().contains("shardalloc:strategy/allocator@0.3.0"), "{name}: {error}");
         }
     }
     // A component of an accepted contract says which: the built-ins speak
-    // 0.2, their 0.1 builds (the fixtures) 0.1.
+    // 0.3, their 0.1 and 0.2 builds (the fixtures) 0.1 and 0.2.
     let compiled = engine.compile(shardalloc::strategy::builtin::component_bytes("hash").unwrap()).unwrap();
-    assert_eq!(compiled.contract, shardalloc::engine::component::Contract::V0_2);
-    assert_eq!(compiled.contract.name(), "shardalloc:strategy@0.2.0");
+    assert_eq!(compiled.contract, shardalloc::engine::component::Contract::V0_3);
+    assert_eq!(compiled.contract.name(), "shardalloc:strategy@0.3.0");
+    let fixture = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../contracts/strategy-0.2/hash.wasm")).unwrap();
+    assert_eq!(engine.compile(&fixture).unwrap().contract, shardalloc::engine::component::Contract::V0_2);
     let fixture = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../contracts/strategy-0.1/hash.wasm")).unwrap();
     assert_eq!(engine.compile(&fixture).unwrap().contract, shardalloc::engine::component::Contract::V0_1);
     // Imports outside the contract and WASI are named, with the fix.

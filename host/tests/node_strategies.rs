@@ -138,12 +138,10 @@ async fn hot_swap_and_rollback_under_load_fail_no_home_lookup() {
     }
 }
 
-/// The four built-ins as `shardalloc:strategy@0.1.0` built them
-/// (`contracts/strategy-0.1/`, guarded in the engine by
-/// `contract_strategy.rs`) run in a node: each is uploaded, activated and
-/// chooses the homes of new shards, by its own name.
+/// A built-in of contract 0.3 and its 0.1 build swap and shadow each other
+/// in a node, agreeing on every home.
 #[tokio::test(flavor = "multi_thread")]
-async fn contracts_0_1_and_0_2_swap_and_shadow_each_other_in_a_node() {
+async fn contracts_0_1_and_0_3_swap_and_shadow_each_other_in_a_node() {
     let node = Node::start(&fast_args(&[])).await;
     let journal = Journal::default();
     let regions = two_regions(&node, &journal).await;
@@ -159,7 +157,7 @@ async fn contracts_0_1_and_0_2_swap_and_shadow_each_other_in_a_node() {
                 .unwrap_or_else(|e| panic!("{shard}: {e}"))
         }
     };
-    // The 0.2 built-in active, its 0.1 build shadowing: they agree.
+    // The 0.3 built-in active, its 0.1 build shadowing: they agree.
     let request = |strategy: &str| ActivateRequest { strategy: strategy.to_owned(), config: None, force: false };
     admin.set_shadow("cart", &request(&old.digest)).await.unwrap();
     for n in 0..10 {
@@ -169,7 +167,7 @@ async fn contracts_0_1_and_0_2_swap_and_shadow_each_other_in_a_node() {
     assert_eq!(state.active.name, "least-shard");
     assert!(state.shadow_calls >= 10, "{state:?}");
     assert_eq!(state.shadow_disagreements, 0, "{state:?}");
-    // Swapped: the 0.1 build active, the 0.2 built-in shadowing.
+    // Swapped: the 0.1 build active, the 0.3 built-in shadowing.
     admin.activate("cart", &request(&old.digest)).await.unwrap();
     admin.set_shadow("cart", &request("least-shard")).await.unwrap();
     for n in 0..10 {
@@ -186,22 +184,28 @@ async fn contracts_0_1_and_0_2_swap_and_shadow_each_other_in_a_node() {
     }
 }
 
+/// The built-ins as contracts 0.1 and 0.2 built them (`contracts/strategy-0.1/`
+/// and `-0.2/`, guarded in the engine by `contract_strategy.rs`) run in a
+/// node beside 0.3's: each is uploaded, activated and chooses the homes of
+/// new shards, by its own name.
 #[tokio::test(flavor = "multi_thread")]
-async fn the_0_1_builtins_run_in_a_node() {
+async fn the_0_1_and_0_2_builtins_run_in_a_node() {
     let node = Node::start(&fast_args(&[])).await;
     let journal = Journal::default();
     let regions = two_regions(&node, &journal).await;
     let admin = node.admin();
-    for name in ["least-shard", "hash", "capacity", "zone"] {
-        let path =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../contracts/strategy-0.1/{name}.wasm"));
+    let old = ["least-shard", "hash", "capacity", "zone"].map(|name| ("0.1", name));
+    let older = ["least-shard", "hash", "capacity", "zone", "load-balance"].map(|name| ("0.2", name));
+    for (version, name) in old.into_iter().chain(older) {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("../contracts/strategy-{version}/{name}.wasm"));
         let stored = admin.upload_strategy(std::fs::read(&path).unwrap()).await.unwrap();
         assert_eq!(stored.name, name, "{stored:?}");
         let request = ActivateRequest { strategy: stored.digest.clone(), config: None, force: false };
         let activated = admin.activate("cart", &request).await.unwrap();
         assert_eq!(activated.active.name, name, "{activated:?}");
         for n in 0..10 {
-            let shard = format!("{name}-{n}");
+            let shard = format!("{name}-{version}-{n}");
             let home = tokio::time::timeout(Duration::from_secs(20), regions[n % 2].home_of(&shard))
                 .await
                 .unwrap_or_else(|_| panic!("{shard}: no home in 20 s"))

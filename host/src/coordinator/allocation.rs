@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use super::{Change, Coordinator, Home, NodeMessage, Observation};
+use crate::strategy::AllocationCause;
 
 /// The longest shard id accepted, in bytes.
 pub use shardalloc_proto::protocol::MAX_SHARD_ID_BYTES;
@@ -51,20 +52,29 @@ impl Coordinator {
             }
         }
         if !moving {
-            self.allocate(&shard, Some(&requester));
+            let cause = self.causes.get(&shard).copied().unwrap_or_default();
+            self.allocate(&shard, Some(&requester), cause, None);
         }
     }
 
-    /// Allocates a homeless shard (placement, else strategy), records it and
-    /// answers every region waiting for it. Leaves it waiting when no region
-    /// can take it (or too few regions registered).
-    pub(super) fn allocate(&mut self, shard: &str, requester: Option<&str>) -> Option<String> {
+    /// Allocates a homeless shard (placement, else the destination a
+    /// rebalance gave it, else strategy) for `cause`, records it and
+    /// answers every region waiting for it. Leaves it waiting when no
+    /// region can take it (or too few regions registered), its cause kept
+    /// for the next try.
+    pub(super) fn allocate(
+        &mut self,
+        shard: &str,
+        requester: Option<&str>,
+        cause: AllocationCause,
+        to: Option<&str>,
+    ) -> Option<String> {
         if !self.enough_regions() {
-            self.pending.entry(shard.to_owned()).or_default();
+            self.wait(shard, cause);
             return None;
         }
-        let view = self.allocation_view();
-        let decision = self.external.allocate(&view, shard, requester);
+        let view = self.allocation_view().because(cause).at(self.now);
+        let decision = self.external.allocate_to(&view, shard, requester, to);
         // The view lends the shard table: let it go before the table changes,
         // or the change copies the whole table.
         drop(view);
@@ -81,6 +91,7 @@ impl Coordinator {
                     reason: allocation.reason,
                     warning: allocation.warning,
                 });
+                self.causes.remove(shard);
                 for waiting in self.pending.remove(shard).unwrap_or_default() {
                     if self.durable.regions.contains_key(&waiting) {
                         let (shard, home) = (shard.to_owned(), region.clone());
@@ -90,10 +101,18 @@ impl Coordinator {
                 Some(region)
             }
             Err(_) => {
-                self.pending.entry(shard.to_owned()).or_default();
+                self.wait(shard, cause);
                 self.observe(Observation::NoAllocatableRegion { shard: shard.to_owned() });
                 None
             }
+        }
+    }
+
+    /// Leaves a shard waiting for a home, with why it needs one.
+    fn wait(&mut self, shard: &str, cause: AllocationCause) {
+        self.pending.entry(shard.to_owned()).or_default();
+        if cause != AllocationCause::NewShard {
+            self.causes.insert(shard.to_owned(), cause);
         }
     }
 
@@ -106,7 +125,8 @@ impl Coordinator {
             .cloned()
             .collect();
         for shard in waiting {
-            if self.allocate(&shard, None).is_none() {
+            let cause = self.causes.get(&shard).copied().unwrap_or_default();
+            if self.allocate(&shard, None, cause, None).is_none() {
                 break;
             }
         }
@@ -117,6 +137,7 @@ impl Coordinator {
         let Some((home, epoch)) = self.durable.homes.get(shard).map(|h| (h.region.to_string(), h.epoch)) else {
             return;
         };
+        self.causes.remove(shard);
         for waiting in self.pending.remove(shard).unwrap_or_default() {
             if self.durable.regions.contains_key(&waiting) {
                 let (shard, home) = (shard.to_owned(), home.clone());

@@ -5,30 +5,32 @@ use std::collections::BTreeSet;
 use super::{
     Change, Coordinator, Flight, MAX_NAMED_CLIPS, NodeMessage, NotAccepted, Observation, Reply, RequestId, Step,
 };
-use crate::strategy::churn;
+use crate::strategy::{AllocationCause, churn};
 
 impl Coordinator {
-    /// Starts a hand-off of a homed shard that is not moving; false when the
+    /// Starts a hand-off of a homed shard that is not moving, for `cause`
+    /// and to `to` if the strategy named a destination; false when the
     /// in-flight limit is reached or the shard cannot move.
-    pub(super) fn start_handoff(&mut self, shard: &str) -> bool {
+    pub(super) fn start_handoff(&mut self, shard: &str, cause: AllocationCause, to: Option<String>) -> bool {
         if self.durable.handoffs.contains_key(shard) || self.flights.len() >= self.config.max_handoffs_in_flight {
             return false;
         }
         let Some(from) = self.durable.homes.get(shard).map(|h| h.region.to_string()) else { return false };
         self.change(Change::HandOffStarted { shard: shard.to_owned(), from: from.clone() });
-        self.begin_flight(shard, &from);
+        self.begin_flight(shard, &from, cause, to);
         true
     }
 
     /// Step 1: BeginHandOff to every region and proxy.
-    pub(super) fn begin_flight(&mut self, shard: &str, from: &str) {
+    pub(super) fn begin_flight(&mut self, shard: &str, from: &str, cause: AllocationCause, to: Option<String>) {
         let waiting: BTreeSet<String> = self.durable.regions.keys().cloned().collect();
         for region in &waiting {
             self.reveal(region, NodeMessage::BeginHandOff { shard: shard.to_owned() });
         }
         let deadline = self.now.saturating_add(self.config.handoff_timeout_ms);
         let ack_deadline = self.now.saturating_add(self.config.handoff_ack_timeout_ms);
-        self.flights.insert(shard.to_owned(), Flight { step: Step::Begin, deadline, ack_deadline, waiting });
+        let flight = Flight { step: Step::Begin, deadline, ack_deadline, waiting, cause, to };
+        self.flights.insert(shard.to_owned(), flight);
         self.observe(Observation::HandOff { shard: shard.to_owned(), from: from.to_owned(), step: Step::Begin });
         self.advance(shard);
     }
@@ -83,12 +85,12 @@ impl Coordinator {
             self.observe(Observation::Ignored { what: format!("ShardStopped for {shard} from {region}") });
             return;
         }
-        self.flights.remove(shard);
+        let flight = self.flights.remove(shard).expect("checked above");
         self.change(Change::HomeRemoved { shard: shard.to_owned() });
         self.change(Change::HandOffEnded { shard: shard.to_owned() });
         self.observe(Observation::HandOffCompleted { shard: shard.to_owned(), from: region.to_owned() });
         self.record_move(shard);
-        self.allocate(shard, None);
+        self.allocate(shard, None, flight.cause, flight.to.as_deref());
         self.finish_leaves();
     }
 
@@ -172,6 +174,9 @@ impl Coordinator {
             }
         }
         let mut strategy_moves = BTreeSet::new();
+        let mut destinations = std::collections::HashMap::new();
+        let mut placement_moves = BTreeSet::new();
+        let queued_count = chosen.len();
         if chosen.len() < budget {
             let view = self.view();
             let decision = if frozen { self.external.placement_moves(&view) } else { self.external.rebalance(&view) };
@@ -201,13 +206,27 @@ impl Coordinator {
                 if !chosen.contains(&shard) && !self.durable.handoffs.contains_key(&shard) {
                     if index >= decision.placement_moves {
                         strategy_moves.insert(shard.clone());
+                    } else {
+                        placement_moves.insert(shard.clone());
                     }
                     chosen.push(shard);
                 }
             }
+            destinations = decision.destinations;
         }
-        for shard in chosen {
-            if self.start_handoff(&shard) && strategy_moves.contains(&shard) {
+        for (index, shard) in chosen.into_iter().enumerate() {
+            // The queue is operators'; a placement move whose placement is
+            // gone when the shard arrives is allocated as a lifted one (a
+            // live placement decides before the strategy is asked).
+            let cause = if index < queued_count {
+                AllocationCause::Operator
+            } else if placement_moves.contains(&shard) {
+                AllocationCause::PlacementLifted
+            } else {
+                AllocationCause::Rebalance
+            };
+            let to = destinations.remove(&shard);
+            if self.start_handoff(&shard, cause, to) && strategy_moves.contains(&shard) {
                 self.last_moving_round = Some(self.now);
             }
         }
@@ -233,7 +252,9 @@ impl Coordinator {
             };
             match why {
                 Some(why) => rejected.push((shard, why)),
-                None if immediate && self.start_handoff(&shard) => accepted.push(shard),
+                None if immediate && self.start_handoff(&shard, AllocationCause::Operator, None) => {
+                    accepted.push(shard)
+                }
                 None if self.durable.queued.len() >= self.config.max_queued_rebalance => {
                     self.observe(Observation::Limit { what: "max_queued_rebalance" });
                     rejected.push((shard, NotAccepted::QueueFull));

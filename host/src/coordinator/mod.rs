@@ -105,9 +105,9 @@ pub use shardalloc_proto::protocol::{NodeMessage, Register};
 pub use state::{Change, Durable, Home, Interned, Operations, PlacementEntry, RegionRecord, ShardLoad, Stamp};
 pub use stoppable::{StopBlocker, ZONE_LABEL};
 
-use crate::strategy::ClusterView;
 use crate::strategy::external::ExternalAllocation;
 use crate::strategy::table::ShardTable;
+use crate::strategy::{AllocationCause, ClusterView};
 
 /// The largest signal a type may have, in bytes: it is sent to the strategy
 /// whenever the topology changes.
@@ -125,7 +125,10 @@ struct Liveness {
     load_sampled_at: Option<Millis>,
 }
 
-/// A hand-off's volatile progress.
+/// A hand-off's volatile progress, and what its shard's allocation will
+/// be told when it has stopped. Not durable: a hand-off a new leader
+/// resumes has no destination, and its cause is `drained` when its region
+/// drains or leaves, else `rebalance`.
 #[derive(Debug, Clone)]
 struct Flight {
     step: Step,
@@ -133,6 +136,10 @@ struct Flight {
     /// Until when the acknowledgements of `Step::Begin` are awaited.
     ack_deadline: Millis,
     waiting: BTreeSet<String>,
+    /// Why the shard moves.
+    cause: AllocationCause,
+    /// Where the strategy's rebalance sent it, if it said.
+    to: Option<String>,
 }
 
 /// One entity type's coordinator. See the module documentation.
@@ -144,6 +151,9 @@ pub struct Coordinator {
     flights: BTreeMap<String, Flight>,
     /// Shards without a home → regions waiting for the answer.
     pending: BTreeMap<String, Vec<String>>,
+    /// Why a waiting shard needs a home, when not a new shard's (a subset
+    /// of `pending`'s keys).
+    causes: BTreeMap<String, AllocationCause>,
     /// Reveals waiting for their batch.
     held: VecDeque<(u64, Vec<Command>)>,
     next_batch: u64,
@@ -210,6 +220,7 @@ impl Coordinator {
             live,
             flights: BTreeMap::new(),
             pending: BTreeMap::new(),
+            causes: BTreeMap::new(),
             held: VecDeque::new(),
             next_batch: 1,
             last_rebalance: Some(now),
@@ -229,7 +240,9 @@ impl Coordinator {
         let handoffs: Vec<(String, String)> =
             coordinator.durable.handoffs.iter().map(|(s, f)| (s.clone(), f.clone())).collect();
         for (shard, from) in handoffs {
-            coordinator.begin_flight(&shard, &from);
+            let draining = coordinator.durable.regions.get(&from).is_some_and(|r| r.draining || r.leaving);
+            let cause = if draining { AllocationCause::Drained } else { AllocationCause::Rebalance };
+            coordinator.begin_flight(&shard, &from, cause, None);
         }
         let commands = coordinator.finish_turn();
         Ok((coordinator, commands))
@@ -434,12 +447,12 @@ impl Coordinator {
         match change {
             Change::HomeSet { shard, home } => {
                 let table = Arc::make_mut(table);
-                if table.home(shard, &home.region).is_err() {
+                if table.home(shard, &home.region, home.at).is_err() {
                     // A region registered this turn: the table learns the
                     // topology first.
                     self.table_now();
                     let table = Arc::make_mut(self.table.as_mut().expect("built"));
-                    table.home(shard, &home.region).expect("the region is in the topology it was just given");
+                    table.home(shard, &home.region, home.at).expect("the region is in the topology it was just given");
                 }
                 let pinned = pinned_at(&self.durable, shard);
                 Arc::make_mut(self.table.as_mut().expect("built")).set_pinned(shard, pinned);

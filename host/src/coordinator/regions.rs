@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::{Change, Coordinator, NodeMessage, Observation, RegionRecord, Register, Reply, RequestId};
+use crate::strategy::AllocationCause;
 
 /// Most labels a region may register with.
 pub const MAX_LABELS: usize = 64;
@@ -130,7 +131,7 @@ impl Coordinator {
             rehomed: rehomed.len(),
         });
         for shard in rehomed {
-            self.allocate(&shard, None);
+            self.allocate(&shard, None, AllocationCause::RegionRemoved, None);
         }
         self.retry_pending();
     }
@@ -259,7 +260,7 @@ impl Coordinator {
         self.observe(Observation::RegionRemoved { address: address.to_owned(), why, shards: record.shards.len() });
         self.tell_removed(address);
         for shard in record.shards {
-            self.allocate(&shard, None);
+            self.allocate(&shard, None, AllocationCause::RegionRemoved, None);
         }
     }
 
@@ -328,7 +329,7 @@ impl Coordinator {
                 .cloned()
                 .collect();
             for shard in shards {
-                if !self.start_handoff(&shard) {
+                if !self.start_handoff(&shard, AllocationCause::Drained, None) {
                     return;
                 }
             }

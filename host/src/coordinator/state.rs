@@ -454,7 +454,8 @@ impl Durable {
     ) -> ShardTable {
         let homes = topology.regions().iter().enumerate().flat_map(|(index, region)| {
             let shards = self.regions.get(&region.address).map(|r| r.shards.as_slice()).unwrap_or_default();
-            shards.iter().map(move |shard| (shard.as_str(), index as u32))
+            let since = |shard: &String| self.homes.get(shard).map_or(0, |h| h.at);
+            shards.iter().map(move |shard| (shard.as_str(), index as u32, since(shard)))
         });
         let pinned = self
             .live_placements()

@@ -869,3 +869,131 @@ fn a_regions_load_is_sampled_at_most_once_in_ten_seconds() {
     assert_eq!(sample(&settle(&mut c, load(6_000, "b", 1, 1_000, &[], 0.0))), Some(("b".into(), 0.0)), "per region");
     assert_eq!(sample(&settle(&mut c, load(10_010, "a", 1, 1_000, &[("s", 8.0)], 0.0))), Some(("a".into(), 8.0)));
 }
+
+/// A strategy that records why each shard was allocated and answers
+/// rebalance with the moves a test scripts, once each.
+#[derive(Clone, Default)]
+struct Scripted {
+    asked: Arc<std::sync::Mutex<Vec<(String, crate::strategy::AllocationCause)>>>,
+    moves: Arc<std::sync::Mutex<Vec<crate::strategy::RebalanceMove>>>,
+}
+
+impl crate::strategy::AllocationStrategy for Scripted {
+    fn info(&self) -> &crate::strategy::Info {
+        static INFO: std::sync::OnceLock<crate::strategy::Info> = std::sync::OnceLock::new();
+        INFO.get_or_init(|| crate::strategy::Info {
+            name: "scripted".into(),
+            version: "1".into(),
+            description: String::new(),
+            config_schema: "{}".into(),
+            needs_shard_names: false,
+        })
+    }
+
+    fn allocate(
+        &mut self,
+        view: &ClusterView,
+        shard: &str,
+        _requester: Option<&str>,
+    ) -> Result<String, crate::strategy::StrategyError> {
+        self.asked.lock().unwrap().push((shard.to_owned(), view.cause()));
+        let first = view.regions().iter().find(|r| r.is_allocatable()).expect("an allocatable region");
+        Ok(first.address.clone())
+    }
+
+    fn rebalance(
+        &mut self,
+        _view: &ClusterView,
+    ) -> Result<Vec<crate::strategy::RebalanceMove>, crate::strategy::StrategyError> {
+        Ok(std::mem::take(&mut *self.moves.lock().unwrap()))
+    }
+}
+
+/// Regions a, b and c (oldest first) over `strategy`, shard s on a.
+fn three_regions(strategy: &Scripted) -> Coordinator {
+    let external = ExternalAllocation::new(Guarded::new(Box::new(strategy.clone())));
+    // No heartbeats here: no region becomes unreachable.
+    let config = Config { unreachable_after_ms: 1 << 40, remove_after_ms: 1 << 40, ..Config::default() };
+    let mut c = Coordinator::new(config, external).unwrap();
+    for (now, region) in ["a", "b", "c"].into_iter().enumerate() {
+        settle(&mut c, register(now as Millis, region, 1));
+    }
+    settle(&mut c, get(5, "a", "s"));
+    c
+}
+
+/// Runs `s`'s hand-off from `from` to its end at `now`: every region
+/// acknowledges, the owner stops it.
+fn hand_over(c: &mut Coordinator, now: Millis, shard: &str, from: &str) -> Vec<Command> {
+    for region in ["a", "b", "c"] {
+        settle(c, ack(now, region, shard));
+    }
+    settle(c, stopped(now + 1, from, shard))
+}
+
+fn home_of(c: &Coordinator, shard: &str) -> Option<String> {
+    c.durable().homes.get(shard).map(|h| h.region.to_string())
+}
+
+#[test]
+fn a_rebalance_destination_is_honoured_without_asking_allocate() {
+    use crate::strategy::{AllocationCause, RebalanceMove};
+    let strategy = Scripted::default();
+    let mut c = three_regions(&strategy);
+    assert_eq!(home_of(&c, "s").as_deref(), Some("a"));
+    *strategy.moves.lock().unwrap() = vec![RebalanceMove { shard: "s".into(), to: Some("c".into()) }];
+    settle(&mut c, Event::Tick { now: 10_010 });
+    assert_eq!(c.moving().collect::<Vec<_>>(), ["s"], "the strategy's move started");
+    hand_over(&mut c, 10_020, "s", "a");
+    assert_eq!(home_of(&c, "s").as_deref(), Some("c"), "where the strategy said, not allocate's first region");
+    assert_eq!(c.durable().homes["s"].at, 10_021, "the home's time is the arrival's");
+    let asked = strategy.asked.lock().unwrap().clone();
+    assert_eq!(asked, [("s".to_owned(), AllocationCause::NewShard)], "allocate was asked only for the new shard");
+}
+
+#[test]
+fn a_destination_that_cannot_take_the_shard_on_arrival_leaves_it_to_allocate() {
+    use crate::strategy::{AllocationCause, RebalanceMove};
+    let strategy = Scripted::default();
+    let mut c = three_regions(&strategy);
+    *strategy.moves.lock().unwrap() = vec![RebalanceMove { shard: "s".into(), to: Some("c".into()) }];
+    settle(&mut c, Event::Tick { now: 10_010 });
+    // c drains while s is on its way.
+    let drain = Event::Operator { now: 10_015, request: 3, op: OperatorRequest::Drain { address: "c".into() } };
+    settle(&mut c, drain);
+    hand_over(&mut c, 10_020, "s", "a");
+    assert_eq!(home_of(&c, "s").as_deref(), Some("a"), "allocate's answer: the first allocatable region");
+    let asked = strategy.asked.lock().unwrap().clone();
+    assert_eq!(asked.last(), Some(&("s".to_owned(), AllocationCause::Rebalance)));
+}
+
+#[test]
+fn every_allocation_says_its_cause() {
+    use crate::strategy::AllocationCause;
+    let strategy = Scripted::default();
+    let mut c = three_regions(&strategy);
+    // An operator's move.
+    settle(&mut c, rebalance_now(10, &["s"]));
+    hand_over(&mut c, 20, "s", "a");
+    // Off a draining region (a, where allocate sent s back).
+    assert_eq!(home_of(&c, "s").as_deref(), Some("a"));
+    let drain = Event::Operator { now: 30, request: 4, op: OperatorRequest::Drain { address: "a".into() } };
+    settle(&mut c, drain);
+    settle(&mut c, Event::Tick { now: 10_030 });
+    hand_over(&mut c, 10_040, "s", "a");
+    // Its region removed: b took it (a drains) and restarts as a new
+    // incarnation, so its old incarnation's shards are homed again.
+    assert_eq!(home_of(&c, "s").as_deref(), Some("b"));
+    settle(&mut c, register(10_050, "b", 2));
+    let asked: Vec<(String, AllocationCause)> = strategy.asked.lock().unwrap().clone();
+    let causes: Vec<AllocationCause> = asked.iter().filter(|(s, _)| s == "s").map(|(_, c)| *c).collect();
+    assert_eq!(
+        causes,
+        [
+            AllocationCause::NewShard,
+            AllocationCause::Operator,
+            AllocationCause::Drained,
+            AllocationCause::RegionRemoved
+        ]
+    );
+}

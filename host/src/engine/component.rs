@@ -21,17 +21,20 @@ pub enum Contract {
     V0_1,
     /// `shardalloc:strategy@0.2.0` (`wit/0.2/strategy.wit`).
     V0_2,
+    /// `shardalloc:strategy@0.3.0` (`wit/0.3/strategy.wit`).
+    V0_3,
 }
 
 impl Contract {
     /// Every contract this host loads, oldest first.
-    pub const ACCEPTED: &[Contract] = &[Contract::V0_1, Contract::V0_2];
+    pub const ACCEPTED: &[Contract] = &[Contract::V0_1, Contract::V0_2, Contract::V0_3];
 
     /// Its version, e.g. `0.1.0`.
     pub fn version(self) -> &'static str {
         match self {
             Contract::V0_1 => "0.1.0",
             Contract::V0_2 => "0.2.0",
+            Contract::V0_3 => "0.3.0",
         }
     }
 
@@ -192,6 +195,8 @@ pub(super) enum Pre {
     V0_1(super::bindings::v0_1::WorldPre<super::host::HostState>),
     /// Contract 0.2.
     V0_2(super::bindings::v0_2::WorldPre<super::host::HostState>),
+    /// Contract 0.3.
+    V0_3(super::bindings::v0_3::WorldPre<super::host::HostState>),
 }
 
 impl std::fmt::Debug for Compiled {

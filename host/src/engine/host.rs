@@ -6,7 +6,7 @@ use wasmtime::ResourceLimiter;
 
 use std::sync::Arc;
 
-use super::bindings::{v0_1, v0_2};
+use super::bindings::{v0_1, v0_2, v0_3};
 use super::limits::{MAX_LOG_MESSAGE, cut};
 use crate::strategy::table::ShardTable;
 
@@ -16,11 +16,12 @@ pub struct HostState {
     pub label: String,
     /// The current rebalance call's shard ids, by handle (contract 0.1).
     pub shard_ids: Vec<String>,
-    /// The shard table of the current call (contract 0.2): lent for the
-    /// call and taken back after it, so the store never keeps it alive.
+    /// The shard table of the current call (contracts 0.2 and 0.3): lent
+    /// for the call and taken back after it, so the store never keeps it
+    /// alive.
     pub table: Option<Arc<ShardTable>>,
-    /// The handle of the shard the current `allocate` is about (contract
-    /// 0.2): not in the view yet, its id in `allocating_id`.
+    /// The handle of the shard the current `allocate` is about (contracts
+    /// 0.2 and 0.3): not in the view yet, its id in `allocating_id`.
     pub allocating: Option<u32>,
     /// The id of the shard being allocated: a buffer kept between calls,
     /// so an allocation allocates no string on the host.
@@ -71,21 +72,38 @@ impl HostState {
             .collect();
         crate::strategy::emit_strategy_log(&self.label, level, &message, &fields);
     }
+
+    /// `shard-id` of contracts 0.2 and 0.3: the shard being allocated, or
+    /// one in the lent table. A handle that names no shard yields "", which
+    /// names no shard; answers are checked.
+    fn kept_shard_id(&self, handle: u32) -> String {
+        if self.allocating == Some(handle) {
+            return self.allocating_id.clone();
+        }
+        self.table.as_ref().and_then(|t| t.shard_id(handle)).unwrap_or_default().to_owned()
+    }
+}
+
+/// The node's level of a strategy's log record, from any contract's enum
+/// (they have the same cases).
+macro_rules! level_of {
+    ($level:expr, $wit:path) => {{
+        use $wit as L;
+        match $level {
+            L::Trace => Level::Trace,
+            L::Debug => Level::Debug,
+            L::Info => Level::Info,
+            L::Warn => Level::Warn,
+            L::Error => Level::Error,
+        }
+    }};
 }
 
 impl v0_1::wit::Host for HostState {}
 
 impl v0_1::wit_host::Host for HostState {
     fn log(&mut self, level: v0_1::wit_host::Level, message: String, fields: Vec<(String, String)>) {
-        use v0_1::wit_host::Level as L;
-        let level = match level {
-            L::Trace => Level::Trace,
-            L::Debug => Level::Debug,
-            L::Info => Level::Info,
-            L::Warn => Level::Warn,
-            L::Error => Level::Error,
-        };
-        self.log_record(level, message, fields);
+        self.log_record(level_of!(level, v0_1::wit_host::Level), message, fields);
     }
 
     fn shard_id(&mut self, handle: u32) -> String {
@@ -98,24 +116,23 @@ impl v0_2::wit::Host for HostState {}
 
 impl v0_2::wit_host::Host for HostState {
     fn log(&mut self, level: v0_2::wit_host::Level, message: String, fields: Vec<(String, String)>) {
-        use v0_2::wit_host::Level as L;
-        let level = match level {
-            L::Trace => Level::Trace,
-            L::Debug => Level::Debug,
-            L::Info => Level::Info,
-            L::Warn => Level::Warn,
-            L::Error => Level::Error,
-        };
-        self.log_record(level, message, fields);
+        self.log_record(level_of!(level, v0_2::wit_host::Level), message, fields);
     }
 
     fn shard_id(&mut self, handle: u32) -> String {
-        // A handle that names no shard yields "", which names no shard;
-        // answers are checked.
-        if self.allocating == Some(handle) {
-            return self.allocating_id.clone();
-        }
-        self.table.as_ref().and_then(|t| t.shard_id(handle)).unwrap_or_default().to_owned()
+        self.kept_shard_id(handle)
+    }
+}
+
+impl v0_3::wit::Host for HostState {}
+
+impl v0_3::wit_host::Host for HostState {
+    fn log(&mut self, level: v0_3::wit_host::Level, message: String, fields: Vec<(String, String)>) {
+        self.log_record(level_of!(level, v0_3::wit_host::Level), message, fields);
+    }
+
+    fn shard_id(&mut self, handle: u32) -> String {
+        self.kept_shard_id(handle)
     }
 }
 

@@ -12,7 +12,7 @@ use shardalloc_guest::Topology;
 use wasmtime::Store;
 
 use super::bindings::v0_1::wit;
-use super::bindings::{v0_1, v0_2};
+use super::bindings::{v0_1, v0_2, v0_3};
 use super::component::Contract;
 use super::component::{Compiled, LoadError, Pre};
 use super::host::HostState;
@@ -20,7 +20,7 @@ use super::limits::Limits;
 use super::limits::cut;
 use super::lower;
 use crate::strategy::table::ShardTable;
-use crate::strategy::{AllocationStrategy, ClusterView, FaultKind, Info, StrategyError};
+use crate::strategy::{AllocationStrategy, ClusterView, FaultKind, Info, RebalanceMove, StrategyError};
 
 /// A live instance with its store.
 struct Live {
@@ -32,14 +32,24 @@ struct Live {
 enum Guest {
     /// Contract 0.1: the topology is sent when its generation changes.
     V0_1 { world: v0_1::World, sent_generation: Option<u64> },
-    /// Contract 0.2: the instance keeps a copy of a shard table's view;
-    /// `topology` is that view's topology generation; `fresh`, the kinds of
-    /// decision not made since the last whole-view load (each one's first
-    /// runs under the view-load budget: where a strategy builds its index).
-    V0_2 { world: v0_2::World, copy: Option<CopyAt>, topology: Option<u64>, fresh: Fresh },
+    /// Contracts 0.2 and 0.3: the instance keeps a copy of a shard table's
+    /// view; `topology` is that view's topology generation; `fresh`, the
+    /// kinds of decision not made since the last whole-view load (each
+    /// one's first runs under the view-load budget: where a strategy builds
+    /// its index).
+    Kept { world: KeptWorld, copy: Option<CopyAt>, topology: Option<u64>, fresh: Fresh },
 }
 
-/// The kinds of decision a 0.2 instance has not made since its last
+/// The bindings of an instance that keeps a copy of the view.
+enum KeptWorld {
+    /// Contract 0.2.
+    V0_2(v0_2::World),
+    /// Contract 0.3; `ids`: the strategy asked for shard ids with its view
+    /// (`needs-shard-ids`, as it said after its configuration).
+    V0_3 { world: v0_3::World, ids: bool },
+}
+
+/// The kinds of decision a kept-view instance has not made since its last
 /// whole-view load.
 #[derive(Clone, Copy, Debug, Default)]
 struct Fresh {
@@ -66,7 +76,7 @@ impl Fresh {
     }
 }
 
-/// Where a 0.2 instance's copy of the view stands.
+/// Where a kept-view instance's copy of the view stands.
 #[derive(Clone, Copy, Debug)]
 struct CopyAt {
     /// The table it follows.
@@ -159,7 +169,7 @@ impl Sandboxed {
     pub fn topology_generation(&self) -> Option<u64> {
         match self.live.as_ref().map(|live| &live.guest) {
             Some(Guest::V0_1 { sent_generation, .. }) => *sent_generation,
-            Some(Guest::V0_2 { topology, .. }) => *topology,
+            Some(Guest::Kept { topology, .. }) => *topology,
             None => None,
         }
     }
@@ -169,7 +179,7 @@ impl Sandboxed {
         self.instantiations
     }
 
-    /// How many times a 0.2 instance was sent the whole view (`load-view`)
+    /// How many times a 0.2 or 0.3 instance was sent the whole view (`load-view`)
     /// rather than the table's batches since its copy: once per new store,
     /// and again whenever it is lent a table its copy does not follow.
     pub fn view_loads(&self) -> u64 {
@@ -218,7 +228,13 @@ impl Sandboxed {
                 }
                 Pre::V0_2(pre) => {
                     let world = pre.instantiate(&mut store).map_err(|e| instantiating(e, &store))?;
-                    Guest::V0_2 { world, copy: None, topology: None, fresh: Fresh::default() }
+                    let world = KeptWorld::V0_2(world);
+                    Guest::Kept { world, copy: None, topology: None, fresh: Fresh::default() }
+                }
+                Pre::V0_3(pre) => {
+                    let world = pre.instantiate(&mut store).map_err(|e| instantiating(e, &store))?;
+                    let world = KeptWorld::V0_3 { world, ids: false };
+                    Guest::Kept { world, copy: None, topology: None, fresh: Fresh::default() }
                 }
             };
             self.instantiations += 1;
@@ -227,7 +243,10 @@ impl Sandboxed {
                 Guest::V0_1 { world, .. } => {
                     world.shardalloc_strategy_allocator().call_configure(&mut store, &self.config)
                 }
-                Guest::V0_2 { world, .. } => {
+                Guest::Kept { world: KeptWorld::V0_2(world), .. } => {
+                    world.shardalloc_strategy_allocator().call_configure(&mut store, &self.config)
+                }
+                Guest::Kept { world: KeptWorld::V0_3 { world, .. }, .. } => {
                     world.shardalloc_strategy_allocator().call_configure(&mut store, &self.config)
                 }
             };
@@ -240,13 +259,30 @@ impl Sandboxed {
                 }
             }
             store.set_epoch_deadline(ticks);
-            // A setting may change what the strategy needs (shard names, 0.1).
-            if let Guest::V0_1 { world, .. } = &guest {
-                let described = world.shardalloc_strategy_allocator().call_describe(&mut store).map_err(|e| {
-                    let denied = store.data().memory_denied;
-                    ("in describe", classify(e, denied))
-                })?;
-                self.info.needs_shard_names = described.needs_shard_names;
+            // A setting may change what the strategy needs (shard names,
+            // 0.1 and 0.3).
+            let mut guest = guest;
+            let describing = |e: wasmtime::Error, store: &Store<HostState>| {
+                let denied = store.data().memory_denied;
+                ("in describe", classify(e, denied))
+            };
+            match &mut guest {
+                Guest::V0_1 { world, .. } => {
+                    let described = world
+                        .shardalloc_strategy_allocator()
+                        .call_describe(&mut store)
+                        .map_err(|e| describing(e, &store))?;
+                    self.info.needs_shard_names = described.needs_shard_names;
+                }
+                Guest::Kept { world: KeptWorld::V0_3 { world, ids }, .. } => {
+                    let described = world
+                        .shardalloc_strategy_allocator()
+                        .call_describe(&mut store)
+                        .map_err(|e| describing(e, &store))?;
+                    self.info.needs_shard_names = described.needs_shard_ids;
+                    *ids = described.needs_shard_ids;
+                }
+                Guest::Kept { world: KeptWorld::V0_2(_), .. } => {}
             }
             self.live = Some(Live { store, guest });
         }
@@ -334,19 +370,19 @@ impl AllocationStrategy for Sandboxed {
     fn allocate(&mut self, view: &ClusterView, shard: &str, requester: Option<&str>) -> Result<String, StrategyError> {
         match self.compiled.contract {
             Contract::V0_1 => self.allocate_v0_1(view, shard, requester),
-            Contract::V0_2 => self.allocate_v0_2(view, shard, requester),
+            Contract::V0_2 | Contract::V0_3 => self.allocate_kept(view, shard, requester),
         }
     }
 
-    fn rebalance(&mut self, view: &ClusterView) -> Result<Vec<String>, StrategyError> {
+    fn rebalance(&mut self, view: &ClusterView) -> Result<Vec<RebalanceMove>, StrategyError> {
         match self.compiled.contract {
-            Contract::V0_1 => self.rebalance_v0_1(view),
-            Contract::V0_2 => self.rebalance_v0_2(view),
+            Contract::V0_1 => Ok(self.rebalance_v0_1(view)?.into_iter().map(RebalanceMove::anywhere).collect()),
+            Contract::V0_2 | Contract::V0_3 => self.rebalance_kept(view),
         }
     }
 }
 
-/// The shard table a 0.2 instance follows for `view`: the coordinator's, or
+/// The shard table a kept-view instance follows for `view`: the coordinator's, or
 /// for a view made without one (a snapshot's, in a dry run or the CLI) one
 /// built from the view's homes.
 fn table_of(view: &ClusterView) -> Result<Arc<ShardTable>, StrategyError> {
@@ -355,25 +391,24 @@ fn table_of(view: &ClusterView) -> Result<Arc<ShardTable>, StrategyError> {
     }
     view.built_table().map(Arc::new).ok_or_else(|| {
         StrategyError::Invalid(
-            "a contract 0.2 strategy needs the view's shard table, and this allocation view has none".to_owned(),
+            "a contract 0.2 or 0.3 strategy needs the view's shard table, and this allocation view has none".to_owned(),
         )
     })
 }
 
-/// Brings a 0.2 instance's copy of the view to the table's generation: the
+/// Brings a kept-view instance's copy of the view to the table's generation: the
 /// journal's batches after its copy, merged ([`crate::strategy::coalesce`]),
 /// or the whole view (under the view-load budget, [`Limits::view_load`],
 /// which the decision after it keeps) when it has none or the journal no
 /// longer reaches it. A checksum that is not the table's is an error,
 /// handled like a trap.
 fn sync(
-    world: &v0_2::World,
+    world: &KeptWorld,
     copy: &mut Option<CopyAt>,
     store: &mut Store<HostState>,
     table: &ShardTable,
     limits: &Limits,
 ) -> wasmtime::Result<bool> {
-    let allocator = world.shardalloc_strategy_allocator();
     let since = copy.filter(|c| c.table == table.id());
     let batches = since.and_then(|c| Some((c, table.batches_since(c.at)?)));
     *copy = None;
@@ -385,7 +420,16 @@ fn sync(
             for mut batch in crate::strategy::coalesce::coalesce(batches) {
                 generation += 1;
                 batch.generation = generation;
-                checksum = Some(lower::v2::with_changes(&batch, |changes| allocator.call_apply(&mut *store, changes))?);
+                checksum = Some(match world {
+                    KeptWorld::V0_2(world) => {
+                        let allocator = world.shardalloc_strategy_allocator();
+                        lower::v2::with_changes(&batch, |changes| allocator.call_apply(&mut *store, changes))?
+                    }
+                    KeptWorld::V0_3 { world, ids } => {
+                        let allocator = world.shardalloc_strategy_allocator();
+                        lower::v3::with_changes(&batch, *ids, |changes| allocator.call_apply(&mut *store, changes))?
+                    }
+                });
             }
             (checksum, generation)
         }
@@ -394,9 +438,20 @@ fn sync(
             // the first decision of each kind after it shares.
             store.set_epoch_deadline(limits.view_load_ticks());
             store.data_mut().loading_view = true;
-            let full = table.full_view();
-            let checksum = lower::v2::with_view(&full, |view| allocator.call_load_view(&mut *store, view))?;
-            (Some(checksum), full.generation)
+            let checksum = match world {
+                KeptWorld::V0_2(world) => {
+                    let allocator = world.shardalloc_strategy_allocator();
+                    let full = table.full_view(false);
+                    lower::v2::with_view(&full, |view| allocator.call_load_view(&mut *store, view))?
+                }
+                KeptWorld::V0_3 { world, ids } => {
+                    let allocator = world.shardalloc_strategy_allocator();
+                    let full = table.full_view(*ids);
+                    lower::v3::with_view(&full, |view| allocator.call_load_view(&mut *store, view))?
+                }
+            };
+            let full_generation = table.generation();
+            (Some(checksum), full_generation)
         }
     };
     if let Some(checksum) = checksum
@@ -472,21 +527,21 @@ impl Sandboxed {
             .collect()
     }
 
-    /// One call into a 0.2 instance: its copy brought up to the lent
+    /// One call into a kept-view instance: its copy brought up to the lent
     /// table first ([`sync`]), the table lent to the store for the call,
     /// and a whole-view load counted.
-    fn call_v0_2<R>(
+    fn call_kept<R>(
         &mut self,
         view: &ClusterView,
         table: &Arc<ShardTable>,
         decision: Decision,
-        f: impl FnOnce(&v0_2::World, &mut Store<HostState>) -> wasmtime::Result<R>,
+        f: impl FnOnce(&KeptWorld, &mut Store<HostState>) -> wasmtime::Result<R>,
     ) -> Result<R, StrategyError> {
         let limits = self.limits;
         let mut loaded_whole = false;
         let answer = self.call(view.topology(), |guest, store| {
-            let Guest::V0_2 { world, copy, topology, fresh } = guest else {
-                unreachable!("a 0.2 component has 0.2 instances")
+            let Guest::Kept { world, copy, topology, fresh } = guest else {
+                unreachable!("a 0.2 or 0.3 component has kept-view instances")
             };
             loaded_whole = sync(world, copy, store, table, &limits)?;
             if loaded_whole {
@@ -509,7 +564,7 @@ impl Sandboxed {
         answer
     }
 
-    fn allocate_v0_2(
+    fn allocate_kept(
         &mut self,
         view: &ClusterView,
         shard: &str,
@@ -519,17 +574,28 @@ impl Sandboxed {
         let table = table_of(view)?;
         let handle = table.allocation_handle(shard);
         let hash = shardalloc_guest::shard_hash(shard);
-        let answer = self.call_v0_2(view, &table, Decision::Allocate, |world, store| {
+        let (cause, now) = (lower::v3::cause(view.cause()), view.now());
+        let answer = self.call_kept(view, &table, Decision::Allocate, |world, store| {
             let state = store.data_mut();
             state.allocating = Some(handle);
             state.allocating_id.clear();
             state.allocating_id.push_str(shard);
-            let allocator = world.shardalloc_strategy_allocator();
-            let index = allocator.call_allocate(&mut *store, handle, hash, requester)?;
-            if index < 0 {
-                return Ok(Err(allocator.call_last_error(&mut *store)?));
-            }
-            Ok(Ok(index as u64))
+            let (index, refused) = match world {
+                KeptWorld::V0_2(world) => {
+                    let allocator = world.shardalloc_strategy_allocator();
+                    let index = allocator.call_allocate(&mut *store, handle, hash, requester)?;
+                    (index, if index < 0 { Some(allocator.call_last_error(&mut *store)?) } else { None })
+                }
+                KeptWorld::V0_3 { world, .. } => {
+                    let allocator = world.shardalloc_strategy_allocator();
+                    let index = allocator.call_allocate(&mut *store, handle, hash, requester, cause, now)?;
+                    (index, if index < 0 { Some(allocator.call_last_error(&mut *store)?) } else { None })
+                }
+            };
+            Ok(match refused {
+                Some(message) => Err(message),
+                None => Ok(index as u64),
+            })
         });
         let index = answer?.map_err(|m| StrategyError::Refused(bounded(m)))?;
         let regions = table.view().regions();
@@ -538,19 +604,35 @@ impl Sandboxed {
         })
     }
 
-    fn rebalance_v0_2(&mut self, view: &ClusterView) -> Result<Vec<String>, StrategyError> {
+    fn rebalance_kept(&mut self, view: &ClusterView) -> Result<Vec<RebalanceMove>, StrategyError> {
         let table = table_of(view)?;
-        let answer = self.call_v0_2(view, &table, Decision::Rebalance, |world, store| {
-            world.shardalloc_strategy_allocator().call_rebalance(&mut *store)
+        let now = view.now();
+        let answer = self.call_kept(view, &table, Decision::Rebalance, |world, store| match world {
+            KeptWorld::V0_2(world) => Ok(world
+                .shardalloc_strategy_allocator()
+                .call_rebalance(&mut *store)?
+                .map(|handles| handles.into_iter().map(|shard| (shard, None)).collect::<Vec<_>>())),
+            KeptWorld::V0_3 { world, .. } => Ok(world
+                .shardalloc_strategy_allocator()
+                .call_rebalance(&mut *store, now)?
+                .map(|moves| moves.into_iter().map(|m| (m.shard, m.to)).collect())),
         });
-        let handles = answer?.map_err(|m| StrategyError::Refused(bounded(m)))?;
-        handles
+        let moves = answer?.map_err(|m| StrategyError::Refused(bounded(m)))?;
+        let regions = table.view().regions();
+        moves
             .into_iter()
-            .map(|h| {
-                table
+            .map(|(h, to)| {
+                let shard = table
                     .shard_id(h)
                     .map(str::to_owned)
-                    .ok_or_else(|| StrategyError::Invalid(format!("shard handle {h} names no shard in the view")))
+                    .ok_or_else(|| StrategyError::Invalid(format!("shard handle {h} names no shard in the view")))?;
+                let to = match to {
+                    None => None,
+                    Some(index) => Some(regions.get(index as usize).map(|r| r.address.clone()).ok_or_else(|| {
+                        StrategyError::Invalid(format!("region index {index} out of range ({} regions)", regions.len()))
+                    })?),
+                };
+                Ok(RebalanceMove { shard, to })
             })
             .collect()
     }

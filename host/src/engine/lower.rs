@@ -4,7 +4,7 @@
 use shardalloc_guest::kept::{Changes, FullView};
 use shardalloc_guest::{RegionStatus, Topology};
 
-use super::bindings::{v0_1, v0_2};
+use super::bindings::{v0_1, v0_2, v0_3};
 use crate::strategy::ClusterView;
 
 /// Contract 0.1.
@@ -54,50 +54,58 @@ pub mod v1 {
     }
 }
 
+/// The records of a topology, the same in contracts 0.2 and 0.3: expanded
+/// in each contract's module, over its `wit`.
+macro_rules! topology_records {
+    () => {
+        /// A topology's parts the records borrow.
+        struct Parts<'a> {
+            labels: Vec<Vec<wit::Label<'a>>>,
+            names: Vec<&'a str>,
+        }
+
+        fn parts(topology: &Topology) -> Parts<'_> {
+            Parts {
+                labels: topology
+                    .regions()
+                    .iter()
+                    .map(|r| r.labels.iter().map(|(k, v)| wit::Label { key: k, value: v }).collect())
+                    .collect(),
+                names: topology.metric_names().iter().map(String::as_str).collect(),
+            }
+        }
+
+        fn regions<'a>(topology: &'a Topology, parts: &'a Parts<'a>) -> Vec<wit::Region<'a>> {
+            topology
+                .regions()
+                .iter()
+                .zip(&parts.labels)
+                .map(|(r, labels)| wit::Region {
+                    address: &r.address,
+                    status: match r.status {
+                        RegionStatus::Up => wit::RegionStatus::Up,
+                        RegionStatus::Joining => wit::RegionStatus::Joining,
+                        RegionStatus::Leaving => wit::RegionStatus::Leaving,
+                        RegionStatus::Unreachable => wit::RegionStatus::Unreachable,
+                    },
+                    app_version: &r.app_version,
+                    join_order: r.join_order,
+                    labels,
+                    proxy_only: r.proxy_only,
+                    draining: r.draining,
+                    capacity: r.capacity,
+                })
+                .collect()
+        }
+    };
+}
+
 /// Contract 0.2.
 pub mod v2 {
     use super::*;
     use v0_2::wit;
 
-    /// A topology's parts the records borrow.
-    struct Parts<'a> {
-        labels: Vec<Vec<wit::Label<'a>>>,
-        names: Vec<&'a str>,
-    }
-
-    fn parts(topology: &Topology) -> Parts<'_> {
-        Parts {
-            labels: topology
-                .regions()
-                .iter()
-                .map(|r| r.labels.iter().map(|(k, v)| wit::Label { key: k, value: v }).collect())
-                .collect(),
-            names: topology.metric_names().iter().map(String::as_str).collect(),
-        }
-    }
-
-    fn regions<'a>(topology: &'a Topology, parts: &'a Parts<'a>) -> Vec<wit::Region<'a>> {
-        topology
-            .regions()
-            .iter()
-            .zip(&parts.labels)
-            .map(|(r, labels)| wit::Region {
-                address: &r.address,
-                status: match r.status {
-                    RegionStatus::Up => wit::RegionStatus::Up,
-                    RegionStatus::Joining => wit::RegionStatus::Joining,
-                    RegionStatus::Leaving => wit::RegionStatus::Leaving,
-                    RegionStatus::Unreachable => wit::RegionStatus::Unreachable,
-                },
-                app_version: &r.app_version,
-                join_order: r.join_order,
-                labels,
-                proxy_only: r.proxy_only,
-                draining: r.draining,
-                capacity: r.capacity,
-            })
-            .collect()
-    }
+    topology_records!();
 
     /// Calls `f` with a batch as the contract's `changes`.
     pub fn with_changes<R>(c: &Changes, f: impl FnOnce(wit::Changes<'_>) -> R) -> R {
@@ -141,5 +149,112 @@ pub mod v2 {
             pinned: &v.pinned,
             loads: wit::ShardLoads { shards: &v.loads.shards, loads: &v.loads.loads },
         })
+    }
+}
+
+/// Contract 0.3.
+pub mod v3 {
+    use super::*;
+    use shardalloc_guest::kept::ShardNames;
+    use v0_3::wit;
+
+    topology_records!();
+
+    /// Ids packed as the contract's `shard-ids`: one text and each id's end.
+    pub struct Packed {
+        text: String,
+        ends: Vec<u32>,
+    }
+
+    /// Packs ids (empty when the strategy did not ask for them).
+    pub fn pack(names: &ShardNames, wanted: bool) -> Packed {
+        if !wanted {
+            return Packed { text: String::new(), ends: Vec::new() };
+        }
+        let mut text = String::with_capacity(names.ids.iter().map(String::len).sum());
+        let mut ends = Vec::with_capacity(names.ids.len());
+        for id in &names.ids {
+            text.push_str(id);
+            ends.push(text.len() as u32);
+        }
+        Packed { text, ends }
+    }
+
+    fn ids<'a>(names: &'a ShardNames, packed: &'a Packed) -> wit::ShardIds<'a> {
+        let shards: &[u32] = if packed.ends.is_empty() { &[] } else { &names.shards };
+        wit::ShardIds { shards, text: &packed.text, ends: &packed.ends }
+    }
+
+    /// Calls `f` with a batch as the contract's `changes`, with the ids of
+    /// the shards it brings when `with_ids`.
+    pub fn with_changes<R>(c: &Changes, with_ids: bool, f: impl FnOnce(wit::Changes<'_>) -> R) -> R {
+        let parts = c.topology.as_ref().map(parts);
+        let regions = c.topology.as_ref().zip(parts.as_ref()).map(|(t, p)| regions(t, p));
+        let topology = c
+            .topology
+            .as_ref()
+            .zip(parts.as_ref())
+            .zip(regions.as_ref())
+            .map(|((t, p), regions)| wit::Topology { regions, metric_names: &p.names, signal: t.signal() });
+        let packed = pack(&c.named, with_ids);
+        f(wit::Changes {
+            generation: c.generation,
+            retired: &c.retired,
+            unhomed: &c.unhomed,
+            arrived_homeless: &c.arrived_homeless,
+            arrived_hashes: &c.arrived_hashes,
+            topology,
+            metrics: c.metrics.as_deref(),
+            homed: wit::Homed {
+                shards: &c.homed.shards,
+                hashes: &c.homed.hashes,
+                regions: &c.homed.regions,
+                since: &c.homed.since,
+            },
+            moving: &c.moving,
+            settled: &c.settled,
+            pinned: &c.pinned,
+            unpinned: &c.unpinned,
+            loads: wit::ShardLoads { shards: &c.loads.shards, loads: &c.loads.loads },
+            named: ids(&c.named, &packed),
+        })
+    }
+
+    /// Calls `f` with a whole view as the contract's `view` (its ids, if
+    /// any, packed).
+    pub fn with_view<R>(v: &FullView, f: impl FnOnce(wit::View<'_>) -> R) -> R {
+        let parts = parts(&v.topology);
+        let regions = regions(&v.topology, &parts);
+        let packed = pack(&v.ids, true);
+        f(wit::View {
+            generation: v.generation,
+            topology: wit::Topology { regions: &regions, metric_names: &parts.names, signal: v.topology.signal() },
+            metrics: &v.metrics,
+            homed: wit::Homed {
+                shards: &v.homed.shards,
+                hashes: &v.homed.hashes,
+                regions: &v.homed.regions,
+                since: &v.homed.since,
+            },
+            homeless: &v.homeless,
+            homeless_hashes: &v.homeless_hashes,
+            moving: &v.moving,
+            pinned: &v.pinned,
+            loads: wit::ShardLoads { shards: &v.loads.shards, loads: &v.loads.loads },
+            ids: ids(&v.ids, &packed),
+        })
+    }
+
+    /// The contract's cause.
+    pub fn cause(cause: crate::strategy::AllocationCause) -> wit::AllocationCause {
+        use crate::strategy::AllocationCause as C;
+        match cause {
+            C::NewShard => wit::AllocationCause::NewShard,
+            C::RegionRemoved => wit::AllocationCause::RegionRemoved,
+            C::Drained => wit::AllocationCause::Drained,
+            C::PlacementLifted => wit::AllocationCause::PlacementLifted,
+            C::Rebalance => wit::AllocationCause::Rebalance,
+            C::Operator => wit::AllocationCause::Operator,
+        }
     }
 }

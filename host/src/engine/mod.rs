@@ -65,7 +65,7 @@ use std::thread::JoinHandle;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
 
-use self::bindings::{v0_1, v0_2};
+use self::bindings::{v0_1, v0_2, v0_3};
 use self::cache::{ArtifactCache, CacheOutcome};
 use self::component::{Compiled, Contract, LoadError, Pre, check_world, sniff};
 use self::host::HostState;
@@ -185,6 +185,8 @@ impl Engine {
             .map_err(|e| EngineError::Config(format!("{e:#}")))?;
         v0_2::World::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
             .map_err(|e| EngineError::Config(format!("{e:#}")))?;
+        v0_3::World::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
+            .map_err(|e| EngineError::Config(format!("{e:#}")))?;
         wasi::add_to_linker(&mut linker).map_err(|e| EngineError::Config(format!("{e:#}")))?;
         let cache = match config.cache_dir {
             Some(dir) => Some(ArtifactCache::open(&dir).map_err(|error| EngineError::Cache { dir, error })?),
@@ -288,6 +290,7 @@ impl Engine {
         let pre = match contract {
             Contract::V0_1 => Pre::V0_1(v0_1::WorldPre::new(pre).map_err(wrong)?),
             Contract::V0_2 => Pre::V0_2(v0_2::WorldPre::new(pre).map_err(wrong)?),
+            Contract::V0_3 => Pre::V0_3(v0_3::WorldPre::new(pre).map_err(wrong)?),
         };
         let info = describe(&self.wasmtime, &pre)?;
         Ok(Arc::new(Compiled { digest, size, contract, info, cache, pre }))
@@ -359,6 +362,11 @@ fn describe(engine: &wasmtime::Engine, pre: &Pre) -> Result<Info, LoadError> {
             let world = pre.instantiate(&mut store).map_err(instantiating)?;
             let info = world.shardalloc_strategy_allocator().call_describe(&mut store).map_err(describing)?;
             (info.name, info.version, info.description, info.config_schema, false)
+        }
+        Pre::V0_3(pre) => {
+            let world = pre.instantiate(&mut store).map_err(instantiating)?;
+            let info = world.shardalloc_strategy_allocator().call_describe(&mut store).map_err(describing)?;
+            (info.name, info.version, info.description, info.config_schema, info.needs_shard_ids)
         }
     };
     // Guest-supplied text is recorded with decisions and shown to

@@ -40,7 +40,7 @@ use super::limits::Limits;
 use crate::clock::{Clocks, SystemClocks};
 pub use crate::strategy::ActivationCause;
 use crate::strategy::table::ShardTable;
-use crate::strategy::{AllocationStrategy, ClusterView, Info, StrategyError};
+use crate::strategy::{AllocationStrategy, ClusterView, Info, RebalanceMove, StrategyError};
 use shardalloc_proto::protocol::Millis;
 
 /// How many past activations a slot remembers: the activation history's
@@ -638,7 +638,7 @@ impl AllocationStrategy for SlotHandle {
         answer
     }
 
-    fn rebalance(&mut self, view: &ClusterView) -> Result<Vec<String>, StrategyError> {
+    fn rebalance(&mut self, view: &ClusterView) -> Result<Vec<RebalanceMove>, StrategyError> {
         self.sync()?;
         let (_, instance) = self.current.as_mut().expect("synced");
         let answer = instance.rebalance(view);

@@ -34,11 +34,13 @@ use super::limits::{MAX_LOG_MESSAGE, cut};
 
 /// The imports of the contracts themselves, at every version this host
 /// speaks.
-pub const CONTRACT_IMPORTS: [&str; 4] = [
+pub const CONTRACT_IMPORTS: [&str; 6] = [
     "shardalloc:strategy/types@0.1.0",
     "shardalloc:strategy/host@0.1.0",
     "shardalloc:strategy/types@0.2.0",
     "shardalloc:strategy/host@0.2.0",
+    "shardalloc:strategy/types@0.3.0",
+    "shardalloc:strategy/host@0.3.0",
 ];
 
 /// Most bytes of stdout and stderr together that one strategy call may log;

@@ -180,10 +180,15 @@ pub struct Paced {
 }
 
 impl Paced {
+    /// The simulated time of round `n` (from 1): `start` plus `n` rounds.
+    pub fn now(&self, n: usize) -> Millis {
+        self.start.saturating_add((n as u64).saturating_mul(self.round_ms))
+    }
+
     /// Clips the answer of round `n` (from 1) over `homed` shards, and
     /// records its moves.
     pub fn round(&mut self, n: usize, answer: Vec<String>, exempt: usize, homed: usize) -> Clipped {
-        let now = self.start.saturating_add((n as u64).saturating_mul(self.round_ms));
+        let now = self.now(n);
         let round = Round { now, homed, last_moving_round: self.last_moving_round };
         let moved_at = &self.moved_at;
         let clipped = self.limits.clip(answer, exempt, round, |shard| moved_at.get(shard).copied());

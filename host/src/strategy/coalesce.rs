@@ -26,9 +26,10 @@ use shardalloc_guest::kept::Changes;
 /// The fields a shard was touched in, one bit per [`Field`].
 type Fields = u16;
 
-const ALL: [Field; 9] = [
+const ALL: [Field; 10] = [
     Field::Retired,
     Field::Unhomed,
+    Field::Named,
     Field::Arrived,
     Field::Homed,
     Field::Moving,
@@ -47,6 +48,8 @@ fn bit(field: Field) -> Fields {
 enum Field {
     Retired,
     Unhomed,
+    /// Its id, as it enters the view.
+    Named,
     Arrived,
     Homed,
     Moving,
@@ -60,7 +63,7 @@ enum Field {
 /// except that leaving or entering the view commutes with nothing.
 fn part(field: Field) -> Option<u8> {
     match field {
-        Field::Retired | Field::Arrived => None,
+        Field::Retired | Field::Named | Field::Arrived => None,
         Field::Unhomed | Field::Homed => Some(0),
         Field::Moving | Field::Settled => Some(1),
         Field::Pinned | Field::Unpinned => Some(2),
@@ -81,6 +84,7 @@ fn touches(batch: &Changes) -> impl Iterator<Item = (u32, Field)> + '_ {
         .iter()
         .map(|&h| (h, Field::Retired))
         .chain(batch.unhomed.iter().map(|&h| (h, Field::Unhomed)))
+        .chain(batch.named.shards.iter().map(|&h| (h, Field::Named)))
         .chain(batch.arrived_homeless.iter().map(|&h| (h, Field::Arrived)))
         .chain(batch.homed.shards.iter().map(|&h| (h, Field::Homed)))
         .chain(batch.moving.iter().map(|&h| (h, Field::Moving)))
@@ -127,6 +131,8 @@ fn append(into: &mut Changes, batch: &Changes) {
     into.generation = batch.generation;
     into.retired.extend_from_slice(&batch.retired);
     into.unhomed.extend_from_slice(&batch.unhomed);
+    into.named.shards.extend_from_slice(&batch.named.shards);
+    into.named.ids.extend_from_slice(&batch.named.ids);
     into.arrived_homeless.extend_from_slice(&batch.arrived_homeless);
     into.arrived_hashes.extend_from_slice(&batch.arrived_hashes);
     if batch.metrics.is_some() {
@@ -135,6 +141,7 @@ fn append(into: &mut Changes, batch: &Changes) {
     into.homed.shards.extend_from_slice(&batch.homed.shards);
     into.homed.hashes.extend_from_slice(&batch.homed.hashes);
     into.homed.regions.extend_from_slice(&batch.homed.regions);
+    into.homed.since.extend_from_slice(&batch.homed.since);
     into.moving.extend_from_slice(&batch.moving);
     into.settled.extend_from_slice(&batch.settled);
     into.pinned.extend_from_slice(&batch.pinned);

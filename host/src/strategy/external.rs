@@ -2,16 +2,19 @@
 //! R"), wrapped around whatever strategy is active so they survive swaps.
 //!
 //! - allocate: the placement's target when it is allocatable; otherwise the
-//!   strategy's answer plus a warning naming shard, target and reason.
+//!   destination the strategy's rebalance gave a moved shard, when it is
+//!   allocatable; otherwise the strategy's answer (plus a warning naming
+//!   shard, target and reason when a placement was not honoured).
 //! - rebalance: shards whose home differs from an allocatable placement
 //!   target come first (by shard id), then the strategy's answer without
-//!   pinned shards that already sit at their target.
+//!   pinned shards that already sit at their target, with the destinations
+//!   it named.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::ClusterView;
 use super::guarded::{Decision, Guarded, NoAllocatableRegion};
-use super::{Info, StrategyError};
+use super::{Info, RebalanceMove, StrategyError};
 
 /// Why a shard got the home it got.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -48,6 +51,9 @@ pub struct Rebalance {
     pub shards: Vec<String>,
     /// How many of them are placement mismatches (they come first).
     pub placement_moves: usize,
+    /// The destinations the strategy named, by shard (a subset of
+    /// `shards`).
+    pub destinations: HashMap<String, String>,
     /// Set when the strategy's answer was replaced by the fallback's.
     pub fallback: Option<StrategyError>,
 }
@@ -96,6 +102,19 @@ impl ExternalAllocation {
         shard: &str,
         requester: Option<&str>,
     ) -> Result<Allocation, NoAllocatableRegion> {
+        self.allocate_to(view, shard, requester, None)
+    }
+
+    /// A home for a shard a rebalance moved to `destination` (the
+    /// strategy's say): a placement's target first, then the destination
+    /// when it is allocatable, then the strategy's `allocate`.
+    pub fn allocate_to(
+        &mut self,
+        view: &ClusterView,
+        shard: &str,
+        requester: Option<&str>,
+        destination: Option<&str>,
+    ) -> Result<Allocation, NoAllocatableRegion> {
         let mut warning = None;
         if let Some(target) = self.placements.get(shard) {
             match view.not_allocatable_reason(target) {
@@ -109,6 +128,13 @@ impl ExternalAllocation {
                     ));
                 }
             }
+        }
+        let strategy =
+            || AllocationReason::Strategy { name: self.info().name.clone(), version: self.info().version.clone() };
+        if let Some(to) = destination
+            && view.is_allocatable(to)
+        {
+            return Ok(Allocation { region: to.to_owned(), reason: strategy(), warning });
         }
         let Decision { value, fallback } = self.strategy.allocate(view, shard, requester)?;
         let reason = match fallback {
@@ -157,7 +183,7 @@ impl ExternalAllocation {
         }
         let placement_moves = shards.len();
         if !ask_strategy {
-            return Rebalance { shards, placement_moves, fallback: None };
+            return Rebalance { shards, placement_moves, destinations: HashMap::new(), fallback: None };
         }
         // A shard pinned to its home cannot move: it comes last in its
         // region's list, so a strategy that picks the oldest shards first
@@ -168,13 +194,17 @@ impl ExternalAllocation {
         let pinned_last = if self.placements.is_empty() { None } else { view.with_last(pinned_at) };
         let decision = self.strategy.rebalance(pinned_last.as_ref().unwrap_or(view));
         let mut chosen: HashSet<String> = shards.iter().cloned().collect();
-        for shard in decision.value {
+        let mut destinations = HashMap::new();
+        for RebalanceMove { shard, to } in decision.value {
             let pinned_home = homes.get(shard.as_str()).is_some_and(|&home| pinned_at(home, &shard));
             if !pinned_home && chosen.insert(shard.clone()) {
+                if let Some(to) = to {
+                    destinations.insert(shard.clone(), to);
+                }
                 shards.push(shard);
             }
         }
-        Rebalance { shards, placement_moves, fallback: decision.fallback }
+        Rebalance { shards, placement_moves, destinations, fallback: decision.fallback }
     }
 }
 

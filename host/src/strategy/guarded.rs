@@ -2,7 +2,9 @@
 //!
 //! Every answer is checked against the view it was computed on. allocate
 //! must name an allocatable region; rebalance must name shards that are
-//! allocated, not already moving, each once. A refused answer, an error or
+//! allocated, not already moving, each once, and destinations that are
+//! regions of the view (allocatable or not: whether a destination is
+//! honoured is decided when the shard arrives). A refused answer, an error or
 //! a fault is logged with the strategy's name and version and counted
 //! against it (the automatic rollback's rule), and the caller knows why:
 //!
@@ -17,7 +19,7 @@ use std::collections::HashSet;
 use shardalloc_strategy_least_shard::LeastShard;
 
 use super::native::NativeStrategy;
-use super::{AllocationStrategy, ClusterView, Info, StrategyError};
+use super::{AllocationStrategy, ClusterView, Info, RebalanceMove, StrategyError};
 
 /// No region can take a shard: every one is down, draining or proxy-only.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -35,10 +37,15 @@ pub struct Decision<T> {
 }
 
 /// Checks a rebalance answer against the view.
-pub fn check_rebalance(view: &ClusterView, shards: &[String]) -> Result<(), StrategyError> {
+pub fn check_rebalance(view: &ClusterView, moves: &[RebalanceMove]) -> Result<(), StrategyError> {
     let homes = view.home_index();
     let mut seen = HashSet::new();
-    for shard in shards {
+    for RebalanceMove { shard, to } in moves {
+        if let Some(to) = to
+            && view.region_index(to).is_none()
+        {
+            return Err(StrategyError::Invalid(format!("shard {shard} is moved to {to}, which is not a region")));
+        }
         if !homes.contains_key(shard.as_str()) {
             return Err(StrategyError::Invalid(format!("shard {shard} is not allocated")));
         }
@@ -111,7 +118,7 @@ impl Guarded {
 
     /// Shards to move: the strategy's answer when every shard in it is
     /// allocated, not moving and listed once; else none (with why).
-    pub fn rebalance(&mut self, view: &ClusterView) -> Decision<Vec<String>> {
+    pub fn rebalance(&mut self, view: &ClusterView) -> Decision<Vec<RebalanceMove>> {
         let error = match self.strategy.rebalance(view) {
             Ok(shards) => match check_rebalance(view, &shards) {
                 Ok(()) => return Decision { value: shards, fallback: None },
@@ -170,7 +177,7 @@ mod tests {
         assert!(!least_shard.rebalance(&v).unwrap().is_empty(), "least-shard would move shards here");
         for mode in ["error", "duplicate", "out-of-range"] {
             let decision = guarded(&format!(r#"{{"rebalance":"{mode}"}}"#)).rebalance(&v);
-            assert_eq!(decision.value, Vec::<String>::new(), "{mode}: nothing moves");
+            assert_eq!(decision.value, Vec::<RebalanceMove>::new(), "{mode}: nothing moves");
             assert!(decision.fallback.is_some(), "{mode}: the failure is reported");
         }
     }
@@ -184,14 +191,30 @@ mod tests {
             ("homeless", "invalid answer: shard 9 is not allocated"),
             ("out-of-range", "invalid answer: shard handle 9 out of range (6 shards)"),
             ("error", "strategy error: misbehaving on purpose"),
+            ("bad-destination", "invalid answer: region index 8 out of range (3 regions)"),
         ];
         for (mode, reason) in cases {
             let decision = guarded(&format!(r#"{{"rebalance":"{mode}"}}"#)).rebalance(&v);
             assert_eq!(decision.fallback.map(|e| e.to_string()).as_deref(), Some(reason), "{mode:?}");
             // least-shard holds while a hand-off is in progress.
-            assert_eq!(decision.value, Vec::<String>::new());
+            assert_eq!(decision.value, Vec::<RebalanceMove>::new());
         }
         let all = guarded(r#"{"rebalance":"all"}"#).rebalance(&v);
-        assert_eq!(all, Decision { value: vec!["1".into(), "2".into(), "3".into(), "4".into()], fallback: None });
+        let anywhere = |shards: &[&str]| shards.iter().map(|s| RebalanceMove::anywhere(*s)).collect::<Vec<_>>();
+        assert_eq!(all, Decision { value: anywhere(&["1", "2", "3", "4"]), fallback: None });
+        let to_last = guarded(r#"{"rebalance":"to-last"}"#).rebalance(&v);
+        let want = vec![RebalanceMove { shard: "1".into(), to: Some("c".into()) }];
+        assert_eq!(to_last, Decision { value: want, fallback: None });
+    }
+
+    #[test]
+    fn a_destination_must_be_a_region_of_the_view() {
+        let v = view(Scenario::parse("a=1,2 b=3"));
+        let moves = |to: &str| vec![RebalanceMove { shard: "1".into(), to: Some(to.into()) }];
+        assert_eq!(check_rebalance(&v, &moves("b")), Ok(()));
+        assert_eq!(
+            check_rebalance(&v, &moves("z")),
+            Err(StrategyError::Invalid("shard 1 is moved to z, which is not a region".into()))
+        );
     }
 }

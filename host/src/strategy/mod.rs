@@ -42,8 +42,8 @@ pub mod table;
 pub mod trace;
 pub mod view;
 
-pub use shardalloc_guest::Info;
 use shardalloc_guest::Level;
+pub use shardalloc_guest::{AllocationCause, Info};
 pub use shardalloc_proto::api::ActivationCause;
 
 /// How many activations per entity type are remembered: the one limit of
@@ -109,8 +109,29 @@ impl StrategyError {
     }
 }
 
+/// One shard a strategy's `rebalance` moves, and its destination if the
+/// strategy named one: the host homes it there when the shard has stopped,
+/// if that region is allocatable then and no placement names another;
+/// otherwise `allocate` decides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RebalanceMove {
+    /// The shard's id.
+    pub shard: String,
+    /// The destination's address, or `None` to let `allocate` decide.
+    pub to: Option<String>,
+}
+
+impl RebalanceMove {
+    /// A move without a destination.
+    pub fn anywhere(shard: impl Into<String>) -> Self {
+        RebalanceMove { shard: shard.into(), to: None }
+    }
+}
+
 /// Allocation logic as the coordinator sees it: synchronous, over the
-/// host's view, answering in addresses and shard ids.
+/// host's view, answering in addresses and shard ids. Why a shard is
+/// allocated ([`ClusterView::cause`]) and the host's time
+/// ([`ClusterView::now`]) travel with the view.
 pub trait AllocationStrategy: Send {
     /// Name, version, description and config schema.
     fn info(&self) -> &Info;
@@ -118,8 +139,9 @@ pub trait AllocationStrategy: Send {
     /// The address of the region that should own `shard`.
     fn allocate(&mut self, view: &ClusterView, shard: &str, requester: Option<&str>) -> Result<String, StrategyError>;
 
-    /// The ids of the shards to move, in order.
-    fn rebalance(&mut self, view: &ClusterView) -> Result<Vec<String>, StrategyError>;
+    /// The shards to move, in order, each with its destination if the
+    /// strategy named one.
+    fn rebalance(&mut self, view: &ClusterView) -> Result<Vec<RebalanceMove>, StrategyError>;
 
     /// Told when the caller did not use an answer (an error, a fault or an
     /// answer the host refused), so an implementation can count it.
@@ -135,7 +157,7 @@ impl<T: AllocationStrategy + ?Sized> AllocationStrategy for Box<T> {
         (**self).allocate(view, shard, requester)
     }
 
-    fn rebalance(&mut self, view: &ClusterView) -> Result<Vec<String>, StrategyError> {
+    fn rebalance(&mut self, view: &ClusterView) -> Result<Vec<RebalanceMove>, StrategyError> {
         (**self).rebalance(view)
     }
 

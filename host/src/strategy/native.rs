@@ -5,7 +5,7 @@ use std::sync::Arc;
 use shardalloc_guest::host::LogSink;
 use shardalloc_guest::{LogRecord, RegionId, ShardKey, Strategy};
 
-use super::{AllocationStrategy, ClusterView, Info, StrategyError};
+use super::{AllocationStrategy, ClusterView, Info, RebalanceMove, StrategyError};
 
 /// A [`Strategy`] linked into the node, behind [`AllocationStrategy`].
 /// Its log records go to the node's log.
@@ -49,7 +49,7 @@ impl<S: Strategy + Send> AllocationStrategy for NativeStrategy<S> {
             )),
             None => None,
         };
-        let key = ShardKey::new(shard);
+        let key = ShardKey::new(shard).with_cause(view.cause());
         let region =
             self.logged(|s| s.allocate(view.strategy_view(), &key, requester)).map_err(StrategyError::Refused)?;
         view.regions().get(region.index()).map(|r| r.address.clone()).ok_or_else(|| {
@@ -57,18 +57,29 @@ impl<S: Strategy + Send> AllocationStrategy for NativeStrategy<S> {
         })
     }
 
-    fn rebalance(&mut self, view: &ClusterView) -> Result<Vec<String>, StrategyError> {
+    fn rebalance(&mut self, view: &ClusterView) -> Result<Vec<RebalanceMove>, StrategyError> {
         let table = view.allocations();
-        let shards = self.logged(|s| s.rebalance(view.strategy_view(), &table)).map_err(StrategyError::Refused)?;
-        shards
+        let moves = self.logged(|s| s.rebalance(view.strategy_view(), &table)).map_err(StrategyError::Refused)?;
+        moves
             .into_iter()
-            .map(|s| match table.get(s.handle) {
-                Some(shard) => Ok(table.shard_id(shard).into_owned()),
-                None => Err(StrategyError::Invalid(format!(
-                    "shard handle {} out of range ({} shards)",
-                    s.handle,
-                    table.len()
-                ))),
+            .map(|m| {
+                let Some(shard) = table.get(m.shard.handle) else {
+                    let (handle, len) = (m.shard.handle, table.len());
+                    return Err(StrategyError::Invalid(format!("shard handle {handle} out of range ({len} shards)")));
+                };
+                let to = match m.to {
+                    None => None,
+                    Some(region) => {
+                        Some(view.regions().get(region.index()).map(|r| r.address.clone()).ok_or_else(|| {
+                            let regions = view.regions().len();
+                            StrategyError::Invalid(format!(
+                                "region index {} out of range ({regions} regions)",
+                                region.0
+                            ))
+                        })?)
+                    }
+                };
+                Ok(RebalanceMove { shard: table.shard_id(shard).into_owned(), to })
             })
             .collect()
     }

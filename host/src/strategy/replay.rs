@@ -31,10 +31,10 @@ use std::sync::Arc;
 
 use shardalloc_guest::{Snapshot, SnapshotRegion, Topology};
 
-use super::ClusterView;
 use super::external::ExternalAllocation;
 use super::table::ShardTable;
 use super::trace::{Trace, TraceEvent};
+use super::{AllocationCause, ClusterView};
 
 /// The share of the mean region load a joining region is waited for.
 pub const JOINED_TARGET: f64 = 0.9;
@@ -190,22 +190,26 @@ impl<'t> Replay<'t> {
             .with_table(self.table.clone())
     }
 
-    /// Homes `shards` through the strategy's `allocate`, one by one, each
-    /// seeing the ones before it placed.
-    fn home(&mut self, shards: Vec<String>) {
+    /// Homes `shards` through the strategy's `allocate` (or the
+    /// destinations a rebalance named, as the node honours them), one by
+    /// one, each seeing the ones before it placed, at the trace's time `now`.
+    fn home(&mut self, shards: Vec<String>, cause: AllocationCause, destinations: &HashMap<String, String>, now: u64) {
         for shard in shards {
             let counts = self.regions.iter().map(|(_, s)| s.len() as u32).collect();
             let view = ClusterView::for_allocation(self.topology.clone(), Vec::new(), counts)
                 .expect("the replay keeps the view consistent")
-                .with_table(self.table.clone());
-            let allocation = self.external.allocate(&view, &shard, None);
+                .with_table(self.table.clone())
+                .because(cause)
+                .at(now);
+            let allocation =
+                self.external.allocate_to(&view, &shard, None, destinations.get(&shard).map(String::as_str));
             drop(view);
             match allocation {
                 Ok(allocation) => {
                     let index = self.regions.iter().position(|(a, _)| *a == allocation.region);
                     self.regions[index.expect("allocations name known regions")].1.push(shard.clone());
                     let table = Arc::make_mut(&mut self.table);
-                    table.home(&shard, &allocation.region).expect("a region of the topology");
+                    table.home(&shard, &allocation.region, now).expect("a region of the topology");
                     table.set_loads([(shard.as_str(), self.loads.get(&shard).copied().unwrap_or(0.0))]);
                 }
                 Err(_) => self.homeless.push(shard),
@@ -216,6 +220,7 @@ impl<'t> Replay<'t> {
     /// Applies the events up to `until_ms`.
     fn apply(&mut self, until_ms: u64) {
         let mut new = Vec::new();
+        let mut orphans = Vec::new();
         let mut changed = Vec::new();
         let mut regions_changed = false;
         while let Some((t, event)) = self.trace.events.get(self.next) {
@@ -245,7 +250,7 @@ impl<'t> Replay<'t> {
                         for shard in &shards {
                             Arc::make_mut(&mut self.table).unhome(shard);
                         }
-                        new.extend(shards);
+                        orphans.extend(shards);
                         regions_changed = true;
                     }
                 }
@@ -257,15 +262,17 @@ impl<'t> Replay<'t> {
         let loads = &self.loads;
         Arc::make_mut(&mut self.table).set_loads(changed.iter().map(|s| (s.as_str(), loads[s])));
         new.append(&mut self.homeless);
-        self.home(new);
+        self.home(orphans, AllocationCause::RegionRemoved, &HashMap::new(), until_ms);
+        self.home(new, AllocationCause::NewShard, &HashMap::new(), until_ms);
     }
 
     /// Replays up to `until_ms` and runs one round there.
     pub fn round(&mut self, until_ms: u64) -> RoundFigures {
         self.apply(until_ms);
-        let view = self.view();
-        let answer = self.external.rebalance(&view).shards;
+        let view = self.view().at(until_ms);
+        let decision = self.external.rebalance(&view);
         drop(view);
+        let answer = decision.shards;
         let mut moved_load = 0.0;
         let moving: std::collections::HashSet<&str> = answer.iter().map(String::as_str).collect();
         for (_, shards) in &mut self.regions {
@@ -276,7 +283,7 @@ impl<'t> Replay<'t> {
             moved_load += self.loads.get(shard).copied().unwrap_or(0.0);
         }
         let moves = answer.len();
-        self.home(answer);
+        self.home(answer, AllocationCause::Rebalance, &decision.destinations, until_ms);
         let region_loads: Vec<f64> = (self.regions.iter())
             .map(|(_, shards)| shards.iter().map(|s| self.loads.get(s).copied().unwrap_or(0.0)).sum())
             .collect();

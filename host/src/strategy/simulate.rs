@@ -12,10 +12,10 @@ use std::time::Instant;
 
 use shardalloc_guest::Snapshot;
 
-use super::ClusterView;
 use super::churn::Paced;
 use super::external::ExternalAllocation;
 use super::table::ShardTable;
+use super::{AllocationCause, ClusterView};
 
 /// What one round did.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -122,7 +122,8 @@ pub fn simulate_within(
         if late() {
             return Err(Stopped::TimedOut(round - 1));
         }
-        let view = view_of(&homes, &in_progress, &table);
+        let now = paced.now(round);
+        let view = view_of(&homes, &in_progress, &table).at(now);
         let decision = external.rebalance(&view);
         drop(view);
         let mut fallbacks: Vec<String> = decision.fallback.iter().map(|e| format!("rebalance: {e}")).collect();
@@ -132,6 +133,7 @@ pub fn simulate_within(
             return Err(Stopped::Fallback(format!("round {round}, {first}")));
         }
         let homed = homes.iter().map(Vec::len).sum();
+        let destinations = decision.destinations;
         let clipped = paced.round(round, decision.shards, decision.placement_moves, homed);
         let moved = clipped.kept;
         let clipped: Vec<ClippedMove> =
@@ -165,8 +167,10 @@ pub fn simulate_within(
             let counts = homes.iter().map(|h| h.len() as u32).collect();
             let view = ClusterView::for_allocation(topology.clone(), metrics.clone(), counts)
                 .expect("simulation keeps the view consistent")
-                .with_table(table.clone());
-            let allocation = external.allocate(&view, shard, None);
+                .with_table(table.clone())
+                .because(AllocationCause::Rebalance)
+                .at(now);
+            let allocation = external.allocate_to(&view, shard, None, destinations.get(*shard).map(String::as_str));
             drop(view);
             match allocation {
                 Ok(allocation) => {
@@ -183,7 +187,7 @@ pub fn simulate_within(
                         .expect("allocations name known regions");
                     homes[index].push((*shard).to_owned());
                     got.insert(shard, allocation.region.clone());
-                    Arc::make_mut(&mut table).home(shard, &allocation.region).expect("a region of the topology");
+                    Arc::make_mut(&mut table).home(shard, &allocation.region, now).expect("a region of the topology");
                 }
                 Err(_) => unallocated.push((*shard).to_owned()),
             }

@@ -1,7 +1,9 @@
-//! The host's shard table of one entity type, as contract 0.2 shares it:
-//! every shard strategies see, by handle, kept as the same
-//! [`KeptView`] a 0.2 component keeps, and the journal of batches that
-//! brings a component's copy up to date.
+//! The host's shard table of one entity type, as contracts 0.2 and 0.3
+//! share it: every shard strategies see, by handle, kept as the same
+//! [`KeptView`] a component keeps, and the journal of batches that brings
+//! a component's copy up to date. Each batch names the shards it brings
+//! into the view (`Changes::named`), so a 0.3 component that reads ids has
+//! them with its batches, and when each homed shard got its home.
 //!
 //! Every change here is one batch: applied to the table's own view at once
 //! (so its generation and checksum are always current) and kept in the
@@ -18,7 +20,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use shardalloc_guest::kept::{Changes, FullView, Homed, KeptView, ShardLoads};
+use shardalloc_guest::kept::{Changes, FullView, Homed, KeptView, ShardLoads, ShardNames};
 use shardalloc_guest::{Allocations, Topology, View, shard_hash};
 
 type Fold = foldhash::fast::RandomState;
@@ -77,15 +79,15 @@ impl ShardTable {
     }
 
     /// A table built in one pass (at a coordinator's first view): `homes`
-    /// names each homed shard with its region's index, region by region in
-    /// allocation order; `moving` the shards whose hand-off is in progress
+    /// names each homed shard with its region's index and when it got that
+    /// home, region by region in allocation order; `moving` the shards whose hand-off is in progress
     /// (those not homed enter the view homeless); `pinned` the shards pinned
     /// where they are; `loads` the loads of shards (those not in the view
     /// are left out).
     pub fn build<'a>(
         topology: &Topology,
         metrics: Vec<f64>,
-        homes: impl IntoIterator<Item = (&'a str, u32)>,
+        homes: impl IntoIterator<Item = (&'a str, u32, u64)>,
         moving: impl IntoIterator<Item = &'a str>,
         pinned: impl IntoIterator<Item = &'a str>,
         loads: impl IntoIterator<Item = (&'a str, f64)>,
@@ -99,9 +101,9 @@ impl ShardTable {
             handles.insert(Arc::from(shard), handle);
             handle
         };
-        for (shard, region) in homes {
+        for (shard, region, since) in homes {
             let handle = add(shard, &mut handles);
-            full.homed.push(handle, shard_hash(shard), region);
+            full.homed.push(handle, shard_hash(shard), region, since);
         }
         for shard in moving {
             let handle = match handles.get(shard) {
@@ -293,23 +295,25 @@ impl ShardTable {
         }
     }
 
-    /// Homes a shard (new, homeless or moving) on `region`, the newest there.
-    pub fn home(&mut self, shard: &str, region: &str) -> Result<(), TableError> {
+    /// Homes a shard (new, homeless or moving) on `region`, the newest
+    /// there, since `since` (the host's milliseconds).
+    pub fn home(&mut self, shard: &str, region: &str, since: u64) -> Result<(), TableError> {
         let Some(&index) = self.regions.get(region) else {
             return Err(TableError::UnknownRegion { shard: shard.to_owned(), region: region.to_owned() });
         };
+        let mut named = ShardNames::default();
         let handle = match self.handle(shard) {
             Some(handle) => handle,
             None => {
                 let handle = self.take_handle();
-                self.kept.name(handle, shard);
+                named.push(handle, shard);
                 self.handles.insert(Arc::from(shard), handle);
                 handle
             }
         };
         let mut homed = Homed::default();
-        homed.push(handle, shard_hash(shard), index);
-        self.commit(Changes { homed, ..Changes::default() });
+        homed.push(handle, shard_hash(shard), index, since);
+        self.commit(Changes { homed, named, ..Changes::default() });
         Ok(())
     }
 
@@ -333,10 +337,10 @@ impl ShardTable {
         self.forget(shard);
     }
 
-    /// Gives a retired shard's handle back.
+    /// Gives a retired shard's handle back (the table dropped its id when
+    /// it retired).
     fn forget(&mut self, shard: &str) {
         if let Some(handle) = self.handles.remove(shard) {
-            self.kept.name(handle, String::new());
             self.free.push(handle);
         }
     }
@@ -363,8 +367,10 @@ impl ShardTable {
             (None, true) => {
                 let handle = self.take_handle();
                 self.handles.insert(Arc::from(shard), handle);
-                self.kept.name(handle, shard);
+                let mut named = ShardNames::default();
+                named.push(handle, shard);
                 self.commit(Changes {
+                    named,
                     arrived_homeless: vec![handle],
                     arrived_hashes: vec![shard_hash(shard)],
                     moving: vec![handle],
@@ -418,15 +424,16 @@ impl ShardTable {
         (behind <= self.journal.len()).then(|| self.journal.range(self.journal.len() - behind..))
     }
 
-    /// The whole view, for a component with no copy of it.
-    pub fn full_view(&self) -> FullView {
+    /// The whole view, for a component with no copy of it; with every
+    /// shard's id when `with_ids` (a component that reads ids).
+    pub fn full_view(&self, with_ids: bool) -> FullView {
         let view = self.kept.view();
         let table = self.kept.allocations();
         let mut full = FullView::empty((**view.topology()).clone(), view.metrics().to_vec());
         full.generation = self.kept.generation();
         for region in view.region_ids() {
             for shard in table.region_shards(region) {
-                full.homed.push(shard.handle, shard.hash, region.0);
+                full.homed.push(shard.handle, shard.hash, region.0, table.since(shard));
             }
         }
         for shard in table.in_progress() {
@@ -442,6 +449,11 @@ impl ShardTable {
             let load = table.load(shard);
             if load != 0.0 {
                 full.loads.push(shard.handle, load);
+            }
+        }
+        if with_ids {
+            for shard in table.allocated().chain(table.in_progress().filter(|s| table.home(*s).is_none())) {
+                full.ids.push(shard.handle, table.shard_id(shard).into_owned());
             }
         }
         full

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use shardalloc_guest::kept::{Changes, Homed, KeptView, view_checksum};
+use shardalloc_guest::kept::{Changes, Homed, KeptView, ShardNames, view_checksum};
 use shardalloc_guest::{Region, RegionId, Topology, shard_hash};
 
 use super::*;
@@ -21,12 +21,20 @@ fn table(addresses: &[&str]) -> ShardTable {
     ShardTable::new(&topology(addresses), Vec::new())
 }
 
-fn homed(entries: &[(u32, &str, u32)]) -> Homed {
+fn homed(entries: &[(u32, &str, u32, u64)]) -> Homed {
     let mut homed = Homed::default();
-    for (handle, shard, region) in entries {
-        homed.push(*handle, shard_hash(shard), *region);
+    for (handle, shard, region, since) in entries {
+        homed.push(*handle, shard_hash(shard), *region, *since);
     }
     homed
+}
+
+fn named(entries: &[(u32, &str)]) -> ShardNames {
+    let mut named = ShardNames::default();
+    for (handle, shard) in entries {
+        named.push(*handle, *shard);
+    }
+    named
 }
 
 /// The journal's batches, generations numbered from 1.
@@ -41,20 +49,21 @@ fn same(a: &Changes, b: &Changes) -> bool {
 #[test]
 fn each_change_is_one_literal_batch() {
     let mut t = table(&["a", "b"]);
-    t.home("s1", "a").unwrap();
-    t.home("s2", "a").unwrap();
+    t.home("s1", "a", 10).unwrap();
+    t.home("s2", "a", 20).unwrap();
     t.set_moving("s1", true);
     t.unhome("s1");
-    t.home("s1", "b").unwrap();
+    t.home("s1", "b", 30).unwrap();
     t.set_moving("s1", false);
     t.set_pinned("s2", true);
     t.unhome("s2");
+    // A shard new to the view comes with its id; one already in it, not.
     let want = [
-        Changes { generation: 1, homed: homed(&[(0, "s1", 0)]), ..Changes::default() },
-        Changes { generation: 2, homed: homed(&[(1, "s2", 0)]), ..Changes::default() },
+        Changes { generation: 1, homed: homed(&[(0, "s1", 0, 10)]), named: named(&[(0, "s1")]), ..Changes::default() },
+        Changes { generation: 2, homed: homed(&[(1, "s2", 0, 20)]), named: named(&[(1, "s2")]), ..Changes::default() },
         Changes { generation: 3, moving: vec![0], ..Changes::default() },
         Changes { generation: 4, unhomed: vec![0], ..Changes::default() },
-        Changes { generation: 5, homed: homed(&[(0, "s1", 1)]), ..Changes::default() },
+        Changes { generation: 5, homed: homed(&[(0, "s1", 1, 30)]), ..Changes::default() },
         Changes { generation: 6, settled: vec![0], ..Changes::default() },
         Changes { generation: 7, pinned: vec![1], ..Changes::default() },
         Changes { generation: 8, retired: vec![1], ..Changes::default() },
@@ -65,7 +74,7 @@ fn each_change_is_one_literal_batch() {
         assert!(same(got, want), "got {got:?}\nwant {want:?}");
     }
     assert_eq!(t.handle("s2"), None, "a shard without home or hand-off leaves the view");
-    t.home("s3", "a").unwrap();
+    t.home("s3", "a", 0).unwrap();
     assert_eq!(t.handle("s3"), Some(1), "its handle is given to the next shard");
     assert_eq!(t.shard_id(1), Some("s3"));
 }
@@ -73,27 +82,30 @@ fn each_change_is_one_literal_batch() {
 #[test]
 fn a_shard_being_allocated_is_named_by_a_handle_no_view_holds() {
     let mut t = table(&["a"]);
-    t.home("x", "a").unwrap();
+    t.home("x", "a", 0).unwrap();
     let handle = t.allocation_handle("s");
     assert_eq!(t.allocations().get(handle), None, "not in the view");
-    t.home("s", "a").unwrap();
+    t.home("s", "a", 0).unwrap();
     assert_eq!(t.handle("s"), Some(handle), "the next new shard gets it");
     assert_eq!(t.allocation_handle("s"), handle, "a shard in the view keeps its own");
     assert_eq!(t.shard_id(handle), Some("s"));
-    assert_eq!(t.home("y", "nowhere"), Err(TableError::UnknownRegion { shard: "y".into(), region: "nowhere".into() }));
+    assert_eq!(
+        t.home("y", "nowhere", 0),
+        Err(TableError::UnknownRegion { shard: "y".into(), region: "nowhere".into() })
+    );
 }
 
 #[test]
 fn hand_offs_merge_into_one_batch_and_changes_out_of_field_order_do_not() {
     let mut t = table(&["a", "b"]);
     for shard in ["s1", "s2", "s3"] {
-        t.home(shard, "a").unwrap();
+        t.home(shard, "a", 0).unwrap();
     }
     let start = t.generation();
     for shard in ["s1", "s2"] {
         t.set_moving(shard, true);
         t.unhome(shard);
-        t.home(shard, "b").unwrap();
+        t.home(shard, "b", 0).unwrap();
         t.set_moving(shard, false);
     }
     let merged = coalesce(t.batches_since(start).unwrap());
@@ -108,15 +120,15 @@ fn hand_offs_merge_into_one_batch_and_changes_out_of_field_order_do_not() {
     // Homed, then retired: applied in field order the retirement would
     // come first, so the two stay apart.
     let start = t.generation();
-    t.home("s4", "a").unwrap();
+    t.home("s4", "a", 0).unwrap();
     t.unhome("s4");
     assert_eq!(coalesce(t.batches_since(start).unwrap()).len(), 2);
     // A new topology stands alone: region indexes change with it.
     let start = t.generation();
-    t.home("s5", "a").unwrap();
+    t.home("s5", "a", 0).unwrap();
     t.set_topology(&topology(&["b", "a"]), &[]);
-    t.home("s6", "a").unwrap();
-    t.home("s7", "b").unwrap();
+    t.home("s6", "a", 0).unwrap();
+    t.home("s7", "b", 0).unwrap();
     let merged = coalesce(t.batches_since(start).unwrap());
     assert_eq!(merged.iter().map(|b| b.topology.is_some()).collect::<Vec<_>>(), [false, true, false]);
 }
@@ -124,12 +136,12 @@ fn hand_offs_merge_into_one_batch_and_changes_out_of_field_order_do_not() {
 #[test]
 fn the_journal_reaches_back_a_bounded_number_of_batches() {
     let mut t = table(&["a", "b"]);
-    t.home("s", "a").unwrap();
+    t.home("s", "a", 0).unwrap();
     assert_eq!(t.batches_since(0).map(|b| b.count()), Some(1));
     assert_eq!(t.batches_since(1).map(|b| b.count()), Some(0));
     assert!(t.batches_since(2).is_none(), "a generation the table has not reached");
     for i in 0..MAX_JOURNAL_BATCHES {
-        t.home("s", if i % 2 == 0 { "b" } else { "a" }).unwrap();
+        t.home("s", if i % 2 == 0 { "b" } else { "a" }, 0).unwrap();
     }
     assert!(t.batches_since(0).is_none(), "too far behind: load the whole view");
     assert_eq!(t.batches_since(1).map(|b| b.count()), Some(MAX_JOURNAL_BATCHES));
@@ -138,7 +150,7 @@ fn the_journal_reaches_back_a_bounded_number_of_batches() {
 #[test]
 fn a_new_topology_is_one_batch_and_unhomes_what_a_gone_region_held() {
     let mut t = table(&["a", "b"]);
-    t.home("s", "b").unwrap();
+    t.home("s", "b", 0).unwrap();
     t.set_moving("s", true);
     let before = t.generation();
     t.set_topology(&topology(&["a", "b"]), &[]);
@@ -147,7 +159,7 @@ fn a_new_topology_is_one_batch_and_unhomes_what_a_gone_region_held() {
     let last = journal(&t).pop().unwrap();
     assert_eq!(last.unhomed, [0]);
     assert_eq!(last.topology.as_ref().map(|t| t.regions().len()), Some(2));
-    t.home("s", "c").unwrap();
+    t.home("s", "c", 0).unwrap();
     assert_eq!(t.allocations().home(t.allocations().get(0).unwrap()), Some(RegionId(1)));
 }
 
@@ -194,7 +206,7 @@ fn sync(copy: &mut Option<(KeptView, u64)>, t: &ShardTable, merged: bool) -> Res
                 kept.apply(batch.clone()).map_err(TestCaseError::fail)?;
             }
         }
-        _ => *copy = Some((KeptView::load(t.full_view()).map_err(TestCaseError::fail)?, 0)),
+        _ => *copy = Some((KeptView::load_named(t.full_view(true)).map_err(TestCaseError::fail)?, 0)),
     }
     let (kept, at) = copy.as_mut().expect("synced");
     *at = t.generation();
@@ -207,7 +219,15 @@ fn sync(copy: &mut Option<(KeptView, u64)>, t: &ShardTable, merged: bool) -> Res
         let b: Vec<u32> = t.allocations().region_shards(region).map(|s| s.handle).collect();
         prop_assert_eq!(a, b);
     }
-    let whole = KeptView::load(t.full_view()).map_err(TestCaseError::fail)?;
+    // Each shard's id came with the batch that brought it (or the whole
+    // view), and its time with its home.
+    let (mine, theirs) = (kept.allocations(), t.allocations());
+    for shard in theirs.allocated().chain(theirs.in_progress()) {
+        let copied = mine.get(shard.handle).expect("the copy holds every shard");
+        prop_assert_eq!(mine.shard_id(copied), theirs.shard_id(shard));
+        prop_assert_eq!(mine.since(copied), theirs.since(shard));
+    }
+    let whole = KeptView::load(t.full_view(false)).map_err(TestCaseError::fail)?;
     prop_assert_eq!(whole.checksum(), t.checksum());
     Ok(())
 }
@@ -225,7 +245,7 @@ proptest! {
             match *step {
                 Step::Home { shard, region } => {
                     let address = ADDRESSES[region as usize];
-                    let result = t.home(&format!("s{shard}"), address);
+                    let result = t.home(&format!("s{shard}"), address, u64::from(shard) * 100 + u64::from(region));
                     prop_assert_eq!(result.is_ok(), regions.contains(&address));
                 }
                 Step::Unhome { shard } => t.unhome(&format!("s{shard}")),

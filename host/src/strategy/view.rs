@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use shardalloc_guest::{Allocations, Region, Snapshot, Topology, View};
+use shardalloc_guest::{AllocationCause, Allocations, Region, Snapshot, Topology, View};
 
 use super::table::ShardTable;
 
@@ -46,6 +46,8 @@ pub struct ClusterView {
     /// The coordinator's shard table at this view, when the view comes from
     /// one: a contract 0.2 component's copy follows it batch by batch.
     table: Option<Arc<ShardTable>>,
+    /// Why the shard `allocate` is asked about needs a home.
+    cause: AllocationCause,
 }
 
 impl ClusterView {
@@ -65,6 +67,7 @@ impl ClusterView {
             in_progress,
             has_homes: true,
             table: None,
+            cause: AllocationCause::NewShard,
         })
     }
 
@@ -78,6 +81,7 @@ impl ClusterView {
             in_progress: BTreeSet::new(),
             has_homes: false,
             table: None,
+            cause: AllocationCause::NewShard,
         })
     }
 
@@ -88,7 +92,38 @@ impl ClusterView {
         let homes = snapshot.regions.iter().map(|r| r.shards.clone()).collect();
         let in_progress = snapshot.in_progress.iter().cloned().collect();
         let counts = snapshot.regions.iter().map(|r| r.shards.len() as u32).collect();
-        ClusterView { view: consistent(topology, counts, metrics), homes, in_progress, has_homes: true, table: None }
+        ClusterView {
+            view: consistent(topology, counts, metrics),
+            homes,
+            in_progress,
+            has_homes: true,
+            table: None,
+            cause: AllocationCause::NewShard,
+        }
+    }
+
+    /// The same view for an allocation with this cause.
+    pub fn because(mut self, cause: AllocationCause) -> Self {
+        self.cause = cause;
+        self
+    }
+
+    /// Why the shard being allocated needs a home (a new shard's, unless
+    /// the view was made [`because`](Self::because) of another).
+    pub fn cause(&self) -> AllocationCause {
+        self.cause
+    }
+
+    /// The same view at the host's time `now` (milliseconds, the clock of
+    /// the shards' `since`).
+    pub fn at(mut self, now: u64) -> Self {
+        self.view.set_now(now);
+        self
+    }
+
+    /// The host's time at this view (0 when not given).
+    pub fn now(&self) -> u64 {
+        self.view.now()
     }
 
     /// True when the view has each region's shard list (not made
@@ -127,7 +162,7 @@ impl ClusterView {
             .homes
             .iter()
             .enumerate()
-            .flat_map(|(region, shards)| shards.iter().map(move |shard| (shard.as_str(), region as u32)));
+            .flat_map(|(region, shards)| shards.iter().map(move |shard| (shard.as_str(), region as u32, 0)));
         let moving = self.in_progress.iter().map(String::as_str);
         let loads = loads.iter().filter(|(_, l)| **l != 0.0).map(|(shard, load)| (shard.as_str(), *load));
         Some(ShardTable::build(self.topology(), self.metrics().to_vec(), homes, moving, std::iter::empty(), loads))
@@ -233,6 +268,7 @@ impl ClusterView {
             in_progress: self.in_progress.clone(),
             has_homes: true,
             table: self.table.clone(),
+            cause: self.cause,
         })
     }
 
@@ -253,6 +289,9 @@ impl ClusterView {
                 .map(|s| (kept.shard_id(s), kept.load(s)))
                 .collect();
             allocations.load_ids(loads.iter().map(|(id, load)| (&**id, *load)));
+            let since: Vec<(std::borrow::Cow<'_, str>, u64)> =
+                kept.allocated().filter(|s| kept.since(*s) != 0).map(|s| (kept.shard_id(s), kept.since(s))).collect();
+            allocations.since_ids(since.iter().map(|(id, at)| (&**id, *at)));
         }
         allocations
     }

@@ -19,7 +19,8 @@ impl<T: AllocationStrategy> Subject for HostSubject<T> {
     }
 
     fn rebalance(&mut self, snapshot: &Snapshot) -> Result<Vec<String>, String> {
-        self.0.rebalance(&ClusterView::from_snapshot(snapshot)).map_err(|e| e.to_string())
+        let moves = self.0.rebalance(&ClusterView::from_snapshot(snapshot)).map_err(|e| e.to_string())?;
+        Ok(moves.into_iter().map(|m| m.shard).collect())
     }
 }
 
@@ -69,4 +70,9 @@ pub const CONFIGURATIONS: &[(&str, &str)] = &[
 /// call, so a descheduled test thread on a busy machine does not time out.
 pub fn generous() -> shardalloc::engine::limits::Limits {
     shardalloc::engine::limits::Limits { deadline: std::time::Duration::from_secs(10), ..Default::default() }
+}
+
+/// The shards of a rebalance answer, in order (their destinations left out).
+pub fn shards(moves: Vec<shardalloc::strategy::RebalanceMove>) -> Vec<String> {
+    moves.into_iter().map(|m| m.shard).collect()
 }

@@ -27,7 +27,7 @@
 
 #![warn(missing_docs)]
 
-use shardalloc_guest::{Allocations, Info, Level, RegionId, Shard, ShardKey, Strategy, View, config, host};
+use shardalloc_guest::{Allocations, Info, Level, Move, RegionId, ShardKey, Strategy, View, config, host};
 
 use shardalloc_guest::order::least_loaded;
 
@@ -224,7 +224,7 @@ impl Strategy for Capacity {
         Ok(best)
     }
 
-    fn rebalance(&self, view: &View, allocations: &Allocations) -> Result<Vec<Shard>, String> {
+    fn rebalance(&self, view: &View, allocations: &Allocations) -> Result<Vec<Move>, String> {
         if let Some(blocker) = view.hand_off_blocker() {
             let region = view.region(blocker);
             host::log(
@@ -261,6 +261,7 @@ impl Strategy for Capacity {
             .filter_map(|(id, _)| {
                 allocations.region_shards(id).find(|s| !allocations.is_in_progress(*s) && !allocations.is_pinned(*s))
             })
+            .map(Move::from)
             .collect())
     }
 }

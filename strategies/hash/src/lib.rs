@@ -23,7 +23,7 @@
 
 #![warn(missing_docs)]
 
-use shardalloc_guest::{Allocations, Info, Level, RegionId, Shard, ShardKey, Strategy, View, config, host, shard_hash};
+use shardalloc_guest::{Allocations, Info, Level, Move, RegionId, ShardKey, Strategy, View, config, host, shard_hash};
 
 /// The strategy's name in `describe`.
 pub const NAME: &str = "hash";
@@ -175,7 +175,7 @@ impl Strategy for RendezvousHash {
         choose(view, shard.hash).ok_or_else(|| "no allocatable region".to_owned())
     }
 
-    fn rebalance(&self, view: &View, allocations: &Allocations) -> Result<Vec<Shard>, String> {
+    fn rebalance(&self, view: &View, allocations: &Allocations) -> Result<Vec<Move>, String> {
         if let Some(blocker) = view.hand_off_blocker() {
             let region = view.region(blocker);
             host::log(
@@ -207,8 +207,9 @@ impl Strategy for RendezvousHash {
                 if allocations.is_in_progress(shard) || allocations.is_pinned(shard) {
                     continue;
                 }
-                if winner(&candidates, shard.hash) != Some(region) {
-                    moves.push(shard);
+                match winner(&candidates, shard.hash) {
+                    Some(to) if to != region => moves.push(Move::to(shard, to)),
+                    _ => {}
                 }
             }
         }

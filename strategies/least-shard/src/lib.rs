@@ -20,7 +20,7 @@
 pub mod config;
 pub mod rebalance;
 
-use shardalloc_guest::{Allocations, Info, Level, RegionId, RegionStatus, Shard, ShardKey, Strategy, View};
+use shardalloc_guest::{Allocations, Info, Level, Move, RegionId, RegionStatus, ShardKey, Strategy, View};
 
 pub use config::{Algorithm, CONFIG_SCHEMA, Config};
 use rebalance::Hold;
@@ -106,7 +106,7 @@ impl Strategy for LeastShard {
         least_loaded(view, view.allocatable()).ok_or_else(|| no_region_error(view))
     }
 
-    fn rebalance(&self, view: &View, allocations: &Allocations) -> Result<Vec<Shard>, String> {
+    fn rebalance(&self, view: &View, allocations: &Allocations) -> Result<Vec<Move>, String> {
         if allocations.region_count() != view.regions().len() {
             return Err(format!(
                 "allocations cover {} regions but the view has {}",
@@ -118,10 +118,13 @@ impl Strategy for LeastShard {
             shardalloc_guest::log(Level::Debug, "rebalance held", &[("reason", &hold.to_string())]);
             return Ok(Vec::new());
         }
-        Ok(match self.config.algorithm {
+        let shards = match self.config.algorithm {
             Algorithm::Current => rebalance::current(&self.config, view, allocations),
             Algorithm::Classic => rebalance::classic(&self.config, view, allocations),
-        })
+        };
+        // No destination: allocate sends each to the least-loaded region
+        // when it arrives, as Akka's least-shard does.
+        Ok(shards.into_iter().map(Move::from).collect())
     }
 }
 

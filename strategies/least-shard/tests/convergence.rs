@@ -51,7 +51,7 @@ impl Cluster {
     fn round(&mut self, strategy: &LeastShard) -> usize {
         let table = Allocations::from_ids(&self.shards, &[] as &[String]);
         let moved = strategy.rebalance(&self.view(), &table).unwrap();
-        let mut ids: Vec<String> = moved.iter().map(|s| table.shard_id(*s).into_owned()).collect();
+        let mut ids: Vec<String> = moved.iter().map(|m| table.shard_id(m.shard).into_owned()).collect();
         let gone: HashSet<&str> = ids.iter().map(String::as_str).collect();
         assert_eq!(gone.len(), ids.len(), "a shard returned twice");
         for region in &mut self.shards {

@@ -36,7 +36,7 @@
 #![warn(missing_docs)]
 
 use shardalloc_guest::order::least_loaded;
-use shardalloc_guest::{Allocations, Info, Level, RegionId, Shard, ShardKey, Strategy, View, config, host};
+use shardalloc_guest::{Allocations, Info, Level, Move, RegionId, Shard, ShardKey, Strategy, View, config, host};
 
 /// The strategy's name in `describe`.
 pub const NAME: &str = "load-balance";
@@ -315,7 +315,7 @@ impl Strategy for LoadBalance {
         least_loaded(view, candidates).ok_or_else(|| "no allocatable region".to_owned())
     }
 
-    fn rebalance(&self, view: &View, allocations: &Allocations) -> Result<Vec<Shard>, String> {
+    fn rebalance(&self, view: &View, allocations: &Allocations) -> Result<Vec<Move>, String> {
         if let Some(blocker) = view.hand_off_blocker() {
             let region = view.region(blocker);
             host::log(
@@ -345,7 +345,10 @@ impl Strategy for LoadBalance {
                 Bin { load, movable }
             })
             .collect();
-        Ok(plan(bins, self.config.tolerance, self.config.max_moves).into_iter().map(|(shard, _, _)| shard).collect())
+        // Each move goes where the plan balanced it, not where the least
+        // loaded region is when it arrives.
+        let moves = plan(bins, self.config.tolerance, self.config.max_moves);
+        Ok(moves.into_iter().map(|(shard, _, to)| Move::to(shard, regions[to])).collect())
     }
 }
 

@@ -36,7 +36,7 @@ pub mod signal;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
-use shardalloc_guest::{Allocations, Info, Level, RegionId, Shard, ShardKey, Strategy, Topology, View, config, host};
+use shardalloc_guest::{Allocations, Info, Level, Move, RegionId, ShardKey, Strategy, Topology, View, config, host};
 
 use shardalloc_guest::order::least_loaded;
 pub use signal::{SIGNAL_SCHEMA, ZoneMap};
@@ -216,7 +216,7 @@ impl Strategy for Zone {
         Ok(best)
     }
 
-    fn rebalance(&self, view: &View, allocations: &Allocations) -> Result<Vec<Shard>, String> {
+    fn rebalance(&self, view: &View, allocations: &Allocations) -> Result<Vec<Move>, String> {
         if let Some(blocker) = view.hand_off_blocker() {
             let region = view.region(blocker);
             host::log(
@@ -247,7 +247,8 @@ impl Strategy for Zone {
                 let id = allocations.shard_id(shard);
                 let Some(zone) = map.zone_of(&id) else { continue };
                 if home_zone != Some(zone) && open.contains(zone) {
-                    moves.push(shard);
+                    // The zone is the strategy's say; allocate picks its region.
+                    moves.push(Move::from(shard));
                     if moves.len() == MAX_MOVES_PER_ROUND {
                         return Ok(moves);
                     }

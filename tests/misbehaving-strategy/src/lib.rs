@@ -12,11 +12,15 @@
 //! twice), `moving` (a shard already in progress), `homeless` (an in-progress
 //! shard that has no home), `all` (every allocated shard, a valid answer),
 //! `read-ids` (reads the id of every shard it has not read before, one host
-//! call each in a component, as a strategy keeping its own index of them
-//! does: every id on its first rebalance, new ones after; moves nothing).
+//! call each in a component unless `needs_ids` is set, as a strategy keeping
+//! its own index of them does: every id on its first rebalance, new ones
+//! after; moves nothing), `to-last` (the oldest shard of the first region
+//! that has one, moved to the last region: a valid destination),
+//! `bad-destination` (a shard moved to a region index that does not exist).
+//! `{"needs_ids":true}` asks the host for every id with the view.
 
 use shardalloc_guest::order::least_loaded;
-use shardalloc_guest::{Allocations, Info, RegionId, Shard, ShardKey, Strategy, View};
+use shardalloc_guest::{Allocations, Info, Move, RegionId, Shard, ShardKey, Strategy, View};
 
 /// How a call misbehaves.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
@@ -47,6 +51,11 @@ pub enum Mode {
     All,
     /// rebalance: read every shard's id, then answer nothing.
     ReadIds,
+    /// rebalance: move the oldest shard of the first region holding one
+    /// (not the last region) to the last region.
+    ToLast,
+    /// rebalance: move a shard to a region index that does not exist.
+    BadDestination,
 }
 
 /// The fixture's settings.
@@ -57,6 +66,8 @@ pub struct Misbehaving {
     pub allocate: Mode,
     /// How rebalance behaves.
     pub rebalance: Mode,
+    /// Whether the host sends every shard id with the view.
+    pub needs_ids: bool,
 }
 
 /// The handles whose id `read-ids` has read, in this instance.
@@ -88,7 +99,7 @@ impl Strategy for Misbehaving {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             description: "Misbehaves on request; a test fixture.".to_owned(),
             config_schema: r#"{"type":"object"}"#.to_owned(),
-            needs_shard_names: false,
+            needs_shard_names: self.needs_ids,
         }
     }
 
@@ -108,10 +119,24 @@ impl Strategy for Misbehaving {
         }
     }
 
-    fn rebalance(&self, _view: &View, allocations: &Allocations) -> Result<Vec<Shard>, String> {
+    fn rebalance(&self, view: &View, allocations: &Allocations) -> Result<Vec<Move>, String> {
         common(self.rebalance)?;
         let first = allocations.allocated().find(|s| !allocations.is_in_progress(*s));
-        Ok(match self.rebalance {
+        let last = RegionId((view.regions().len() as u32).saturating_sub(1));
+        let movable = |s: &Shard| !allocations.is_in_progress(*s) && !allocations.is_pinned(*s);
+        match self.rebalance {
+            Mode::ToLast => {
+                let shard =
+                    view.region_ids().filter(|r| *r != last).find_map(|r| allocations.region_shards(r).find(movable));
+                return Ok(shard.map(|s| vec![Move::to(s, last)]).unwrap_or_default());
+            }
+            Mode::BadDestination => {
+                let bad = RegionId(view.regions().len() as u32 + 5);
+                return Ok(first.map(|s| vec![Move::to(s, bad)]).unwrap_or_default());
+            }
+            _ => {}
+        }
+        let shards: Vec<Shard> = match self.rebalance {
             Mode::OutOfRange => vec![Shard { handle: allocations.len() as u32 + 3, hash: 0 }],
             Mode::Duplicate => first.map(|s| vec![s, s]).unwrap_or_default(),
             Mode::Moving => allocations.in_progress().take(1).collect(),
@@ -134,7 +159,8 @@ impl Strategy for Misbehaving {
                 Vec::new()
             }
             _ => Vec::new(),
-        })
+        };
+        Ok(shards.into_iter().map(Move::from).collect())
     }
 }
 

@@ -17,7 +17,7 @@
 //!   above the emptiest, move `min(max_moves, gap / 2)` of its oldest shards.
 
 use serde::Deserialize;
-use shardalloc_guest::{Allocations, Info, Level, RegionId, Shard, ShardKey, Strategy, View, config, log};
+use shardalloc_guest::{Allocations, Info, Level, Move, RegionId, Shard, ShardKey, Strategy, View, config, log};
 
 /// The name the strategy reports in `describe`.
 pub const NAME: &str = "latency-aware-rust";
@@ -126,7 +126,7 @@ impl Strategy for LatencyAware {
             .ok_or_else(|| "no allocatable region".to_owned())
     }
 
-    fn rebalance(&self, view: &View, allocations: &Allocations) -> Result<Vec<Shard>, String> {
+    fn rebalance(&self, view: &View, allocations: &Allocations) -> Result<Vec<Move>, String> {
         if allocations.in_progress_count() > 0 {
             return Ok(Vec::new());
         }
@@ -146,7 +146,7 @@ impl Strategy for LatencyAware {
             "moving shards",
             &[("from", &view.region(fullest).address), ("count", &shards.len().to_string())],
         );
-        Ok(shards)
+        Ok(shards.into_iter().map(Move::from).collect())
     }
 }
 

@@ -7,7 +7,7 @@ use prometheus_client::metrics::histogram::Histogram;
 
 use super::{Call, CallLabels, HistogramFamily, StrategySeries};
 use crate::engine::slot::SlotHandle;
-use crate::strategy::{AllocationStrategy, ClusterView, Info, StrategyError};
+use crate::strategy::{AllocationStrategy, ClusterView, Info, RebalanceMove, StrategyError};
 
 /// Most distinct strategies (`name@version`) one type's call latency is
 /// reported under; the calls of any further ones count as `other`, so
@@ -93,7 +93,7 @@ impl AllocationStrategy for Timed {
         answer
     }
 
-    fn rebalance(&mut self, view: &ClusterView) -> Result<Vec<String>, StrategyError> {
+    fn rebalance(&mut self, view: &ClusterView) -> Result<Vec<RebalanceMove>, StrategyError> {
         let started = Instant::now();
         let answer = self.handle.rebalance(view);
         self.observe(Call::Rebalance, started.elapsed().as_secs_f64());

@@ -343,6 +343,21 @@ fn a_failing_rebalance_moves_nothing_and_is_evented() {
 
 #[test]
 fn a_strategy_reading_every_shard_id_activates_on_100_000_shards_within_the_defaults() {
+    // One host call per id (as a 0.2 strategy must), under the view-load
+    // budget.
+    activates_reading_every_id(r#"{"rebalance":"read-ids"}"#);
+}
+
+#[test]
+fn a_strategy_reading_every_shard_id_in_bulk_activates_on_100_000_shards_within_the_defaults() {
+    // Contract 0.3: every id with the view, no host call.
+    activates_reading_every_id(r#"{"rebalance":"read-ids","needs_ids":true}"#);
+}
+
+/// The misbehaving fixture configured with `config` (reading every id on
+/// its first rebalance) activates on 100,000 shards, and its rebalances
+/// never fall back.
+fn activates_reading_every_id(config: &str) {
     let events = Arc::new(EventHub::default());
     let store = MemoryStore::new();
     let mut driver = load_with_events(Arc::new(store.clone()), events.clone());
@@ -377,7 +392,7 @@ fn a_strategy_reading_every_shard_id_activates_on_100_000_shards_within_the_defa
         uploaded_at_ms: 0,
     };
     let (reply, _) = oneshot::channel();
-    let candidate = Candidate { compiled, config: r#"{"rebalance":"read-ids"}"#.into() };
+    let candidate = Candidate { compiled, config: config.into() };
     let (activated, mut state) = oneshot::channel();
     let inputs = [
         Input::Admin(AdminRequest::AddComponent { record, reply }),
