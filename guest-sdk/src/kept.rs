@@ -100,6 +100,9 @@ pub struct FullView {
     pub topology: Topology,
     /// Row-major, one row per region, NaN = not reported.
     pub metrics: Vec<f64>,
+    /// The same matrix smoothed by the host (contract 0.3); `None`: the
+    /// raw one.
+    pub smoothed_metrics: Option<Vec<f64>>,
     /// Every shard with a home, each region's in allocation order.
     pub homed: Homed,
     /// Shards in the view without a home (moving).
@@ -123,6 +126,7 @@ impl FullView {
             generation: 0,
             topology,
             metrics,
+            smoothed_metrics: None,
             homed: Homed::default(),
             homeless: Vec::new(),
             homeless_hashes: Vec::new(),
@@ -151,6 +155,9 @@ pub struct Changes {
     pub topology: Option<Topology>,
     /// A new metric matrix; always present with a new topology.
     pub metrics: Option<Vec<f64>>,
+    /// A new smoothed matrix (contract 0.3), with a new metric matrix;
+    /// `None` with one: the same as the raw.
+    pub smoothed_metrics: Option<Vec<f64>>,
     /// Shards that get a home.
     pub homed: Homed,
     /// Shards whose hand-off started.
@@ -225,7 +232,10 @@ impl KeptView {
     fn load_with(full: FullView, ids: ShardIds) -> Result<Self, String> {
         let regions = full.topology.regions().len();
         let topology = Arc::new(full.topology);
-        let view = View::new(topology, vec![0; regions], full.metrics)?;
+        let mut view = View::new(topology, vec![0; regions], full.metrics)?;
+        if let Some(smoothed) = full.smoothed_metrics {
+            view.set_smoothed_metrics(smoothed)?;
+        }
         let mut kept = KeptView {
             view,
             table: Allocations::empty(regions, ids),
@@ -310,6 +320,9 @@ impl KeptView {
             self.replace_topology(topology, metrics)?;
         } else if let Some(metrics) = c.metrics {
             self.view.set_metrics(metrics)?;
+        }
+        if let Some(smoothed) = c.smoothed_metrics {
+            self.view.set_smoothed_metrics(smoothed)?;
         }
         self.home_all(&c.homed)?;
         self.flag_all(&c.moving, MOVING, true)?;

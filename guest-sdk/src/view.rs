@@ -15,6 +15,8 @@ pub struct View {
     topology: Arc<Topology>,
     shard_counts: Vec<u32>,
     metrics: Vec<f64>,
+    /// The metric matrix smoothed by the host (the raw one until it says).
+    smoothed: Vec<f64>,
     /// Each region's shards' loads together (zeros when no load is known).
     region_loads: Vec<f64>,
     /// The host's time at this call, in milliseconds (0 when not given).
@@ -33,7 +35,18 @@ impl View {
         if metrics.len() != expected {
             return Err(format!("metrics has {} values, expected {expected}", metrics.len()));
         }
-        Ok(View { topology, region_loads: vec![0.0; shard_counts.len()], shard_counts, metrics, now: 0 })
+        let smoothed = metrics.clone();
+        Ok(View { topology, region_loads: vec![0.0; shard_counts.len()], shard_counts, metrics, smoothed, now: 0 })
+    }
+
+    /// Sets the smoothed metric matrix (same layout as the raw one); until
+    /// it is set, the smoothed values are the raw ones.
+    pub fn set_smoothed_metrics(&mut self, smoothed: Vec<f64>) -> Result<(), String> {
+        if smoothed.len() != self.metrics.len() {
+            return Err(format!("smoothed metrics has {} values, expected {}", smoothed.len(), self.metrics.len()));
+        }
+        self.smoothed = smoothed;
+        Ok(())
     }
 
     /// Sets the host's time at this call (the host does, before each
@@ -77,12 +90,14 @@ impl View {
         *count = count.wrapping_add_signed(delta);
     }
 
-    /// Replaces the metric matrix, which must fit the topology.
+    /// Replaces the metric matrix, which must fit the topology (the
+    /// smoothed one becomes the same until it is set).
     pub(crate) fn set_metrics(&mut self, metrics: Vec<f64>) -> Result<(), String> {
         let expected = self.topology.regions().len() * self.topology.metric_names().len();
         if metrics.len() != expected {
             return Err(format!("metrics has {} values, expected {expected}", metrics.len()));
         }
+        self.smoothed.clone_from(&metrics);
         self.metrics = metrics;
         Ok(())
     }
@@ -160,6 +175,27 @@ impl View {
     /// The raw metric matrix (row-major, NaN = not reported).
     pub fn metrics(&self) -> &[f64] {
         &self.metrics
+    }
+
+    /// A region's value in a metric column, smoothed by the host (an
+    /// exponential moving average with the half-life of shard loads, over
+    /// the time between its reports); `None` when it never reported it.
+    /// Where the host smooths nothing (a snapshot, a native test), the raw
+    /// value.
+    pub fn smoothed_metric_at(&self, id: RegionId, column: usize) -> Option<f64> {
+        let width = self.topology.metric_names().len();
+        let value = self.smoothed[id.index() * width + column];
+        (!value.is_nan()).then_some(value)
+    }
+
+    /// A region's smoothed metric ([`View::smoothed_metric_at`] by name).
+    pub fn smoothed_metric(&self, id: RegionId, name: &str) -> Option<f64> {
+        self.metric_column(name).and_then(|c| self.smoothed_metric_at(id, c))
+    }
+
+    /// The smoothed metric matrix (row-major, NaN = never reported).
+    pub fn smoothed_metrics(&self) -> &[f64] {
+        &self.smoothed
     }
 
     /// The entity type's signal (operator JSON), if any.

@@ -64,7 +64,7 @@ fn inspect_prints_name_version_description_schema() {
         assert!(info["version"].as_str().is_some_and(|v| !v.is_empty()));
         assert!(info["description"].as_str().is_some_and(|v| !v.is_empty()));
         assert!(info["config_schema"].is_object());
-        assert_eq!(info["contract"], "shardalloc:strategy@0.2.0", "{info}");
+        assert_eq!(info["contract"], "shardalloc:strategy@0.3.0", "{info}");
     }
 }
 
@@ -231,7 +231,7 @@ fn wrap_turns_a_core_module_into_a_loadable_component() {
     let core = write(dir.path(), "core.wasm", b"\0asm\x01\0\0\0");
     assert_fails(
         &["strategy", "wrap", core.to_str().unwrap(), "--out", out.to_str().unwrap()],
-        "does not implement a strategy contract this host accepts (shardalloc:strategy/allocator@0.1.0 or shardalloc:strategy/allocator@0.2.0): it exports nothing",
+        "does not implement a strategy contract this host accepts (shardalloc:strategy/allocator@0.1.0 or shardalloc:strategy/allocator@0.2.0 or shardalloc:strategy/allocator@0.3.0): it exports nothing",
     );
     assert!(!out.exists());
     // The host build leaves the guest core modules next to the components.
@@ -248,7 +248,7 @@ fn wrap_turns_a_core_module_into_a_loadable_component() {
 fn conform_checks_a_component_and_names_each_violation() {
     let out = lines(&shardalloc(&["strategy", "conform", "zone"]));
     assert_eq!(out.last().unwrap()["conformant"], true);
-    assert_eq!(out.last().unwrap()["contract"], "shardalloc:strategy@0.2.0", "the contract it speaks");
+    assert_eq!(out.last().unwrap()["contract"], "shardalloc:strategy@0.3.0", "the contract it speaks");
     let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/../contracts/strategy-0.1/zone.wasm");
     let old = lines(&shardalloc(&["strategy", "conform", fixture]));
     assert_eq!(old.last().unwrap()["contract"], "shardalloc:strategy@0.1.0", "a 0.1 build says so");
@@ -263,7 +263,7 @@ fn conform_checks_a_component_and_names_each_violation() {
     let out: Vec<Value> = run.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let (verdict, problems) = out.split_last().unwrap();
     assert_eq!(verdict["conformant"], false, "{verdict}");
-    assert_eq!(verdict["contract"], "shardalloc:strategy@0.2.0", "{verdict}");
+    assert_eq!(verdict["contract"], "shardalloc:strategy@0.3.0", "{verdict}");
     assert_eq!(verdict["distinct"].as_u64().unwrap(), problems.len() as u64);
     let total: u64 = problems.iter().map(|p| p["count"].as_u64().unwrap()).sum();
     assert_eq!(verdict["problems"].as_u64().unwrap(), total);
@@ -297,16 +297,22 @@ fn offline_tools_cache_what_they_compile() {
 
 #[test]
 fn inspect_applies_a_config_first() {
-    // Only a 0.1 component's description can depend on its configuration
-    // (`needs_shard_names`): the 0.1 build of least-shard shows it.
+    // A 0.1 or 0.3 component's description can depend on its configuration
+    // (`needs_shard_names`): least-shard's classic algorithm reads ids.
     let old = concat!(env!("CARGO_MANIFEST_DIR"), "/../contracts/strategy-0.1/least-shard.wasm");
     let plain = lines(&shardalloc(&["strategy", "inspect", old]));
     assert_eq!(plain[0]["needs_shard_names"], false);
     let classic = lines(&shardalloc(&["strategy", "inspect", old, "--config", r#"{"algorithm":"classic"}"#]));
     assert_eq!(classic[0]["needs_shard_names"], true);
-    // A 0.2 component asks for ids when it reads them.
-    let new = lines(&shardalloc(&["strategy", "inspect", "least-shard", "--config", r#"{"algorithm":"classic"}"#]));
-    assert_eq!(new[0]["needs_shard_names"], false);
+    // A 0.2 component asks for ids one by one when it reads them: it never
+    // says it needs them all.
+    let older = concat!(env!("CARGO_MANIFEST_DIR"), "/../contracts/strategy-0.2/least-shard.wasm");
+    let config = r#"{"algorithm":"classic"}"#;
+    assert_eq!(lines(&shardalloc(&["strategy", "inspect", older, "--config", config]))[0]["needs_shard_names"], false);
+    // 0.3 has them with its view when it asks.
+    let new = lines(&shardalloc(&["strategy", "inspect", "least-shard", "--config", config]));
+    assert_eq!(new[0]["needs_shard_names"], true);
+    assert_eq!(lines(&shardalloc(&["strategy", "inspect", "least-shard"]))[0]["needs_shard_names"], false);
 }
 
 /// A settings file whose load or churn settings cannot work is refused at

@@ -113,12 +113,48 @@ use crate::strategy::{AllocationCause, ClusterView};
 /// whenever the topology changes.
 pub const MAX_SIGNAL_BYTES: usize = 1 << 20;
 
+/// Most metrics a region's moving averages are kept for: twice what one
+/// heartbeat carries, so a metric a region stops reporting keeps its
+/// average a while; past it the stalest goes.
+pub const MAX_SMOOTHED_METRICS: usize = 2 * regions::MAX_METRICS;
+
+/// Folds one heartbeat's metrics into a region's moving averages at `now`:
+/// each an exponential moving average with `half_life_ms` (the shard
+/// loads' half-life) over the time since that metric last moved; a first
+/// value is taken as it is. A metric not reported keeps its average.
+fn smooth_metrics(
+    smoothed: &mut BTreeMap<String, (f64, Millis)>,
+    metrics: &BTreeMap<String, f64>,
+    now: Millis,
+    half_life_ms: u64,
+) {
+    for (name, value) in metrics {
+        match smoothed.get_mut(name) {
+            Some((average, at)) => {
+                let keep = (-(now.saturating_sub(*at) as f64) / half_life_ms.max(1) as f64).exp2();
+                *average = *value + (*average - *value) * keep;
+                *at = now;
+            }
+            None => {
+                smoothed.insert(name.clone(), (*value, now));
+            }
+        }
+    }
+    while smoothed.len() > MAX_SMOOTHED_METRICS {
+        let stalest = smoothed.iter().min_by_key(|(_, (_, at))| *at).map(|(name, _)| name.clone());
+        smoothed.remove(&stalest.expect("not empty"));
+    }
+}
+
 /// What is known of a region but not persisted.
 #[derive(Debug, Clone, Default)]
 struct Liveness {
     last_heartbeat: Millis,
     unreachable: bool,
     metrics: BTreeMap<String, f64>,
+    /// Each metric's moving average and when it last moved (at most
+    /// [`MAX_SMOOTHED_METRICS`]): [`smooth_metrics`].
+    smoothed: BTreeMap<String, (f64, Millis)>,
     /// Its shards' smoothed load together, as of its last load report.
     load: Option<f64>,
     /// When its load was last observed as a sample.
@@ -397,6 +433,7 @@ impl Coordinator {
     /// The shard table at the current topology and metrics, built from the
     /// durable state the first time.
     fn table_at(&mut self, topology: &Arc<Topology>, metrics: &[f64]) -> Arc<ShardTable> {
+        let smoothed = self.smoothed_matrix(topology);
         let table = match &mut self.table {
             Some(table) => table,
             None => {
@@ -407,7 +444,7 @@ impl Coordinator {
         };
         debug_assert_eq!(Arc::strong_count(table), 1, "a view still holds the shard table: a new view copies it");
         let kept = Arc::make_mut(table);
-        kept.set_topology(topology, metrics);
+        kept.set_topology(topology, metrics, &smoothed);
         let unseen = self.loads.take_unseen();
         if !unseen.is_empty() {
             let loads = &self.loads.current;
@@ -479,15 +516,26 @@ impl Coordinator {
     }
 
     fn metric_matrix(&self, topology: &Topology) -> Vec<f64> {
+        self.matrix(topology, |live, name| live.metrics.get(name).copied())
+    }
+
+    /// The metric matrix of the regions' moving averages.
+    fn smoothed_matrix(&self, topology: &Topology) -> Vec<f64> {
+        self.matrix(topology, |live, name| live.smoothed.get(name).map(|(average, _)| *average))
+    }
+
+    /// A matrix over the topology's regions and metric names (NaN where
+    /// `value` has none).
+    fn matrix(&self, topology: &Topology, value: impl Fn(&Liveness, &str) -> Option<f64>) -> Vec<f64> {
         let names = topology.metric_names();
-        let mut metrics = Vec::with_capacity(topology.regions().len() * names.len());
+        let mut matrix = Vec::with_capacity(topology.regions().len() * names.len());
         for region in topology.regions() {
             let live = self.live.get(&region.address);
             for name in names {
-                metrics.push(live.and_then(|l| l.metrics.get(name)).copied().unwrap_or(f64::NAN));
+                matrix.push(live.and_then(|l| value(l, name)).unwrap_or(f64::NAN));
             }
         }
-        metrics
+        matrix
     }
 
     /// The view strategies see now.

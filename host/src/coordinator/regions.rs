@@ -156,6 +156,7 @@ impl Coordinator {
         let live = self.live.entry(address.clone()).or_default();
         live.last_heartbeat = now;
         let mut changed = !live.metrics.keys().eq(metrics.keys());
+        super::smooth_metrics(&mut live.smoothed, &metrics, now, self.config.load_half_life_ms);
         live.metrics = metrics;
         if live.unreachable {
             live.unreachable = false;

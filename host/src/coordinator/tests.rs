@@ -997,3 +997,47 @@ fn every_allocation_says_its_cause() {
         ]
     );
 }
+
+#[test]
+fn metrics_are_smoothed_with_the_load_half_life_beside_the_raw_ones() {
+    let config = Config { load_half_life_ms: 1_000, unreachable_after_ms: 1 << 40, ..Config::default() };
+    let mut c = Coordinator::new(config, least_shard()).unwrap();
+    settle(&mut c, register(0, "a", 1));
+    let beat = |now: Millis, sequence: u64, cpu: Option<f64>| Event::Heartbeat {
+        now,
+        address: "a".into(),
+        incarnation: 1,
+        metrics: cpu.map(|v| [("cpu".to_owned(), v)].into()).unwrap_or_default(),
+        sequence,
+    };
+    let read = |c: &mut Coordinator| {
+        let view = c.view();
+        let (v, a) = (view.strategy_view(), shardalloc_guest::RegionId(0));
+        (v.metric(a, "cpu"), v.smoothed_metric(a, "cpu"))
+    };
+    settle(&mut c, beat(100, 1, Some(1.0)));
+    assert_eq!(read(&mut c), (Some(1.0), Some(1.0)), "a first value is taken as it is");
+    // One half-life later, 0: halfway there.
+    settle(&mut c, beat(1_100, 2, Some(0.0)));
+    assert_eq!(read(&mut c), (Some(0.0), Some(0.5)));
+    // Two more half-lives of 0: a quarter of the way left.
+    settle(&mut c, beat(3_100, 3, Some(0.0)));
+    assert_eq!(read(&mut c), (Some(0.0), Some(0.125)));
+    // The table a component's copy follows carries the same matrix.
+    let table = c.view().table().cloned().expect("a table");
+    assert_eq!(table.view().smoothed_metrics(), [0.125]);
+    assert_eq!(table.view().metrics(), [0.0]);
+}
+
+#[test]
+fn a_regions_moving_averages_are_bounded() {
+    let mut smoothed = BTreeMap::new();
+    for round in 0..10u64 {
+        let metrics: BTreeMap<String, f64> =
+            (0..regions::MAX_METRICS).map(|i| (format!("m{round}-{i}"), 1.0)).collect();
+        smooth_metrics(&mut smoothed, &metrics, round * 1_000, 1_000);
+        assert!(smoothed.len() <= MAX_SMOOTHED_METRICS, "{}", smoothed.len());
+    }
+    // The stalest went first: the last two rounds' names are kept.
+    assert!(smoothed.keys().all(|name| name.starts_with("m8-") || name.starts_with("m9-")), "{smoothed:?}");
+}

@@ -205,6 +205,7 @@ pub mod v3 {
             arrived_hashes: &c.arrived_hashes,
             topology,
             metrics: c.metrics.as_deref(),
+            smoothed_metrics: c.smoothed_metrics.as_deref().or(c.metrics.as_deref()),
             homed: wit::Homed {
                 shards: &c.homed.shards,
                 hashes: &c.homed.hashes,
@@ -230,6 +231,7 @@ pub mod v3 {
             generation: v.generation,
             topology: wit::Topology { regions: &regions, metric_names: &parts.names, signal: v.topology.signal() },
             metrics: &v.metrics,
+            smoothed_metrics: v.smoothed_metrics.as_deref().unwrap_or(&v.metrics),
             homed: wit::Homed {
                 shards: &v.homed.shards,
                 hashes: &v.homed.hashes,

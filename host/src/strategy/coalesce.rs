@@ -138,6 +138,9 @@ fn append(into: &mut Changes, batch: &Changes) {
     if batch.metrics.is_some() {
         into.metrics.clone_from(&batch.metrics);
     }
+    if batch.smoothed_metrics.is_some() {
+        into.smoothed_metrics.clone_from(&batch.smoothed_metrics);
+    }
     into.homed.shards.extend_from_slice(&batch.homed.shards);
     into.homed.hashes.extend_from_slice(&batch.homed.hashes);
     into.homed.regions.extend_from_slice(&batch.homed.regions);

@@ -179,7 +179,7 @@ impl<'t> Replay<'t> {
             ..Snapshot::default()
         };
         self.topology = Arc::new(snapshot.topology());
-        Arc::make_mut(&mut self.table).set_topology(&self.topology, &[]);
+        Arc::make_mut(&mut self.table).set_topology(&self.topology, &[], &[]);
     }
 
     /// The view `rebalance` sees: every shard list, with the table.

@@ -253,18 +253,24 @@ impl ShardTable {
         self.journal.push_back(changes);
     }
 
-    /// Takes a new topology and metric matrix when they differ from the
-    /// view's. Shards of regions that left lose their home first (the
-    /// coordinator removes them before the region, so this is a guard).
-    pub fn set_topology(&mut self, topology: &Arc<Topology>, metrics: &[f64]) {
+    /// Takes a new topology, metric matrix and smoothed matrix (the same
+    /// layout) when they differ from the view's. Shards of regions that
+    /// left lose their home first (the coordinator removes them before the
+    /// region, so this is a guard).
+    pub fn set_topology(&mut self, topology: &Arc<Topology>, metrics: &[f64], smoothed: &[f64]) {
         let same_topology =
             Arc::ptr_eq(self.kept.view().topology(), topology) || same_regions(self.kept.view().topology(), topology);
-        let same_metrics =
-            self.kept.view().metrics().iter().map(|m| m.to_bits()).eq(metrics.iter().map(|m| m.to_bits()));
-        if same_topology && same_metrics {
+        let same = |a: &[f64], b: &[f64]| a.iter().map(|m| m.to_bits()).eq(b.iter().map(|m| m.to_bits()));
+        let same_metrics = same(self.kept.view().metrics(), metrics);
+        let same_smoothed = same(self.kept.view().smoothed_metrics(), smoothed);
+        if same_topology && same_metrics && same_smoothed {
             return;
         }
-        let mut changes = Changes { metrics: Some(metrics.to_vec()), ..Changes::default() };
+        let mut changes = Changes {
+            metrics: Some(metrics.to_vec()),
+            smoothed_metrics: Some(smoothed.to_vec()),
+            ..Changes::default()
+        };
         let mut retired = Vec::new();
         if !same_topology {
             // A gone region's shards leave it: those in a hand-off stay in
@@ -430,6 +436,7 @@ impl ShardTable {
         let view = self.kept.view();
         let table = self.kept.allocations();
         let mut full = FullView::empty((**view.topology()).clone(), view.metrics().to_vec());
+        full.smoothed_metrics = Some(view.smoothed_metrics().to_vec());
         full.generation = self.kept.generation();
         for region in view.region_ids() {
             for shard in table.region_shards(region) {

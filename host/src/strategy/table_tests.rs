@@ -126,7 +126,7 @@ fn hand_offs_merge_into_one_batch_and_changes_out_of_field_order_do_not() {
     // A new topology stands alone: region indexes change with it.
     let start = t.generation();
     t.home("s5", "a", 0).unwrap();
-    t.set_topology(&topology(&["b", "a"]), &[]);
+    t.set_topology(&topology(&["b", "a"]), &[], &[]);
     t.home("s6", "a", 0).unwrap();
     t.home("s7", "b", 0).unwrap();
     let merged = coalesce(t.batches_since(start).unwrap());
@@ -153,9 +153,9 @@ fn a_new_topology_is_one_batch_and_unhomes_what_a_gone_region_held() {
     t.home("s", "b", 0).unwrap();
     t.set_moving("s", true);
     let before = t.generation();
-    t.set_topology(&topology(&["a", "b"]), &[]);
+    t.set_topology(&topology(&["a", "b"]), &[], &[]);
     assert_eq!(t.generation(), before, "the same regions are no change");
-    t.set_topology(&topology(&["a", "c"]), &[]);
+    t.set_topology(&topology(&["a", "c"]), &[], &[]);
     let last = journal(&t).pop().unwrap();
     assert_eq!(last.unhomed, [0]);
     assert_eq!(last.topology.as_ref().map(|t| t.regions().len()), Some(2));
@@ -261,7 +261,7 @@ proptest! {
                 }
                 Step::Regions { mask } => {
                     regions = ADDRESSES.iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0).map(|(_, a)| *a).collect();
-                    t.set_topology(&topology(&regions), &[]);
+                    t.set_topology(&topology(&regions), &[], &[]);
                 }
                 Step::Sync => {
                     sync(&mut copy, &t, false)?;

@@ -141,6 +141,15 @@ impl ClusterView {
         if kept.region_count() == loads.len() && loads.iter().any(|l| *l != 0.0) {
             self.view.set_region_loads(loads).expect("one load per region");
         }
+        // And the metrics the host smoothed, when the table's are of this
+        // view's matrix.
+        let smoothed = table.view().smoothed_metrics();
+        if Arc::ptr_eq(table.view().topology(), self.view.topology())
+            || table.view().topology().regions() == self.view.topology().regions()
+                && table.view().topology().metric_names() == self.view.topology().metric_names()
+        {
+            self.view.set_smoothed_metrics(smoothed.to_vec()).expect("the same regions and metric names");
+        }
         self.table = Some(table);
         self
     }
