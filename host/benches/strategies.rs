@@ -188,6 +188,49 @@ fn swaps(c: &mut Criterion) {
     group.finish();
 }
 
+/// A swap of a strategy that reads every shard's id, at 10,000, 100,000
+/// and 1,000,000 shards: a fresh instance configured, the whole view loaded
+/// and its first rebalance (where it reads every id), with the ids in bulk
+/// (contract 0.3, `needs-shard-ids`) against one host call per id (as 0.2
+/// must), beside least-shard (which reads no id) and the same strategy
+/// already active (its next rebalance). One call per id is measured up to
+/// 100,000 shards: at 1,000,000 it is past any call budget.
+fn swap_reading_ids(c: &mut Criterion) {
+    let engine = engine();
+    let fixture: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/misbehaving.wasm"));
+    let reader = engine.compile(fixture).unwrap();
+    let least = engine.compile_source(&StrategySource::Builtin("least-shard".into()), None).unwrap();
+    let bulk = r#"{"rebalance":"read-ids","needs_ids":true}"#;
+    let one_each = r#"{"rebalance":"read-ids"}"#;
+    // Measured, not refused: no call budget, room for a million ids.
+    let roomy = Limits { deadline: Duration::from_secs(600), view_load: Duration::from_secs(600), memory: 512 << 20 };
+    let mut group = c.benchmark_group("swap-reading-ids");
+    group.sample_size(10).measurement_time(Duration::from_secs(5)).warm_up_time(Duration::from_millis(100));
+    for shards in common::sized(vec![10_000usize, 100_000, 1_000_000], vec![200, 2_000]) {
+        let view = cluster(100.min(shards / 10), shards);
+        let label = format!("{shards}s");
+        let mut swap = |name: &str, compiled: &Arc<shardalloc::engine::component::Compiled>, config: &str| {
+            group.bench_with_input(BenchmarkId::new(name, &label), &view, |b, view| {
+                b.iter(|| {
+                    let mut fresh = engine.instantiate(compiled, config, roomy).unwrap();
+                    fresh.rebalance(black_box(view)).unwrap()
+                })
+            });
+        };
+        swap("least-shard", &least, "");
+        swap("ids-in-bulk", &reader, bulk);
+        if shards <= common::sized(100_000, 2_000) {
+            swap("ids-one-call-each", &reader, one_each);
+        }
+        let mut active = engine.instantiate(&reader, bulk, roomy).unwrap();
+        active.rebalance(&view).unwrap();
+        group.bench_with_input(BenchmarkId::new("already-active", &label), &view, |b, view| {
+            b.iter(|| active.rebalance(black_box(view)).unwrap())
+        });
+    }
+    group.finish();
+}
+
 /// Not a timing by criterion: the first call after a swap against a steady
 /// call, for two built-ins.
 fn first_calls(_: &mut Criterion) {
@@ -313,5 +356,5 @@ fn kept_view(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, allocate, rebalance, loading, swaps, kept_view, first_calls);
+criterion_group!(benches, allocate, rebalance, loading, swaps, swap_reading_ids, kept_view, first_calls);
 criterion_main!(benches);

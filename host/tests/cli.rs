@@ -400,3 +400,28 @@ fn a_generated_trace_replays_against_two_strategies_side_by_side() {
     assert_ne!(run.status, 0);
     assert!(run.stderr.contains("line 3: a leave of unknown region b:1"), "{}", run.stderr);
 }
+
+#[test]
+fn eval_rebalance_names_the_destinations_a_strategy_gave() {
+    let (_dir, snapshot) = fixture();
+    // hash moves each misplaced shard to its rendezvous winner (contract
+    // 0.3): every shard it moves has a destination, and it is not the
+    // shard's home.
+    let run = shardalloc(&["strategy", "eval", "--strategy", "hash", "--snapshot", &snapshot, "rebalance"]);
+    let line = &lines(&run)[0];
+    let shards = line["shards"].as_array().unwrap();
+    assert!(!shards.is_empty(), "{line}");
+    let to = line["to"].as_object().unwrap_or_else(|| panic!("no destinations: {line}"));
+    // The placement mismatch comes first and has none: the placement decides.
+    assert_eq!(shards[0], "001", "{line}");
+    assert!(!to.contains_key("001"), "{line}");
+    for shard in &shards[1..] {
+        let shard = shard.as_str().unwrap();
+        let dest = to.get(shard).and_then(Value::as_str).unwrap_or_else(|| panic!("{shard}: {line}"));
+        let home = if shard == "011" { "127.0.0.3:2552" } else { "127.0.0.1:2552" };
+        assert_ne!(dest, home, "{shard} moved to its own home: {line}");
+    }
+    // least-shard names none: the line has no "to".
+    let run = shardalloc(&["strategy", "eval", "--snapshot", &snapshot, "rebalance"]);
+    assert!(lines(&run)[0].get("to").is_none(), "{:?}", lines(&run));
+}

@@ -10,7 +10,7 @@
 //!   through that contract's bindings ([`bindings`]), and described.
 //! - **Sandbox** ([`instance::Sandboxed`], limits in [`limits`]): every call
 //!   runs under a deadline (epoch interruption driven by a ticker thread;
-//!   default 50 ms) and a memory cap (default 64 MiB). A trap, a deadline or
+//!   default 50 ms) and a memory cap (default 256 MiB). A trap, a deadline or
 //!   memory exhaustion poisons that store only: it is dropped and the next
 //!   call instantiates afresh from the pooling allocator. No WASI, no clock,
 //!   no randomness, no I/O: the contract's imports are logging and shard

@@ -11,6 +11,9 @@
 //!   `Origin` header is present but is not one of the node's own origins
 //!   ([`OwnOrigins`]; `null` never is) gets `403 cross-origin`; requests
 //!   without `Origin` (curl, the CLI, region clients) pass;
+//! - a request whose `Content-Length` is past its route's limit (an
+//!   upload's, else a JSON body's, 4 MiB, on every route, those that read
+//!   no body included) gets `413 body-too-large` before any handler runs;
 //! - a request body must say what it is: `application/json`, or
 //!   `application/wasm` for a strategy upload; else `415`. Body-less writes
 //!   (drain, rollback, DELETEs) need no content type.
@@ -123,6 +126,28 @@ fn expected_type(method: &Method, path: &str) -> &'static str {
     if *method == Method::POST && path == "/v1/strategies" { "application/wasm" } else { "application/json" }
 }
 
+/// The largest body a request to `path` may declare: an upload's, or a
+/// JSON body's on every other route (including those that read none).
+fn body_limit(method: &Method, path: &str) -> usize {
+    if expected_type(method, path) == "application/wasm" {
+        super::rest::strategies::MAX_UPLOAD
+    } else {
+        super::body::MAX_JSON_BODY
+    }
+}
+
+/// The 413 of a request whose `Content-Length` is past its route's limit:
+/// answered before the handler, so a route that reads no body (a rollback,
+/// a drain) answers it too instead of dropping the connection.
+fn too_large(method: &Method, path: &str, headers: &HeaderMap) -> Option<ApiError> {
+    let declared: u64 = headers.get(header::CONTENT_LENGTH)?.to_str().ok()?.trim().parse().ok()?;
+    let limit = body_limit(method, path);
+    (declared > limit as u64).then(|| {
+        let message = format!("the request body is {declared} bytes; this endpoint accepts at most {limit}");
+        ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::BodyTooLarge, message)
+    })
+}
+
 /// The longest request target (path and query), in bytes.
 pub const MAX_URI_BYTES: usize = 8 << 10;
 /// The most bytes of request headers.
@@ -194,6 +219,9 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
                 return ApiError::new(StatusCode::FORBIDDEN, ErrorCode::CrossOrigin, message).into_response();
             }
         }
+    }
+    if let Some(refused) = too_large(method, request.uri().path(), headers) {
+        return refused.into_response();
     }
     let has_body = !axum::body::HttpBody::is_end_stream(request.body());
     if matches!(*method, Method::POST | Method::PUT | Method::PATCH) && has_body {

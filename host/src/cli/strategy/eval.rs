@@ -36,6 +36,11 @@ pub(super) fn run(common: &Common, question: Question) -> anyhow::Result<()> {
         Question::Rebalance => {
             let rebalance = external.rebalance(&view);
             let mut line = json!({ "shards": rebalance.shards });
+            if !rebalance.destinations.is_empty() {
+                // Where the strategy sent them (contract 0.3), by shard.
+                let to: std::collections::BTreeMap<_, _> = rebalance.destinations.iter().collect();
+                line["to"] = json!(to);
+            }
             if let Some(error) = &rebalance.fallback {
                 eprintln!("fallback: {error}");
                 line["fallback"] = error.to_string().into();

@@ -124,7 +124,7 @@ pub struct Sandbox {
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=60_000))]
     deadline_ms: u64,
     /// Memory cap of the strategy, in MiB.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    #[arg(long, default_value_t = (shardalloc::engine::limits::DEFAULT_MEMORY_LIMIT >> 20) as u64, value_parser = clap::value_parser!(u64).range(1..=1024))]
     memory_mib: u64,
 }
 

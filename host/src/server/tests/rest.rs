@@ -362,6 +362,18 @@ async fn bodies_over_four_mib_are_refused_with_413() {
         .body(Body::from_stream(futures_util::stream::iter(chunks)))
         .unwrap();
     assert_error("a chunked body of 4 MiB + 1 byte", &node.send(chunked).await, StatusCode::PAYLOAD_TOO_LARGE);
+    // Routes that read no body answer a declared oversized one with 413
+    // too (they used to drop the connection).
+    for path in ["/v1/cluster/shards/cart/strategy/rollback", "/v1/cluster/regions/a/drain"] {
+        let big = Request::post(path)
+            .header("content-type", "application/json")
+            .header("content-length", (5 << 20).to_string())
+            .body(Body::from(vec![b' '; 5 << 20]))
+            .unwrap();
+        let answer = node.send(big).await;
+        assert_error(&format!("a body of 5 MiB to {path}"), &answer, StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(answer.1["error"]["message"].as_str().unwrap_or("").contains("5242880"), "{}", answer.1);
+    }
     assert_eq!(
         node.request(Method::GET, PLACEMENTS, None).await,
         (StatusCode::OK, json!({"placements":[{"shardId":"big","target":"b"}],"next":null}))
