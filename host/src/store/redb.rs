@@ -115,7 +115,10 @@ fn db<E: Into<redb::Error>>(error: E) -> StoreError {
 
 /// The embedded store. See the module documentation.
 pub struct RedbStore {
-    db: Database,
+    /// Closed by [`Drop`] without a panic: redb panics closing a file whose
+    /// allocator state is damaged (which reads fine until then). Always
+    /// `Some` until then.
+    db: Option<Database>,
     path: PathBuf,
     /// What opening read (every row, to check the file before writing to
     /// it), kept for the first [`Store::load`] so a start reads the file
@@ -186,12 +189,13 @@ impl RedbStore {
             redb::DatabaseError::DatabaseAlreadyOpen => StoreError::InUse { what: path.display().to_string() },
             other => damaged(other.to_string()),
         })?;
+        let db = Some(db);
         let mut store = RedbStore { db, path: path.clone(), preloaded: std::sync::Mutex::new(None) };
         let migrated = redb_file::quietly(|| store.init(migrate)).map_err(damaged)??;
         if migrated {
             // The migration rewrote every row in one transaction, which
             // leaves the file about twice its size: give the space back.
-            match redb_file::quietly(|| store.db.compact()).map_err(damaged)? {
+            match redb_file::quietly(|| store.db.as_mut().expect("just opened").compact()).map_err(damaged)? {
                 Ok(_) => tracing::info!(path = %path.display(), "the migrated store is compacted"),
                 Err(error) => {
                     tracing::warn!(path = %path.display(), %error, "the migrated store could not be compacted")
@@ -214,7 +218,7 @@ impl RedbStore {
 
     /// Reads everything, as [`Store::load`] answers it.
     fn read_all(&self) -> Result<Loaded, StoreError> {
-        read_loaded(&self.db.begin_read().map_err(db)?)
+        read_loaded(&self.database().begin_read().map_err(db)?)
     }
 
     /// The database file.
@@ -235,12 +239,12 @@ impl RedbStore {
                 return Err(StoreError::NotMigrated { what, found, current: SCHEMA_VERSION });
             }
             Some(found) if found < SCHEMA_VERSION => {
-                super::redb_migrate::migrate(&self.db, &self.path, found)?;
+                super::redb_migrate::migrate(self.database(), &self.path, found)?;
                 migrated = true;
             }
             _ => {}
         }
-        let txn = self.db.begin_write().map_err(db)?;
+        let txn = self.database().begin_write().map_err(db)?;
         {
             let mut meta = txn.open_table(META).map_err(db)?;
             let schema = meta.get("schema").map_err(db)?.map(|v| v.value());
@@ -272,7 +276,7 @@ impl RedbStore {
 
     /// The schema in the `meta` table; `None` for a new file.
     fn stored_schema(&self) -> Result<Option<u64>, StoreError> {
-        let txn = self.db.begin_read().map_err(db)?;
+        let txn = self.database().begin_read().map_err(db)?;
         let meta = match txn.open_table(META) {
             Ok(meta) => meta,
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
@@ -283,7 +287,7 @@ impl RedbStore {
 
     /// The current revision.
     pub fn revision(&self) -> Result<Revision, StoreError> {
-        let txn = self.db.begin_read().map_err(db)?;
+        let txn = self.database().begin_read().map_err(db)?;
         let meta = txn.open_table(META).map_err(db)?;
         Ok(meta.get("revision").map_err(db)?.map_or(0, |v| v.value()))
     }
@@ -934,89 +938,11 @@ impl<'t> Writer<'t> {
     }
 }
 
-impl Store for RedbStore {
-    fn load(&self) -> Result<Loaded, StoreError> {
-        if let Some(loaded) = self.preloaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
-            return Ok(loaded);
-        }
-        self.read_all()
-    }
-
-    fn load_type(&self, entity_type: &str) -> Result<Option<LoadedType>, StoreError> {
-        let txn = self.db.begin_read().map_err(db)?;
-        Ok(read_types(&txn, Some(entity_type), SCHEMA_VERSION)?.remove(entity_type))
-    }
-
-    fn placements(
-        &self,
-        entity_type: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Option<Vec<(String, String)>>, StoreError> {
-        let txn = self.db.begin_read().map_err(db)?;
-        if txn.open_table(TYPES).map_err(db)?.get(entity_type).map_err(db)?.is_none() {
-            return Ok(None);
-        }
-        let table = txn.open_table(PLACEMENTS).map_err(db)?;
-        let next = format!("{entity_type}\0");
-        let start = match after {
-            Some(after) => Bound::Excluded((entity_type, after)),
-            None => Bound::Included((entity_type, "")),
-        };
-        let mut page = Vec::new();
-        for entry in table.range::<(&str, &str)>((start, Bound::Excluded((next.as_str(), "")))).map_err(db)? {
-            if page.len() >= limit {
-                break;
-            }
-            let (key, value) = entry.map_err(db)?;
-            let placement = placement(SCHEMA_VERSION, value.value())?;
-            if let Some(target) = placement.target {
-                page.push((key.value().1.to_owned(), target));
-            }
-        }
-        Ok(Some(page))
-    }
-
-    fn homes(
-        &self,
-        entity_type: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Option<Vec<(String, Home)>>, StoreError> {
-        let txn = self.db.begin_read().map_err(db)?;
-        if txn.open_table(TYPES).map_err(db)?.get(entity_type).map_err(db)?.is_none() {
-            return Ok(None);
-        }
-        let next = format!("{entity_type}\0");
-        let end = Bound::Excluded((next.as_str(), ""));
-        // A home whose region is gone went with it (as in `read_types`).
-        let mut regions = std::collections::BTreeSet::new();
-        let region_rows = txn.open_table(REGIONS).map_err(db)?;
-        for entry in region_rows.range::<(&str, &str)>((Bound::Included((entity_type, "")), end)).map_err(db)? {
-            regions.insert(entry.map_err(db)?.0.value().1.to_owned());
-        }
-        let table = txn.open_table(HOMES).map_err(db)?;
-        let start = match after {
-            Some(after) => Bound::Excluded((entity_type, after)),
-            None => Bound::Included((entity_type, "")),
-        };
-        let mut page = Vec::new();
-        for entry in table.range::<(&str, &str)>((start, end)).map_err(db)? {
-            if page.len() >= limit {
-                break;
-            }
-            let (key, value) = entry.map_err(db)?;
-            let (home, _) = home_row(SCHEMA_VERSION, value.value())?;
-            if regions.contains(&*home.region) {
-                page.push((key.value().1.to_owned(), home));
-            }
-        }
-        Ok(Some(page))
-    }
-
-    fn commit(&self, based_on: Revision, turn: &Turn) -> Result<Revision, StoreError> {
+impl RedbStore {
+    /// [`Store::commit`]'s work, which redb may panic in on a damaged file.
+    fn commit_turn(&self, based_on: Revision, turn: &Turn) -> Result<Revision, StoreError> {
         self.preloaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
-        let txn = self.db.begin_write().map_err(db)?;
+        let txn = self.database().begin_write().map_err(db)?;
         let revision;
         {
             let mut meta = txn.open_table(META).map_err(db)?;
@@ -1080,14 +1006,139 @@ impl Store for RedbStore {
         Ok(revision)
     }
 
+    /// The open database (taken only when the store is dropped).
+    fn database(&self) -> &Database {
+        self.db.as_ref().expect("open until dropped")
+    }
+
+    /// The error of a write redb stopped on damage in the file.
+    fn damaged_on_write(&self, problem: &str) -> StoreError {
+        tracing::error!(path = %self.path.display(), "redb stopped on damage while writing: {problem}");
+        StoreError::Damaged {
+            path: self.path.display().to_string(),
+            problem: format!(
+                "redb stopped on damage while writing ({problem}): stop the node and run `shardalloc store check`"
+            ),
+        }
+    }
+}
+
+impl Drop for RedbStore {
+    /// Closes the file. redb panics closing a file whose allocator state is
+    /// damaged (it reads and even writes fine until then): that is logged,
+    /// naming `shardalloc store check`, instead of ending the process with
+    /// a panic at its shutdown.
+    fn drop(&mut self) {
+        let database = self.db.take();
+        if let Err(panic) = redb_file::quietly(move || drop(database)) {
+            tracing::error!(
+                path = %self.path.display(),
+                "the store's file is damaged: redb stopped closing it ({panic}); run `shardalloc store check` before \
+                 the next start"
+            );
+        }
+    }
+}
+
+impl Store for RedbStore {
+    fn load(&self) -> Result<Loaded, StoreError> {
+        if let Some(loaded) = self.preloaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
+            return Ok(loaded);
+        }
+        self.read_all()
+    }
+
+    fn load_type(&self, entity_type: &str) -> Result<Option<LoadedType>, StoreError> {
+        let txn = self.database().begin_read().map_err(db)?;
+        Ok(read_types(&txn, Some(entity_type), SCHEMA_VERSION)?.remove(entity_type))
+    }
+
+    fn placements(
+        &self,
+        entity_type: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Option<Vec<(String, String)>>, StoreError> {
+        let txn = self.database().begin_read().map_err(db)?;
+        if txn.open_table(TYPES).map_err(db)?.get(entity_type).map_err(db)?.is_none() {
+            return Ok(None);
+        }
+        let table = txn.open_table(PLACEMENTS).map_err(db)?;
+        let next = format!("{entity_type}\0");
+        let start = match after {
+            Some(after) => Bound::Excluded((entity_type, after)),
+            None => Bound::Included((entity_type, "")),
+        };
+        let mut page = Vec::new();
+        for entry in table.range::<(&str, &str)>((start, Bound::Excluded((next.as_str(), "")))).map_err(db)? {
+            if page.len() >= limit {
+                break;
+            }
+            let (key, value) = entry.map_err(db)?;
+            let placement = placement(SCHEMA_VERSION, value.value())?;
+            if let Some(target) = placement.target {
+                page.push((key.value().1.to_owned(), target));
+            }
+        }
+        Ok(Some(page))
+    }
+
+    fn homes(
+        &self,
+        entity_type: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Option<Vec<(String, Home)>>, StoreError> {
+        let txn = self.database().begin_read().map_err(db)?;
+        if txn.open_table(TYPES).map_err(db)?.get(entity_type).map_err(db)?.is_none() {
+            return Ok(None);
+        }
+        let next = format!("{entity_type}\0");
+        let end = Bound::Excluded((next.as_str(), ""));
+        // A home whose region is gone went with it (as in `read_types`).
+        let mut regions = std::collections::BTreeSet::new();
+        let region_rows = txn.open_table(REGIONS).map_err(db)?;
+        for entry in region_rows.range::<(&str, &str)>((Bound::Included((entity_type, "")), end)).map_err(db)? {
+            regions.insert(entry.map_err(db)?.0.value().1.to_owned());
+        }
+        let table = txn.open_table(HOMES).map_err(db)?;
+        let start = match after {
+            Some(after) => Bound::Excluded((entity_type, after)),
+            None => Bound::Included((entity_type, "")),
+        };
+        let mut page = Vec::new();
+        for entry in table.range::<(&str, &str)>((start, end)).map_err(db)? {
+            if page.len() >= limit {
+                break;
+            }
+            let (key, value) = entry.map_err(db)?;
+            let (home, _) = home_row(SCHEMA_VERSION, value.value())?;
+            if regions.contains(&*home.region) {
+                page.push((key.value().1.to_owned(), home));
+            }
+        }
+        Ok(Some(page))
+    }
+
+    fn commit(&self, based_on: Revision, turn: &Turn) -> Result<Revision, StoreError> {
+        // redb panics on some damage it finds while writing (its allocator
+        // state): the node sees a damaged store, not a dead driver thread.
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.commit_turn(based_on, turn))).unwrap_or_else(
+            |panic| {
+                let problem = redb_file::panic_text(panic.as_ref());
+                Err(self.damaged_on_write(&problem))
+            },
+        )
+    }
+
     fn put_blob(&self, digest: &str, bytes: &[u8]) -> Result<(), StoreError> {
-        let txn = self.db.begin_write().map_err(db)?;
+        let txn = self.database().begin_write().map_err(db)?;
         txn.open_table(COMPONENTS).map_err(db)?.insert(digest, bytes).map_err(db)?;
         txn.commit().map_err(db)
     }
 
     fn blob(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let txn = self.db.begin_read().map_err(db)?;
+        let txn = self.database().begin_read().map_err(db)?;
         let table = txn.open_table(COMPONENTS).map_err(db)?;
         let Some(bytes) = table.get(digest).map_err(db)?.map(|v| v.value().to_vec()) else { return Ok(None) };
         // Checked here, when a component is about to be compiled, rather
@@ -1101,19 +1152,19 @@ impl Store for RedbStore {
     }
 
     fn delete_blob(&self, digest: &str) -> Result<(), StoreError> {
-        let txn = self.db.begin_write().map_err(db)?;
+        let txn = self.database().begin_write().map_err(db)?;
         txn.open_table(COMPONENTS).map_err(db)?.remove(digest).map_err(db)?;
         txn.commit().map_err(db)
     }
 
     fn blob_digests(&self) -> Result<Vec<String>, StoreError> {
-        let txn = self.db.begin_read().map_err(db)?;
+        let txn = self.database().begin_read().map_err(db)?;
         let table = txn.open_table(COMPONENTS).map_err(db)?;
         table.iter().map_err(db)?.map(|entry| entry.map(|(k, _)| k.value().to_owned()).map_err(db)).collect()
     }
 
     fn schema_version(&self) -> Result<u64, StoreError> {
-        let txn = self.db.begin_read().map_err(db)?;
+        let txn = self.database().begin_read().map_err(db)?;
         let meta = txn.open_table(META).map_err(db)?;
         Ok(meta.get("schema").map_err(db)?.map_or(0, |v| v.value()))
     }

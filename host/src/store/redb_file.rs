@@ -142,11 +142,14 @@ pub fn quietly<T>(work: impl FnOnce() -> T) -> Result<T, String> {
     std::panic::set_hook(Box::new(|_| {}));
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
     std::panic::set_hook(hook);
-    result.map_err(|payload| {
-        payload
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_owned())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "redb stopped on damage it did not expect".into())
-    })
+    result.map_err(|payload| panic_text(payload.as_ref()))
+}
+
+/// A caught panic's message.
+pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "redb stopped on damage it did not expect".into())
 }
