@@ -272,3 +272,44 @@ async fn a_client_shown_a_ca_certificate_by_a_server_says_what_to_do() {
         "the error does not say what to do: {stderr}"
     );
 }
+
+/// Issue 41: 520 TCP connections that never sent a ClientHello held every
+/// handshake slot and real HTTPS calls were refused. Now the oldest
+/// pending handshake makes room: with 600 idle connections held open, real
+/// calls are served.
+#[tokio::test(flavor = "multi_thread")]
+async fn idle_connections_that_never_say_hello_cannot_keep_a_real_client_out() {
+    let dir = tempfile::tempdir().unwrap();
+    certificate(dir.path());
+    let (_node, base) = serve_tls(dir.path(), &[]).await;
+    let address: SocketAddr = base.strip_prefix("https://").unwrap().parse().unwrap();
+    let mut idle = Vec::new();
+    for _ in 0..600 {
+        match TcpStream::connect(address).await {
+            Ok(stream) => idle.push(stream),
+            Err(error) => panic!("connection {} refused: {error}", idle.len()),
+        }
+    }
+    let mut roots = tokio_rustls::rustls::RootCertStore::empty();
+    roots.add(CertificateDer::from_pem_file(dir.path().join("cert.pem")).unwrap()).unwrap();
+    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+    let config = Arc::new(
+        tokio_rustls::rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    );
+    for n in 0..10 {
+        let tcp = TcpStream::connect(address).await.unwrap();
+        let server = ServerName::IpAddress(std::net::Ipv4Addr::LOCALHOST.into());
+        let mut tls =
+            tokio::time::timeout(Duration::from_secs(30), TlsConnector::from(config.clone()).connect(server, tcp))
+                .await
+                .unwrap_or_else(|_| panic!("call {n}: no handshake in 30 s"))
+                .unwrap_or_else(|e| panic!("call {n}: the handshake failed behind 600 idle connections: {e}"));
+        let answer = exchange(&mut tls, address).await;
+        assert!(answer.starts_with("HTTP/1.1 200 OK"), "call {n}: {answer}");
+    }
+    drop(idle);
+}

@@ -40,6 +40,7 @@ pub mod dry_runs;
 pub mod events;
 pub mod forward;
 pub mod guard;
+pub mod handshakes;
 pub mod leadership;
 pub mod low_priority;
 pub mod metrics;

@@ -1,6 +1,8 @@
 //! Optional TLS on the node's one port (rustls with the ring provider):
 //! `--tls-cert` and `--tls-key`, PEM files. Handshakes run concurrently, each
-//! with a deadline, so a slow or silent client cannot hold up the others.
+//! with a deadline, so a slow or silent client cannot hold up the others,
+//! and at most [`MAX_HANDSHAKES`] at once: a new connection past the bound
+//! evicts the oldest handshake under way ([`super::handshakes`]).
 //! A CA certificate given as the node's own is refused at start with what
 //! to do: TLS clients (rustls's, the node's own clients') refuse it as a
 //! server's certificate (`CaUsedAsEndEntity`), so the node would start and
@@ -22,8 +24,7 @@ use tokio_rustls::server::TlsStream;
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most finished handshakes waiting for the server to take them.
 const ACCEPTED_QUEUE: usize = 128;
-/// Most handshakes under way at once; a connection beyond it is closed.
-pub const MAX_HANDSHAKES: usize = 512;
+pub use super::handshakes::{MAX_HANDSHAKES, MAX_HANDSHAKES_PER_SOURCE};
 
 /// Why TLS could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -115,7 +116,7 @@ impl TlsListener {
     pub fn new(tcp: TcpListener, acceptor: TlsAcceptor) -> std::io::Result<Self> {
         let local = tcp.local_addr()?;
         let (tx, accepted) = mpsc::channel(ACCEPTED_QUEUE);
-        let handshakes = Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
+        let handshakes = super::handshakes::Handshakes::default();
         tokio::spawn(async move {
             loop {
                 let (stream, peer) = match tcp.accept().await {
@@ -131,14 +132,17 @@ impl TlsListener {
                 }
                 // Small frames go out at once (see `conn::no_delay`).
                 let _ = stream.set_nodelay(true);
-                let Ok(permit) = handshakes.clone().try_acquire_owned() else {
-                    tracing::debug!(%peer, "too many TLS handshakes under way: closing the connection");
-                    continue;
-                };
+                let (admitted, evicted) = handshakes.admit(peer.ip());
+                if evicted > 0 {
+                    tracing::debug!(%peer, evicted, "TLS handshakes at their bound: the oldest made room");
+                }
                 let (acceptor, tx) = (acceptor.clone(), tx.clone());
-                tokio::spawn(async move {
-                    let _permit = permit;
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                let place = admitted.place();
+                let task = tokio::spawn(async move {
+                    let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await;
+                    // Done: no longer a handshake an eviction may stop.
+                    drop(admitted);
+                    match handshake {
                         Ok(Ok(tls)) => {
                             let _ = tx.send((tls, peer)).await;
                         }
@@ -146,6 +150,8 @@ impl TlsListener {
                         Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
                     }
                 });
+                // The task owns its place; an eviction stops the task.
+                handshakes.started(place, task.abort_handle());
             }
         });
         Ok(TlsListener { local, accepted })
