@@ -402,7 +402,58 @@ pub enum NodeMessage {
     },
 }
 
+/// The longest lease (and heartbeat interval) a node may grant: one day. A
+/// region refuses a `Registered` or `HeartbeatAck` past it as a protocol
+/// violation (a lease of 2^64 − 1 ms would never fence the region).
+pub const MAX_LEASE_MS: u64 = 86_400_000;
+
 impl NodeMessage {
+    /// Checks what a region relies on in a message from the node, the same
+    /// in every client (contracts/region-core/limits.txt): a lease and a
+    /// heartbeat interval from 1 ms to [`MAX_LEASE_MS`], a shard id of 1 to
+    /// [`MAX_SHARD_ID_BYTES`] bytes, and no empty home or region address.
+    /// The error names the field and the rule.
+    pub fn check_limits(&self) -> Result<(), String> {
+        let duration = |what: &str, value: u64| {
+            if (1..=MAX_LEASE_MS).contains(&value) {
+                Ok(())
+            } else {
+                Err(format!("{what} {value} is out of range 1..={MAX_LEASE_MS}"))
+            }
+        };
+        let shard = |what: &str, id: &str| {
+            if id.is_empty() || id.len() > MAX_SHARD_ID_BYTES {
+                Err(format!("{what} of {} bytes is out of range 1..={MAX_SHARD_ID_BYTES}", id.len()))
+            } else {
+                Ok(())
+            }
+        };
+        let address = |what: &str, value: &str| {
+            if value.is_empty() { Err(format!("{what} is empty")) } else { Ok(()) }
+        };
+        match self {
+            NodeMessage::Registered { lease_ms, heartbeat_interval_ms, .. } => {
+                duration("Registered.lease_ms", *lease_ms)?;
+                duration("Registered.heartbeat_interval_ms", *heartbeat_interval_ms)
+            }
+            NodeMessage::HeartbeatAck { lease_ms, .. } => duration("HeartbeatAck.lease_ms", *lease_ms),
+            NodeMessage::ShardHome { shard: id, home } => {
+                shard("ShardHome.shard", id)?;
+                address("ShardHome.home", home)
+            }
+            NodeMessage::ShardHomeEpoch { shard: id, home, .. } => {
+                shard("ShardHomeEpoch.shard", id)?;
+                address("ShardHomeEpoch.home", home)
+            }
+            NodeMessage::ShardRefused { shard: id, .. } => shard("ShardRefused.shard", id),
+            NodeMessage::BeginHandOff { shard: id } => shard("BeginHandOff.shard", id),
+            NodeMessage::HandOff { shard: id } => shard("HandOff.shard", id),
+            NodeMessage::PlacementChanged { shard: id, .. } => shard("PlacementChanged.shard", id),
+            NodeMessage::RegionRemoved { address: removed } => address("RegionRemoved.address", removed),
+            _ => Ok(()),
+        }
+    }
+
     /// The message as a region speaking `protocol` reads it: a
     /// `ShardHomeEpoch` is a `ShardHome` before version 3; a
     /// `RegionRemoved` is not sent before version 4 (`None`).

@@ -571,6 +571,12 @@ impl<M> RegionCore<M> {
     pub fn on_message(&mut self, message: NodeMessage, now: Millis) -> Vec<Action<M>> {
         let mut out = Vec::new();
         self.check_lease(now, &mut out);
+        if let Err(rule) = message.check_limits() {
+            // Nothing of it is believed: hang up (the driver reconnects with
+            // a growing delay).
+            out.push(Action::Reconnect { reason: format!("protocol violation: {rule}") });
+            return out;
+        }
         self.last_heard = now;
         match message {
             // The session handles both in its handshake.

@@ -308,11 +308,34 @@ struct Backoff {
     max: Duration,
     step: Duration,
     state: u64,
+    /// Since when the session has been registered, if it is.
+    registered_at: Option<Instant>,
 }
+
+/// How long a session must stay registered before its end restarts the
+/// reconnect delays from the minimum: a node that registers a region and
+/// then breaks the session (a malformed frame, say) is retried ever more
+/// slowly, not about seven times a second.
+pub const HEALTHY_SESSION: Duration = Duration::from_secs(10);
 
 impl Backoff {
     fn new(min: Duration, max: Duration, seed: u64) -> Self {
-        Backoff { min, max, step: min, state: seed | 1 }
+        Backoff { min, max, step: min, state: seed | 1, registered_at: None }
+    }
+
+    /// The session is registered (kept from its first time).
+    fn registered(&mut self, now: Instant) {
+        self.registered_at.get_or_insert(now);
+    }
+
+    /// The delay before the next attempt after a session ended at `now`:
+    /// from the minimum again after a session that stayed registered
+    /// [`HEALTHY_SESSION`], else the next of the growing ones.
+    fn closed(&mut self, now: Instant) -> Duration {
+        if self.registered_at.take().is_some_and(|at| now.duration_since(at) >= HEALTHY_SESSION) {
+            self.reset();
+        }
+        self.next()
     }
 
     fn next(&mut self) -> Duration {
@@ -584,7 +607,7 @@ impl<M: Send + 'static, R: Send + 'static> Driver<M, R> {
             SessionEvent::Message { generation, message } if generation == current => {
                 self.with_core(|core, now| core.on_message(message, now));
                 if self.shared.lock().core.is_registered() {
-                    self.backoff.reset();
+                    self.backoff.registered(Instant::now());
                 }
             }
             SessionEvent::Refused { generation, reason } if generation == current => {
@@ -592,7 +615,7 @@ impl<M: Send + 'static, R: Send + 'static> Driver<M, R> {
                 self.with_core(|_, _| vec![Action::Publish(Update::Refused { reason })]);
             }
             SessionEvent::Closed { generation, reason } if generation == current => {
-                let delay = self.backoff.next();
+                let delay = self.backoff.closed(Instant::now());
                 info!(region = %self.shared.address, %reason, ?delay, "node session down; reconnecting");
                 self.link = Link::Waiting(Instant::now() + delay);
                 let now = self.shared.now();
@@ -707,5 +730,30 @@ mod tests {
         }
         backoff.reset();
         assert!(backoff.next() <= Duration::from_millis(100));
+    }
+
+    #[test]
+    fn only_a_session_that_stayed_registered_restarts_the_delays() {
+        let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5), 7);
+        let start = Instant::now();
+        // Registered, then broken at once, again and again: the delays grow.
+        let mut last = Duration::ZERO;
+        for round in 0..5u32 {
+            let at = start + Duration::from_secs(u64::from(round));
+            backoff.registered(at);
+            let delay = backoff.closed(at + Duration::from_millis(50));
+            let step = Duration::from_millis(100) * 2u32.pow(round);
+            assert!(delay >= step / 2 && delay <= step, "round {round}: {delay:?}");
+            assert!(round == 0 || delay >= last / 2, "round {round}: {delay:?} after {last:?}");
+            last = delay;
+        }
+        // A session registered for HEALTHY_SESSION: from the minimum again.
+        let at = start + Duration::from_secs(100);
+        backoff.registered(at);
+        backoff.registered(at + Duration::from_secs(5));
+        assert!(backoff.closed(at + HEALTHY_SESSION) <= Duration::from_millis(100));
+        // A session that never registered does not restart them either.
+        backoff.next();
+        assert!(backoff.closed(at + Duration::from_secs(200)) > Duration::from_millis(100));
     }
 }

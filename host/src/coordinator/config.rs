@@ -173,6 +173,12 @@ pub enum ConfigError {
         /// The removal timeout after the last heartbeat.
         removal: u64,
     },
+    /// A lease no region would accept ([`MAX_LEASE_MS`](shardalloc_proto::protocol::MAX_LEASE_MS)).
+    #[error(
+        "lease_ms ({0}) is longer than the protocol allows ({max} ms, one day): every region would hang up on it",
+        max = shardalloc_proto::protocol::MAX_LEASE_MS
+    )]
+    LeaseOverProtocol(u64),
     /// Heartbeats must come more often than the lease runs out.
     #[error("heartbeat_interval_ms ({heartbeat}) must be shorter than lease_ms ({lease})")]
     HeartbeatTooSlow {
@@ -216,6 +222,9 @@ impl Config {
         if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(ConfigError::Zero(name));
         }
+        if self.lease_ms > shardalloc_proto::protocol::MAX_LEASE_MS {
+            return Err(ConfigError::LeaseOverProtocol(self.lease_ms));
+        }
         if self.lease_ms >= self.removal_ms() {
             return Err(ConfigError::LeaseTooLong { lease: self.lease_ms, removal: self.removal_ms() });
         }
@@ -243,5 +252,11 @@ mod tests {
         assert!(matches!(config.validate(), Err(ConfigError::HeartbeatTooSlow { .. })));
         let config = Config { handoff_ack_timeout_ms: 0, ..Config::default() };
         assert_eq!(config.validate(), Err(ConfigError::Zero("handoff_ack_timeout_ms")));
+        // A lease past the protocol's day, even with a removal longer still.
+        let day = shardalloc_proto::protocol::MAX_LEASE_MS;
+        let config = Config { lease_ms: day + 1, remove_after_ms: 3 * day, ..Config::default() };
+        assert_eq!(config.validate(), Err(ConfigError::LeaseOverProtocol(day + 1)));
+        let config = Config { lease_ms: day, remove_after_ms: 3 * day, ..Config::default() };
+        assert_eq!(config.validate(), Ok(()));
     }
 }

@@ -282,6 +282,12 @@ def _settle(config: RegionConfig) -> _Settled:
     return _Settled(config=config, urls=tuple(urls), incarnation=incarnation, params=params)
 
 
+HEALTHY_SESSION_MS = 10_000
+"""How long a session must stay registered before its end restarts the
+reconnect delays from the minimum: a node that registers the region and
+then breaks the session is retried ever more slowly."""
+
+
 class _Backoff:
     """Reconnect delays: doubling from min to max, each drawn from the upper half of the step."""
 
@@ -289,6 +295,19 @@ class _Backoff:
         self._min = minimum
         self._max = maximum
         self._step = minimum
+        self._registered_at: int | None = None
+
+    def registered(self, now: int) -> None:
+        """The session is registered (kept from its first time)."""
+        if self._registered_at is None:
+            self._registered_at = now
+
+    def closed(self, now: int) -> int:
+        """The delay after a session ended at `now`: from the minimum again only after a healthy session."""
+        if self._registered_at is not None and now - self._registered_at >= HEALTHY_SESSION_MS:
+            self.reset()
+        self._registered_at = None
+        return self.next()
 
     def next(self) -> int:
         step = self._step
@@ -898,14 +917,14 @@ class Region(Generic[M]):
         elif isinstance(event, SessionMessage):
             self._execute(self._core.on_message(event.message, self._now()))
             if self._core.is_registered():
-                self._backoff.reset()
+                self._backoff.registered(self._now())
         elif isinstance(event, SessionRefused):
             self._publish(up.Refused(reason=event.reason))
         elif isinstance(event, SessionClosed):
             connected = self._link == "up"
             self._session = None
             self._link = "waiting"
-            self._reconnect_at = self._now() + self._backoff.next()
+            self._reconnect_at = self._now() + self._backoff.closed(self._now())
             self._execute(self._core.disconnected(self._now(), event.reason))
             if not connected:
                 # An attempt that never connected: the core had no session to

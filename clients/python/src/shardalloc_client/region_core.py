@@ -74,7 +74,7 @@ from .region_actions import (
     Start,
     Stop,
 )
-from .region_errors import DeliveryError, RegionError, SendError, check_shard
+from .region_errors import MAX_SHARD_ID_BYTES, DeliveryError, RegionError, SendError, check_shard
 
 __all__ = [
     "SEQUENCE_WINDOW",
@@ -484,6 +484,11 @@ class RegionCore(Generic[M]):
             raise TypeError(f"{type(message).__name__} is not a NodeMessage")
         out: list[Action[M]] = []
         self._check_lease(now, out)
+        violation = check_limits(message)
+        if violation is not None:
+            # Nothing of it is believed: hang up (the driver reconnects with a growing delay).
+            out.append(Reconnect(f"protocol violation: {violation}"))
+            return out
         self._last_heard = now
         match message:
             case wire.Welcome() | wire.Redirect():
@@ -1033,3 +1038,50 @@ def _as_load(report: wire.LoadReport) -> wire.Load:
     if isinstance(report, wire.Load):
         return report
     return wire.Load(window_ms=report.window_ms, shards=report.shards, rest=report.rest)
+
+
+MAX_LEASE_MS: Final = 86_400_000
+"""The longest lease (and heartbeat interval) a node may grant: one day."""
+
+
+def check_limits(message: wire.NodeMessage) -> str | None:
+    """What a region relies on in a message from the node, the same in every
+    client (contracts/region-core/limits.txt): a lease and a heartbeat
+    interval of 1 ms to :data:`MAX_LEASE_MS`, a shard id of 1 to 256 bytes, no
+    empty home or region address. The rule broken, or ``None``."""
+
+    def duration(what: str, value: int) -> str | None:
+        return None if 1 <= value <= MAX_LEASE_MS else f"{what} {value} is out of range 1..={MAX_LEASE_MS}"
+
+    def shard(what: str, shard_id: str) -> str | None:
+        size = len(shard_id.encode("utf-8"))
+        if 1 <= size <= MAX_SHARD_ID_BYTES:
+            return None
+        return f"{what} of {size} bytes is out of range 1..={MAX_SHARD_ID_BYTES}"
+
+    def address(what: str, value: str) -> str | None:
+        return f"{what} is empty" if value == "" else None
+
+    match message:
+        case wire.Registered():
+            return duration("Registered.lease_ms", message.lease_ms) or duration(
+                "Registered.heartbeat_interval_ms", message.heartbeat_interval_ms
+            )
+        case wire.HeartbeatAck():
+            return duration("HeartbeatAck.lease_ms", message.lease_ms)
+        case wire.ShardHome():
+            return shard("ShardHome.shard", message.shard) or address("ShardHome.home", message.home)
+        case wire.ShardHomeEpoch():
+            return shard("ShardHomeEpoch.shard", message.shard) or address("ShardHomeEpoch.home", message.home)
+        case wire.ShardRefused():
+            return shard("ShardRefused.shard", message.shard)
+        case wire.BeginHandOff():
+            return shard("BeginHandOff.shard", message.shard)
+        case wire.HandOff():
+            return shard("HandOff.shard", message.shard)
+        case wire.PlacementChanged():
+            return shard("PlacementChanged.shard", message.shard)
+        case wire.RegionRemoved():
+            return address("RegionRemoved.address", message.address)
+        case _:
+            return None

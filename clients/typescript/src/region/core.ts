@@ -51,7 +51,7 @@
 // also shows in the actions.
 
 import { compareUtf8 } from '../postcard.js';
-import type { LoadReport, NodeMessage, RegionMessage } from '../wire.js';
+import { MAX_SHARD_ID_BYTES, type LoadReport, type NodeMessage, type RegionMessage } from '../wire.js';
 import type { Action, HomeLookup, Update } from './actions.js';
 import { DeliveryError, RegionError, SendError, checkShard } from './errors.js';
 
@@ -390,6 +390,12 @@ export class RegionCore<M> {
   onMessage(message: NodeMessage, now: number): Action<M>[] {
     const out: Action<M>[] = [];
     this.checkLease(now, out);
+    const violation = checkLimits(message);
+    if (violation !== null) {
+      // Nothing of it is believed: hang up (the driver reconnects with a growing delay).
+      out.push({ type: 'Reconnect', reason: `protocol violation: ${violation}` });
+      return out;
+    }
     this.lastHeard = now;
     switch (message.type) {
       // The session handles both in its handshake.
@@ -1178,4 +1184,54 @@ export class RegionCore<M> {
 
 function publish<M>(update: Update): Action<M> {
   return { type: 'Publish', update };
+}
+
+/** The longest lease (and heartbeat interval) a node may grant: one day. */
+export const MAX_LEASE_MS = 86_400_000;
+
+const utf8 = new TextEncoder();
+
+/**
+ * What a region relies on in a message from the node, the same in every
+ * client (contracts/region-core/limits.txt): a lease and a heartbeat
+ * interval of 1 ms to {@link MAX_LEASE_MS}, a shard id of 1 to 256 bytes, no
+ * empty home or region address. The rule broken, or null.
+ */
+export function checkLimits(message: NodeMessage): string | null {
+  const duration = (what: string, value: number): string | null =>
+    Number.isInteger(value) && value >= 1 && value <= MAX_LEASE_MS
+      ? null
+      : `${what} ${value} is out of range 1..=${MAX_LEASE_MS}`;
+  const shard = (what: string, id: string): string | null => {
+    const bytes = utf8.encode(id).length;
+    return bytes >= 1 && bytes <= MAX_SHARD_ID_BYTES
+      ? null
+      : `${what} of ${bytes} bytes is out of range 1..=${MAX_SHARD_ID_BYTES}`;
+  };
+  const address = (what: string, value: string): string | null => (value === '' ? `${what} is empty` : null);
+  switch (message.type) {
+    case 'Registered':
+      return (
+        duration('Registered.lease_ms', message.leaseMs) ??
+        duration('Registered.heartbeat_interval_ms', message.heartbeatIntervalMs)
+      );
+    case 'HeartbeatAck':
+      return duration('HeartbeatAck.lease_ms', message.leaseMs);
+    case 'ShardHome':
+      return shard('ShardHome.shard', message.shard) ?? address('ShardHome.home', message.home);
+    case 'ShardHomeEpoch':
+      return shard('ShardHomeEpoch.shard', message.shard) ?? address('ShardHomeEpoch.home', message.home);
+    case 'ShardRefused':
+      return shard('ShardRefused.shard', message.shard);
+    case 'BeginHandOff':
+      return shard('BeginHandOff.shard', message.shard);
+    case 'HandOff':
+      return shard('HandOff.shard', message.shard);
+    case 'PlacementChanged':
+      return shard('PlacementChanged.shard', message.shard);
+    case 'RegionRemoved':
+      return address('RegionRemoved.address', message.address);
+    default:
+      return null;
+  }
 }

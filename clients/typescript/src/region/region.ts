@@ -155,14 +155,32 @@ function settle(config: RegionConfig): Settled {
   return settled;
 }
 
+/**
+ * How long a session must stay registered before its end restarts the
+ * reconnect delays from the minimum: a node that registers the region and
+ * then breaks the session is retried ever more slowly.
+ */
+export const HEALTHY_SESSION_MS = 10_000;
+
 /** Reconnect delays: doubling from min to max, each drawn from the upper half of the step. */
-class Backoff {
+export class Backoff {
   private step: number;
+  private registeredAt: number | null = null;
   constructor(
     private readonly min: number,
     private readonly max: number,
   ) {
     this.step = min;
+  }
+  /** The session is registered (kept from its first time). */
+  registered(now: number): void {
+    if (this.registeredAt === null) this.registeredAt = now;
+  }
+  /** The delay after a session ended at `now`: from the minimum again only after a healthy session. */
+  closed(now: number): number {
+    if (this.registeredAt !== null && now - this.registeredAt >= HEALTHY_SESSION_MS) this.reset();
+    this.registeredAt = null;
+    return this.next();
   }
   next(): number {
     const step = this.step;
@@ -672,7 +690,7 @@ export class Region<M, R = unknown> extends EventEmitter<RegionEvents> {
         break;
       case 'message':
         this.execute(this.core.onMessage(event.message, this.now()));
-        if (this.core.isRegistered()) this.backoff.reset();
+        if (this.core.isRegistered()) this.backoff.registered(this.now());
         break;
       case 'refused':
         this.publish({ type: 'Refused', reason: event.reason });
@@ -680,7 +698,7 @@ export class Region<M, R = unknown> extends EventEmitter<RegionEvents> {
       case 'closed': {
         const connected = this.link.type === 'up';
         this.session = null;
-        this.link = { type: 'waiting', at: this.now() + this.backoff.next() };
+        this.link = { type: 'waiting', at: this.now() + this.backoff.closed(this.now()) };
         this.execute(this.core.disconnected(this.now(), event.reason));
         if (!connected) {
           // An attempt that never connected: the core had no session to lose,
