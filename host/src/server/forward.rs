@@ -26,8 +26,10 @@
 //!   `503 leader-unavailable` with `Retry-After`, once its answer's head has
 //!   not come within `--forward-timeout-ms` (5 s by default;
 //!   [`UPLOAD_ANSWER_TIMEOUT`] for a component upload, whose answer waits
-//!   for its compile). A forwarded event stream silent for
-//!   [`STREAM_IDLE_TIMEOUT`] (the leader sends a comment every 15 s) ends.
+//!   for its compile). A forwarded event stream ends once nothing came for
+//!   [`STREAM_IDLE_TIMEOUT`] (30 s: two of the leader's 15 s comments
+//!   missed), so it ends 30 to 45 s after the leader stopped sending,
+//!   depending on when its last comment came.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -231,5 +233,29 @@ mod tests {
         // these 200 in a row is logged, whoever logged last.
         let logged = (0..200).filter(|_| failure_to_log().is_some()).count();
         assert!(logged <= 1, "{logged} of 200 failed forwards in a row were logged");
+    }
+
+    #[tokio::test]
+    async fn a_forwarded_stream_ends_its_idle_time_after_the_last_thing_it_carried() {
+        let idle = Duration::from_millis(300);
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<u32>();
+        let mut stream = Box::pin(super::ending_when_silent(tokio_stream_of(rx), idle));
+        // Items closer together than the idle time keep it going.
+        for n in 0..4 {
+            tx.send(n).unwrap();
+            assert_eq!(stream.next().await, Some(n));
+            tokio::time::sleep(idle / 3).await;
+        }
+        let last = std::time::Instant::now();
+        // Then silence (the sender still open: a paused leader): it ends.
+        assert_eq!(tokio::time::timeout(idle * 20, stream.next()).await, Ok(None));
+        assert!(last.elapsed() >= idle, "it ended {:?} after the last item", last.elapsed());
+        drop(tx);
+    }
+
+    fn tokio_stream_of<T>(
+        mut rx: tokio::sync::mpsc::UnboundedReceiver<T>,
+    ) -> impl futures_util::Stream<Item = T> + Unpin {
+        Box::pin(futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx)))
     }
 }
