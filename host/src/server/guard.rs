@@ -130,7 +130,7 @@ fn expected_type(method: &Method, path: &str) -> &'static str {
 /// JSON body's on every other route (including those that read none).
 fn body_limit(method: &Method, path: &str) -> usize {
     if expected_type(method, path) == "application/wasm" {
-        super::rest::strategies::MAX_UPLOAD
+        crate::engine::limits::MAX_COMPONENT_SIZE
     } else {
         super::body::MAX_JSON_BODY
     }

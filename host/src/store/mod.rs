@@ -50,6 +50,7 @@ pub mod memory;
 pub mod records;
 pub mod redb;
 pub mod redb_file;
+mod redb_layout;
 mod redb_migrate;
 
 use std::collections::BTreeMap;

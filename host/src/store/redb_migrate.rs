@@ -5,8 +5,8 @@
 //! older schema's own tables dropped, the schema moved) in one write
 //! transaction, so a crash midway leaves the old schema, which the next
 //! start migrates again. Any older schema migrates the same way: reading
-//! it is `redb.rs`'s job (`read_loaded`), writing the current one the
-//! `Writer`'s.
+//! it is `redb_layout.rs`'s job (`read_loaded`), writing the current one
+//! its `Writer`'s.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -14,7 +14,7 @@ use std::path::Path;
 use redb::{Database, ReadableDatabase};
 
 use super::records::TypeValues;
-use super::redb::{
+use super::redb_layout::{
     ACTIVATIONS, COMPONENT_INFO, HANDOFFS, HOMES, LOADS, META, PLACEMENTS, QUEUED, REGIONS, TYPES, V2_EPOCHS,
     V2_HOME_EPOCHS, V2_OPERATIONS, Writer, kept_copy, read_loaded,
 };

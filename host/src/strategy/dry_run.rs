@@ -6,7 +6,7 @@
 //! A dry run is a test the candidate must pass: it stops at the first
 //! answer the fallback had to replace (a fault, an error, an invalid answer)
 //! and at its deadline, and says which. Before the answers it brings the
-//! candidate one batch of changes ([`exercise_apply`]), so a component whose
+//! candidate one batch of changes (`exercise_apply`), so a component whose
 //! copy of the view goes wrong under `apply` is refused before it is
 //! active, not caught by its first fallbacks after.
 
