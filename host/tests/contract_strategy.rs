@@ -25,40 +25,32 @@ use shardalloc_guest::Snapshot;
 use shardalloc_guest::conformance::{self, Subject};
 use shardalloc_guest::testing::{Shape, generate};
 
+/// Shards each case asks a home for, from no requester and from its last region.
+const PROBES: &[&str] = &["new", "s1", "s17", "tenant/9", "3", "shard-42"];
+
 /// One contract's committed components.
 struct Fixtures {
     /// The contract they speak.
     contract: &'static str,
     /// Their directory under `contracts/`.
     dir: &'static str,
-    /// The configurations answers are recorded for, by strategy name.
-    configurations: &'static [(&'static str, &'static str)],
+    /// The configurations answers are recorded for beyond the four 0.1
+    /// built-ins' ([`CONFIGURATIONS`]), by strategy name.
+    more: &'static [(&'static str, &'static str)],
 }
 
-const V0_1: Fixtures =
-    Fixtures { contract: "shardalloc:strategy@0.1.0", dir: "strategy-0.1", configurations: CONFIGURATIONS };
+const V0_1: Fixtures = Fixtures { contract: "shardalloc:strategy@0.1.0", dir: "strategy-0.1", more: &[] };
 
 /// 0.2's built-ins: 0.1's four and load-balance.
-const V0_2_CONFIGURATIONS: &[(&str, &str)] = &[
-    ("least-shard", ""),
-    ("least-shard", r#"{"algorithm":"classic"}"#),
-    ("least-shard", r#"{"absolute_limit":1000,"relative_limit":1.0}"#),
-    ("hash", ""),
-    ("hash", r#"{"rebalance_limit":0}"#),
-    ("capacity", ""),
-    ("capacity", r#"{"metric":"cpu","threshold":0.5}"#),
-    ("zone", ""),
-    ("zone", r#"{"label":"dc"}"#),
-    ("load-balance", ""),
-];
-
 const V0_2: Fixtures =
-    Fixtures { contract: "shardalloc:strategy@0.2.0", dir: "strategy-0.2", configurations: V0_2_CONFIGURATIONS };
-
-/// Shards each case asks a home for, from no requester and from its last region.
-const PROBES: &[&str] = &["new", "s1", "s17", "tenant/9", "3", "shard-42"];
+    Fixtures { contract: "shardalloc:strategy@0.2.0", dir: "strategy-0.2", more: &[("load-balance", "")] };
 
 impl Fixtures {
+    /// Every configuration answers are recorded for, in order.
+    fn configurations(&self) -> impl Iterator<Item = (&'static str, &'static str)> + '_ {
+        CONFIGURATIONS.iter().chain(self.more).copied()
+    }
+
     fn path(&self) -> PathBuf {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../contracts").join(self.dir)
     }
@@ -77,7 +69,7 @@ impl Fixtures {
 
     /// The strategies' names, each once.
     fn names(&self) -> Vec<&'static str> {
-        let mut names: Vec<&str> = self.configurations.iter().map(|(name, _)| *name).collect();
+        let mut names: Vec<&str> = self.configurations().map(|(name, _)| name).collect();
         names.dedup();
         names
     }
@@ -158,7 +150,7 @@ fn answer_as_they_did(fixtures: &Fixtures) {
         serde_json::from_str::<Record>(&text).expect("answers.json reads").inputs
     };
     let mut answers = Vec::new();
-    for &configuration in fixtures.configurations {
+    for configuration in fixtures.configurations() {
         let mut subject = HostSubject(fixtures.load(configuration.0, configuration.1));
         answers.extend(inputs.iter().map(|input| answer(&mut subject, configuration, input)));
     }
@@ -181,7 +173,7 @@ fn answer_as_they_did(fixtures: &Fixtures) {
 }
 
 fn pass_the_conformance_suite(fixtures: &Fixtures) {
-    for (name, config) in fixtures.configurations {
+    for (name, config) in fixtures.configurations() {
         let problems = conformance::run(&mut HostSubject(fixtures.load(name, config)));
         assert!(
             problems.is_empty(),
