@@ -193,8 +193,7 @@ fn swaps(c: &mut Criterion) {
 /// and its first rebalance (where it reads every id), with the ids in bulk
 /// (contract 0.3, `needs-shard-ids`) against one host call per id (as 0.2
 /// must), beside least-shard (which reads no id) and the same strategy
-/// already active (its next rebalance). One call per id is measured up to
-/// 100,000 shards: at 1,000,000 it is past any call budget.
+/// already active (its next rebalance).
 fn swap_reading_ids(c: &mut Criterion) {
     let engine = engine();
     let fixture: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/misbehaving.wasm"));
@@ -219,9 +218,7 @@ fn swap_reading_ids(c: &mut Criterion) {
         };
         swap("least-shard", &least, "");
         swap("ids-in-bulk", &reader, bulk);
-        if shards <= common::sized(100_000, 2_000) {
-            swap("ids-one-call-each", &reader, one_each);
-        }
+        swap("ids-one-call-each", &reader, one_each);
         let mut active = engine.instantiate(&reader, bulk, roomy).unwrap();
         active.rebalance(&view).unwrap();
         group.bench_with_input(BenchmarkId::new("already-active", &label), &view, |b, view| {
