@@ -446,8 +446,10 @@ fn sync(
                 }
                 KeptWorld::V0_3 { world, ids } => {
                     let allocator = world.shardalloc_strategy_allocator();
-                    let full = table.full_view(*ids);
-                    lower::v3::with_view(&full, |view| allocator.call_load_view(&mut *store, view))?
+                    let full = table.full_view(false);
+                    let packed = ids.then(|| lower::v3::pack_table(table));
+                    let given = packed.as_ref().map(|(shards, packed)| (shards.as_slice(), packed));
+                    lower::v3::with_view(&full, given, |view| allocator.call_load_view(&mut *store, view))?
                 }
             };
             let full_generation = table.generation();

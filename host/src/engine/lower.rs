@@ -166,6 +166,21 @@ pub mod v3 {
         ends: Vec<u32>,
     }
 
+    /// Every shard's id in `table`, packed straight from it (no string per
+    /// shard is copied on the way), with the handles in the same order.
+    pub fn pack_table(table: &crate::strategy::table::ShardTable) -> (Vec<u32>, Packed) {
+        let kept = table.allocations();
+        let homeless = kept.in_progress().filter(|s| kept.home(*s).is_none());
+        let shards: Vec<u32> = kept.allocated().chain(homeless).map(|s| s.handle).collect();
+        let mut text = String::new();
+        let mut ends = Vec::with_capacity(shards.len());
+        for &shard in &shards {
+            text.push_str(table.shard_id(shard).unwrap_or_default());
+            ends.push(text.len() as u32);
+        }
+        (shards, Packed { text, ends })
+    }
+
     /// Packs ids (empty when the strategy did not ask for them).
     pub fn pack(names: &ShardNames, wanted: bool) -> Packed {
         if !wanted {
@@ -221,12 +236,19 @@ pub mod v3 {
         })
     }
 
-    /// Calls `f` with a whole view as the contract's `view` (its ids, if
-    /// any, packed).
-    pub fn with_view<R>(v: &FullView, f: impl FnOnce(wit::View<'_>) -> R) -> R {
+    /// Calls `f` with a whole view as the contract's `view`: its ids those
+    /// `ids` packed ([`pack_table`]), else the view's own (packed here).
+    pub fn with_view<R>(v: &FullView, ids: Option<(&[u32], &Packed)>, f: impl FnOnce(wit::View<'_>) -> R) -> R {
         let parts = parts(&v.topology);
         let regions = regions(&v.topology, &parts);
-        let packed = pack(&v.ids, true);
+        let own;
+        let (shards, packed) = match ids {
+            Some(given) => given,
+            None => {
+                own = pack(&v.ids, true);
+                (v.ids.shards.as_slice(), &own)
+            }
+        };
         f(wit::View {
             generation: v.generation,
             topology: wit::Topology { regions: &regions, metric_names: &parts.names, signal: v.topology.signal() },
@@ -243,7 +265,7 @@ pub mod v3 {
             moving: &v.moving,
             pinned: &v.pinned,
             loads: wit::ShardLoads { shards: &v.loads.shards, loads: &v.loads.loads },
-            ids: ids(&v.ids, &packed),
+            ids: wit::ShardIds { shards, text: &packed.text, ends: &packed.ends },
         })
     }
 
