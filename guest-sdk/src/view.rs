@@ -162,8 +162,13 @@ impl View {
 
     /// A region's value in a metric column; `None` when not reported.
     pub fn metric_at(&self, id: RegionId, column: usize) -> Option<f64> {
-        let width = self.topology.metric_names().len();
-        let value = self.metrics[id.index() * width + column];
+        self.cell(&self.metrics, id, column)
+    }
+
+    /// A region's value in a column of `matrix` (this view's raw or
+    /// smoothed one); `None` for NaN.
+    fn cell(&self, matrix: &[f64], id: RegionId, column: usize) -> Option<f64> {
+        let value = matrix[id.index() * self.topology.metric_names().len() + column];
         (!value.is_nan()).then_some(value)
     }
 
@@ -183,9 +188,7 @@ impl View {
     /// Where the host smooths nothing (a snapshot, a native test), the raw
     /// value.
     pub fn smoothed_metric_at(&self, id: RegionId, column: usize) -> Option<f64> {
-        let width = self.topology.metric_names().len();
-        let value = self.smoothed[id.index() * width + column];
-        (!value.is_nan()).then_some(value)
+        self.cell(&self.smoothed, id, column)
     }
 
     /// A region's smoothed metric ([`View::smoothed_metric_at`] by name).

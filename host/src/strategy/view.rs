@@ -91,15 +91,7 @@ impl ClusterView {
         let metrics = snapshot.view(topology.clone()).metrics().to_vec();
         let homes = snapshot.regions.iter().map(|r| r.shards.clone()).collect();
         let in_progress = snapshot.in_progress.iter().cloned().collect();
-        let counts = snapshot.regions.iter().map(|r| r.shards.len() as u32).collect();
-        ClusterView {
-            view: consistent(topology, counts, metrics),
-            homes,
-            in_progress,
-            has_homes: true,
-            table: None,
-            cause: AllocationCause::NewShard,
-        }
+        ClusterView::new(topology, metrics, homes, in_progress).expect("a snapshot's view has one list per region")
     }
 
     /// The same view for an allocation with this cause.
