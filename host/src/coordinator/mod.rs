@@ -201,6 +201,13 @@ pub struct Coordinator {
     /// 0.2 component's copy follows; built at the first view and kept in
     /// step with every change after.
     table: Option<Arc<ShardTable>>,
+    /// The topology and [`Coordinator::metrics_revision`] the table's
+    /// topology and metric matrices were last given: while both hold, a
+    /// view does not build the smoothed matrix again or compare the table's.
+    table_inputs: Option<(Arc<Topology>, u64)>,
+    /// Counts the heartbeats, the one place a region's metrics (raw and
+    /// smoothed) change without the topology changing.
+    metrics_revision: u64,
     /// The tombstones by when they were written: the tick purges the
     /// expired ones without walking every placement.
     tombstones: BTreeSet<(Millis, String)>,
@@ -263,6 +270,8 @@ impl Coordinator {
             last_moving_round: None,
             topology: None,
             table: None,
+            table_inputs: None,
+            metrics_revision: 0,
             tombstones,
             loads: shard_load::LoadBook::default(),
             losses: freeze::Losses::default(),
@@ -433,7 +442,9 @@ impl Coordinator {
     /// The shard table at the current topology and metrics, built from the
     /// durable state the first time.
     fn table_at(&mut self, topology: &Arc<Topology>, metrics: &[f64]) -> Arc<ShardTable> {
-        let smoothed = self.smoothed_matrix(topology);
+        let unchanged = self.table.is_some()
+            && self.table_inputs.as_ref().is_some_and(|(t, r)| Arc::ptr_eq(t, topology) && *r == self.metrics_revision);
+        let smoothed = (!unchanged).then(|| self.smoothed_matrix(topology));
         let table = match &mut self.table {
             Some(table) => table,
             None => {
@@ -444,7 +455,10 @@ impl Coordinator {
         };
         debug_assert_eq!(Arc::strong_count(table), 1, "a view still holds the shard table: a new view copies it");
         let kept = Arc::make_mut(table);
-        kept.set_topology(topology, metrics, &smoothed);
+        if let Some(smoothed) = smoothed {
+            kept.set_topology(topology, metrics, &smoothed);
+            self.table_inputs = Some((topology.clone(), self.metrics_revision));
+        }
         let unseen = self.loads.take_unseen();
         if !unseen.is_empty() {
             let loads = &self.loads.current;

@@ -157,6 +157,7 @@ impl Coordinator {
         live.last_heartbeat = now;
         let mut changed = !live.metrics.keys().eq(metrics.keys());
         super::smooth_metrics(&mut live.smoothed, &metrics, now, self.config.load_half_life_ms);
+        self.metrics_revision += 1;
         live.metrics = metrics;
         if live.unreachable {
             live.unreachable = false;
