@@ -169,9 +169,7 @@ pub mod v3 {
     /// Every shard's id in `table`, packed straight from it (no string per
     /// shard is copied on the way), with the handles in the same order.
     pub fn pack_table(table: &crate::strategy::table::ShardTable) -> (Vec<u32>, Packed) {
-        let kept = table.allocations();
-        let homeless = kept.in_progress().filter(|s| kept.home(*s).is_none());
-        let shards: Vec<u32> = kept.allocated().chain(homeless).map(|s| s.handle).collect();
+        let shards: Vec<u32> = table.shards().map(|s| s.handle).collect();
         let mut text = String::new();
         let mut ends = Vec::with_capacity(shards.len());
         for &shard in &shards {

@@ -451,19 +451,25 @@ impl ShardTable {
             full.moving.push(shard.handle);
         }
         full.pinned.extend(table.pinned().map(|s| s.handle));
-        let homeless = full.homeless.iter().filter_map(|h| table.get(*h));
-        for shard in table.allocated().chain(homeless) {
+        for shard in self.shards() {
             let load = table.load(shard);
             if load != 0.0 {
                 full.loads.push(shard.handle, load);
             }
         }
         if with_ids {
-            for shard in table.allocated().chain(table.in_progress().filter(|s| table.home(*s).is_none())) {
+            for shard in self.shards() {
                 full.ids.push(shard.handle, table.shard_id(shard).into_owned());
             }
         }
         full
+    }
+
+    /// Every shard in the view: the homed ones, then those moving without
+    /// a home.
+    pub fn shards(&self) -> impl Iterator<Item = shardalloc_guest::Shard> + '_ {
+        let table = self.kept.allocations();
+        table.allocated().chain(table.in_progress().filter(|s| table.home(*s).is_none()))
     }
 }
 
