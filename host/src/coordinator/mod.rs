@@ -433,24 +433,27 @@ impl Coordinator {
             .iter()
             .map(|region| self.durable.regions.get(&region.address).map_or(0, |r| r.shards.len() as u32))
             .collect();
-        let table = self.table_at(&topology, &metrics);
+        let table = self.table_at(&topology, &metrics, false);
         ClusterView::for_allocation(topology, metrics, counts)
             .expect("the view is consistent by construction")
             .with_table(table)
     }
 
     /// The shard table at the current topology and metrics, built from the
-    /// durable state the first time.
-    fn table_at(&mut self, topology: &Arc<Topology>, metrics: &[f64]) -> Arc<ShardTable> {
+    /// durable state the first time; with every region's rest share when
+    /// `fold` (else at most once in [`shard_load::SHARE_FOLD_MS`]).
+    fn table_at(&mut self, topology: &Arc<Topology>, metrics: &[f64], fold: bool) -> Arc<ShardTable> {
         let unchanged = self.table.is_some()
             && self.table_inputs.as_ref().is_some_and(|(t, r)| Arc::ptr_eq(t, topology) && *r == self.metrics_revision);
         let smoothed = (!unchanged).then(|| self.smoothed_matrix(topology));
+        let loads = if self.table.is_some() { self.loads_for_table(fold) } else { Vec::new() };
         let table = match &mut self.table {
             Some(table) => table,
             None => {
+                let built = self.durable.shard_table(topology, metrics.to_vec(), self.every_load());
                 // Built with every load: none is left unseen.
-                self.loads.take_unseen();
-                self.table.insert(Arc::new(self.durable.shard_table(topology, metrics.to_vec(), &self.loads.current)))
+                self.loads_all_seen();
+                self.table.insert(Arc::new(built))
             }
         };
         debug_assert_eq!(Arc::strong_count(table), 1, "a view still holds the shard table: a new view copies it");
@@ -459,10 +462,8 @@ impl Coordinator {
             kept.set_topology(topology, metrics, &smoothed);
             self.table_inputs = Some((topology.clone(), self.metrics_revision));
         }
-        let unseen = self.loads.take_unseen();
-        if !unseen.is_empty() {
-            let loads = &self.loads.current;
-            kept.set_loads(unseen.iter().map(|shard| (shard.as_str(), loads.get(shard).map_or(0.0, |l| l.load))));
+        if !loads.is_empty() {
+            kept.set_loads(loads.iter().map(|(shard, load)| (shard.as_str(), *load)));
         }
         table.clone()
     }
@@ -474,8 +475,8 @@ impl Coordinator {
         self.table.as_ref()?;
         let topology = self.topology();
         let metrics = self.metric_matrix(&topology);
-        let kept = self.table_at(&topology, &metrics);
-        let fresh = self.durable.shard_table(&topology, metrics, &self.loads.current);
+        let kept = self.table_at(&topology, &metrics, true);
+        let fresh = self.durable.shard_table(&topology, metrics, self.every_load());
         kept.differs_from(&fresh)
     }
 
@@ -526,7 +527,7 @@ impl Coordinator {
     fn table_now(&mut self) {
         let topology = self.topology();
         let metrics = self.metric_matrix(&topology);
-        self.table_at(&topology, &metrics);
+        self.table_at(&topology, &metrics, false);
     }
 
     fn metric_matrix(&self, topology: &Topology) -> Vec<f64> {
@@ -562,7 +563,8 @@ impl Coordinator {
             .map(|region| self.durable.regions.get(&region.address).map(|r| r.shards.clone()).unwrap_or_default())
             .collect();
         let in_progress = self.durable.handoffs.keys().cloned().collect();
-        let table = self.table_at(&topology, &metrics);
+        // The whole view walks every shard already: the rest shares come too.
+        let table = self.table_at(&topology, &metrics, true);
         ClusterView::new(topology, metrics, homes, in_progress)
             .expect("the view is consistent by construction")
             .with_table(table)
@@ -646,7 +648,9 @@ impl Coordinator {
         {
             self.tombstones.insert((entry.written_at, shard.clone()));
         }
+        self.follow_homes(&change, false);
         self.durable.apply(&change);
+        self.follow_homes(&change, true);
         self.change_table(&change);
         match &change {
             Change::RegionRegistered(_)
@@ -789,5 +793,7 @@ pub fn complete_snapshot(
 
 #[cfg(test)]
 mod freeze_tests;
+#[cfg(test)]
+mod shard_load_tests;
 #[cfg(test)]
 mod tests;

@@ -446,11 +446,11 @@ impl Durable {
     /// by region in allocation order, the hand-offs in flight, the shards
     /// pinned where they are, and the `loads` of those shards (the
     /// coordinator's current ones, or these saved ones).
-    pub fn shard_table(
-        &self,
+    pub fn shard_table<'a>(
+        &'a self,
         topology: &Topology,
         metrics: Vec<f64>,
-        loads: &BTreeMap<String, ShardLoad>,
+        loads: impl IntoIterator<Item = (&'a str, f64)>,
     ) -> ShardTable {
         let homes = topology.regions().iter().enumerate().flat_map(|(index, region)| {
             let shards = self.regions.get(&region.address).map(|r| r.shards.as_slice()).unwrap_or_default();
@@ -461,7 +461,7 @@ impl Durable {
             .live_placements()
             .filter(|(shard, target)| self.homes.get(*shard).is_some_and(|home| *home.region == ***target))
             .map(|(shard, _)| shard.as_str());
-        let loads = loads.iter().filter(|(_, l)| l.load != 0.0).map(|(shard, l)| (shard.as_str(), l.load));
+        let loads = loads.into_iter().filter(|(_, load)| *load != 0.0);
         ShardTable::build(topology, metrics, homes, self.handoffs.keys().map(String::as_str), pinned, loads)
     }
 

@@ -5,7 +5,7 @@ use crate::strategy::builtin;
 use crate::strategy::external::AllocationReason;
 use crate::strategy::guarded::Guarded;
 
-fn least_shard() -> ExternalAllocation {
+pub(super) fn least_shard() -> ExternalAllocation {
     ExternalAllocation::new(Guarded::new(builtin::native("least-shard", "").unwrap().unwrap()))
 }
 
@@ -13,12 +13,12 @@ fn strategy_reason() -> AllocationReason {
     AllocationReason::Strategy { name: "least-shard".into(), version: env!("CARGO_PKG_VERSION").into() }
 }
 
-fn register(now: Millis, address: &str, incarnation: u64) -> Event {
+pub(super) fn register(now: Millis, address: &str, incarnation: u64) -> Event {
     Event::Register { now, register: Register { address: address.into(), incarnation, ..Default::default() } }
 }
 
 /// A home request from incarnation 1.
-fn get(now: Millis, requester: &str, shard: &str) -> Event {
+pub(super) fn get(now: Millis, requester: &str, shard: &str) -> Event {
     get_from(now, requester, 1, shard)
 }
 
@@ -55,7 +55,7 @@ fn allocated(shard: &str, region: &str) -> Command {
     })
 }
 
-fn home_set(shard: &str, region: &str, at: Millis, epoch: u64) -> Change {
+pub(super) fn home_set(shard: &str, region: &str, at: Millis, epoch: u64) -> Change {
     let home = Home { region: region.into(), reason: strategy_reason().into(), at, epoch };
     Change::HomeSet { shard: shard.into(), home }
 }
@@ -78,7 +78,7 @@ fn reveals(commands: &[Command]) -> Vec<&Command> {
 }
 
 /// Feeds an event, persists its batch (if any) and returns everything.
-fn settle(c: &mut Coordinator, event: Event) -> Vec<Command> {
+pub(super) fn settle(c: &mut Coordinator, event: Event) -> Vec<Command> {
     let now = event.now();
     let mut out = c.handle(event);
     if out.iter().any(|c| matches!(c, Command::Persist { .. })) {
@@ -152,7 +152,7 @@ fn stop(shard: &str, from: &str) -> Command {
     Command::Observe(Observation::HandOff { shard: shard.into(), from: from.into(), step: Step::Stop })
 }
 
-fn rebalance_now(now: Millis, shards: &[&str]) -> Event {
+pub(super) fn rebalance_now(now: Millis, shards: &[&str]) -> Event {
     Event::Operator {
         now,
         request: 9,
@@ -160,11 +160,11 @@ fn rebalance_now(now: Millis, shards: &[&str]) -> Event {
     }
 }
 
-fn ack(now: Millis, region: &str, shard: &str) -> Event {
+pub(super) fn ack(now: Millis, region: &str, shard: &str) -> Event {
     Event::BeginHandOffAck { now, region: region.into(), incarnation: 1, shard: shard.into() }
 }
 
-fn stopped(now: Millis, region: &str, shard: &str) -> Event {
+pub(super) fn stopped(now: Millis, region: &str, shard: &str) -> Event {
     Event::ShardStopped { now, region: region.into(), incarnation: 1, shard: shard.into() }
 }
 
@@ -636,172 +636,6 @@ fn regions_silent_past_the_removal_timeout_never_take_each_others_shards() {
     assert!(c.durable().regions.is_empty() && c.durable().homes.is_empty());
 }
 
-fn load(now: Millis, region: &str, incarnation: u64, window_ms: Millis, shards: &[(&str, f64)], rest: f64) -> Event {
-    let shards = shards.iter().map(|(s, l)| shardalloc_proto::protocol::ShardLoad { shard: (*s).into(), load: *l });
-    let report = shardalloc_proto::protocol::LoadReport { window_ms, shards: shards.collect(), rest };
-    Event::Load { now, address: region.into(), incarnation, report }
-}
-
-fn loads_of(c: &Coordinator) -> Vec<(&str, f64, Option<Millis>)> {
-    c.loads().iter().map(|(s, l)| (s.as_str(), l.load, l.moved_at)).collect()
-}
-
-/// Regions a (s, t, u) and b, with a half-life of 1 s (a report over 1 s
-/// keeps half of what was), no rebalance round of its own and regions
-/// that need no heartbeat to stay.
-fn loaded_regions() -> Coordinator {
-    let config = Config {
-        load_half_life_ms: 1_000,
-        load_save_interval_ms: 30_000,
-        rebalance_interval_ms: u64::MAX,
-        unreachable_after_ms: 1 << 40,
-        remove_after_ms: 1 << 40,
-        ..Config::default()
-    };
-    let mut c = Coordinator::new(config, least_shard()).unwrap();
-    settle(&mut c, register(0, "a", 1));
-    for shard in ["s", "t", "u"] {
-        settle(&mut c, get(1, "a", shard));
-    }
-    settle(&mut c, register(3, "b", 1));
-    c
-}
-
-#[test]
-fn reports_are_smoothed_per_shard_and_the_rest_is_spread_over_the_unnamed_shards() {
-    let mut c = loaded_regions();
-    assert_eq!(
-        settle(&mut c, load(10, "a", 1, 1_000, &[("s", 10.0)], 4.0)),
-        [Command::Observe(Observation::RegionLoad { address: "a".into(), load: 14.0 })],
-        "nothing persisted per report: only a sample for the event stream"
-    );
-    assert_eq!(loads_of(&c), [("s", 10.0, None), ("t", 2.0, None), ("u", 2.0, None)], "first reports as they are");
-    assert_eq!((c.region_load("a"), c.region_load("b")), (Some(14.0), None), "b never reported");
-    settle(&mut c, load(1_010, "a", 1, 1_000, &[("s", 20.0), ("t", 6.0)], 0.0));
-    assert_eq!(loads_of(&c), [("s", 15.0, None), ("t", 4.0, None), ("u", 1.0, None)], "half of each");
-    settle(&mut c, load(3_010, "a", 1, 2_000, &[("s", 15.0)], 0.0));
-    assert_eq!(loads_of(&c), [("s", 15.0, None), ("t", 1.0, None), ("u", 0.25, None)], "two half-lives");
-    // b names a's shard: it moved during b's window, or b is wrong.
-    settle(&mut c, load(3_020, "b", 1, 1_000, &[("s", 1_000.0)], 0.0));
-    assert_eq!(c.loads()["s"].load, 15.0);
-    // b holds no shard: its load is zero, not negative zero (an empty sum
-    // of floats is -0.0, which REST and the events would show as "-0.0").
-    let b = c.region_load("b").unwrap();
-    assert!(b == 0.0 && b.is_sign_positive(), "{b:?}");
-}
-
-#[test]
-fn reports_of_a_fenced_incarnation_or_outside_the_bounds_are_ignored_with_the_reason() {
-    let mut c = loaded_regions();
-    let ignored = |what: &str| [Command::Observe(Observation::Ignored { what: what.into() })];
-    assert_eq!(
-        c.handle(load(10, "a", 2, 1_000, &[("s", 1.0)], 0.0)),
-        ignored("Load from a: incarnation 2 is not the registered 1")
-    );
-    assert_eq!(
-        c.handle(load(10, "a", 1, 499, &[("s", 1.0)], 0.0)),
-        ignored("Load from a: a window of 499 ms is shorter than 500 ms")
-    );
-    assert_eq!(
-        c.handle(load(10, "a", 1, 60_001, &[("s", 1.0)], 0.0)),
-        ignored("Load from a: a window of 60001 ms is longer than 60000 ms: the loads are too old")
-    );
-    assert_eq!(
-        c.handle(load(10, "a", 1, 1_000, &[("s", f64::NAN)], 0.0)),
-        ignored("Load from a: shard \"s\" has load NaN; a load is finite and not negative")
-    );
-    assert_eq!(c.handle(load(10, "z", 1, 1_000, &[], 1.0)), ignored("Load from z: not registered"));
-    assert!(c.loads().is_empty());
-}
-
-#[test]
-fn a_shards_load_follows_it_through_a_hand_off_and_the_move_is_timed() {
-    let mut c = loaded_regions();
-    settle(&mut c, load(10, "a", 1, 1_000, &[("s", 8.0)], 0.0));
-    settle(&mut c, rebalance_now(20, &["s"]));
-    c.handle(ack(21, "a", "s"));
-    c.handle(ack(22, "b", "s"));
-    settle(&mut c, stopped(23, "a", "s"));
-    assert_eq!(&*c.home("s").unwrap().region, "b");
-    assert_eq!(c.loads()["s"], ShardLoad { load: 8.0, moved_at: Some(23) });
-    // b's reports go on from a's average.
-    settle(&mut c, load(1_023, "b", 1, 1_000, &[("s", 4.0)], 0.0));
-    assert_eq!(c.loads()["s"], ShardLoad { load: 6.0, moved_at: Some(23) });
-}
-
-#[test]
-fn loads_are_saved_in_one_batch_per_interval_and_recovered_into_the_strategys_view() {
-    let mut c = loaded_regions();
-    settle(&mut c, load(10, "a", 1, 1_000, &[("s", 8.0), ("t", 2.0)], 0.0));
-    let saves = |out: &[Command]| -> Vec<Vec<(String, Option<ShardLoad>)>> {
-        out.iter()
-            .filter_map(|c| match c {
-                Command::Persist { changes, .. } => Some(changes),
-                _ => None,
-            })
-            .flatten()
-            .filter_map(|change| match change {
-                Change::LoadsSaved { loads } => Some(loads.clone()),
-                _ => None,
-            })
-            .collect()
-    };
-    // The coordinator was made at 0: the first save is due at 30 s.
-    assert_eq!(saves(&settle(&mut c, Event::Tick { now: 29_999 })), Vec::<Vec<_>>::new());
-    // The durable state changes only by a persisted change: until the save,
-    // the loads are current in the coordinator and absent from it.
-    assert!(c.durable().loads.is_empty() && c.loads().len() == 2, "{:?}", c.durable().loads);
-    let at = |load| Some(ShardLoad { load, moved_at: None });
-    assert_eq!(
-        saves(&settle(&mut c, Event::Tick { now: 30_000 })),
-        [vec![("s".to_owned(), at(8.0)), ("t".to_owned(), at(2.0))]],
-        "u carries nothing: never stored"
-    );
-    assert_eq!(&c.durable().loads, c.loads(), "saved: the durable state holds what was persisted");
-    assert_eq!(saves(&settle(&mut c, Event::Tick { now: 30_100 })), Vec::<Vec<_>>::new(), "nothing changed");
-    settle(&mut c, load(30_200, "a", 1, 1_000, &[("s", 8.0), ("t", 0.0)], 0.0));
-    assert_eq!(saves(&settle(&mut c, Event::Tick { now: 59_999 })), Vec::<Vec<_>>::new(), "not yet due");
-    assert_eq!(saves(&settle(&mut c, Event::Tick { now: 60_000 })), [vec![("t".to_owned(), at(1.0))]]);
-
-    // A coordinator recovered from the saved state shows the loads to strategies.
-    let mut durable = Durable::default();
-    for change in c.durable().regions.values().cloned().map(Change::RegionRegistered) {
-        durable.apply(&change);
-    }
-    durable.apply(&home_set("s", "a", 1, 1));
-    durable.apply(&Change::LoadsSaved { loads: vec![("s".into(), at(8.0)), ("gone".into(), None)] });
-    let (mut recovered, _) = Coordinator::recover(c.config().clone(), least_shard(), durable, 70_000).unwrap();
-    let view = recovered.view();
-    let table = view.table().expect("a coordinator's view carries its table");
-    let handle = table.handle("s").unwrap();
-    assert_eq!(table.allocations().load(table.allocations().get(handle).unwrap()), 8.0);
-    let generation = table.generation();
-    drop(view);
-    // A load that changes reaches the kept table in one batch at the next view.
-    settle(&mut recovered, load(71_000, "a", 1, 1_000, &[("s", 4.0)], 0.0));
-    let view = recovered.view();
-    let table = view.table().unwrap();
-    assert_eq!(table.generation(), generation + 1);
-    assert_eq!(table.allocations().load(table.allocations().get(handle).unwrap()), 6.0);
-    drop(view);
-    assert_eq!(recovered.table_differs(), None);
-}
-
-#[test]
-fn the_hottest_shards_come_most_loaded_first_in_pages() {
-    let mut c = loaded_regions();
-    settle(&mut c, load(10, "a", 1, 1_000, &[("s", 5.0), ("t", 9.0), ("u", 5.0)], 0.0));
-    let names = |page: Vec<(String, ShardLoad)>| page.into_iter().map(|(s, l)| (s, l.load)).collect::<Vec<_>>();
-    let all = names(c.hottest(None, 10));
-    assert_eq!(all, [("t".into(), 9.0), ("u".into(), 5.0), ("s".into(), 5.0)]);
-    assert_eq!(names(c.hottest(None, 2)), all[..2]);
-    assert_eq!(names(c.hottest(Some((5.0, "u")), 2)), all[2..], "the next page starts after the cursor");
-    // A shard whose load falls leaves its old rank.
-    settle(&mut c, load(1_010, "a", 1, 1_000, &[("t", 1.0)], 0.0));
-    assert_eq!(names(c.hottest(None, 1)), [("t".to_owned(), 5.0)]);
-    assert_eq!(c.hottest(None, 10).len(), 3);
-}
-
 #[test]
 fn churn_limits_clip_the_strategys_answer_and_say_what_they_clipped() {
     use crate::strategy::churn::{ChurnLimits, ClipReason};
@@ -853,21 +687,6 @@ fn churn_limits_clip_the_strategys_answer_and_say_what_they_clipped() {
     // An operator's rebalance is not the strategy's: it is never clipped.
     let out = settle(&mut c, rebalance_now(20_001, &["x"]));
     assert_eq!(started(&out), 1, "{out:?}");
-}
-
-#[test]
-fn a_regions_load_is_sampled_at_most_once_in_ten_seconds() {
-    let mut c = loaded_regions();
-    let sample = |out: &[Command]| {
-        out.iter().find_map(|c| match c {
-            Command::Observe(Observation::RegionLoad { address, load }) => Some((address.clone(), *load)),
-            _ => None,
-        })
-    };
-    assert_eq!(sample(&settle(&mut c, load(10, "a", 1, 1_000, &[("s", 8.0)], 0.0))), Some(("a".into(), 8.0)));
-    assert_eq!(sample(&settle(&mut c, load(5_000, "a", 1, 1_000, &[("s", 8.0)], 0.0))), None);
-    assert_eq!(sample(&settle(&mut c, load(6_000, "b", 1, 1_000, &[], 0.0))), Some(("b".into(), 0.0)), "per region");
-    assert_eq!(sample(&settle(&mut c, load(10_010, "a", 1, 1_000, &[("s", 8.0)], 0.0))), Some(("a".into(), 8.0)));
 }
 
 /// A strategy that records why each shard was allocated and answers
