@@ -15,7 +15,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::{self, Message};
 
-use node::{Journal, Node, registered};
+use node::{Journal, Node, registered, wait_for};
 
 type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
@@ -399,4 +399,45 @@ async fn a_region_gone_without_a_close_frame_is_no_protocol_violation() {
     let log = node.log_tail();
     assert!(!log.contains("protocol violation"), "{log}");
     region.shutdown().await;
+}
+
+/// A region reporting load in a loop (the third round's attack: 2,000
+/// reports back to back) is paced: the reports are folded into one every
+/// quarter second, not queued for the driver, the session stays open, and
+/// the load they carried arrives whole.
+#[tokio::test(flavor = "multi_thread")]
+async fn load_reports_sent_in_a_loop_are_folded_and_their_load_arrives() {
+    use shardalloc_proto::protocol::{LoadReport, ShardLoad};
+
+    let node = Node::start(&["--type", "cart"]).await;
+    let mut flood = registered_raw(&node, "flood").await;
+    send(&mut flood, binary(&RegionMessage::GetShardHome { shard: "s".into() })).await;
+    let report = LoadReport { window_ms: 1_000, shards: vec![ShardLoad { shard: "s".into(), load: 8.0 }], rest: 0.0 };
+    wait_for("s homed on flood", Duration::from_secs(60), async || {
+        let (status, shard) = node.request(reqwest::Method::GET, "/v1/cluster/shards/cart/shards/s", None).await;
+        (status == StatusCode::OK && shard["home"] == "flood").then_some(())
+    })
+    .await;
+    for _ in 0..2_000 {
+        flood.feed(binary(&RegionMessage::Load(report.clone()))).await.unwrap();
+    }
+    flood.flush().await.unwrap();
+    heartbeat(&mut flood, 7).await;
+    let coalesced = wait_for("the folded reports counted", Duration::from_secs(60), async || {
+        let text = node.http().get(node.url("/metrics")).send().await.ok()?.text().await.ok()?;
+        let line = text.lines().find(|l| l.starts_with("shardalloc_load_reports_coalesced_total"))?;
+        let count: f64 = line.rsplit(' ').next()?.parse().ok()?;
+        (count > 0.0).then_some(count)
+    })
+    .await;
+    // At most two reports a quarter second go through (one sent, one
+    // waiting): fewer than 1,000 folded would mean two minutes of reading.
+    assert!(coalesced >= 1_000.0, "only {coalesced} of 2,000 reports were folded");
+    // Every report said 8 units a second: so does the folded one.
+    let load = wait_for("s's load", Duration::from_secs(60), async || {
+        let (_, shard) = node.request(reqwest::Method::GET, "/v1/cluster/shards/cart/shards/s", None).await;
+        shard["load"].as_f64().filter(|load| *load > 0.0)
+    })
+    .await;
+    assert_eq!(load, 8.0);
 }

@@ -221,6 +221,34 @@ impl LoadReport {
         }
         Ok(())
     }
+
+    /// Folds a `later` report into this one: one report over both windows,
+    /// what a node does with reports that come faster than it takes them.
+    /// Each rate is weighted by its report's window (a shard one report
+    /// does not name counts 0 there: its load is in that report's rest), so
+    /// the total load is kept; at most [`MAX_LOAD_SHARDS`] stay named (the
+    /// lightest of the others join the rest), and the window is capped at
+    /// [`MAX_LOAD_WINDOW_MS`]. Both reports pass [`LoadReport::check`]; so
+    /// does the result.
+    pub fn coalesce(&mut self, later: LoadReport) {
+        let (w1, w2) = (self.window_ms as f64, later.window_ms as f64);
+        let window = w1 + w2;
+        let mut named: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
+        for (entry, weight) in std::mem::take(&mut self.shards).into_iter().map(|e| (e, w1)) {
+            *named.entry(entry.shard).or_default() += entry.load * weight / window;
+        }
+        for entry in later.shards {
+            *named.entry(entry.shard).or_default() += entry.load * w2 / window;
+        }
+        let mut rest = self.rest * w1 / window + later.rest * w2 / window;
+        let mut shards: Vec<ShardLoad> = named.into_iter().map(|(shard, load)| ShardLoad { shard, load }).collect();
+        shards.sort_by(|a, b| b.load.total_cmp(&a.load).then_with(|| a.shard.cmp(&b.shard)));
+        rest += shards.iter().skip(MAX_LOAD_SHARDS).map(|e| e.load).sum::<f64>();
+        shards.truncate(MAX_LOAD_SHARDS);
+        self.shards = shards;
+        self.rest = rest;
+        self.window_ms = self.window_ms.saturating_add(later.window_ms).min(MAX_LOAD_WINDOW_MS);
+    }
 }
 
 /// What a region sends after its [`Hello`].
@@ -522,6 +550,34 @@ mod tests {
         assert_eq!(load.check_protocol(1), Err("a Load in protocol version 1; it needs version 2".into()));
         assert_eq!(load.check_protocol(2), Ok(()));
         assert_eq!(RegionMessage::Leave.check_protocol(1), Ok(()));
+    }
+
+    #[test]
+    fn coalesced_reports_keep_the_load_over_both_windows() {
+        let report = |window_ms, shards: &[(&str, f64)], rest| LoadReport {
+            window_ms,
+            shards: shards.iter().map(|(s, l)| ShardLoad { shard: (*s).into(), load: *l }).collect(),
+            rest,
+        };
+        let mut first = report(1_000, &[("a", 8.0), ("b", 4.0)], 2.0);
+        first.coalesce(report(3_000, &[("a", 4.0), ("c", 16.0)], 6.0));
+        // a: (8·1 + 4·3)/4; b: 4·1/4 (its later load is in the later rest);
+        // c: 16·3/4; the rest: (2·1 + 6·3)/4.
+        assert_eq!(first, report(4_000, &[("c", 12.0), ("a", 5.0), ("b", 1.0)], 5.0));
+        assert_eq!(first.check(), Ok(()));
+
+        // Past the named bound, the lightest join the rest; the window is capped.
+        let many = |prefix: &str, load| {
+            let names: Vec<String> = (0..MAX_LOAD_SHARDS).map(|i| format!("{prefix}{i:04}")).collect();
+            report(MAX_LOAD_WINDOW_MS, &names.iter().map(|s| (s.as_str(), load)).collect::<Vec<_>>(), 1.0)
+        };
+        let mut heavy = many("h", 4.0);
+        heavy.coalesce(many("l", 2.0));
+        assert_eq!(heavy.shards.len(), MAX_LOAD_SHARDS);
+        assert!(heavy.shards.iter().all(|e| e.shard.starts_with('h') && e.load == 2.0));
+        assert_eq!(heavy.rest, 1.0 + MAX_LOAD_SHARDS as f64 * 1.0, "the light ones' load is kept, in the rest");
+        assert_eq!(heavy.window_ms, MAX_LOAD_WINDOW_MS);
+        assert_eq!(heavy.check(), Ok(()));
     }
 
     #[test]

@@ -143,6 +143,9 @@ pub struct Metrics {
     pub commit_seconds: Histogram,
     /// Open region sessions.
     pub sessions: Gauge,
+    /// Load reports folded into another because their session sent them
+    /// sooner than the pacing allows (`server::load_pacing`).
+    pub load_reports_coalesced: Counter,
     /// 1 while this node leads (a node without etcd always does), else 0.
     pub leader: Gauge,
     /// The term of the leadership this node knows of (0: none known).
@@ -177,6 +180,7 @@ impl Metrics {
             strategy_series: StrategySeries::default(),
             commit_seconds: latency(),
             sessions: Gauge::default(),
+            load_reports_coalesced: Counter::default(),
             leader: Gauge::default(),
             term: Gauge::default(),
             leader_lease_seconds: Gauge::default(),
@@ -200,6 +204,11 @@ impl Metrics {
         registry.register("strategy_call_seconds", "Strategy call latency", metrics.strategy_calls.clone());
         registry.register("commit_seconds", "Store commit latency", metrics.commit_seconds.clone());
         registry.register("region_sessions", "Open region sessions", metrics.sessions.clone());
+        registry.register(
+            "load_reports_coalesced",
+            "Load reports a session sent sooner than four a second, folded into the next",
+            metrics.load_reports_coalesced.clone(),
+        );
         registry.register("leader", "1 while this node leads", metrics.leader.clone());
         registry.register("term", "The term of the leadership this node knows of", metrics.term.clone());
         registry.register(

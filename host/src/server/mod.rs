@@ -42,6 +42,7 @@ pub mod forward;
 pub mod guard;
 pub mod handshakes;
 pub mod leadership;
+pub mod load_pacing;
 pub mod low_priority;
 pub mod metrics;
 mod node;

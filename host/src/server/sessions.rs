@@ -12,6 +12,8 @@
 //! reconnects and registers again. A peer that sends garbage, a text frame, an
 //! oversized frame, or a message before its handshake or registration is
 //! disconnected with a logged reason; nothing it sends can panic the node.
+//! Load reports are paced ([`super::load_pacing`]): those sent sooner than
+//! a quarter second after the last are folded into one, never queued.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,6 +30,7 @@ use tokio::sync::{Semaphore, mpsc};
 
 use super::api_error::ApiError;
 use super::driver::{Input, REQUESTS_IN_FLIGHT, SESSION_OUTBOX};
+use super::load_pacing::LoadPacer;
 use super::state::AppState;
 
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
@@ -197,9 +200,19 @@ async fn session(state: AppState, mut socket: WebSocket) {
     let register_by = tokio::time::Instant::now() + deadline;
     let mut registered = false;
     let mut writer_ended = false;
+    let mut loads = LoadPacer::default();
     let reason = loop {
+        let report_due = loads.due();
         let next = tokio::select! {
             next = stream.next() => next,
+            _ = tokio::time::sleep_until(report_due.unwrap_or(register_by)), if report_due.is_some() => {
+                let Some(report) = loads.take_due(tokio::time::Instant::now()) else { continue };
+                let input = Input::Region { session: id, message: RegionMessage::Load(report) };
+                if driver.send(input).await.is_err() {
+                    break "the node is shutting down".to_owned();
+                }
+                continue;
+            }
             _ = state.shutdown.cancelled() => break "the node is shutting down".to_owned(),
             _ = driver.stopped() => break "the node stopped leading".to_owned(),
             _ = &mut writer => {
@@ -217,6 +230,18 @@ async fn session(state: AppState, mut socket: WebSocket) {
             Read::Violation(reason) => break violation(reason),
         };
         registered |= matches!(message, RegionMessage::Register(_));
+        let message = match message {
+            RegionMessage::Load(report) => match loads.offer(tokio::time::Instant::now(), report) {
+                (Some(report), _) => RegionMessage::Load(report),
+                (None, folded) => {
+                    if folded {
+                        state.metrics.load_reports_coalesced.inc();
+                    }
+                    continue;
+                }
+            },
+            message => message,
+        };
         let input = if matches!(message, RegionMessage::GetShardHome { .. }) {
             let permit = tokio::select! {
                 permit = room_for_a_request(&requests, &refusals) => permit,
@@ -236,6 +261,9 @@ async fn session(state: AppState, mut socket: WebSocket) {
         tracing::debug!(session = id, r#type = %hello.entity_type, %reason, "region session ended");
     } else {
         tracing::info!(session = id, r#type = %hello.entity_type, %reason, "region session ended");
+    }
+    if let Some(report) = loads.take() {
+        let _ = driver.send(Input::Region { session: id, message: RegionMessage::Load(report) }).await;
     }
     let _ = driver.send(Input::SessionClosed { session: id }).await;
     // The writer ends when the driver drops the outbox; do not wait forever.
