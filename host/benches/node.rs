@@ -1,7 +1,8 @@
 //! The node over its real sockets: home requests answered per second over
 //! region sessions (one session against several, in one run), the same and
 //! the heartbeats' round trips with 100 regions reporting load every second
-//! against the same run without load reports, the memory
+//! against the same run without load reports, the same with one region
+//! holding 100,000 or 1,000,000 shards reporting ten times a second, the memory
 //! of a node holding 1,000 regions and 1,000,000 shards loaded from its
 //! store, and its memory before, during and after a flood of connections
 //! that never finish their request. `docs/performance.md` reports the
@@ -9,7 +10,8 @@
 //!
 //! `cargo bench -p shardalloc --bench node`; in smoke mode (`common`), 4
 //! sessions and 100 shards, load reports from 3 regions in two phases of
-//! half a second, the memory of 10 regions and 2,000 shards, a flood of 40
+//! half a second, one region of 2,000 shards reporting every 10 ms beside
+//! 3 others, the memory of 10 regions and 2,000 shards, a flood of 40
 //! connections, and every wait under a second.
 
 #![allow(missing_docs, reason = "criterion's macros define undocumented public functions")]
@@ -280,6 +282,171 @@ fn load_reports(_: &mut Criterion) {
     );
 }
 
+/// One phase of [`heavy_reporters`].
+struct Flooded {
+    /// Whether the big region reported at ten times the pace.
+    flooding: bool,
+    /// The other regions' heartbeat round trips.
+    p50: Duration,
+    p99: Duration,
+    /// Heartbeats timed.
+    timed: usize,
+}
+
+/// A store holding one region `big` with `held` shards and `quiet` regions
+/// `q0`, `q1`, … with 10 shards each, as a node left it (every region at
+/// incarnation 1, so the sessions that register again keep their shards).
+fn store_with_a_big_region(data: &std::path::Path, held: usize, quiet: usize) {
+    let store = RedbStore::open(data).unwrap();
+    let addresses: Vec<String> = std::iter::once("big".to_owned()).chain((0..quiet).map(|i| format!("q{i}"))).collect();
+    let registered: Vec<Change> = (addresses.iter().enumerate())
+        .map(|(i, address)| {
+            Change::RegionRegistered(RegionRecord {
+                address: address.clone(),
+                incarnation: 1,
+                join_order: i as u64,
+                ..RegionRecord::default()
+            })
+        })
+        .collect();
+    let turn = Turn { changes: [(TYPE.to_string(), registered)].into(), ..Turn::default() };
+    let mut revision = store.commit(0, &turn).unwrap();
+    let reason = AllocationReason::Strategy { name: "least-shard".into(), version: "0.1.0".into() };
+    let homes = (0..held)
+        .map(|s| (format!("big-{s}"), "big".to_owned()))
+        .chain((0..quiet * 10).map(|s| (format!("quiet-{s}"), format!("q{}", s % quiet))));
+    let homes: Vec<Change> = homes
+        .enumerate()
+        .map(|(n, (shard, region))| Change::HomeSet {
+            shard,
+            home: Home {
+                region: region.into(),
+                reason: reason.clone().into(),
+                at: 1_700_000_000_000,
+                epoch: n as u64 + 1,
+            },
+        })
+        .collect();
+    for chunk in homes.chunks(100_000) {
+        let turn = Turn { changes: [(TYPE.to_string(), chunk.to_vec())].into(), ..Turn::default() };
+        revision = store.commit(revision, &turn).unwrap();
+    }
+}
+
+/// Not a timing by criterion: issue 41's first finding. One region holding
+/// 100,000 shards, then one holding 1,000,000, sends a load report (256
+/// shards named, the rest summed) ten times a second, ten times the
+/// clients' pace, while 100 other regions heartbeat every second; phases
+/// without and with the flood (ABBAAB, 15 s each, 1,500 round trips each)
+/// time the others' heartbeat round trips. The target: p99 with the flood within 1.2× of
+/// the p99 without. The type rebalances once an hour (no round falls in a
+/// phase: a round reads the whole view, flood or not). Smoke mode: 2,000
+/// shards, 3 regions, two phases of 0.5 s.
+fn heavy_reporters(_: &mut Criterion) {
+    let sizes = common::sized(vec![100_000, 1_000_000], vec![2_000]);
+    let quiet = common::sized(100, 3);
+    let phase = common::sized(Duration::from_secs(15), Duration::from_millis(500));
+    let settle = common::sized(Duration::from_secs(2), Duration::from_millis(200));
+    let phases = common::sized(vec![false, true, true, false, false, true], vec![false, true]);
+    let every = common::sized(Duration::from_millis(100), Duration::from_millis(10));
+    let mut summary = Vec::new();
+    for held in sizes {
+        let data = tempfile::tempdir().unwrap();
+        store_with_a_big_region(data.path(), held, quiet);
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+        let rows = runtime.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let base = format!("ws://{}", listener.local_addr().unwrap());
+            let mut driver = DriverSettings::default();
+            driver.coordinator.rebalance_interval_ms = 3_600_000;
+            let node = Node::start(common::settings(data.path(), driver)).unwrap();
+            tokio::spawn(node.serve(shardalloc::server::no_delay(listener), std::future::pending()));
+            let mut big = LiveRegion::connect(&base, "big").await;
+            let mut sessions = Vec::new();
+            for i in 0..quiet {
+                sessions.push(LiveRegion::connect(&base, &format!("q{i}")).await);
+            }
+            let named: Vec<ShardLoad> =
+                (0..256.min(held)).map(|s| ShardLoad { shard: format!("big-{s}"), load: 1_000.0 - s as f64 }).collect();
+            let report = LoadReport { window_ms: 1_000, shards: named, rest: held as f64 };
+            let mut rows = Vec::new();
+            for &flooding in &phases {
+                let idle = |period: Duration, sessions: &mut Vec<LiveRegion>| {
+                    let tasks: Vec<_> = sessions
+                        .drain(..)
+                        .map(|mut s| {
+                            tokio::spawn(async move {
+                                s.idle(period).await;
+                                s
+                            })
+                        })
+                        .collect();
+                    futures_util::future::join_all(tasks)
+                };
+                for session in idle(settle, &mut sessions).await {
+                    let session = session.unwrap();
+                    session.take_round_trips();
+                    sessions.push(session);
+                }
+                let reports = report.clone();
+                let flood = tokio::spawn(async move {
+                    let started = tokio::time::Instant::now();
+                    let mut tick = tokio::time::interval(every);
+                    while started.elapsed() < phase {
+                        tick.tick().await;
+                        if flooding {
+                            big.send(RegionMessage::Load(reports.clone()));
+                        }
+                        // Reads the node's answers to its heartbeats meanwhile.
+                        big.idle(Duration::ZERO).await;
+                    }
+                    big
+                });
+                for session in idle(phase, &mut sessions).await {
+                    sessions.push(session.unwrap());
+                }
+                big = flood.await.unwrap();
+                let mut trips: Vec<Duration> = sessions.iter().flat_map(|s| s.take_round_trips()).collect();
+                trips.sort();
+                let (p50, p99, timed) = (quantile(&trips, 0.5), quantile(&trips, 0.99), trips.len());
+                rows.push(Flooded { flooding, p50, p99, timed });
+            }
+            // The reports reached the node: the big region's first shard has its load.
+            let url = format!("{}/v1/cluster/shards/{TYPE}/shards/big-0", base.replace("ws://", "http://"));
+            let shard: serde_json::Value = reqwest::get(url).await.unwrap().json().await.unwrap();
+            assert!(shard["load"].as_f64().is_some_and(|l| l > 0.0), "no load reached the node: {shard}");
+            rows
+        });
+        println!(
+            "heavy reporters: one region holding {held} shards reporting every {every:?} while {quiet} others \
+             heartbeat, phases of {phase:?}:"
+        );
+        println!("| phase | big region's reports | heartbeats timed | heartbeat p50 | heartbeat p99 |");
+        for (i, row) in rows.iter().enumerate() {
+            println!(
+                "| {} | {} | {} | {:.2} ms | {:.2} ms |",
+                i + 1,
+                if row.flooding { "ten times the pace" } else { "none" },
+                row.timed,
+                row.p50.as_secs_f64() * 1e3,
+                row.p99.as_secs_f64() * 1e3
+            );
+        }
+        let mean = |flooding: bool| {
+            let picked: Vec<f64> =
+                rows.iter().filter(|r| r.flooding == flooding).map(|r| r.p99.as_secs_f64()).collect();
+            picked.iter().sum::<f64>() / picked.len() as f64
+        };
+        summary.push((held, mean(true) / mean(false)));
+    }
+    for (held, ratio) in summary {
+        println!(
+            "heavy reporters: a region holding {held} shards reporting ten times the pace gives the others a \
+             heartbeat p99 {ratio:.2}× the one without (means of the phases each; the target is at most 1.2×)"
+        );
+    }
+}
+
 /// Resident memory of a process, in MiB.
 fn rss_mib(pid: u32) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -452,5 +619,5 @@ fn connection_flood(_: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, home_requests, home_latency, load_reports, memory, connection_flood);
+criterion_group!(benches, home_requests, home_latency, load_reports, heavy_reporters, memory, connection_flood);
 criterion_main!(benches);

@@ -5,8 +5,11 @@
 //! proportional to the stored placements on the driver thread, and region
 //! messages go before admin work. `docs/performance.md` reports the results.
 //!
+//! Beside it, not a criterion timing: the same writes without and with 500
+//! event-stream readers ([`writes_with_event_readers`]).
+//!
 //! `cargo bench -p shardalloc --bench placements`; in smoke mode
-//! (`common`), with 0 and 1,000 placements stored.
+//! (`common`), with 0 and 1,000 placements stored, and 20 readers.
 //!
 //! Criterion measures the POST batches; the per-request latencies and the
 //! heartbeat round trips are recorded alongside and printed as one table of
@@ -191,5 +194,104 @@ fn placement_writes(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, placement_writes);
+/// Not a timing by criterion: issue 41's sixth finding. Placement writes a
+/// second from [`CLIENTS`] admin clients (one placement per POST, each
+/// client's next POST when its last is answered) in phases without and
+/// with 500 event-stream readers (in the order ABBAAB, 5 s each; the
+/// readers connect before their phase and read everything the node sends,
+/// each reader a task in the node's process as a dashboard's tab is a
+/// connection). The target: with readers, at least half the writes
+/// without. Smoke mode: 20 readers, phases of 0.5 s.
+fn writes_with_event_readers(_: &mut Criterion) {
+    let readers = common::sized(500, 20);
+    let phase = common::sized(Duration::from_secs(5), Duration::from_millis(500));
+    let phases = common::sized(vec![false, true, true, false, false, true], vec![false, true]);
+    let data = tempfile::tempdir().unwrap();
+    stored_placements(data.path(), 0);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let rows: Vec<(bool, f64, u64)> = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let mut settings = common::settings(data.path(), DriverSettings::default());
+        settings.connections.max_event_streams = readers + 16;
+        let node = Node::start(settings).unwrap();
+        tokio::spawn(node.serve(listener, std::future::pending()));
+        let base = format!("http://{address}");
+        let clients: Vec<AdminClient> = (0..CLIENTS).map(|_| AdminClient::new(&base, None).unwrap()).collect();
+        for client in &clients {
+            client.set_placement(TYPE, "warm", "r0").await.unwrap();
+        }
+        let mut written = 0u64;
+        let mut rows = Vec::new();
+        for &reading in &phases {
+            let received = Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let mut streams = Vec::new();
+            if reading {
+                let http = reqwest::Client::new();
+                let (live, mut lives) = tokio::sync::mpsc::channel::<()>(readers);
+                for _ in 0..readers {
+                    let (http, url, live, received) =
+                        (http.clone(), format!("{base}/v1/events"), live.clone(), received.clone());
+                    streams.push(tokio::spawn(async move {
+                        use futures_util::StreamExt;
+                        let response = http.get(url).send().await.expect("an event stream");
+                        assert!(response.status().is_success(), "{}", response.status());
+                        let mut body = response.bytes_stream();
+                        let mut told = false;
+                        while let Some(Ok(chunk)) = body.next().await {
+                            received.fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                            if !told && chunk.windows(6).any(|w| w == b": live") {
+                                told = true;
+                                let _ = live.send(()).await;
+                            }
+                        }
+                    }));
+                }
+                for _ in 0..readers {
+                    tokio::time::timeout(Duration::from_secs(60), lives.recv())
+                        .await
+                        .expect("every reader's stream is live within 60 s");
+                }
+            }
+            let started = Instant::now();
+            let writers = clients.iter().enumerate().map(|(i, client)| {
+                let first = written + i as u64 * 1_000_000;
+                async move {
+                    let mut n = 0;
+                    while started.elapsed() < phase {
+                        client.set_placement(TYPE, &format!("w-{}", first + n), "r1").await.unwrap();
+                        n += 1;
+                    }
+                    n
+                }
+            });
+            let counts = futures_util::future::join_all(writers).await;
+            let per_second = counts.iter().sum::<u64>() as f64 / started.elapsed().as_secs_f64();
+            written += 1_000_000 * CLIENTS as u64;
+            for stream in streams {
+                stream.abort();
+            }
+            // The streams' connections close before the next phase.
+            tokio::time::sleep(common::sized(Duration::from_secs(1), Duration::from_millis(100))).await;
+            rows.push((reading, per_second, received.load(std::sync::atomic::Ordering::Relaxed)));
+        }
+        rows
+    });
+    println!("\nplacement writes ({CLIENTS} clients, one placement per POST) with {readers} event-stream readers:");
+    println!("| phase | readers | POST/s | bytes the readers received |");
+    for (i, (reading, per_second, received)) in rows.iter().enumerate() {
+        println!("| {} | {} | {per_second:.0} | {received} |", i + 1, if *reading { readers } else { 0 });
+    }
+    let mean = |reading: bool| {
+        let picked: Vec<f64> = rows.iter().filter(|r| r.0 == reading).map(|r| r.1).collect();
+        picked.iter().sum::<f64>() / picked.len() as f64
+    };
+    println!(
+        "event readers: placement writes with {readers} readers are {:.2} of those without (means of the phases \
+         each; the target is at least 0.5)",
+        mean(true) / mean(false)
+    );
+}
+
+criterion_group!(benches, placement_writes, writes_with_event_readers);
 criterion_main!(benches);

@@ -30,6 +30,6 @@ mod stream;
 mod subscription;
 
 pub use self::hub::{BACKLOG, EventHub, MAX_REPLAYS, REPLAY_DEADLINE, REPLAY_FREE, Refused, Start};
-pub use self::stream::{__path_events, KEEP_ALIVE, LIVE, events};
+pub use self::stream::{__path_events, CHUNK, GATHER, KEEP_ALIVE, LIVE, events};
 pub use self::subscription::{Delivery, Subscription};
 pub use shardalloc_proto::api::{ChangedBy, DecisionEvent, EventKind};

@@ -318,3 +318,44 @@ async fn replays_past_the_limit_get_429_until_one_reaches_live() {
     let (id, news) = again.event().await;
     assert_eq!((id, &news["shardId"]), (Some(format!("1-{}", newest + 1)), &format!("s{placed}").into()));
 }
+
+/// A live stream that sent all there was waits [`GATHER`] before it takes
+/// more: a node publishing at every turn wakes each stream a few times a
+/// second, not once per turn (500 readers cut a node's writes to a
+/// seventh, issue 41).
+#[tokio::test]
+async fn a_live_stream_takes_what_a_busy_node_publishes_a_few_times_a_second() {
+    use crate::server::events::{CHUNK, GATHER};
+
+    let node = TestNode::start();
+    let mut stream = Reader::open(&node, "/v1/events", &[]).await;
+    assert!(stream.until_live().await.is_empty());
+    const EVENTS: usize = 60;
+    let reader = tokio::spawn(async move {
+        let mut arrivals = Vec::new();
+        let mut events = 0;
+        while events < EVENTS {
+            let chunk = tokio::time::timeout(PATIENCE, stream.body.next())
+                .await
+                .expect("a chunk in time")
+                .expect("the stream goes on")
+                .expect("the stream reads");
+            events += std::str::from_utf8(&chunk).unwrap().matches("data: ").count();
+            arrivals.push((std::time::Instant::now(), chunk.len()));
+        }
+        arrivals
+    });
+    // One placement a turn, each turn publishing its event.
+    for i in 0..EVENTS {
+        place(&node, i..i + 1).await;
+    }
+    let arrivals = reader.await.unwrap();
+    for (i, pair) in arrivals.windows(2).enumerate() {
+        let gap = pair[1].0 - pair[0].0;
+        // A chunk less than full took all there was: the next waits. (Half
+        // of GATHER: the client's own scheduling may delay one
+        // arrival and not the next.)
+        assert!(pair[0].1 >= CHUNK || gap >= GATHER / 2, "chunk {} came {gap:?} after the one before", i + 1);
+    }
+    assert!(arrivals.len() < EVENTS, "{} events came in {} chunks", EVENTS, arrivals.len());
+}
