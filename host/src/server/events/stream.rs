@@ -158,9 +158,9 @@ impl Serving {
                 frames = self.subscription.next_frames(self.only.as_deref(), CHUNK) => frames?,
             };
             if !frames.is_empty() {
-                // Less than a chunk: it took all there was (a replay, or a
-                // stream behind, goes on at once).
-                if self.live && frames.len() < CHUNK {
+                // It took all there was: the next take waits (a replay, or
+                // a stream behind, goes on at once).
+                if self.live && !self.subscription.behind() {
                     self.gather_until = Some(Instant::now() + GATHER);
                 }
                 return Some(frames);

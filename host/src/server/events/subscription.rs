@@ -86,6 +86,8 @@ pub struct Subscription {
     next: u64,
     /// A loss to tell before the next event.
     missed: Option<u64>,
+    /// Whether events waited past the last frames it took.
+    behind: bool,
     shared: Arc<Shared>,
 }
 
@@ -98,7 +100,7 @@ impl Subscription {
         shared: Arc<Shared>,
     ) -> Self {
         let next = shared.next.load(Ordering::Relaxed);
-        Subscription { hub, published, term, next, missed, shared }
+        Subscription { hub, published, term, next, missed, behind: false, shared }
     }
 
     /// The term this stream reads.
@@ -110,6 +112,12 @@ impl Subscription {
     pub fn caught_up(&self) -> bool {
         let backlog = self.hub.lock();
         self.missed.is_none() && self.next >= backlog.next_seq()
+    }
+
+    /// Whether events waited past the frames it took last
+    /// ([`Subscription::next_frames`]): more is there to take at once.
+    pub fn behind(&self) -> bool {
+        self.behind
     }
 
     /// Whether it holds a replay permit (it starts far behind and has not
@@ -225,6 +233,7 @@ impl Subscription {
             out.extend_from_slice(frame);
         }
         self.release_at_head(&backlog);
+        self.behind = self.next < backlog.next_seq();
         match took {
             true => Some(Some(out.freeze())),
             false if !backlog.open => Some(None),

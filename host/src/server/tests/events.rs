@@ -352,10 +352,12 @@ async fn a_live_stream_takes_what_a_busy_node_publishes_a_few_times_a_second() {
     let arrivals = reader.await.unwrap();
     for (i, pair) in arrivals.windows(2).enumerate() {
         let gap = pair[1].0 - pair[0].0;
-        // A chunk less than full took all there was: the next waits. (Half
-        // of GATHER: the client's own scheduling may delay one
-        // arrival and not the next.)
-        assert!(pair[0].1 >= CHUNK || gap >= GATHER / 2, "chunk {} came {gap:?} after the one before", i + 1);
+        // A chunk that is not nearly full took all there was, and the next
+        // waited (a full one may have left events behind: the next goes at
+        // once). Half of GATHER: the client's own scheduling may delay one
+        // arrival and not the next.
+        let nearly_full = pair[0].1 + 1_024 > CHUNK;
+        assert!(nearly_full || gap >= GATHER / 2, "chunk {} came {gap:?} after the one before", i + 1);
     }
     assert!(arrivals.len() < EVENTS, "{} events came in {} chunks", EVENTS, arrivals.len());
 }
