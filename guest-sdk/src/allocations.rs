@@ -12,6 +12,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
+use crate::shard_ids::IdTable;
 use crate::view::{RegionId, Shard, shard_hash};
 
 /// No handle: the end of a region's list.
@@ -33,8 +34,8 @@ pub const MAX_HANDLES: u32 = 1 << 26;
 /// Where shard ids come from.
 #[derive(Clone, Debug)]
 pub(crate) enum ShardIds {
-    /// Every id, indexed by handle.
-    Known(Vec<String>),
+    /// Every id, indexed by handle, in one text.
+    Known(IdTable),
     /// Asked of the host one at a time (components only).
     #[cfg_attr(
         not(target_arch = "wasm32"),
@@ -157,7 +158,11 @@ impl Allocations {
         moving.extend((0..extra.len()).map(|i| (allocated + i) as u32));
         ids.extend(extra);
         let hashes = ids.iter().map(|s| shard_hash(s)).collect();
-        Self::from_parts(hashes, &counts, &moving, ShardIds::Known(ids)).expect("consistent by construction")
+        let mut table = IdTable::default();
+        for (handle, id) in ids.iter().enumerate() {
+            table.set(handle as u32, id);
+        }
+        Self::from_parts(hashes, &counts, &moving, ShardIds::Known(table)).expect("consistent by construction")
     }
 
     /// Builds the table from contract 0.1's flat form: hashes by handle,
@@ -262,13 +267,25 @@ impl Allocations {
         self.next[h] = NIL;
     }
 
-    /// Names a shard, when the table knows ids (natively).
-    pub(crate) fn name(&mut self, handle: u32, id: String) {
+    /// Names a shard, when the table knows ids (natively, or a component
+    /// with `needs_shard_names`).
+    pub(crate) fn name(&mut self, handle: u32, id: &str) {
         if let ShardIds::Known(ids) = &mut self.ids {
-            if ids.len() <= handle as usize {
-                ids.resize(handle as usize + 1, String::new());
+            ids.set(handle, id);
+        }
+    }
+
+    /// Names shards 0, 1, … in one go, taking `text` (their ids one after
+    /// another, each ending at its `ends`) as it is: a table that knows ids
+    /// and has none yet. `false` when it cannot (the caller names them one
+    /// by one).
+    pub(crate) fn adopt_names(&mut self, text: &mut String, ends: &[u32]) -> bool {
+        match &mut self.ids {
+            ShardIds::Known(ids) if ids.is_empty() => {
+                *ids = IdTable::adopt(std::mem::take(text), ends);
+                true
             }
-            ids[handle as usize] = id;
+            _ => false,
         }
     }
 
@@ -340,11 +357,8 @@ impl Allocations {
         self.since[h] = 0;
         self.homes[h] = ABSENT;
         self.len -= 1;
-        if let ShardIds::Known(ids) = &mut self.ids
-            && let Some(id) = ids.get_mut(h)
-        {
-            // Its memory goes now, not when the handle is given again.
-            *id = String::new();
+        if let ShardIds::Known(ids) = &mut self.ids {
+            ids.clear(handle);
         }
         Ok(())
     }
@@ -386,7 +400,7 @@ impl Allocations {
         if wanted.is_empty() {
             return Vec::new();
         }
-        let index: HashMap<&str, u32> = known.iter().enumerate().map(|(h, id)| (id.as_str(), h as u32)).collect();
+        let index: HashMap<&str, u32> = (0..known.len() as u32).map(|h| (known.get(h), h)).collect();
         (wanted.into_iter())
             .filter_map(|(id, item)| index.get(id).map(|h| (*h, item)))
             .filter(|(handle, _)| self.homes[*handle as usize] != ABSENT)
@@ -589,21 +603,32 @@ impl Allocations {
         self.in_progress().map(|s| s.handle).collect()
     }
 
-    /// Every shard id indexed by handle, when known up front (always
-    /// natively; in a component only with `needs_shard_names`).
-    pub fn ids(&self) -> Option<&[String]> {
+    /// The id of the shard with this handle when ids are known up front
+    /// (always natively; in a component only with `needs_shard_names`):
+    /// `None` when they are not, "" for a handle no shard has.
+    pub fn known_id(&self, handle: u32) -> Option<&str> {
         match &self.ids {
-            ShardIds::Known(ids) => Some(ids),
+            ShardIds::Known(ids) => Some(ids.get(handle)),
             ShardIds::FromHost => None,
         }
     }
 
-    /// The hashes and the shard ids by handle, taken out of the table
-    /// without a copy; the ids are `None` in a component without
+    /// Bytes the known ids take (their text and spans; 0 when they come
+    /// from the host), for memory figures.
+    pub fn id_bytes(&self) -> usize {
+        match &self.ids {
+            ShardIds::Known(ids) => ids.bytes(),
+            ShardIds::FromHost => 0,
+        }
+    }
+
+    /// The hashes, taken out of the table without a copy, and the shard
+    /// ids by handle (one `String` each: contract 0.1's host answers
+    /// `shard-id` from them); the ids are `None` in a component without
     /// `needs_shard_names`.
     pub fn into_parts(self) -> (Vec<u64>, Option<Vec<String>>) {
         let ids = match self.ids {
-            ShardIds::Known(ids) => Some(ids),
+            ShardIds::Known(ids) => Some((0..ids.len() as u32).map(|h| ids.get(h).to_owned()).collect()),
             ShardIds::FromHost => None,
         };
         (self.hashes, ids)
@@ -618,7 +643,7 @@ impl Allocations {
     /// the host, one call per id.
     pub fn shard_id(&self, shard: Shard) -> Cow<'_, str> {
         match &self.ids {
-            ShardIds::Known(ids) => Cow::Borrowed(ids[shard.handle as usize].as_str()),
+            ShardIds::Known(ids) => Cow::Borrowed(ids.get(shard.handle)),
             ShardIds::FromHost => Cow::Owned(crate::host::shard_id(shard.handle)),
         }
     }

@@ -91,18 +91,10 @@ fn homed(homed: wit::Homed) -> Homed {
     Homed { shards: homed.shards, hashes: homed.hashes, regions: homed.regions, since: homed.since }
 }
 
-/// Unpacks `shard-ids`: each id is the bytes of `text` up to its end.
+/// Takes `shard-ids` as they come: one text and its ends (checked where
+/// they are used, [`ShardNames::check`]).
 fn names(ids: wit::ShardIds) -> ShardNames {
-    assert_eq!(ids.shards.len(), ids.ends.len(), "the host's shard ids: as many ends as shards");
-    let mut names = ShardNames { shards: ids.shards, ids: Vec::with_capacity(ids.ends.len()) };
-    let mut start = 0usize;
-    for end in ids.ends {
-        let end = end as usize;
-        let id = ids.text.get(start..end).unwrap_or_else(|| panic!("the host's shard ids: bad end {end}"));
-        names.ids.push(id.to_owned());
-        start = end;
-    }
-    names
+    ShardNames { shards: ids.shards, text: ids.text, ends: ids.ends }
 }
 
 fn loads(loads: wit::ShardLoads) -> ShardLoads {

@@ -68,26 +68,72 @@ impl ShardLoads {
 }
 
 /// Shard ids by handle (contract 0.3's `shard-ids`): shard `shards[i]`
-/// has id `ids[i]`. Sent only to a strategy that asked for ids
-/// ([`crate::Info::needs_shard_names`]).
+/// has the id that ends at `ends[i]` in `text` (and starts where the one
+/// before ends): one text for every id, as the host sends them, so a
+/// million ids are two allocations, not a million. Sent only to a strategy
+/// that asked for ids ([`crate::Info::needs_shard_names`]).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ShardNames {
     /// Handles.
     pub shards: Vec<u32>,
-    /// Their ids, in the same order.
-    pub ids: Vec<String>,
+    /// Their ids, one after another.
+    pub text: String,
+    /// Where each id ends in `text` (byte offsets, rising), in the order
+    /// of `shards`.
+    pub ends: Vec<u32>,
 }
 
 impl ShardNames {
     /// Adds one shard's id.
-    pub fn push(&mut self, shard: u32, id: impl Into<String>) {
+    pub fn push(&mut self, shard: u32, id: impl AsRef<str>) {
         self.shards.push(shard);
-        self.ids.push(id.into());
+        self.text.push_str(id.as_ref());
+        let end = u32::try_from(self.text.len()).expect("shard ids of one batch within 4 GiB");
+        self.ends.push(end);
+    }
+
+    /// How many shards are named.
+    pub fn len(&self) -> usize {
+        self.shards.len()
     }
 
     /// True when there are none.
     pub fn is_empty(&self) -> bool {
         self.shards.is_empty()
+    }
+
+    /// Each shard with its id, in order. Call [`ShardNames::check`] first
+    /// on names from elsewhere: an end out of place panics here.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &str)> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        (self.shards.iter().copied().zip(starts.zip(self.ends.iter().copied())))
+            .map(|(shard, (start, end))| (shard, &self.text[start as usize..end as usize]))
+    }
+
+    /// Adds another batch's names after these.
+    pub fn extend(&mut self, other: &ShardNames) {
+        for (shard, id) in other.iter() {
+            self.push(shard, id);
+        }
+    }
+
+    /// Checks that there is an end per shard, each at or after the one
+    /// before, within the text and between characters; the error names
+    /// the first that is not.
+    pub fn check(&self) -> Result<(), String> {
+        if self.shards.len() != self.ends.len() {
+            return Err(format!("{} named shards with {} ids", self.shards.len(), self.ends.len()));
+        }
+        let mut start = 0;
+        for (i, &end) in self.ends.iter().enumerate() {
+            if end < start || end as usize > self.text.len() || !self.text.is_char_boundary(end as usize) {
+                return Err(format!(
+                    "id {i} ends at byte {end}: not after {start}, within the text and on a character"
+                ));
+            }
+            start = end;
+        }
+        Ok(())
     }
 }
 
@@ -226,7 +272,7 @@ impl KeptView {
     /// [`KeptView::load`] for a native caller that names every shard it
     /// adds with [`KeptView::name`].
     pub fn load_named(full: FullView) -> Result<Self, String> {
-        Self::load_with(full, ShardIds::Known(Vec::new()))
+        Self::load_with(full, ShardIds::Known(Default::default()))
     }
 
     fn load_with(full: FullView, ids: ShardIds) -> Result<Self, String> {
@@ -345,15 +391,18 @@ impl KeptView {
 
     /// Names shards about to enter the view (a table that knows ids; a
     /// table whose ids come from the host passes them over).
-    fn name_all(&mut self, names: ShardNames) -> Result<(), String> {
-        if names.shards.len() != names.ids.len() {
-            return Err(format!("{} named shards with {} ids", names.shards.len(), names.ids.len()));
+    fn name_all(&mut self, mut names: ShardNames) -> Result<(), String> {
+        names.check()?;
+        let limit = crate::allocations::MAX_HANDLES;
+        if let Some(shard) = names.shards.iter().find(|&&shard| shard >= limit) {
+            return Err(format!("shard handle {shard} is past the table's limit of {limit}"));
         }
-        for (shard, id) in names.shards.into_iter().zip(names.ids) {
-            if shard >= crate::allocations::MAX_HANDLES {
-                let limit = crate::allocations::MAX_HANDLES;
-                return Err(format!("shard handle {shard} is past the table's limit of {limit}"));
-            }
+        // A whole view names handles 0, 1, …: its text becomes the table's.
+        let in_order = names.shards.iter().enumerate().all(|(i, &shard)| shard as usize == i);
+        if in_order && self.table.adopt_names(&mut names.text, &names.ends) {
+            return Ok(());
+        }
+        for (shard, id) in names.iter() {
             self.table.name(shard, id);
         }
         Ok(())
@@ -458,8 +507,8 @@ impl KeptView {
     }
 
     /// Names a shard (native callers that loaded with [`KeptView::load_named`]).
-    pub fn name(&mut self, handle: u32, id: impl Into<String>) {
-        self.table.name(handle, id.into());
+    pub fn name(&mut self, handle: u32, id: impl AsRef<str>) {
+        self.table.name(handle, id.as_ref());
     }
 
     /// Sets the host's time for the next call ([`View::now`]).

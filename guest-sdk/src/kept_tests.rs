@@ -147,11 +147,11 @@ fn every_bad_batch_is_refused_by_name_and_the_view_must_be_loaded_again() {
             "homed shards come as columns of equal length: 1 handles, 1 hashes, 1 regions, 2 times",
         ),
         (
-            Changes { named: ShardNames { shards: vec![2, 3], ids: vec!["x".into()] }, ..batch(8) },
+            Changes { named: ShardNames { shards: vec![2, 3], text: "x".into(), ends: vec![1] }, ..batch(8) },
             "2 named shards with 1 ids",
         ),
         (
-            Changes { named: ShardNames { shards: vec![1 << 26], ids: vec!["x".into()] }, ..batch(8) },
+            Changes { named: ShardNames { shards: vec![1 << 26], text: "x".into(), ends: vec![1] }, ..batch(8) },
             "shard handle 67108864 is past the table's limit of 67108864",
         ),
         (
@@ -528,7 +528,7 @@ fn ids_come_with_the_view_and_with_each_new_shard() {
     assert_eq!(kept.allocations().since(kept.allocations().get(0).unwrap()), 500);
     // A retired shard's id is dropped with it.
     kept.apply(Changes { retired: vec![1], ..batch(9) }).unwrap();
-    assert_eq!(kept.allocations().ids().unwrap()[1], "");
+    assert_eq!(kept.allocations().known_id(1), Some(""));
 }
 
 proptest! {

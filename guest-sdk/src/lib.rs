@@ -32,6 +32,7 @@ pub mod conformance;
 pub mod host;
 pub mod kept;
 pub mod order;
+mod shard_ids;
 pub mod snapshot;
 pub mod strategy;
 pub mod testing;

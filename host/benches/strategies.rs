@@ -353,5 +353,33 @@ fn kept_view(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, allocate, rebalance, loading, swaps, swap_reading_ids, kept_view, first_calls);
+/// Not a timing by criterion: the linear memory a fresh component holds
+/// after its first rebalance over a view of 100 regions × 1,000,000 shards
+/// (smoke: 20 × 2,000), in bytes a shard: least-shard (its copy of the
+/// view without ids) and a strategy that reads every id in bulk (its copy
+/// with every id). Issue 40's bound for the second: 200 bytes a shard.
+fn view_memory(_: &mut Criterion) {
+    let engine = engine();
+    let fixture: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/misbehaving.wasm"));
+    let reader = engine.compile(fixture).unwrap();
+    let least = engine.compile_source(&StrategySource::Builtin("least-shard".into()), None).unwrap();
+    let roomy = Limits { deadline: Duration::from_secs(600), view_load: Duration::from_secs(600), memory: 512 << 20 };
+    let (regions, shards) = common::sized((100, 1_000_000), (20, 2_000));
+    let view = cluster(regions, shards);
+    for (name, compiled, config) in
+        [("least-shard", &least, ""), ("ids-in-bulk", &reader, r#"{"rebalance":"read-ids","needs_ids":true}"#)]
+    {
+        let mut fresh = engine.instantiate(compiled, config, roomy).unwrap();
+        fresh.rebalance(&view).unwrap();
+        let bytes = fresh.memory_bytes();
+        println!(
+            "view memory: {name} holds {:.1} MiB of linear memory after its first rebalance over {regions} regions \
+             × {shards} shards: {:.0} bytes a shard",
+            bytes as f64 / 1_048_576.0,
+            bytes as f64 / shards as f64
+        );
+    }
+}
+
+criterion_group!(benches, allocate, rebalance, loading, swaps, swap_reading_ids, view_memory, kept_view, first_calls);
 criterion_main!(benches);

@@ -31,6 +31,9 @@ pub struct HostState {
     /// Set when a memory growth was refused: a trap that follows is
     /// reported as memory exhaustion.
     pub memory_denied: bool,
+    /// The linear memory's size after its last growth, in bytes (it never
+    /// shrinks): what the instance holds, for memory figures.
+    pub memory_bytes: usize,
     /// Set while a call runs under the view-load budget (a whole-view load
     /// and the decision after it): a deadline fault names that budget.
     pub loading_view: bool,
@@ -47,6 +50,7 @@ impl ResourceLimiter for HostState {
             self.memory_denied = true;
             return Ok(false);
         }
+        self.memory_bytes = self.memory_bytes.max(desired);
         Ok(true)
     }
 

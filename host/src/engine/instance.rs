@@ -179,6 +179,12 @@ impl Sandboxed {
         self.instantiations
     }
 
+    /// The live instance's linear memory in bytes (0 when none is live):
+    /// what it holds, its view's copy among it.
+    pub fn memory_bytes(&self) -> usize {
+        self.live.as_ref().map_or(0, |live| live.store.data().memory_bytes)
+    }
+
     /// How many times a 0.2 or 0.3 instance was sent the whole view (`load-view`)
     /// rather than the table's batches since its copy: once per new store,
     /// and again whenever it is lent a table its copy does not follow.
@@ -196,6 +202,7 @@ impl Sandboxed {
             allocating_id: String::new(),
             memory_limit: self.limits.memory,
             memory_denied: false,
+            memory_bytes: 0,
             loading_view: false,
             wasi: super::wasi::StoreWasi::new(&label),
         };
@@ -448,8 +455,7 @@ fn sync(
                     let allocator = world.shardalloc_strategy_allocator();
                     let full = table.full_view(false);
                     let packed = ids.then(|| lower::v3::pack_table(table));
-                    let given = packed.as_ref().map(|(shards, packed)| (shards.as_slice(), packed));
-                    lower::v3::with_view(&full, given, |view| allocator.call_load_view(&mut *store, view))?
+                    lower::v3::with_view(&full, packed.as_ref(), |view| allocator.call_load_view(&mut *store, view))?
                 }
             };
             let full_generation = table.generation();

@@ -160,42 +160,27 @@ pub mod v3 {
 
     topology_records!();
 
-    /// Ids packed as the contract's `shard-ids`: one text and each id's end.
-    pub struct Packed {
-        text: String,
-        ends: Vec<u32>,
-    }
-
-    /// Every shard's id in `table`, packed straight from it (no string per
+    /// Every shard's id in `table`, packed straight from it as the
+    /// contract's `shard-ids` (one text and each id's end: no string per
     /// shard is copied on the way), with the handles in the same order.
-    pub fn pack_table(table: &crate::strategy::table::ShardTable) -> (Vec<u32>, Packed) {
-        let shards: Vec<u32> = table.shards().map(|s| s.handle).collect();
-        let mut text = String::new();
-        let mut ends = Vec::with_capacity(shards.len());
-        for &shard in &shards {
-            text.push_str(table.shard_id(shard).unwrap_or_default());
-            ends.push(text.len() as u32);
+    pub fn pack_table(table: &crate::strategy::table::ShardTable) -> ShardNames {
+        let mut names = ShardNames::default();
+        names.shards = table.shards().map(|s| s.handle).collect();
+        names.ends.reserve(names.shards.len());
+        for &shard in &names.shards {
+            names.text.push_str(table.shard_id(shard).unwrap_or_default());
+            names.ends.push(names.text.len() as u32);
         }
-        (shards, Packed { text, ends })
+        names
     }
 
-    /// Packs ids (empty when the strategy did not ask for them).
-    pub fn pack(names: &ShardNames, wanted: bool) -> Packed {
+    /// `names` as the contract's `shard-ids`, as they are (they are packed
+    /// already); none when the strategy did not ask for ids.
+    fn ids(names: &ShardNames, wanted: bool) -> wit::ShardIds<'_> {
         if !wanted {
-            return Packed { text: String::new(), ends: Vec::new() };
+            return wit::ShardIds { shards: &[], text: "", ends: &[] };
         }
-        let mut text = String::with_capacity(names.ids.iter().map(String::len).sum());
-        let mut ends = Vec::with_capacity(names.ids.len());
-        for id in &names.ids {
-            text.push_str(id);
-            ends.push(text.len() as u32);
-        }
-        Packed { text, ends }
-    }
-
-    fn ids<'a>(names: &'a ShardNames, packed: &'a Packed) -> wit::ShardIds<'a> {
-        let shards: &[u32] = if packed.ends.is_empty() { &[] } else { &names.shards };
-        wit::ShardIds { shards, text: &packed.text, ends: &packed.ends }
+        wit::ShardIds { shards: &names.shards, text: &names.text, ends: &names.ends }
     }
 
     /// Calls `f` with a batch as the contract's `changes`, with the ids of
@@ -209,7 +194,6 @@ pub mod v3 {
             .zip(parts.as_ref())
             .zip(regions.as_ref())
             .map(|((t, p), regions)| wit::Topology { regions, metric_names: &p.names, signal: t.signal() });
-        let packed = pack(&c.named, with_ids);
         f(wit::Changes {
             generation: c.generation,
             retired: &c.retired,
@@ -230,23 +214,16 @@ pub mod v3 {
             pinned: &c.pinned,
             unpinned: &c.unpinned,
             loads: wit::ShardLoads { shards: &c.loads.shards, loads: &c.loads.loads },
-            named: ids(&c.named, &packed),
+            named: ids(&c.named, with_ids),
         })
     }
 
-    /// Calls `f` with a whole view as the contract's `view`: its ids those
-    /// `ids` packed ([`pack_table`]), else the view's own (packed here).
-    pub fn with_view<R>(v: &FullView, ids: Option<(&[u32], &Packed)>, f: impl FnOnce(wit::View<'_>) -> R) -> R {
+    /// Calls `f` with a whole view as the contract's `view`: its ids
+    /// those `given` ([`pack_table`]), else the view's own.
+    pub fn with_view<R>(v: &FullView, given: Option<&ShardNames>, f: impl FnOnce(wit::View<'_>) -> R) -> R {
         let parts = parts(&v.topology);
         let regions = regions(&v.topology, &parts);
-        let own;
-        let (shards, packed) = match ids {
-            Some(given) => given,
-            None => {
-                own = pack(&v.ids, true);
-                (v.ids.shards.as_slice(), &own)
-            }
-        };
+        let names = given.unwrap_or(&v.ids);
         f(wit::View {
             generation: v.generation,
             topology: wit::Topology { regions: &regions, metric_names: &parts.names, signal: v.topology.signal() },
@@ -263,7 +240,7 @@ pub mod v3 {
             moving: &v.moving,
             pinned: &v.pinned,
             loads: wit::ShardLoads { shards: &v.loads.shards, loads: &v.loads.loads },
-            ids: wit::ShardIds { shards, text: &packed.text, ends: &packed.ends },
+            ids: ids(names, true),
         })
     }
 

@@ -343,6 +343,7 @@ fn describe(engine: &wasmtime::Engine, pre: &Pre) -> Result<Info, LoadError> {
         allocating_id: String::new(),
         memory_limit: limits.memory,
         memory_denied: false,
+        memory_bytes: 0,
         loading_view: false,
         wasi: wasi::StoreWasi::new("(describing)"),
     };

@@ -131,8 +131,7 @@ fn append(into: &mut Changes, batch: &Changes) {
     into.generation = batch.generation;
     into.retired.extend_from_slice(&batch.retired);
     into.unhomed.extend_from_slice(&batch.unhomed);
-    into.named.shards.extend_from_slice(&batch.named.shards);
-    into.named.ids.extend_from_slice(&batch.named.ids);
+    into.named.extend(&batch.named);
     into.arrived_homeless.extend_from_slice(&batch.arrived_homeless);
     into.arrived_hashes.extend_from_slice(&batch.arrived_hashes);
     if batch.metrics.is_some() {

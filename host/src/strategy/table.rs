@@ -226,7 +226,7 @@ impl ShardTable {
     /// The id of a shard in the view.
     pub fn shard_id(&self, handle: u32) -> Option<&str> {
         let shard = self.kept.allocations().get(handle)?;
-        self.kept.allocations().ids().and_then(|ids| ids.get(shard.handle as usize)).map(String::as_str)
+        self.kept.allocations().known_id(shard.handle)
     }
 
     /// The handle `allocate` names a shard by: its own when it is in the
@@ -459,7 +459,7 @@ impl ShardTable {
         }
         if with_ids {
             for shard in self.shards() {
-                full.ids.push(shard.handle, table.shard_id(shard).into_owned());
+                full.ids.push(shard.handle, table.shard_id(shard));
             }
         }
         full
