@@ -271,3 +271,49 @@ async fn the_cli_dry_runs_and_shadows_a_candidate_on_the_node() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// Issue 40: a strategy that reads every shard id swaps into a type of
+/// 100,000 shards on a running node (a debug build): the activation's dry
+/// run loads the whole view with every id, in bulk, within the view-load
+/// budget (one host call per id inside the 50 ms call deadline was refused
+/// at 10,000 shards), and the strategy then decides the type's homes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_strategy_reading_every_id_swaps_into_a_type_of_100_000_shards() {
+    // No rebalance round of its own: the swap's dry run is what is measured.
+    let node = Node::start(&["--type", "cart", "--rebalance-interval-ms", "600000"]).await;
+    let journal = Journal::default();
+    let regions = two_regions(&node, &journal).await;
+    const SHARDS: usize = 100_000;
+    let started = std::time::Instant::now();
+    for chunk in (0..SHARDS).collect::<Vec<_>>().chunks(2_000) {
+        let asks = chunk.iter().map(|&n| {
+            let region = &regions[n % 2];
+            async move {
+                tokio::time::timeout(Duration::from_secs(120), region.home_of(&format!("tenant-{n}")))
+                    .await
+                    .unwrap_or_else(|_| panic!("tenant-{n}: no home in 120 s"))
+                    .unwrap_or_else(|e| panic!("tenant-{n}: {e}"))
+            }
+        });
+        futures_util::future::join_all(asks).await;
+    }
+    eprintln!("{SHARDS} shards homed in {:?}", started.elapsed());
+    let admin = node.admin();
+    let uploaded = admin.upload_strategy(crate::common::misbehaving_bytes().to_vec()).await.unwrap();
+    let config = serde_json::json!({"rebalance": "read-ids", "needs_ids": true});
+    let request = ActivateRequest { strategy: uploaded.digest.clone(), config: Some(config), force: false };
+    let started = std::time::Instant::now();
+    admin.activate("cart", &request).await.unwrap_or_else(|e| panic!("activating at {SHARDS} shards: {e}"));
+    eprintln!("activated (its dry run over every id among it) in {:?}", started.elapsed());
+    let state = admin.strategy("cart").await.unwrap();
+    assert_eq!(state.active.digest, uploaded.digest, "{state:?}");
+    // It decides: a new shard gets its home from it.
+    let home = tokio::time::timeout(Duration::from_secs(60), regions[0].home_of("tenant-new")).await.unwrap().unwrap();
+    assert!(["a", "b"].contains(&home.as_str()), "{home}");
+    let shard = admin.shard("cart", "tenant-new").await.unwrap();
+    let detail = shard.detail.clone().unwrap_or_default();
+    assert!(detail.starts_with(&format!("{}@", state.active.name)), "{shard:?}");
+    for region in regions {
+        region.shutdown().await;
+    }
+}

@@ -12,6 +12,21 @@ fn load(now: Millis, region: &str, incarnation: u64, window_ms: Millis, shards: 
     Event::Load { now, address: region.into(), incarnation, report }
 }
 
+/// The loads each `LoadsSaved` in `out`'s persists saved.
+fn saves(out: &[Command]) -> Vec<Vec<(String, Option<ShardLoad>)>> {
+    out.iter()
+        .filter_map(|c| match c {
+            Command::Persist { changes, .. } => Some(changes),
+            _ => None,
+        })
+        .flatten()
+        .filter_map(|change| match change {
+            Change::LoadsSaved { loads } => Some(loads.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Asserts every shard's current load and last move.
 #[track_caller]
 fn assert_loads(c: &Coordinator, expected: &[(&str, f64, Option<Millis>)], why: &str) {
@@ -109,19 +124,6 @@ fn a_shards_load_follows_it_through_a_hand_off_and_the_move_is_timed() {
 fn loads_are_saved_in_one_batch_per_interval_and_recovered_into_the_strategys_view() {
     let mut c = loaded_regions();
     settle(&mut c, load(10, "a", 1, 1_000, &[("s", 8.0), ("t", 2.0)], 0.0));
-    let saves = |out: &[Command]| -> Vec<Vec<(String, Option<ShardLoad>)>> {
-        out.iter()
-            .filter_map(|c| match c {
-                Command::Persist { changes, .. } => Some(changes),
-                _ => None,
-            })
-            .flatten()
-            .filter_map(|change| match change {
-                Change::LoadsSaved { loads } => Some(loads.clone()),
-                _ => None,
-            })
-            .collect()
-    };
     // The coordinator was made at 0: the first save is due at 30 s.
     assert_eq!(saves(&settle(&mut c, Event::Tick { now: 29_999 })), Vec::<Vec<_>>::new());
     // The durable state changes only by a persisted change: until the save,
@@ -288,19 +290,7 @@ fn an_average_that_reached_the_share_is_dropped_and_saved_as_gone() {
     settle(&mut c, load(now + 1_000, "a", 1, 1_000, &[], 3.0));
     assert!(c.loads.shares["a"].own.is_empty());
     assert_loads(&c, &[("s", 1.0, None), ("t", 1.0, None), ("u", 1.0, None)], "s carries the share");
-    let out = settle(&mut c, Event::Tick { now: 30_000 });
-    let saved: Vec<_> = out
-        .iter()
-        .filter_map(|c| match c {
-            Command::Persist { changes, .. } => Some(changes),
-            _ => None,
-        })
-        .flatten()
-        .filter_map(|change| match change {
-            Change::LoadsSaved { loads } => Some(loads.clone()),
-            _ => None,
-        })
-        .collect();
+    let saved = saves(&settle(&mut c, Event::Tick { now: 30_000 }));
     assert_eq!(saved, [vec![("s".to_owned(), None)]], "shares are not stored: a new leader hears them again");
 }
 
