@@ -1,8 +1,9 @@
 //! What one turn of the driver handles, fairly: every region's other
 //! messages first (heartbeats, registrations, hand-off steps), then the
 //! home lookups round-robin between the sessions that sent them, at most
-//! [`REQUESTS_PER_SESSION_PER_TURN`] of one session; a session's others
-//! wait in arrival order for the next turns.
+//! [`REQUESTS_PER_SESSION_PER_TURN`] of one session when several ask; a
+//! session's others wait in arrival order for the next turns. A session
+//! asking alone is not capped: its lookups share a commit.
 //!
 //! A turn commits once and releases every answer after that commit, so a
 //! lookup's answer waits for the whole turn: a region asking homes by the
@@ -38,17 +39,26 @@ impl Deferred {
     /// the lookups round-robin by session, at most
     /// [`REQUESTS_PER_SESSION_PER_TURN`] of each; the rest wait.
     pub fn turn(&mut self, arrived: Vec<Input>) -> Vec<Input> {
+        let inputs: Vec<Input> = self.waiting.drain(..).chain(arrived).collect();
+        // One session alone asking is served as fast as it asks: the cap
+        // is for sharing a turn.
+        let mut asking = inputs.iter().filter_map(|input| match input {
+            Input::Request { session, .. } => Some(*session),
+            _ => None,
+        });
+        let first = asking.next();
+        let cap = if asking.all(|session| Some(session) == first) { usize::MAX } else { REQUESTS_PER_SESSION_PER_TURN };
         let mut others = Vec::new();
         let mut taken: HashMap<SessionId, usize> = HashMap::new();
         let mut requests: Vec<(usize, Input)> = Vec::new();
         let mut later = VecDeque::new();
-        for input in self.waiting.drain(..).chain(arrived) {
+        for input in inputs {
             let Input::Request { session, .. } = &input else {
                 others.push(input);
                 continue;
             };
             let count = taken.entry(*session).or_default();
-            if *count < REQUESTS_PER_SESSION_PER_TURN {
+            if *count < cap {
                 requests.push((*count, input));
                 *count += 1;
             } else {
@@ -109,15 +119,25 @@ mod tests {
         assert_eq!(turn[1..3], [(1, "1-0".into()), (2, "2-0".into())], "then one lookup of each session");
         assert!(turn[3..].iter().all(|(session, _)| *session == 1));
         assert!(deferred.any());
-        // The burst's others come in later turns, in order, before what arrives then.
+        // The burst's others come in later turns, in order, before what arrives then,
+        // all at once when no other session asks.
         let turn = shown(&deferred.turn(vec![lookup(2, 1)]));
         assert_eq!(turn[0], (1, format!("1-{cap}")));
         assert_eq!(turn[1], (2, "2-1".into()), "a later lookup of another session waits one round, not a burst");
-        let mut rest = Vec::new();
-        while deferred.any() {
-            rest.extend(shown(&deferred.turn(Vec::new())));
-        }
+        let rest = shown(&deferred.turn(Vec::new()));
         let expected: Vec<(SessionId, String)> = (2 * cap..100).map(|n| (1, format!("1-{n}"))).collect();
         assert_eq!(rest, expected);
+        assert!(!deferred.any());
+    }
+
+    #[test]
+    fn a_session_asking_alone_is_served_in_one_turn() {
+        let mut deferred = Deferred::default();
+        let mut arrived: Vec<Input> = (0..100).map(|n| lookup(1, n)).collect();
+        arrived.push(heartbeat(2));
+        let turn = shown(&deferred.turn(arrived));
+        assert_eq!(turn.len(), 101);
+        assert_eq!(turn[0], (2, "heartbeat".into()));
+        assert!(!deferred.any());
     }
 }
