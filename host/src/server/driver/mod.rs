@@ -40,7 +40,6 @@ mod commands;
 mod components;
 mod deletion;
 mod entry;
-pub mod fairness;
 pub mod freezes;
 mod handle;
 pub mod lease;

@@ -3,12 +3,10 @@
 //! the monotonic clock), until a shutdown or a store failure.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::fairness::Deferred;
 use super::handle::ADMIN_QUEUE;
 use super::progress::Progress;
 use super::request::AdminRequest;
@@ -25,9 +23,7 @@ impl Driver {
     /// Waits for inputs or the next tick, then steps with a batch: every
     /// region input waiting (up to [`MAX_INPUTS_PER_TURN`]) first, then at
     /// most [`MAX_ADMIN_PER_TURN`] admin requests, so operators never delay
-    /// heartbeats and home answers by more than a bounded amount of work;
-    /// home lookups at most a few dozen per session a turn, round-robin
-    /// (`fairness.rs`).
+    /// heartbeats and home answers by more than a bounded amount of work.
     /// Stamps `progress` at every turn of the loop, idle tick wake-ups
     /// included, for `/livez`.
     fn run(
@@ -41,11 +37,9 @@ impl Driver {
             .enable_time()
             .build()
             .expect("a current-thread runtime for the driver's waits");
-        let mut deferred = Deferred::default();
         loop {
             progress.stamp();
-            // Lookups that waited for this turn: it is due at once.
-            let wait = if deferred.any() { Duration::ZERO } else { self.until_tick(coordinator_time(clocks)) };
+            let wait = self.until_tick(coordinator_time(clocks));
             let mut inputs = Vec::new();
             let first = runtime.block_on(async {
                 tokio::select! {
@@ -74,7 +68,7 @@ impl Driver {
                 }
                 taken += 1;
             }
-            let inputs = deferred.turn(inputs);
+            heartbeats_first(&mut inputs);
             let started = std::time::Instant::now();
             let flow = self.step(inputs, coordinator_time(clocks))?;
             self.pace_slices(started.elapsed());
@@ -83,6 +77,14 @@ impl Driver {
             }
         }
     }
+}
+
+/// Orders a turn's inputs so that every region's other messages
+/// (heartbeats, registrations, hand-off steps) come before the requests
+/// one region may send by the thousand, each group in arrival order: a
+/// burst of home lookups delays no other region's lease.
+pub fn heartbeats_first(inputs: &mut [Input]) {
+    inputs.sort_by_key(|input| matches!(input, Input::Request { .. }));
 }
 
 /// Loads the driver over `store` and starts its thread. Returns its handle
