@@ -613,15 +613,6 @@ impl Allocations {
         }
     }
 
-    /// Bytes the known ids take (their text and spans; 0 when they come
-    /// from the host), for memory figures.
-    pub fn id_bytes(&self) -> usize {
-        match &self.ids {
-            ShardIds::Known(ids) => ids.bytes(),
-            ShardIds::FromHost => 0,
-        }
-    }
-
     /// The hashes, taken out of the table without a copy, and the shard
     /// ids by handle (one `String` each: contract 0.1's host answers
     /// `shard-id` from them); the ids are `None` in a component without

@@ -88,11 +88,6 @@ impl IdTable {
         self.text = text;
         self.garbage = 0;
     }
-
-    /// Bytes the table holds (text and spans), for memory figures.
-    pub(crate) fn bytes(&self) -> usize {
-        self.text.capacity() + self.spans.capacity() * std::mem::size_of::<(u32, u32)>()
-    }
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::TYPE;
-use common::live::LiveRegion;
+use common::live::{LiveRegion, idle_all};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use shardalloc::coordinator::{Change, Home, RegionRecord};
 use shardalloc::server::Node;
@@ -206,19 +206,9 @@ fn load_reports(_: &mut Criterion) {
             // Two heartbeats with the new setting before measuring, every
             // session reading what the node sends meanwhile (an ack left
             // unread would count its wait as a round trip).
-            let settling: Vec<_> = sessions
-                .drain(..)
-                .map(|mut s| {
-                    tokio::spawn(async move {
-                        s.idle(settle).await;
-                        s
-                    })
-                })
-                .collect();
-            for session in futures_util::future::join_all(settling).await {
-                let session = session.unwrap();
+            sessions = idle_all(sessions, settle).await;
+            for session in &sessions {
                 session.take_round_trips();
-                sessions.push(session);
             }
             let asker = sessions.remove(0);
             let ask = tokio::spawn(async move {
@@ -231,20 +221,9 @@ fn load_reports(_: &mut Criterion) {
                 }
                 (asker, answered as f64 / started.elapsed().as_secs_f64())
             });
-            let idle: Vec<_> = sessions
-                .drain(..)
-                .map(|mut s| {
-                    tokio::spawn(async move {
-                        s.idle(phase).await;
-                        s
-                    })
-                })
-                .collect();
+            let others = idle_all(sessions, phase).await;
             let (asker, per_second) = ask.await.unwrap();
-            sessions.push(asker);
-            for session in futures_util::future::join_all(idle).await {
-                sessions.push(session.unwrap());
-            }
+            sessions = std::iter::once(asker).chain(others).collect();
             let mut trips: Vec<Duration> = sessions.iter().flat_map(|s| s.take_round_trips()).collect();
             trips.sort();
             let (p50, p99, timed) = (quantile(&trips, 0.5), quantile(&trips, 0.99), trips.len());
@@ -371,22 +350,9 @@ fn heavy_reporters(_: &mut Criterion) {
             let report = LoadReport { window_ms: 1_000, shards: named, rest: held as f64 };
             let mut rows = Vec::new();
             for &flooding in &phases {
-                let idle = |period: Duration, sessions: &mut Vec<LiveRegion>| {
-                    let tasks: Vec<_> = sessions
-                        .drain(..)
-                        .map(|mut s| {
-                            tokio::spawn(async move {
-                                s.idle(period).await;
-                                s
-                            })
-                        })
-                        .collect();
-                    futures_util::future::join_all(tasks)
-                };
-                for session in idle(settle, &mut sessions).await {
-                    let session = session.unwrap();
+                sessions = idle_all(sessions, settle).await;
+                for session in &sessions {
                     session.take_round_trips();
-                    sessions.push(session);
                 }
                 let reports = report.clone();
                 let flood = tokio::spawn(async move {
@@ -402,9 +368,7 @@ fn heavy_reporters(_: &mut Criterion) {
                     }
                     big
                 });
-                for session in idle(phase, &mut sessions).await {
-                    sessions.push(session.unwrap());
-                }
+                sessions = idle_all(sessions, phase).await;
                 big = flood.await.unwrap();
                 let mut trips: Vec<Duration> = sessions.iter().flat_map(|s| s.take_round_trips()).collect();
                 trips.sort();

@@ -234,11 +234,10 @@ impl LoadReport {
         let (w1, w2) = (self.window_ms as f64, later.window_ms as f64);
         let window = w1 + w2;
         let mut named: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
-        for (entry, weight) in std::mem::take(&mut self.shards).into_iter().map(|e| (e, w1)) {
-            *named.entry(entry.shard).or_default() += entry.load * weight / window;
-        }
-        for entry in later.shards {
-            *named.entry(entry.shard).or_default() += entry.load * w2 / window;
+        for (shards, weight) in [(std::mem::take(&mut self.shards), w1), (later.shards, w2)] {
+            for entry in shards {
+                *named.entry(entry.shard).or_default() += entry.load * weight / window;
+            }
         }
         let mut rest = self.rest * w1 / window + later.rest * w2 / window;
         let mut shards: Vec<ShardLoad> = named.into_iter().map(|(shard, load)| ShardLoad { shard, load }).collect();

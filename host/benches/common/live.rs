@@ -221,6 +221,20 @@ impl LiveRegion {
     }
 }
 
+/// Runs [`LiveRegion::idle`] on every session at once for `period` and
+/// gives them back in their order.
+pub async fn idle_all(sessions: Vec<LiveRegion>, period: Duration) -> Vec<LiveRegion> {
+    let tasks: Vec<_> = (sessions.into_iter())
+        .map(|mut s| {
+            tokio::spawn(async move {
+                s.idle(period).await;
+                s
+            })
+        })
+        .collect();
+    futures_util::future::join_all(tasks).await.into_iter().map(|done| done.expect("an idle session")).collect()
+}
+
 impl Drop for LiveRegion {
     fn drop(&mut self) {
         self.heartbeat.abort();

@@ -246,7 +246,7 @@ impl Coordinator {
         region.reports += 1;
         let report_number = region.reports;
         let before = region.share;
-        let unnamed = held - named.len();
+        let unnamed = held.saturating_sub(named.len());
         let each = if unnamed == 0 { 0.0 } else { report.rest / unnamed as f64 };
         // The named shards: each from its own average, or from the share.
         for (shard, rate) in named {
@@ -257,26 +257,26 @@ impl Coordinator {
         // The others with an average of their own go towards the share.
         let region = &self.loads.shares[&address];
         let share = smoothed(before, each, keep);
-        let others: Vec<(String, u64)> =
-            region.own.iter().filter(|(_, n)| **n != report_number).map(|(s, n)| (s.clone(), *n)).collect();
+        let others: Vec<(u64, String)> =
+            region.own.iter().filter(|(_, n)| **n != report_number).map(|(s, n)| (*n, s.clone())).collect();
         let mut dropped = Vec::new();
-        for (shard, _) in &others {
-            let old = self.loads.current.get(shard).map_or(0.0, |l| l.load);
+        let mut kept = Vec::with_capacity(others.len());
+        for (named_in, shard) in others {
+            let old = self.loads.current.get(&shard).map_or(0.0, |l| l.load);
             let load = smoothed(old, each, keep);
             if (load - share).abs() <= CONVERGED * load.max(share) {
-                dropped.push(shard.clone());
+                dropped.push(shard);
             } else {
-                self.loads.set(shard, load);
+                self.loads.set(&shard, load);
+                kept.push((named_in, shard));
             }
         }
         let region = self.loads.shares.get_mut(&address).expect("entered above");
         let over = (region.own.len() - dropped.len()).saturating_sub(OWN_LOADS_PER_REGION);
         if over > 0 {
             // Those named longest ago (ties by shard) carry the share again.
-            let mut oldest: Vec<(u64, String)> =
-                (others.into_iter()).filter(|(s, _)| !dropped.contains(s)).map(|(s, n)| (n, s)).collect();
-            oldest.sort_unstable();
-            dropped.extend(oldest.into_iter().take(over).map(|(_, s)| s));
+            kept.sort_unstable();
+            dropped.extend(kept.into_iter().take(over).map(|(_, s)| s));
         }
         region.share = share;
         for shard in &dropped {
@@ -291,7 +291,7 @@ impl Coordinator {
         let region = &self.loads.shares[&address];
         let own: f64 = region.own.keys().filter_map(|s| self.loads.current.get(s)).map(|l| l.load).sum();
         // `+ 0.0`: an empty sum of floats is -0.0, shown as "-0.0".
-        let total = own + (held - region.own.len()) as f64 * region.share + 0.0;
+        let total = own + held.saturating_sub(region.own.len()) as f64 * region.share + 0.0;
         let every = LOAD_SAMPLE_MS.max(self.live.len() as u64 * SAMPLE_SPACING_MS);
         let now = self.now;
         if let Some(live) = self.live.get_mut(&address) {
@@ -353,18 +353,18 @@ impl Coordinator {
     /// most once in [`SHARE_FOLD_MS`], or now when `fold`).
     pub(super) fn loads_for_table(&mut self, fold: bool) -> Vec<(String, f64)> {
         let unseen = std::mem::take(&mut self.loads.unseen);
-        let mut loads: Vec<(String, f64)> = unseen.into_iter().map(|s| (s.clone(), self.load_of(&s).load)).collect();
+        let mut loads: Vec<(String, f64)> = (unseen.into_iter())
+            .map(|s| {
+                let load = self.load_of(&s).load;
+                (s, load)
+            })
+            .collect();
         let due = fold || self.now.saturating_sub(self.loads.last_fold) >= SHARE_FOLD_MS;
         if due && !self.loads.unseen_shares.is_empty() {
             self.loads.last_fold = self.now;
             for address in std::mem::take(&mut self.loads.unseen_shares) {
-                let (Some(region), Some(record)) =
-                    (self.loads.shares.get(&address), self.durable.regions.get(&address))
-                else {
-                    continue;
-                };
-                let shards = record.shards.iter().filter(|s| !region.own.contains_key(*s));
-                loads.extend(shards.map(|s| (s.clone(), region.share)));
+                let Some(region) = self.loads.shares.get(&address) else { continue };
+                loads.extend(self.carriers(&address, region).map(|s| (s.clone(), region.share)));
             }
         }
         loads
@@ -381,11 +381,16 @@ impl Coordinator {
     /// homed shard's share (a walk over every shard).
     pub(super) fn every_load(&self) -> impl Iterator<Item = (&str, f64)> {
         let own = self.loads.current.iter().filter(|(_, l)| l.load > 0.0).map(|(s, l)| (s.as_str(), l.load));
-        let shares = self.loads.shares.iter().filter(|(_, r)| r.share > 0.0).flat_map(move |(address, region)| {
-            let shards = self.durable.regions.get(address).map(|r| r.shards.as_slice()).unwrap_or_default();
-            shards.iter().filter(|s| !region.own.contains_key(*s)).map(|s| (s.as_str(), region.share))
-        });
+        let shares = (self.loads.shares.iter().filter(|(_, r)| r.share > 0.0))
+            .flat_map(move |(address, region)| self.carriers(address, region).map(|s| (s.as_str(), region.share)));
         own.chain(shares)
+    }
+
+    /// The shards of the region at `address` that carry its rest share
+    /// (those without an average of their own).
+    fn carriers<'a>(&'a self, address: &str, region: &'a RegionShare) -> impl Iterator<Item = &'a String> {
+        let shards = self.durable.regions.get(address).map(|r| r.shards.as_slice()).unwrap_or_default();
+        shards.iter().filter(|s| !region.own.contains_key(*s))
     }
 
     /// A shard's hand-off ended with it stopped on its old home: its load
@@ -456,8 +461,7 @@ impl Coordinator {
             if page.len() >= limit && page.last().is_some_and(|(last, _)| bits < *last) {
                 break;
             }
-            let shards = self.durable.regions.get(address).map(|r| r.shards.as_slice()).unwrap_or_default();
-            for shard in shards.iter().filter(|s| !region.own.contains_key(*s)) {
+            for shard in self.carriers(address, region) {
                 if before((bits, shard)) {
                     page.push((bits, shard));
                 }

@@ -164,11 +164,9 @@ pub mod v3 {
     /// contract's `shard-ids` (one text and each id's end: no string per
     /// shard is copied on the way), with the handles in the same order.
     pub fn pack_table(table: &crate::strategy::table::ShardTable) -> ShardNames {
-        let shards: Vec<u32> = table.shards().map(|s| s.handle).collect();
-        let mut names = ShardNames { ends: Vec::with_capacity(shards.len()), shards, ..ShardNames::default() };
-        for &shard in &names.shards {
-            names.text.push_str(table.shard_id(shard).unwrap_or_default());
-            names.ends.push(names.text.len() as u32);
+        let mut names = ShardNames::default();
+        for shard in table.shards() {
+            names.push(shard.handle, table.shard_id(shard.handle).unwrap_or_default());
         }
         names
     }
