@@ -96,6 +96,7 @@ impl Coordinator {
             draining,
             leaving,
             shards: Vec::new(),
+            registered_at: None,
         };
         if existing.as_ref().is_none_or(|old| {
             let mut same = record.clone();

@@ -54,6 +54,11 @@ pub struct RegionRecord {
     pub leaving: bool,
     /// Its shards, in allocation order (oldest first).
     pub shards: Vec<String>,
+    /// When this incarnation first registered (the driver's clock); kept
+    /// when it registers again, renewed by a new incarnation. `None`: not
+    /// known (a region kept by a store that did not hold it).
+    #[serde(default)]
+    pub registered_at: Option<Millis>,
 }
 
 /// A shard's home and why it is there.

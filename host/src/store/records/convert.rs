@@ -57,6 +57,8 @@ impl From<Region> for core::RegionRecord {
             draining: r.draining,
             leaving: r.leaving,
             shards: r.shards,
+            // Not stored yet: a region read back has no registration time.
+            registered_at: None,
         }
     }
 }

@@ -38,6 +38,7 @@ fn region(address: &str) -> RegionRecord {
         draining: true,
         leaving: true,
         shards: vec!["s1".into(), "s0".into()],
+        registered_at: None,
     }
 }
 

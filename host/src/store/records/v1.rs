@@ -218,6 +218,8 @@ impl From<Region> for core::RegionRecord {
             draining: r.draining,
             leaving: r.leaving,
             shards: r.shards,
+            // Schema 1 did not keep it.
+            registered_at: None,
         }
     }
 }

@@ -479,6 +479,8 @@ impl From<Region> for core::RegionRecord {
             draining: r.draining,
             leaving: r.leaving,
             shards: r.shards,
+            // Schema 2 did not keep it.
+            registered_at: None,
         }
     }
 }
