@@ -324,13 +324,26 @@ const V2: Fixture = Fixture { schema: 2, dir: "store-v2", late: false, added: 0 
 const V2_LATE: Fixture = Fixture { schema: 2, dir: "store-v2-late", late: true, added: 0 };
 /// Every fixture of schema 3, the current one: as first written, then one
 /// more for each field added to it (the last is the one blessing writes).
-const V3: [Fixture; 1] = [Fixture { schema: 3, dir: "store-v3", late: true, added: 0 }];
+const V3: [Fixture; 2] = [
+    Fixture { schema: 3, dir: "store-v3", late: true, added: 0 },
+    Fixture { schema: 3, dir: "store-v3.1", late: true, added: 1 },
+];
 
 /// The fields added to schema 3 after its first fixture, one turn each,
 /// in order: fixture `store-v3.N` holds the first N. Adding a field to a
 /// record adds its turn here and its fixture to [`V3`].
 fn added_turns() -> Vec<Turn> {
-    Vec::new()
+    let cart = |changes: Vec<Change>| Turn { changes: [("cart".into(), changes)].into(), ..Turn::default() };
+    vec![
+        // 3.1: a region's registration time.
+        cart(vec![Change::RegionRegistered(RegionRecord {
+            address: "10.0.0.6:2552".into(),
+            incarnation: 11,
+            join_order: 9,
+            registered_at: Some(9_000),
+            ..RegionRecord::default()
+        })]),
+    ]
 }
 
 impl Fixture {
@@ -410,6 +423,12 @@ fn check(store: &dyn Store, fixture: Fixture, what: &str) {
         assert_eq!(cart.operations.freezes.history.len(), 3, "{contract}: the freeze history");
         assert_eq!(cart.operations.drains.get("10.0.0.1:2552"), Some(&8_400), "{contract}: the drain");
     }
+    // A field added to schema 3 reads as absent from the stores written
+    // before it, and as written from those after.
+    let registered_at = cart.regions.get("10.0.0.6:2552").map(|r| r.registered_at);
+    let want = if fixture.added >= 1 { Some(Some(9_000)) } else { None };
+    assert_eq!(registered_at, want, "{contract}: a region's registration time (3.1)");
+    assert!(cart.regions.values().filter(|r| r.address != "10.0.0.6:2552").all(|r| r.registered_at.is_none()));
     let digest = shardalloc::strategy::source::digest_of(&component());
     assert_eq!(store.blob(&digest).expect("read the blob").as_deref(), Some(&component()[..]), "{contract}: the blob");
     assert_eq!(store.blob_digests().expect("list the blobs"), [digest], "{contract}: the blobs");

@@ -40,6 +40,7 @@ impl From<&core::RegionRecord> for Region {
             draining: r.draining,
             leaving: r.leaving,
             shards: r.shards.clone(),
+            registered_at: r.registered_at,
         }
     }
 }
@@ -57,8 +58,7 @@ impl From<Region> for core::RegionRecord {
             draining: r.draining,
             leaving: r.leaving,
             shards: r.shards,
-            // Not stored yet: a region read back has no registration time.
-            registered_at: None,
+            registered_at: r.registered_at,
         }
     }
 }

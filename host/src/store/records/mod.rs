@@ -129,6 +129,10 @@ pub struct Region {
     /// Its shards, in allocation order.
     #[n(9)]
     pub shards: Vec<String>,
+    /// When this incarnation first registered (the driver's clock); absent
+    /// in regions written before it was kept.
+    #[n(10)]
+    pub registered_at: Option<u64>,
 }
 
 /// What kind of fault stopped a strategy.
