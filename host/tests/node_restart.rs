@@ -105,9 +105,17 @@ async fn state_survives(stop: Stop) {
     );
     let after_state = admin.type_state("cart").await.unwrap();
     let regions = |s: &shardalloc_proto::api::TypeState| {
-        s.regions.iter().map(|r| (r.address.clone(), r.incarnation, r.shard_count)).collect::<Vec<_>>()
+        s.regions
+            .iter()
+            .map(|r| (r.address.clone(), r.incarnation, r.shard_count, r.registered_at_ms))
+            .collect::<Vec<_>>()
     };
-    assert_eq!(regions(&after_state), regions(&type_state), "regions and their shard counts after the restart");
+    assert!(type_state.regions.iter().all(|r| r.registered_at_ms.is_some()), "{:?}", type_state.regions);
+    assert_eq!(
+        regions(&after_state),
+        regions(&type_state),
+        "regions, their shard counts and registration times after the restart"
+    );
     assert_eq!(after_state.shards, type_state.shards, "the shards, their homes and why, after the restart");
     wait_for("the region to be up again", Duration::from_secs(30), async || {
         let state = admin.type_state("cart").await.ok()?;

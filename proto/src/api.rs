@@ -928,6 +928,11 @@ pub struct RegionState {
     /// report; `null` for a region that never reported one.
     #[serde(default)]
     pub load: Option<f64>,
+    /// When this incarnation of the region first registered (milliseconds
+    /// since the Unix epoch); `null` when the node does not know (a region
+    /// kept by an older store).
+    #[serde(default)]
+    pub registered_at_ms: Option<u64>,
 }
 
 /// A shard with a home, in a page of [`TypeState`].

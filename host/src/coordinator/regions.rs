@@ -68,11 +68,11 @@ impl Coordinator {
             return;
         }
         let mut rehomed = Vec::new();
-        let (join_order, draining, leaving) = match &existing {
+        let (join_order, draining, leaving, registered_at) = match &existing {
             Some(old) if old.incarnation == registration.incarnation => {
                 // A reconnect: what it may have missed while away is said again.
                 self.resend_hand_offs(&address);
-                (old.join_order, old.draining, old.leaving)
+                (old.join_order, old.draining, old.leaving, old.registered_at)
             }
             Some(old) => {
                 // A restart: the old incarnation's shards died with it.
@@ -81,9 +81,9 @@ impl Coordinator {
                 for shard in &rehomed {
                     self.change(Change::HomeRemoved { shard: shard.clone() });
                 }
-                (self.durable.next_join_order, old.draining, false)
+                (self.durable.next_join_order, old.draining, false, Some(self.now))
             }
-            None => (self.durable.next_join_order, false, false),
+            None => (self.durable.next_join_order, false, false, Some(self.now)),
         };
         let record = RegionRecord {
             address: address.clone(),
@@ -96,7 +96,7 @@ impl Coordinator {
             draining,
             leaving,
             shards: Vec::new(),
-            registered_at: None,
+            registered_at,
         };
         if existing.as_ref().is_none_or(|old| {
             let mut same = record.clone();

@@ -106,7 +106,7 @@ fn two_regions_with(config: Config) -> Coordinator {
 fn registration_and_allocation_are_revealed_only_after_persist() {
     let mut c = Coordinator::new(Config::default(), least_shard()).unwrap();
     let out = c.handle(register(0, "a", 7));
-    let record = RegionRecord { address: "a".into(), incarnation: 7, ..Default::default() };
+    let record = RegionRecord { address: "a".into(), incarnation: 7, registered_at: Some(0), ..Default::default() };
     assert_eq!(
         out,
         [
@@ -124,6 +124,21 @@ fn registration_and_allocation_are_revealed_only_after_persist() {
     assert_eq!(c.handle(get_from(5, "a", 7, "s")), [home("s", "a", 1)]);
     // A request from another incarnation is told to register.
     assert_eq!(c.handle(get_from(6, "a", 6, "s")), [send("a", NodeMessage::NotRegistered)]);
+}
+
+#[test]
+fn a_region_keeps_its_registration_time_until_a_new_incarnation_registers() {
+    let mut c = Coordinator::new(Config::default(), least_shard()).unwrap();
+    settle(&mut c, register(10, "a", 1));
+    // A reconnect, even with new labels, is the same incarnation.
+    let mut again = Register { address: "a".into(), incarnation: 1, ..Default::default() };
+    again.labels.insert("zone".into(), "b".into());
+    settle(&mut c, Event::Register { now: 20, register: again });
+    let record = &c.durable().regions["a"];
+    assert_eq!((record.labels["zone"].as_str(), record.registered_at), ("b", Some(10)));
+    // A restart is a new incarnation: its time starts again.
+    settle(&mut c, register(30, "a", 2));
+    assert_eq!(c.durable().regions["a"].registered_at, Some(30));
 }
 
 #[test]
@@ -366,7 +381,13 @@ fn incarnation_change_re_homes_and_reconnect_keeps() {
     assert_eq!(c.durable().regions["a"].shards, ["s", "t"]);
     // New incarnation: the old one's shards are re-homed.
     let out = c.handle(register(21, "a", 2));
-    let record = RegionRecord { address: "a".into(), incarnation: 2, join_order: 2, ..Default::default() };
+    let record = RegionRecord {
+        address: "a".into(),
+        incarnation: 2,
+        join_order: 2,
+        registered_at: Some(21),
+        ..Default::default()
+    };
     let Some(Command::Persist { changes, .. }) = out.iter().find(|c| matches!(c, Command::Persist { .. })) else {
         unreachable!()
     };

@@ -170,6 +170,7 @@ pub fn samples() -> Vec<Sample> {
         labels: map([("dc", "fra1".to_owned()), ("zone", "eu-central-1a".to_owned())]),
         shard_count: 400,
         load: Some(5210.75),
+        registered_at_ms: Some(AT),
     };
     let hand_off = HandOff { shard_id: OTHER_SHARD.to_owned(), from: "10.0.0.2:2552".to_owned() };
     let shard_home =

@@ -192,6 +192,7 @@ impl Driver {
                 labels: r.labels.clone(),
                 shard_count: r.shards.len(),
                 load: entry.coordinator.region_load(&r.address),
+                registered_at_ms: r.registered_at,
             })
             .collect();
         let hand_offs = durable

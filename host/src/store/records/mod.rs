@@ -23,7 +23,9 @@
 //! it does not know and reads a missing `Option` as `None` (and a missing
 //! field marked `#[cbor(default)]` as its `Default`). So adding a field is
 //! one field with the next free index, `Option` or `#[cbor(default)]`, its
-//! two conversions in `convert.rs`, and the fixture: no new record, table
+//! two conversions in `convert.rs`, and the fixture (`store-v3.N`, from a
+//! turn in `added_turns` of `host/tests/contract_store.rs`; `Region`'s
+//! `registered_at` was the first): no new record, table
 //! or checkpoint section, and a store written before reads on. A new
 //! variant takes the next free index of its enum. Never renumber or reuse an
 //! index, and never change a field's type: that (or removing a field a
