@@ -413,9 +413,7 @@ transport.close();
     let script_py = format!(
         r#"
 import asyncio, time
-from shardalloc_client.region import Region, RegionConfig
-from shardalloc_client.region_errors import SendError
-from shardalloc_client.region_peer import PeerTransport
+from shardalloc_client import PeerTransport, Region, RegionConfig, SendError
 
 class App:
     async def start_shard(self, shard, epoch): pass

@@ -7,6 +7,7 @@ import unittest
 from collections.abc import Awaitable, Callable
 
 from shardalloc_client.admin import AdminClient, AdminError
+from shardalloc_client.admin_types import Placement, Placements
 
 Handler = Callable[[bytes], Awaitable[bytes]]
 
@@ -71,7 +72,7 @@ class HttpTests(unittest.IsolatedAsyncioTestCase):
 
         admin = AdminClient(await self.serve(handler), "tok")
         everything = await admin.placements("a b")
-        self.assertEqual(everything, {"placements": [{"shardId": "7", "target": "r"}], "next": None})
+        self.assertEqual(everything, Placements([Placement("7", "r")], None))
         self.assertTrue(requests[0].startswith(b"GET /v1/cluster/shards/a%20b/placements HTTP/1.1\r\n"))
         self.assertIn(b"Authorization: Bearer tok\r\n", requests[0])
         self.assertTrue(requests[1].startswith(b"GET /v1/cluster/shards/a%20b/placements?after=abc "))
@@ -100,7 +101,7 @@ class HttpTests(unittest.IsolatedAsyncioTestCase):
 
         admin = AdminClient(await self.serve(handler))
         stream = await admin.events("cart", "1-1")
-        got = [(id, event["kind"]) async for id, event in stream]
+        got = [(id, event.kind) async for id, event in stream]
         self.assertEqual(got, [("1-2", "placement-set")])
         self.assertTrue(stream.closed)
 

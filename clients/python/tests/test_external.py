@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from shardalloc_client.admin import AdminClient
+from shardalloc_client.admin_types import Placement, Placements
 from shardalloc_client.external import (
     ExternalAllocationController,
     ExternalAllocationState,
@@ -149,8 +150,8 @@ class FakeAdmin:
     async def set_placement(self, type_name: str, shard: str, target: str) -> None:
         self.written[shard] = target
 
-    async def placements(self, type_name: str) -> dict[str, Any]:
-        return {"placements": [{"shardId": s, "target": t} for s, t in self.written.items()]}
+    async def placements(self, type_name: str) -> Placements:
+        return Placements([Placement(s, t) for s, t in self.written.items()])
 
 
 class NumericShardIds(unittest.TestCase):

@@ -5,7 +5,7 @@ malformed frame was retried about seven times a second)."""
 
 import unittest
 
-from shardalloc_client.region import HEALTHY_SESSION_MS, _Backoff
+from shardalloc_client.region.driver import HEALTHY_SESSION_MS, _Backoff
 
 
 class BackoffTest(unittest.TestCase):

@@ -2,13 +2,16 @@
 
 ``test_a_timed_out_drain_and_leave_names_at_most_ten_shards_and_counts_the_rest``
 is the Rust test of ``client/src/region/error.rs``; the others pin the
-texts of every kind and the Rust ``Debug`` forms they use.
+texts of every kind, the plain forms of durations and shard ids they use,
+and the class of every kind.
 """
 
 import unittest
 
-from shardalloc_client.region_ask import Replier
-from shardalloc_client.region_errors import (
+from shardalloc_client.region.ask import Replier
+from shardalloc_client import ShardallocError
+from shardalloc_client.region import errors
+from shardalloc_client.region.errors import (
     MAX_SHARD_ID_BYTES,
     AskError,
     DeliveryError,
@@ -26,7 +29,7 @@ class RegionErrorTests(unittest.TestCase):
         error = RegionError.drain_and_leave_timed_out(20_000, shards, leave_asked=True)
         self.assertEqual(
             str(error),
-            "the region did not drain and leave within 20s: it still ran 12 shards (s1, s2, s3, s4, "
+            "the region did not drain and leave within 20 s: it still ran 12 shards (s1, s2, s3, s4, "
             "s5, s6, s7, s8, s9, s10 and 2 more), stopped there and then, and the node had not "
             "confirmed its leave",
         )
@@ -44,7 +47,7 @@ class RegionErrorTests(unittest.TestCase):
             (
                 RegionError.invalid_shard("", "a shard id is empty"),
                 "InvalidShard",
-                'invalid shard id "": a shard id is empty',
+                "invalid shard id '': a shard id is empty",
             ),
             (
                 RegionError.shard_refused("s1", "too many shards"),
@@ -57,7 +60,7 @@ class RegionErrorTests(unittest.TestCase):
             (
                 RegionError.leave_timed_out(60_000),
                 "LeaveTimedOut",
-                "the node did not confirm the leave within 60s; the region stopped its shards "
+                "the node did not confirm the leave within 60 s; the region stopped its shards "
                 "and closed anyway",
             ),
         ]
@@ -79,7 +82,7 @@ class RegionErrorTests(unittest.TestCase):
             (
                 SendError.invalid_shard('a"b\n', "bad"),
                 "InvalidShard",
-                'invalid shard id "a\\"b\\n": bad',
+                "invalid shard id 'a\"b\\n': bad",
             ),
             (SendError.stopped(), "Stopped", "the region has stopped; it takes no more messages"),
         ]
@@ -88,12 +91,48 @@ class RegionErrorTests(unittest.TestCase):
                 self.assertEqual(send_error.kind, send_kind)
                 self.assertEqual(str(send_error), text)
 
-    def test_durations_read_as_rust_writes_them(self) -> None:
-        cases = [(380, "380ms"), (1_000, "1s"), (1_500, "1.5s"), (1_001, "1.001s"), (0, "0ns")]
+    def test_durations_read_in_words(self) -> None:
+        cases = [(380, "380 ms"), (1_000, "1 s"), (1_500, "1.5 s"), (1_001, "1.001 s"), (0, "0 ms")]
         for ms, text in cases:
             with self.subTest(ms=ms):
                 error = RegionError.drain_and_leave_timed_out(ms, [], True)
                 self.assertIn(f"within {text}:", str(error))
+
+    def test_every_kind_is_its_own_class_under_its_family_and_shardalloc_error(self) -> None:
+        refused = DeliveryError.shard_refused("s1", "too many shards")
+        cases: list[tuple[Exception, type[Exception], type[Exception]]] = [
+            (RegionError.config("x"), RegionError, errors.ConfigError),
+            (RegionError.no_runtime(), RegionError, errors.NoRuntimeError),
+            (RegionError.invalid_shard("", "empty"), RegionError, errors.InvalidShardError),
+            (RegionError.shard_refused("s", "limit"), RegionError, errors.ShardRefusedError),
+            (RegionError.refused("token"), RegionError, errors.RegionRefusedError),
+            (RegionError.left(), RegionError, errors.RegionLeftError),
+            (RegionError.shut_down(), RegionError, errors.RegionShutDownError),
+            (RegionError.leave_timed_out(5), RegionError, errors.LeaveTimedOutError),
+            (RegionError.drain_and_leave_timed_out(5, [], True), RegionError,
+             errors.DrainAndLeaveTimedOutError),
+            (SendError.buffer_full("s", 1), SendError, errors.BufferFullError),
+            (SendError.total_buffer_full(1), SendError, errors.TotalBufferFullError),
+            (SendError.invalid_shard("", "empty"), SendError, errors.InvalidShardSendError),
+            (SendError.stopped(), SendError, errors.RegionStoppedSendError),
+            (DeliveryError.attempts_exhausted("s", "b", 3, "reset"), DeliveryError,
+             errors.AttemptsExhaustedError),
+            (DeliveryError.deadline_passed("s", "b", 9, "reset"), DeliveryError,
+             errors.DeadlinePassedError),
+            (refused, DeliveryError, errors.DeliveryRefusedError),
+            (DeliveryError.region_stopped("s"), DeliveryError, errors.RegionStoppedError),
+            (AskError.send("s", SendError.stopped()), AskError, errors.AskNotTakenError),
+            (AskError.timeout("s", 5), AskError, errors.AskTimeoutError),
+            (AskError.not_delivered(refused), AskError, errors.AskNotDeliveredError),
+            (AskError.failed("s", "fenced"), AskError, errors.AskFailedError),
+        ]
+        for error, family, kind in cases:
+            with self.subTest(kind=kind.__name__):
+                self.assertIs(type(error), kind)
+                self.assertIsInstance(error, family)
+                self.assertIsInstance(error, ShardallocError)
+                self.assertEqual(repr(error), f"{kind.__name__}({error})")
+        self.assertEqual(len({type(error) for error, _, _ in cases}), len(cases), "a class per kind")
 
     def test_errors_are_equal_by_kind_and_fields(self) -> None:
         self.assertEqual(SendError.buffer_full("s1", 3), SendError.buffer_full("s1", 3))
@@ -110,7 +149,7 @@ class RegionErrorTests(unittest.TestCase):
         refused = DeliveryError.shard_refused("s1", "too many shards")
         cases = [
             (AskError.send("s1", stopped), str(stopped)),
-            (AskError.timeout("s1", 1_500), "no answer from shard s1 within 1.5s"),
+            (AskError.timeout("s1", 1_500), "no answer from shard s1 within 1.5 s"),
             (AskError.not_delivered(refused), str(refused)),
             (AskError.failed("s1", "fenced"), "shard s1 did not answer: fenced"),
         ]

@@ -3,7 +3,7 @@
 
 import unittest
 
-from shardalloc_client.region_load import (
+from shardalloc_client.region.load import (
     MAX_LOAD_WINDOW_MS,
     MAX_METERED_SHARDS,
     MIN_LOAD_WINDOW_MS,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from shardalloc_client import wire
-from shardalloc_client.region_actions import (
+from shardalloc_client.region.actions import (
     AbandonStop,
     Action,
     Deliver,
@@ -26,9 +26,9 @@ from shardalloc_client.region_actions import (
     Stop,
     Undelivered,
 )
-from shardalloc_client.region_core import CoreConfig, RegionCore
-from shardalloc_client.region_errors import DeliveryError, RegionError, SendError
-from shardalloc_client.region_load import LoadMeter
+from shardalloc_client.region.core import CoreConfig, RegionCore
+from shardalloc_client.region.errors import DeliveryError, RegionError, SendError
+from shardalloc_client.region.load import LoadMeter
 
 SCENARIOS = Path(__file__).resolve().parent / "../../../contracts/region-core"
 """The scenario files."""

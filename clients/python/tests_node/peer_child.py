@@ -21,8 +21,8 @@ from collections.abc import Coroutine
 from typing import Any
 
 from shardalloc_client.region import Region, RegionConfig
-from shardalloc_client.region_errors import AskError, DeliveryError
-from shardalloc_client.region_peer import PeerTransport
+from shardalloc_client.region.errors import AskError, DeliveryError
+from shardalloc_client.region.peer_transport import PeerTransport
 
 
 def say(line: dict[str, Any]) -> None:

@@ -12,10 +12,19 @@ import unittest
 
 from node import FAST, Node, wait_for
 
-from shardalloc_client.admin import AdminClient, AdminError
-from shardalloc_client.admin_types import Placement
-from shardalloc_client.placements_view import PlacementsView
-from shardalloc_client.region import Region, RegionConfig
+from shardalloc_client import (
+    AdminClient,
+    AdminError,
+    InvalidClientConfigError,
+    InvalidRequestError,
+    NodeUnreachableError,
+    NotFoundError,
+    Placement,
+    PlacementsView,
+    Region,
+    RegionConfig,
+    UnauthorizedError,
+)
 
 
 class Quiet:
@@ -61,46 +70,50 @@ class AdminNodeTests(unittest.IsolatedAsyncioTestCase):
         node = await self.start(["--type", "cart", "--admin-token", "adm", *FAST])
         admin = AdminClient(node.base, "adm")
         written = await admin.set_placements(
-            "cart", [Placement(shardId=f"s/{i:02}", target="r1") for i in range(25)]
+            "cart", [Placement(shard_id=f"s/{i:02}", target="r1") for i in range(25)]
         )
-        self.assertEqual(written["total"], 25)
-        self.assertEqual((await admin.set_placement("cart", "one two", "r2"))["total"], 26,
+        self.assertEqual(written.total, 25)
+        self.assertEqual((await admin.set_placement("cart", "one two", "r2")).total, 26,
                          "a shard id with a space and a slash")
         page = await admin.placements_page("cart", None, 10)
-        self.assertEqual(len(page["placements"]), 10)
-        self.assertTrue(page.get("next"), "a first page of 10 has a next")
+        self.assertEqual(len(page.placements), 10)
+        self.assertTrue(page.next, "a first page of 10 has a next")
         everything = await admin.placements("cart")
-        self.assertEqual(len(everything["placements"]), 26)
-        self.assertIsNone(everything.get("next"))
+        self.assertEqual(len(everything.placements), 26)
+        self.assertIsNone(everything.next)
         self.assertTrue(await admin.remove_placement("cart", "s/03"))
         self.assertFalse(await admin.remove_placement("cart", "s/03"), "a second removal finds none")
-        self.assertEqual(len((await admin.placements("cart"))["placements"]), 25)
+        self.assertEqual(len((await admin.placements("cart")).placements), 25)
 
         state = await admin.shard("cart", "one two")
-        self.assertEqual(state["placement"], "r2")
+        self.assertEqual(state.placement, "r2")
         rebalanced = await admin.rebalance("cart", ["s/01"], True)
-        self.assertEqual(len(rebalanced["accepted"]) + len(rebalanced["rejected"]), 1, rebalanced)
-        builtins = (await admin.strategies())["strategies"]
-        least = [s for s in builtins if s["name"] == "least-shard"]
-        self.assertEqual([s["activeIn"] for s in least], [["cart"]], builtins)
-        self.assertEqual((await admin.strategy("cart"))["active"]["name"], "least-shard")
+        self.assertEqual(len(rebalanced.accepted) + len(rebalanced.rejected), 1, rebalanced)
+        builtins = (await admin.strategies()).strategies
+        least = [s for s in builtins if s.name == "least-shard"]
+        self.assertEqual([s.active_in for s in least], [["cart"]], builtins)
+        self.assertEqual((await admin.strategy("cart")).active.name, "least-shard")
 
-        with self.assertRaises(AdminError) as unknown:
+        with self.assertRaises(NotFoundError) as unknown:
             await admin.placements("nope")
         self.assert_admin_error(unknown.exception, "unknown-type", 404)
         self.assertRegex(str(unknown.exception), r"^the node answered 404 unknown-type: ")
         self.assertTrue(unknown.exception.node_message)
-        with self.assertRaises(AdminError) as bad:
+        with self.assertRaises(InvalidRequestError) as bad:
             await admin.set_placement("cart", "", "r1")
         self.assert_admin_error(bad.exception, None, 400)
-        with self.assertRaises(AdminError) as wrong:
-            await AdminClient(node.base, "wrong").placements("cart")
+        with self.assertRaises(UnauthorizedError) as wrong:
+            async with AdminClient(node.base, "wrong") as wrong_token:
+                await wrong_token.placements("cart")
+        self.assertTrue(wrong_token.closed, "the block closed the client")
+        with self.assertRaisesRegex(InvalidClientConfigError, "the admin client of .* is closed"):
+            await wrong_token.placements("cart")
         self.assert_admin_error(wrong.exception, None, 401)
         with self.assertRaisesRegex(
-            AdminError, r"request to http://127\.0\.0\.1:9/v1/cluster/regions failed"
+            NodeUnreachableError, r"request to http://127\.0\.0\.1:9/v1/cluster/regions failed"
         ):
             await AdminClient("http://127.0.0.1:9").regions()
-        with self.assertRaisesRegex(AdminError, r"scheme ftp: is not http or https"):
+        with self.assertRaisesRegex(InvalidClientConfigError, r"scheme ftp: is not http or https"):
             AdminClient("ftp://x")
         with self.assertRaisesRegex(AdminError, r"not a URL"):
             AdminClient("127.0.0.1")
@@ -115,14 +128,14 @@ class AdminNodeTests(unittest.IsolatedAsyncioTestCase):
         )
         try:
             await region.wait_registered()
-            self.assertTrue(any(r["address"] == "py-drained"
-                                for r in (await admin.regions())["regions"]))
+            self.assertTrue(any(r.address == "py-drained"
+                                for r in (await admin.regions()).regions))
             await admin.drain("py-drained")
             drain = await admin.drain_state("py-drained")
-            self.assertTrue(drain["draining"])
-            self.assertIsNotNone(drain["startedAtMs"])
+            self.assertTrue(drain.draining)
+            self.assertIsNotNone(drain.started_at_ms)
             await admin.undrain("py-drained")
-            self.assertFalse((await admin.drain_state("py-drained"))["draining"])
+            self.assertFalse((await admin.drain_state("py-drained")).draining)
         finally:
             await region.shutdown()
 
@@ -136,9 +149,9 @@ class AdminNodeTests(unittest.IsolatedAsyncioTestCase):
         await admin.set_placement("cart", "streamed", "r2")
         async with asyncio.timeout(30):
             async for id, event in stream:
-                if event["kind"] == "placement-set" and event.get("shardId") == "streamed":
+                if event.kind == "placement-set" and event.shard_id == "streamed":
                     self.assertRegex(id or "", r"^\d+-\d+$")
-                    self.assertEqual(event.get("target"), "r2")
+                    self.assertEqual(event.target, "r2")
                     break
         stream.close()
         # A closed stream ends its iteration.

@@ -20,7 +20,7 @@ from shardalloc_client.admin import AdminClient
 from shardalloc_client.external import ExternalAllocationController, external_allocation_strategy
 from shardalloc_client.placements_view import PlacementsView
 from shardalloc_client.region import Region, RegionConfig
-from shardalloc_client.region_actions import PlacementChanged, Update
+from shardalloc_client.region.actions import PlacementChanged, Update
 
 SLOW_REBALANCE = [
     "600000" if i > 0 and FAST[i - 1] == "--rebalance-interval-ms" else arg
@@ -98,7 +98,7 @@ class FeatureRequestTestPlan(unittest.IsolatedAsyncioTestCase):
         return started
 
     async def home(self, shard: str) -> str | None:
-        return (await self.admin.shard("Counter", shard))["home"]
+        return (await self.admin.shard("Counter", shard)).home
 
     async def view_holds(self, shard: str, target: str | None) -> None:
         await wait_for(f"the view to hold {shard} → {target}",
@@ -128,7 +128,7 @@ class FeatureRequestTestPlan(unittest.IsolatedAsyncioTestCase):
     async def case_1(self) -> None:
         await self.controller.set_placement(42, "node-b")
         self.assertEqual(await self.regions[0].home_of("42"), "node-b")
-        self.assertEqual((await self.admin.shard("Counter", "42"))["reason"], "placement")
+        self.assertEqual((await self.admin.shard("Counter", "42")).reason, "placement")
         await self.view_holds("42", "node-b")
         strategy = external_allocation_strategy(LeastShard(), lambda: self.view)
         self.assertEqual(strategy.allocate("42", ["node-a", "node-b"], {}), "node-b")
@@ -136,7 +136,7 @@ class FeatureRequestTestPlan(unittest.IsolatedAsyncioTestCase):
     async def case_2(self) -> None:
         got = await self.regions[0].home_of("7")
         self.assertIn(got, ("node-a", "node-b"))
-        self.assertEqual((await self.admin.shard("Counter", "7"))["reason"], "strategy")
+        self.assertEqual((await self.admin.shard("Counter", "7")).reason, "strategy")
         strategy = external_allocation_strategy(LeastShard(), lambda: self.view)
         self.assertEqual(strategy.allocate("7", ["node-a", "node-b"], {"node-b": ["42"]}), "node-a")
 
@@ -144,14 +144,14 @@ class FeatureRequestTestPlan(unittest.IsolatedAsyncioTestCase):
         await self.controller.set_placement(43, "node-a")
         self.assertEqual(await self.regions[1].home_of("43"), "node-a")
         await self.controller.remove_placement(43)
-        self.assertIsNone((await self.admin.shard("Counter", "43"))["placement"])
+        self.assertIsNone((await self.admin.shard("Counter", "43")).placement)
         await self.view_holds("43", None)
         self.assertEqual(await self.home("43"), "node-a", "it stays where it is until a rebalance")
         self.assertEqual(await self.controller.rebalance_now([43]), [])
 
         async def placed_again() -> bool | None:
             state = await self.admin.shard("Counter", "43")
-            return True if not state["moving"] and state["reason"] == "strategy" else None
+            return True if not state.moving and state.reason == "strategy" else None
 
         placed: bool = await wait_for("the strategy to have placed it again", placed_again)
         self.assertTrue(placed)
@@ -161,8 +161,8 @@ class FeatureRequestTestPlan(unittest.IsolatedAsyncioTestCase):
         got = await self.regions[0].home_of("44")
         self.assertIn(got, ("node-a", "node-b"))
         state = await self.admin.shard("Counter", "44")
-        self.assertEqual(state["placement"], "node-gone")
-        self.assertEqual(state["reason"], "strategy")
+        self.assertEqual(state.placement, "node-gone")
+        self.assertEqual(state.reason, "strategy")
         await wait_for("the node's warning", lambda: True if re.search(
             r"placement of shard 44 on node-gone not honoured", self.node.output()) else None)
         warnings: list[str] = []
@@ -185,11 +185,11 @@ class FeatureRequestTestPlan(unittest.IsolatedAsyncioTestCase):
             self.assertEqual(await self.controller.rebalance_now([45]), [])
             seen: list[str] = []
             async for _, event in stream:
-                kind = event["kind"]
-                if event.get("shardId") == "45" and re.match(r"^(hand-off|shard-homed)", kind):
-                    region = event.get("region")
+                kind = event.kind
+                if event.shard_id == "45" and re.match(r"^(hand-off|shard-homed)", kind):
+                    region = event.region
                     seen.append(f"{kind} {region}" if region else kind)
-                if kind == "shard-homed" and event.get("shardId") == "45":
+                if kind == "shard-homed" and event.shard_id == "45":
                     break
         finally:
             stream.close()

@@ -22,7 +22,7 @@ from node import Node, wait_for
 from shardalloc_client.admin import AdminClient, AdminError
 from shardalloc_client.placements_view import PlacementsView
 from shardalloc_client.region import Region, RegionConfig
-from shardalloc_client.region_actions import Fenced, Registered, Update
+from shardalloc_client.region.actions import Fenced, Registered, Update
 
 HA_TIMINGS: Final = [
     "--heartbeat-interval-ms", "200",

@@ -23,8 +23,8 @@ from typing import Any
 from node import FAST, Node, binary, wait_for
 
 from shardalloc_client.region import Region, RegionConfig
-from shardalloc_client.region_errors import AskError, DeliveryError
-from shardalloc_client.region_peer import PeerTransport
+from shardalloc_client.region.errors import AskError, DeliveryError
+from shardalloc_client.region.peer_transport import PeerTransport
 
 TYPESCRIPT = Path(__file__).resolve().parents[2] / "typescript/dist/src/index.js"
 """The built TypeScript client."""

@@ -12,8 +12,8 @@ from typing import Any
 from node import FAST, Node, wait_for
 
 from shardalloc_client.region import Region, RegionConfig
-from shardalloc_client.region_errors import AskError, DeliveryError
-from shardalloc_client.region_peer import PeerTransport
+from shardalloc_client.region.errors import AskError, DeliveryError
+from shardalloc_client.region.peer_transport import PeerTransport
 
 
 class Journal:
@@ -153,7 +153,7 @@ class PeerTransportTests(unittest.IsolatedAsyncioTestCase):
         tb.close()
         with self.assertRaises(AskError) as hurried:
             await a.ask(remote, {"from": "a", "n": 1000}, timeout=0.3)
-        self.assertEqual(str(hurried.exception), f"no answer from shard {remote} within 300ms")
+        self.assertEqual(str(hurried.exception), f"no answer from shard {remote} within 300 ms")
         self.assertEqual(await a.ask(remote, {"from": "a", "n": 1001}, timeout=60), ta.address)
         self.assertEqual(journal.given_up, [])
         await a.shutdown()

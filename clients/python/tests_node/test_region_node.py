@@ -22,8 +22,13 @@ from node import FAST, PATIENCE_S, Node, wait_for
 
 from shardalloc_client import wire
 from shardalloc_client.region import Application, Region, RegionConfig
-from shardalloc_client.region_errors import RegionError
-from shardalloc_client.region_session import (
+from shardalloc_client.region.errors import (
+    ConfigError,
+    RegionError,
+    RegionRefusedError,
+    RegionStoppedSendError,
+)
+from shardalloc_client.region.session import (
     Leader,
     Session,
     SessionClosed,
@@ -34,7 +39,7 @@ from shardalloc_client.region_session import (
     SessionRefused,
     connect_url_of,
 )
-from shardalloc_client.region_transport import InMemoryTransport
+from shardalloc_client.region.transport import InMemoryTransport
 
 
 class Journal:
@@ -286,7 +291,7 @@ class RegionTests(NodeTestCase):
     async def test_names_a_wrong_token_and_a_stale_incarnation_and_a_new_one_takes_over(self) -> None:
         journal = Journal()
         wrong = await Region.start(config(self.node, "py-wrong", token="nope"), journal.app("py-wrong"))
-        with self.assertRaises(RegionError) as refused:
+        with self.assertRaises(RegionRefusedError) as refused:
             async with asyncio.timeout(PATIENCE_S):
                 await wrong.wait_registered()
         self.assertEqual(refused.exception.kind, "Refused")
@@ -319,13 +324,33 @@ class RegionTests(NodeTestCase):
 
     async def test_refuses_a_bad_configuration_by_name(self) -> None:
         app = Journal().app("x")
-        with self.assertRaisesRegex(RegionError, "the address is empty") as empty:
+        with self.assertRaisesRegex(ConfigError, "the address is empty") as empty:
             await Region.start(config(self.node, ""), app)
         self.assertEqual(empty.exception.kind, "Config")
+        with self.assertRaisesRegex(ConfigError, "the address is empty"):
+            async with Region.start(config(self.node, ""), app):
+                pass
         with self.assertRaisesRegex(RegionError, "must start with http"):
             await Region.start(config(self.node, "a", node="ftp://x"), app)
         with self.assertRaisesRegex(RegionError, "reconnect delays"):
             await Region.start(config(self.node, "a", reconnect_min_ms=10, reconnect_max_ms=5), app)
+
+    async def test_an_async_with_block_that_raises_shuts_the_region_down(self) -> None:
+        journal = Journal()
+        with self.assertRaisesRegex(RuntimeError, "the application gave up"):
+            async with Region.start(config(self.node, "py-block", token="secret"),
+                                    journal.app("py-block")) as region:
+                async with asyncio.timeout(PATIENCE_S):
+                    await region.wait_registered()
+                    self.assertEqual(await region.home_of("in-block"), "py-block")
+                raise RuntimeError("the application gave up")
+        self.assertFalse(region.is_registered())
+        with self.assertRaises(RegionStoppedSendError):
+            region.send("in-block", 1)
+        # Shut down, not left: the node still holds the shard there until
+        # the region's silence removes it.
+        status, body = await self.node.request("GET", "/v1/cluster/shards/cart/shards/in-block")
+        self.assertEqual((status, body["home"]), (200, "py-block"), body)  # type: ignore[index]
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from node import FAST, Node, wait_for
 
 from shardalloc_client.admin import AdminClient, AdminError
 from shardalloc_client.region import Region, RegionConfig
-from shardalloc_client.region_actions import Disconnected, Update
+from shardalloc_client.region.actions import Disconnected, Update
 
 
 class Quiet:
@@ -72,16 +72,16 @@ class TlsWithAPrivateCa(unittest.IsolatedAsyncioTestCase):
                 await region.wait_registered()
                 self.assertEqual(await region.home_of("secure"), "py-tls")
             admin = AdminClient(self.node.base, ca_file=str(self.cert))
-            self.assertEqual((await admin.shard("cart", "secure"))["home"], "py-tls")
+            self.assertEqual((await admin.shard("cart", "secure")).home, "py-tls")
             from_pem = AdminClient(self.node.base, ca_pem=self.cert.read_text())
-            self.assertTrue(any(r["address"] == "py-tls"
-                                for r in (await from_pem.regions())["regions"]))
+            self.assertTrue(any(r.address == "py-tls"
+                                for r in (await from_pem.regions()).regions))
             async with await admin.events("cart") as stream:
                 await admin.set_placement("cart", "secure", "py-tls")
                 async with asyncio.timeout(30):
                     async for _, event in stream:
-                        if event["kind"] == "placement-set":
-                            self.assertEqual(event.get("shardId"), "secure")
+                        if event.kind == "placement-set":
+                            self.assertEqual(event.shard_id, "secure")
                             break
         finally:
             await region.shutdown()

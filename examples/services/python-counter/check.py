@@ -29,7 +29,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from shardalloc_client.admin import AdminClient
+from shardalloc_client import AdminClient
 
 from region import http_request
 
@@ -113,8 +113,8 @@ def stored(data: Path) -> dict[str, dict[str, object]]:
 async def wait_registered(admin: AdminClient, addresses: set[str], timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while True:
-        regions = (await admin.regions())["regions"]
-        up = {r["address"] for r in regions if r["types"].get("counter") == "up" and not r["draining"]}
+        regions = (await admin.regions()).regions
+        up = {r.address for r in regions if r.types.get("counter") == "up" and not r.draining}
         if addresses <= up:
             return
         if time.monotonic() > deadline:
@@ -176,8 +176,8 @@ async def run(work: Path) -> int:
         await midway.wait()
         shards = [f"counter-{c:02d}" for c in range(COUNTERS)]
         answer = await admin.rebalance("counter", shards, immediate=True)
-        print(f"midway: rebalance of {len(shards)} counters: {len(answer['accepted'])} accepted, "
-              f"rejected {answer['rejected']}", flush=True)
+        print(f"midway: rebalance of {len(shards)} counters: {len(answer.accepted)} accepted, "
+              f"rejected {answer.rejected}", flush=True)
         port = ports[1]
         process = processes[port]
         process.send_signal(signal.SIGTERM)

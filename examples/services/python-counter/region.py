@@ -30,9 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from shardalloc_client.region import Region, RegionConfig
-from shardalloc_client.region_errors import AskError, RegionError
-from shardalloc_client.region_peer import PeerTransport
+from shardalloc_client import AskError, PeerTransport, Region, RegionConfig, RegionError
 
 ENTITY_TYPE = "counter"
 ASK_TIMEOUT_S = 10.0

@@ -4,9 +4,13 @@ Placements, rebalance, regions and drains, shards, strategies (upload,
 activate, roll back) and the decision event stream — a port of the
 TypeScript client's ``admin/client.ts``. Every path is built from the base
 URL with percent-encoded segments. Every non-2xx answer carries
-``{"error":{"code","message"}}`` and becomes an :class:`AdminError` with
-that status, code and message; a request that got no answer is an
-:class:`AdminError` naming the URL. ``https://`` nodes may be signed by a
+``{"error":{"code","message"}}`` and becomes a :class:`NodeRefusedError`
+(one subclass per kind of status: :class:`NotFoundError`,
+:class:`ConflictError`, …) with that status, code and message; a request
+that got no answer is a :class:`NodeUnreachableError` naming the URL, an
+answer that does not read a :class:`BadAnswerError`. All are
+:class:`AdminError`\ s. Answers are dataclasses
+(:mod:`shardalloc_client.admin_types`) with snake_case fields. ``https://`` nodes may be signed by a
 private CA (``ca_file`` / ``ca_pem``).
 
 HTTP is spoken here, over asyncio streams (``asyncio.open_connection``,
@@ -21,8 +25,9 @@ import asyncio
 import json
 import re
 import ssl
+import weakref
 from collections.abc import Iterable, Mapping
-from typing import Any, Final, Literal, cast
+from typing import Any, Final, Literal, TypeVar
 from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 from .admin_types import (
@@ -40,10 +45,28 @@ from .admin_types import (
     StrategyState,
     StreamedEvent,
 )
-from .region_session import tls_context
+from ._json import JsonError, from_json, to_json
+from .errors import ShardallocError
+from .region.session import tls_context
 from .sse import SseError, SseParser
 
-__all__ = ["REQUEST_TIMEOUT_MS", "AdminClient", "AdminError", "EventStream"]
+__all__ = [
+    "REQUEST_TIMEOUT_MS",
+    "AdminClient",
+    "AdminError",
+    "BadAnswerError",
+    "ConflictError",
+    "EventStream",
+    "InvalidClientConfigError",
+    "InvalidRequestError",
+    "NodeRefusedError",
+    "NodeUnreachableError",
+    "NotFoundError",
+    "UnauthorizedError",
+    "UnavailableError",
+]
+
+T = TypeVar("T")
 
 REQUEST_TIMEOUT_MS: Final = 60_000
 """How long a request may take before it is given up (ms); for the event
@@ -54,8 +77,9 @@ _MAX_HEADER_LINES: Final = 200
 _UNTRUSTED: Final = re.compile(r"certificate|self.signed|CERT_", re.IGNORECASE)
 
 
-class AdminError(Exception):
-    """Why an admin request failed. ``str(error)`` is the whole sentence."""
+class AdminError(ShardallocError):
+    """Why an admin request failed. ``str(error)`` is the whole sentence;
+    the subclasses say what kind of failure it was."""
 
     def __init__(
         self,
@@ -73,6 +97,68 @@ class AdminError(Exception):
         """The node's error code (``unknown-type``, ``invalid-placement``, …), when it sent one."""
         self.node_message = node_message
         """The node's own sentence (its ``error.message``), when it sent one."""
+
+
+class InvalidClientConfigError(AdminError):
+    """The client cannot be made as given: a bad base URL, unreadable CA
+    certificates, or a call on a closed client."""
+
+
+class NodeUnreachableError(AdminError):
+    """No answer: the connection failed, the node's certificate is not
+    trusted, no answer came in time, or an event stream broke."""
+
+
+class BadAnswerError(AdminError):
+    """The node answered with something this client cannot read."""
+
+
+class NodeRefusedError(AdminError):
+    """The node answered with an error status (``status``, ``code``,
+    ``node_message``)."""
+
+
+class InvalidRequestError(NodeRefusedError):
+    """400, 413 or 422: the request is wrong (the node's message says how)."""
+
+
+class UnauthorizedError(NodeRefusedError):
+    """401 or 403: no token, a wrong one, or a request from a foreign origin."""
+
+
+class NotFoundError(NodeRefusedError):
+    """404: no such type, shard, region or strategy."""
+
+
+class ConflictError(NodeRefusedError):
+    """409: the state does not allow it now (a freeze, a hand-off, …)."""
+
+
+class UnavailableError(NodeRefusedError):
+    """429, 503 or 507: the node cannot take it now (no leader, a limit);
+    worth retrying later."""
+
+
+_BY_STATUS: Final[dict[int, type[NodeRefusedError]]] = {
+    400: InvalidRequestError,
+    413: InvalidRequestError,
+    422: InvalidRequestError,
+    401: UnauthorizedError,
+    403: UnauthorizedError,
+    404: NotFoundError,
+    409: ConflictError,
+    429: UnavailableError,
+    503: UnavailableError,
+    507: UnavailableError,
+}
+
+
+def _read(kind: type[T], answer: Any) -> T:
+    """An answer as its dataclass; a :class:`BadAnswerError` when it does not fit."""
+    try:
+        return from_json(kind, answer)
+    except JsonError as error:
+        raise BadAnswerError(f"cannot read the node's answer as {kind.__name__}: {error}") from None
 
 
 class _Response:
@@ -155,7 +241,8 @@ class _Response:
 
 
 class AdminClient:
-    """A client of one node's admin API."""
+    """A client of one node's admin API. ``async with AdminClient(url) as
+    admin:`` closes it, and the event streams it opened, at the end."""
 
     def __init__(
         self,
@@ -175,18 +262,18 @@ class AdminClient:
             parts = urlsplit(base_url)
             port = parts.port
         except ValueError:
-            raise AdminError(f"invalid admin base URL {shown}: not a URL") from None
+            raise InvalidClientConfigError(f"invalid admin base URL {shown}: not a URL") from None
         if not parts.scheme:
-            raise AdminError(f"invalid admin base URL {shown}: not a URL")
+            raise InvalidClientConfigError(f"invalid admin base URL {shown}: not a URL")
         scheme = parts.scheme.lower()
         if scheme not in ("http", "https"):
-            raise AdminError(
+            raise InvalidClientConfigError(
                 f"invalid admin base URL {shown}: scheme {scheme}: is not http or https"
             )
         if not parts.hostname:
-            raise AdminError(f"invalid admin base URL {shown}: not a URL")
+            raise InvalidClientConfigError(f"invalid admin base URL {shown}: not a URL")
         if parts.query or parts.fragment or "@" in parts.netloc:
-            raise AdminError(
+            raise InvalidClientConfigError(
                 f"invalid admin base URL {shown}: it must be a plain http(s)://host[:port][/path] URL"
             )
         self._scheme = scheme
@@ -195,12 +282,14 @@ class AdminClient:
         self._netloc = parts.netloc
         self._path = parts.path.rstrip("/")
         self._token = token
+        self._closed = False
+        self._streams: weakref.WeakSet[EventStream] = weakref.WeakSet()
         self._ssl: ssl.SSLContext | None = None
         if scheme == "https":
             try:
                 self._ssl = tls_context(ca_file, ca_pem) or ssl.create_default_context()
             except (OSError, ssl.SSLError) as error:
-                raise AdminError(f"cannot read the CA certificates: {error}") from None
+                raise InvalidClientConfigError(f"cannot read the CA certificates: {error}") from None
 
     @property
     def origin(self) -> str:
@@ -218,6 +307,8 @@ class AdminClient:
     ) -> _Response:
         """Sends a request and reads the answer's status and headers. Raises
         :class:`AdminError` when no answer came."""
+        if self._closed:
+            raise InvalidClientConfigError(f"the admin client of {self.origin} is closed")
         parts = urlsplit(url)
         target = parts.path + (f"?{parts.query}" if parts.query else "")
         lines = [f"{method} {target} HTTP/1.1", f"Host: {parts.netloc}", "Connection: close"]
@@ -265,18 +356,18 @@ class AdminClient:
                 raise
             raise self._no_answer(url, error) from None
 
-    def _no_answer(self, url: str, error: Exception) -> AdminError:
+    def _no_answer(self, url: str, error: Exception) -> NodeUnreachableError:
         if isinstance(error, TimeoutError):
-            return AdminError(f"request to {url} failed: no answer within {REQUEST_TIMEOUT_MS} ms")
+            return NodeUnreachableError(f"request to {url} failed: no answer within {REQUEST_TIMEOUT_MS} ms")
         text = str(error) or type(error).__name__
         if isinstance(error, ssl.SSLCertVerificationError) or (
             isinstance(error, ssl.SSLError) and _UNTRUSTED.search(text)
         ):
-            return AdminError(
+            return NodeUnreachableError(
                 f"the node at {self.origin} presented a certificate this client does not trust"
                 f" ({text}); give the CA that signed it as `ca_file` or `ca_pem`"
             )
-        return AdminError(f"request to {url} failed: {text}")
+        return NodeUnreachableError(f"request to {url} failed: {text}")
 
     async def _call(
         self,
@@ -323,7 +414,7 @@ class AdminClient:
         try:
             return json.loads(text)
         except ValueError as error:
-            raise AdminError(f"cannot read the answer from {url}: {error}") from None
+            raise BadAnswerError(f"cannot read the answer from {url}: {error}") from None
 
     async def _all_pages(self, segments: list[str], key: str) -> Any:
         """Every page of a list, following ``next`` to the last."""
@@ -343,27 +434,27 @@ class AdminClient:
         query = {"after": after, "limit": None if limit is None else str(limit)}
         answer = await self._json("GET", ["v1", "cluster", "shards", entity_type, "placements"],
                                   query=query)
-        return cast(Placements, answer)
+        return _read(Placements, answer)
 
     async def placements(self, entity_type: str) -> Placements:
         """Every live placement of a type (every page)."""
         answer = await self._all_pages(["v1", "cluster", "shards", entity_type, "placements"],
                                        "placements")
-        return cast(Placements, answer)
+        return _read(Placements, answer)
 
     async def set_placement(self, entity_type: str, shard: str, target: str) -> PlacementsWritten:
         """Pins ``shard`` to the region ``target``."""
         answer = await self._json("POST", ["v1", "cluster", "shards", entity_type, "placements"],
-                                  {"shardId": shard, "target": target})
-        return cast(PlacementsWritten, answer)
+                                  to_json(Placement(shard, target)))
+        return _read(PlacementsWritten, answer)
 
     async def set_placements(
         self, entity_type: str, placements: Iterable[Placement]
     ) -> PlacementsWritten:
         """Pins many shards at once, all or nothing."""
         answer = await self._json("POST", ["v1", "cluster", "shards", entity_type, "placements"],
-                                  {"placements": list(placements)})
-        return cast(PlacementsWritten, answer)
+                                  {"placements": to_json(list(placements))})
+        return _read(PlacementsWritten, answer)
 
     async def remove_placement(self, entity_type: str, shard: str) -> bool:
         """Removes a shard's placement: ``True`` when one was removed,
@@ -383,16 +474,16 @@ class AdminClient:
         """Moves the shards at the next rebalance tick, or at once when ``immediate``."""
         answer = await self._json("POST", ["v1", "cluster", "shards", entity_type, "rebalance"],
                                   {"shardIds": list(shards), "immediate": immediate})
-        return cast(RebalanceResponse, answer)
+        return _read(RebalanceResponse, answer)
 
     async def shard(self, entity_type: str, shard: str) -> ShardState:
         """Where a shard is and why."""
         answer = await self._json("GET", ["v1", "cluster", "shards", entity_type, "shards", shard])
-        return cast(ShardState, answer)
+        return _read(ShardState, answer)
 
     async def regions(self) -> Regions:
         """Every region in brief (every page)."""
-        return cast(Regions, await self._all_pages(["v1", "cluster", "regions"], "regions"))
+        return _read(Regions, await self._all_pages(["v1", "cluster", "regions"], "regions"))
 
     async def drain(self, address: str) -> None:
         """Drains a region: its shards are handed off, a batch at a time."""
@@ -405,35 +496,35 @@ class AdminClient:
     async def drain_state(self, address: str) -> DrainState:
         """A drain's progress."""
         answer = await self._json("GET", ["v1", "cluster", "regions", address, "drain"])
-        return cast(DrainState, answer)
+        return _read(DrainState, answer)
 
     async def upload_strategy(self, component: bytes) -> StoredStrategy:
         """Uploads a strategy component (the bytes of a ``.wasm``)."""
         answer = await self._json("POST", ["v1", "strategies"], bytes(component),
                                   content_type="application/wasm")
-        return cast(StoredStrategy, answer)
+        return _read(StoredStrategy, answer)
 
     async def strategies(self) -> Strategies:
         """Every strategy, built-in and uploaded (every page)."""
-        return cast(Strategies, await self._all_pages(["v1", "strategies"], "strategies"))
+        return _read(Strategies, await self._all_pages(["v1", "strategies"], "strategies"))
 
     async def strategy(self, entity_type: str) -> StrategyState:
         """A type's strategy: the active one and its history."""
         answer = await self._json("GET", ["v1", "cluster", "shards", entity_type, "strategy"])
-        return cast(StrategyState, answer)
+        return _read(StrategyState, answer)
 
     async def activate(self, entity_type: str, request: ActivateRequest) -> StrategyState:
         """Activates a strategy for a type (a built-in's name or an upload's digest)."""
         answer = await self._json("PUT", ["v1", "cluster", "shards", entity_type, "strategy"],
-                                  dict(request))
-        return cast(StrategyState, answer)
+                                  to_json(request))
+        return _read(StrategyState, answer)
 
     async def rollback(self, entity_type: str) -> StrategyState:
         """Rolls a type's strategy back to the one before."""
         answer = await self._json(
             "POST", ["v1", "cluster", "shards", entity_type, "strategy", "rollback"]
         )
-        return cast(StrategyState, answer)
+        return _read(StrategyState, answer)
 
     async def events(
         self, entity_type: str | None = None, last_event_id: str | None = None
@@ -457,7 +548,28 @@ class AdminClient:
             finally:
                 response.close()
             raise _error_from(url, response.status, raw.decode("utf-8", "replace"))
-        return EventStream(url, response)
+        stream = EventStream(url, response)
+        self._streams.add(stream)
+        return stream
+
+    def close(self) -> None:
+        """Closes the event streams this client opened; later calls raise
+        :class:`InvalidClientConfigError`."""
+        self._closed = True
+        for stream in list(self._streams):
+            stream.close()
+        self._streams.clear()
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    async def __aenter__(self) -> "AdminClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
 
 
 class EventStream:
@@ -485,7 +597,7 @@ class EventStream:
                 if self._closed:
                     raise StopAsyncIteration from None
                 self.close()
-                raise AdminError(f"the event stream from {self._url} broke: {error}") from None
+                raise NodeUnreachableError(f"the event stream from {self._url} broke: {error}") from None
             if not piece:
                 self.close()
                 raise StopAsyncIteration
@@ -493,13 +605,13 @@ class EventStream:
                 framed = self._parser.feed(piece)
             except SseError as error:
                 self.close()
-                raise AdminError(f"cannot read an event from {self._url}: {error}") from None
+                raise BadAnswerError(f"cannot read an event from {self._url}: {error}") from None
             for sse in framed:
                 try:
-                    event = cast(DecisionEvent, json.loads(sse.data))
+                    event = from_json(DecisionEvent, json.loads(sse.data))
                 except ValueError as error:
                     self.close()
-                    raise AdminError(f"cannot read an event from {self._url}: {error}") from None
+                    raise BadAnswerError(f"cannot read an event from {self._url}: {error}") from None
                 self._pending.append(StreamedEvent(sse.id, event))
         return self._pending.pop(0)
 
@@ -520,8 +632,9 @@ class EventStream:
         self.close()
 
 
-def _error_from(url: str, status: int, text: str) -> AdminError:
+def _error_from(url: str, status: int, text: str) -> NodeRefusedError:
     """The error of a non-2xx answer: the node's code and message when it sent them."""
+    kind = _BY_STATUS.get(status, NodeRefusedError)
     try:
         body = json.loads(text)
     except ValueError:
@@ -530,7 +643,5 @@ def _error_from(url: str, status: int, text: str) -> AdminError:
     if isinstance(error, dict):
         code, message = error.get("code"), error.get("message")
         if isinstance(code, str) and isinstance(message, str):
-            return AdminError(f"the node answered {status} {code}: {message}", status, code, message)
-    return AdminError(
-        f"the node answered {status} to {url} without an error body: {text[:200]}", status
-    )
+            return kind(f"the node answered {status} {code}: {message}", status, code, message)
+    return kind(f"the node answered {status} to {url} without an error body: {text[:200]}", status)

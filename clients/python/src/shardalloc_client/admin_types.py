@@ -1,13 +1,17 @@
-"""The REST API's bodies the admin client reads and writes, as TypedDicts.
+"""The REST API's bodies the admin client reads and writes, as dataclasses.
 
 The same JSON the node serves (its OpenAPI document at
-``/v1/openapi.json``; golden bodies in ``contracts/rest/``), keys in the
-node's camelCase. The client does not check answers against these types
-(as the TypeScript client's ``admin/types.ts``): they document what the
-node sends and let a type checker follow it.
+``/v1/openapi.json``; golden bodies in ``contracts/rest/``), with the
+node's camelCase keys as snake_case fields (``shardId`` is ``shard_id``;
+a decision event's ``type`` is ``entity_type``). The client reads each
+answer into its dataclass (:mod:`shardalloc_client._json`), skipping keys a
+newer node may add; ``tests/test_rest_contract.py`` reads every golden body
+strictly, so a field the node has and a class lacks fails the client's
+tests.
 """
 
-from typing import Any, Literal, NamedTuple, NotRequired, TypedDict
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple
 
 __all__ = [
     "ActivateRequest",
@@ -31,58 +35,65 @@ __all__ = [
 ]
 
 
-class Placement(TypedDict):
-    """One placement: ``shardId`` pinned to the region ``target``."""
+@dataclass(frozen=True)
+class Placement:
+    """One placement: ``shard_id`` pinned to the region ``target``."""
 
-    shardId: str
+    shard_id: str
     target: str
 
 
-class Placements(TypedDict):
+@dataclass(frozen=True)
+class Placements:
     """A page of placements; ``next`` is the cursor of the next page, ``None`` on the last."""
 
     placements: list[Placement]
-    next: NotRequired[str | None]
+    next: str | None = None
 
 
-class PlacementsWritten(TypedDict):
+@dataclass(frozen=True)
+class PlacementsWritten:
     """What a placement write stored, and the type's placement count after it."""
 
     written: list[Placement]
     total: int
 
 
-class Rejected(TypedDict):
+@dataclass(frozen=True)
+class Rejected:
     """A shard a rebalance request did not accept, and why (``already-moving``, ``no-home``, …)."""
 
-    shardId: str
+    shard_id: str
     reason: str
 
 
-class RebalanceResponse(TypedDict):
+@dataclass(frozen=True)
+class RebalanceResponse:
     """The answer to a rebalance request."""
 
     accepted: list[str]
     rejected: list[Rejected]
 
 
-class ShardState(TypedDict):
+@dataclass(frozen=True)
+class ShardState:
     """Where a shard is and why."""
 
-    shardId: str
+    shard_id: str
     home: str | None
     reason: Literal["placement", "strategy", "fallback"] | None
     detail: str | None
-    sinceMs: int | None
+    since_ms: int | None
     moving: bool
     placement: str | None
     load: float
-    movedMs: int | None
+    moved_ms: int | None
     epoch: int | None
     """The home's epoch (rises at every change of home); ``None`` without a home."""
 
 
-class RegionSummary(TypedDict):
+@dataclass(frozen=True)
+class RegionSummary:
     """A region in brief: its status per type, its shard count, whether it drains."""
 
     address: str
@@ -91,72 +102,80 @@ class RegionSummary(TypedDict):
     draining: bool
 
 
-class Regions(TypedDict):
+@dataclass(frozen=True)
+class Regions:
     """A page of regions."""
 
     regions: list[RegionSummary]
-    next: NotRequired[str | None]
+    next: str | None = None
 
 
-class DrainOfType(TypedDict):
+@dataclass(frozen=True)
+class DrainOfType:
     """A drain's progress in one type."""
 
-    type: str
+    entity_type: str = field(metadata={"json": "type"})
     draining: bool
-    shardsLeft: int
-    handOffsInFlight: int
-    startedAtMs: int | None
+    shards_left: int
+    hand_offs_in_flight: int
+    started_at_ms: int | None
 
 
-class DrainState(TypedDict):
+@dataclass(frozen=True)
+class DrainState:
     """A drain's progress."""
 
     address: str
     draining: bool
-    shardsLeft: int
-    handOffsInFlight: int
-    startedAtMs: int | None
+    shards_left: int
+    hand_offs_in_flight: int
+    started_at_ms: int | None
     types: list[DrainOfType]
 
 
-class StoredStrategy(TypedDict):
+@dataclass(frozen=True)
+class StoredStrategy:
     """An uploaded strategy component (or a built-in one)."""
 
     digest: str
     name: str
     version: str
     size: int
-    activeIn: list[str]
+    active_in: list[str]
     contract: str
 
 
-class Strategies(TypedDict):
+@dataclass(frozen=True)
+class Strategies:
     """A page of strategies."""
 
     strategies: list[StoredStrategy]
-    next: NotRequired[str | None]
+    next: str | None = None
 
 
-class ActivateRequest(TypedDict):
+@dataclass(frozen=True)
+class ActivateRequest:
     """What to activate: a built-in's name or an upload's digest, its configuration."""
 
     strategy: str
-    config: NotRequired[Any]
-    force: NotRequired[bool]
+    config: Any = None
+    force: bool | None = None
 
 
-class Activation(TypedDict):
+@dataclass(frozen=True)
+class Activation:
     """One activation of a strategy."""
 
     name: str
     version: str
-    digest: NotRequired[str | None]
-    config: NotRequired[Any]
     cause: str
-    atMs: int
+    at_ms: int
+    digest: str | None = None
+    config: Any = None
 
 
-class ShadowCounts(TypedDict):
+@dataclass(frozen=True)
+class ShadowCounts:
     """What one past shadow candidate saw."""
 
     candidate: str
@@ -164,36 +183,38 @@ class ShadowCounts(TypedDict):
     disagreements: int
 
 
-class StrategyState(TypedDict):
+@dataclass(frozen=True)
+class StrategyState:
     """A type's strategy: the active one and its history (and a shadow, when one is set)."""
 
     active: Activation
     history: list[Activation]
-    next: NotRequired[str | None]
-    shadow: NotRequired[Activation | None]
-    shadowCalls: NotRequired[int]
-    shadowDisagreements: NotRequired[int]
-    shadowHistory: NotRequired[list[ShadowCounts]]
+    next: str | None = None
+    shadow: Activation | None = None
+    shadow_calls: int | None = None
+    shadow_disagreements: int | None = None
+    shadow_history: list[ShadowCounts] = field(default_factory=list)
 
 
-class DecisionEvent(TypedDict):
+@dataclass(frozen=True)
+class DecisionEvent:
     """One decision on the event stream (``GET /v1/events``; docs/dashboard.md)."""
 
     seq: int
     kind: str
-    atMs: int
-    type: str
-    shardId: NotRequired[str]
-    region: NotRequired[str]
-    reason: NotRequired[str]
-    strategy: NotRequired[str]
-    target: NotRequired[str]
-    cause: NotRequired[str]
-    by: NotRequired[str]
-    detail: NotRequired[str]
-    missed: NotRequired[int]
-    load: NotRequired[float]
-    untilMs: NotRequired[int]
+    at_ms: int
+    entity_type: str = field(metadata={"json": "type"})
+    shard_id: str | None = None
+    region: str | None = None
+    reason: str | None = None
+    strategy: str | None = None
+    target: str | None = None
+    cause: str | None = None
+    by: str | None = None
+    detail: str | None = None
+    missed: int | None = None
+    load: float | None = None
+    until_ms: int | None = None
 
 
 class StreamedEvent(NamedTuple):

@@ -79,7 +79,7 @@ class ExternalAllocationController:
         """The current explicit placements: shard id → region, looked up by
         the id as a string or as the number it was set with."""
         everything = await self._admin.placements(self.type_name)
-        return PlacementMap({p["shardId"]: p["target"] for p in everything["placements"]})
+        return PlacementMap({p.shard_id: p.target for p in everything.placements})
 
     async def rebalance_now(self, shard_ids: Iterable[ShardIdLike]) -> list[Rejected]:
         """Re-evaluates these shards now (hand-off, then allocation): with a
@@ -87,7 +87,7 @@ class ExternalAllocationController:
         rebalance tick. Answers the shards the node refused to move, with
         why (``already-moving``, ``no-home``, ``frozen``, …)."""
         answer = await self._admin.rebalance(self.type_name, [str(s) for s in shard_ids], True)
-        return answer["rejected"]
+        return answer.rejected
 
 
 class ExternalAllocationState(Protocol):

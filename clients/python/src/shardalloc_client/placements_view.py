@@ -223,7 +223,7 @@ class PlacementsView:
     async def _resync(self) -> None:
         """Reads every page of placements into the map, replacing what it held."""
         everything = await self._admin.placements(self.entity_type)
-        fresh = {p["shardId"]: p["target"] for p in everything["placements"]}
+        fresh = {p.shard_id: p.target for p in everything.placements}
         changes: list[tuple[str, str | None]] = [
             (shard, target) for shard, target in fresh.items() if self._map.get(shard) != target
         ]
@@ -237,9 +237,9 @@ class PlacementsView:
     async def _apply(self, id: str | None, event: DecisionEvent) -> None:
         if id is not None:
             self._last_event_id = id
-        kind = event.get("kind")
-        shard = event.get("shardId")
-        target = event.get("target")
+        kind = event.kind
+        shard = event.shard_id
+        target = event.target
         if kind == "placement-set" and shard is not None and target is not None:
             if self._map.get(shard) != target:
                 self._map[shard] = target

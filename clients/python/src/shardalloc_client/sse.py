@@ -9,13 +9,15 @@ naming the problem. A port of the TypeScript client's ``admin/sse.ts``.
 from dataclasses import dataclass
 from typing import Final
 
+from .errors import ShardallocError
+
 __all__ = ["MAX_EVENT_BYTES", "SseError", "SseEvent", "SseParser"]
 
 MAX_EVENT_BYTES: Final = 1 << 20
 """Most bytes one line may take before the stream is refused as broken."""
 
 
-class SseError(ValueError):
+class SseError(ShardallocError, ValueError):
     """The stream broke the framing (a line too long, or not UTF-8)."""
 
 

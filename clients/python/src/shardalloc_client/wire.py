@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final, TypeAlias, TypeVar, Union
 
+from .errors import ShardallocError
+
 __all__ = [
     "PROTOCOL_VERSION",
     "OLDEST_PROTOCOL_VERSION",
@@ -72,7 +74,7 @@ MAX_FRAME_BYTES: Final = 1 << 20
 """The largest frame either side accepts, in bytes (1 MiB)."""
 
 
-class FrameError(ValueError):
+class FrameError(ShardallocError, ValueError):
     """A frame that cannot be decoded, or a value that cannot be encoded.
 
     The message names the problem, and the field where it is known.

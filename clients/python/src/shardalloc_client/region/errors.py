@@ -1,16 +1,21 @@
-"""The region client's errors: :class:`RegionError` for lifecycle and home
-look-ups, :class:`SendError` for messages the region cannot take, and
-:func:`check_shard`, the shard id rule both apply.
+"""The region client's errors, one class per kind of failure:
+:class:`RegionError` for lifecycle and home look-ups, :class:`SendError` for
+messages the region cannot take, :class:`DeliveryError` for messages it
+took but could not deliver, :class:`AskError` for requests without an
+answer, and :func:`check_shard`, the shard id rule they apply.
 
-A port of the Rust client's ``client/src/region/error.rs``: each Rust
-variant is a ``kind`` of one exception class, built by the class method of
-the same name in snake case, and the messages read as the Rust ``Display``
-texts do (durations as Rust's ``Debug`` writes them: ``380ms``, ``20s``,
-``1.5s``).
+Each family has a subclass per kind (``except ShardRefusedError``, or
+``except RegionError`` for them all), and every one derives from
+:class:`~shardalloc_client.errors.ShardallocError`. ``kind`` still names the
+kind as the Rust client's variant does (``"ShardRefused"``), which the
+shared scenarios of ``contracts/region-core/`` compare. Messages are plain
+sentences (durations as ``380 ms`` or ``1.5 s``).
 """
 
 from collections.abc import Iterable
-from typing import Final, Literal, TypeAlias
+from typing import Any, ClassVar, Final, Literal, TypeAlias, TypeVar
+
+from ..errors import ShardallocError
 
 __all__ = [
     "MAX_SHARD_ID_BYTES",
@@ -23,6 +28,27 @@ __all__ = [
     "AskErrorKind",
     "AskError",
     "check_shard",
+    "ConfigError",
+    "NoRuntimeError",
+    "InvalidShardError",
+    "ShardRefusedError",
+    "RegionRefusedError",
+    "RegionLeftError",
+    "RegionShutDownError",
+    "LeaveTimedOutError",
+    "DrainAndLeaveTimedOutError",
+    "BufferFullError",
+    "TotalBufferFullError",
+    "InvalidShardSendError",
+    "RegionStoppedSendError",
+    "AttemptsExhaustedError",
+    "DeadlinePassedError",
+    "DeliveryRefusedError",
+    "RegionStoppedError",
+    "AskNotTakenError",
+    "AskTimeoutError",
+    "AskNotDeliveredError",
+    "AskFailedError",
 ]
 
 MAX_SHARD_ID_BYTES: Final = 256
@@ -45,45 +71,13 @@ SendErrorKind: TypeAlias = Literal["BufferFull", "TotalBufferFull", "InvalidShar
 """The variants of the Rust ``SendError``, by name."""
 
 
-def _debug_duration(ms: int) -> str:
-    """A duration of ``ms`` milliseconds as Rust's ``Duration`` ``Debug``
-    writes it: the largest unit of s, ms, µs and ns that is at least 1,
-    with as many decimals as it needs."""
-    nanos = ms * 1_000_000
-    for unit, size in (("s", 1_000_000_000), ("ms", 1_000_000), ("µs", 1_000)):
-        if nanos >= size:
-            whole, fraction = divmod(nanos, size)
-            if not fraction:
-                return f"{whole}{unit}"
-            digits = str(fraction).rjust(len(str(size)) - 1, "0").rstrip("0")
-            return f"{whole}.{digits}{unit}"
-    return f"{nanos}ns"
-
-
-def _debug_str(text: str) -> str:
-    """``text`` quoted as Rust's ``str`` ``Debug`` writes it (close enough
-    for error messages: the same escapes for quotes, backslashes, common
-    controls and characters that are not printable)."""
-    out = ['"']
-    for char in text:
-        if char == '"':
-            out.append('\\"')
-        elif char == "\\":
-            out.append("\\\\")
-        elif char == "\n":
-            out.append("\\n")
-        elif char == "\r":
-            out.append("\\r")
-        elif char == "\t":
-            out.append("\\t")
-        elif char == "\0":
-            out.append("\\0")
-        elif char != " " and not char.isprintable():
-            out.append(f"\\u{{{ord(char):x}}}")
-        else:
-            out.append(char)
-    out.append('"')
-    return "".join(out)
+def _duration(ms: int) -> str:
+    """A duration in words: ``380 ms`` under a second, else seconds with
+    as many decimals as it needs (``20 s``, ``1.5 s``)."""
+    if ms < 1_000:
+        return f"{ms} ms"
+    seconds = f"{ms / 1_000:.3f}".rstrip("0").rstrip(".")
+    return f"{seconds} s"
 
 
 def _left_behind(shards: tuple[str, ...], leave_asked: bool) -> str:
@@ -103,11 +97,30 @@ def _left_behind(shards: tuple[str, ...], leave_asked: bool) -> str:
     return f"it still ran {count} ({names}), stopped there and then, and {waiting}"
 
 
-class _Keyed(Exception):
+K = TypeVar("K", bound="_Keyed")
+
+
+class _Keyed(ShardallocError):
     """An error equal to another of its class with the same kind and fields,
-    shown with its class and kind."""
+    shown with its class and kind. A family's base class (``RegionError``)
+    keeps a table of its subclasses by kind, which its class methods build."""
 
     kind: str
+    _by_kind: ClassVar[dict[str, type["_Keyed"]]]
+
+    def __init_subclass__(cls, kind: str | None = None, **rest: Any) -> None:
+        super().__init_subclass__(**rest)
+        if kind is None:
+            cls._by_kind = {}
+        else:
+            cls._by_kind[kind] = cls
+
+    @classmethod
+    def _of(cls: type[K], kind: str, message: str, **fields: Any) -> K:
+        """The error of ``kind``, as its subclass."""
+        made = cls._by_kind[kind](kind, message, **fields)
+        assert isinstance(made, cls)
+        return made
 
     def _key(self) -> tuple[object, ...]:
         raise NotImplementedError
@@ -122,7 +135,7 @@ class _Keyed(Exception):
         return hash(self._key())
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.kind}: {self})"
+        return f"{type(self).__name__}({self})"
 
 
 class RegionError(_Keyed):
@@ -184,21 +197,21 @@ class RegionError(_Keyed):
     @classmethod
     def config(cls, detail: str) -> "RegionError":
         """The region's configuration cannot work."""
-        return cls("Config", f"invalid region configuration: {detail}", detail=detail)
+        return cls._of("Config", f"invalid region configuration: {detail}", detail=detail)
 
     @classmethod
     def no_runtime(cls) -> "RegionError":
         """The Rust client's region was started outside a Tokio runtime. Kept
         so the kinds match the Rust variants one for one; the sans-I/O core
         never raises it."""
-        return cls("NoRuntime", "a region must be started inside a Tokio runtime")
+        return cls._of("NoRuntime", "a region must be started inside a Tokio runtime")
 
     @classmethod
     def invalid_shard(cls, shard: str, reason: str) -> "RegionError":
         """The shard id is empty or too long."""
-        return cls(
+        return cls._of(
             "InvalidShard",
-            f"invalid shard id {_debug_str(shard)}: {reason}",
+            f"invalid shard id {shard!r}: {reason}",
             shard=shard,
             reason=reason,
         )
@@ -206,7 +219,7 @@ class RegionError(_Keyed):
     @classmethod
     def shard_refused(cls, shard: str, reason: str) -> "RegionError":
         """The node would not give the shard a home (a limit)."""
-        return cls(
+        return cls._of(
             "ShardRefused", f"the node refused shard {shard}: {reason}", shard=shard, reason=reason
         )
 
@@ -214,25 +227,25 @@ class RegionError(_Keyed):
     def refused(cls, reason: str) -> "RegionError":
         """The node refused the session or the registration (version, entity
         type, token, a stale incarnation, too many regions)."""
-        return cls("Refused", f"the node refused the region: {reason}", reason=reason)
+        return cls._of("Refused", f"the node refused the region: {reason}", reason=reason)
 
     @classmethod
     def left(cls) -> "RegionError":
         """The region left the cluster."""
-        return cls("Left", "the region has left the cluster")
+        return cls._of("Left", "the region has left the cluster")
 
     @classmethod
     def shut_down(cls) -> "RegionError":
         """The region was shut down."""
-        return cls("ShutDown", "the region has shut down")
+        return cls._of("ShutDown", "the region has shut down")
 
     @classmethod
     def leave_timed_out(cls, bound_ms: int) -> "RegionError":
         """The node did not confirm the leave within ``bound_ms``; the region
         stopped its shards and closed anyway."""
-        return cls(
+        return cls._of(
             "LeaveTimedOut",
-            f"the node did not confirm the leave within {_debug_duration(bound_ms)}; "
+            f"the node did not confirm the leave within {_duration(bound_ms)}; "
             "the region stopped its shards and closed anyway",
             bound_ms=bound_ms,
         )
@@ -245,9 +258,9 @@ class RegionError(_Keyed):
         here (they were stopped then), or none did but the node had not let
         the region go."""
         names = tuple(shards)
-        return cls(
+        return cls._of(
             "DrainAndLeaveTimedOut",
-            f"the region did not drain and leave within {_debug_duration(bound_ms)}: "
+            f"the region did not drain and leave within {_duration(bound_ms)}: "
             f"{_left_behind(names, leave_asked)}",
             bound_ms=bound_ms,
             shards=names,
@@ -293,7 +306,7 @@ class SendError(_Keyed):
     def buffer_full(cls, shard: str, limit: int) -> "SendError":
         """The shard already has ``limit`` messages waiting (for its home, or
         for the application to take them)."""
-        return cls(
+        return cls._of(
             "BufferFull",
             f"the buffer of shard {shard} is full ({limit} messages)",
             shard=shard,
@@ -303,7 +316,7 @@ class SendError(_Keyed):
     @classmethod
     def total_buffer_full(cls, limit: int) -> "SendError":
         """The region holds ``limit`` buffered messages over all shards."""
-        return cls(
+        return cls._of(
             "TotalBufferFull",
             f"the region's buffers are full ({limit} messages over all shards)",
             limit=limit,
@@ -312,9 +325,9 @@ class SendError(_Keyed):
     @classmethod
     def invalid_shard(cls, shard: str, reason: str) -> "SendError":
         """The shard id is empty or too long."""
-        return cls(
+        return cls._of(
             "InvalidShard",
-            f"invalid shard id {_debug_str(shard)}: {reason}",
+            f"invalid shard id {shard!r}: {reason}",
             shard=shard,
             reason=reason,
         )
@@ -322,7 +335,7 @@ class SendError(_Keyed):
     @classmethod
     def stopped(cls) -> "SendError":
         """The region has left or shut down."""
-        return cls("Stopped", "the region has stopped; it takes no more messages")
+        return cls._of("Stopped", "the region has stopped; it takes no more messages")
 
 
 DeliveryErrorKind: TypeAlias = Literal["AttemptsExhausted", "DeadlinePassed", "ShardRefused", "RegionStopped"]
@@ -375,7 +388,7 @@ class DeliveryError(_Keyed):
     @classmethod
     def attempts_exhausted(cls, shard: str, to: str, attempts: int, reason: str) -> "DeliveryError":
         """The shard's forwards failed ``attempts`` times in a row."""
-        return cls(
+        return cls._of(
             "AttemptsExhausted",
             f"a message for shard {shard} was not delivered: {attempts} forwards in a row failed "
             f"(the last to {to}: {reason})",
@@ -388,7 +401,7 @@ class DeliveryError(_Keyed):
     @classmethod
     def shard_refused(cls, shard: str, reason: str) -> "DeliveryError":
         """The node refused the shard a home: its waiting messages have nowhere to go."""
-        return cls(
+        return cls._of(
             "ShardRefused",
             f"a message for shard {shard} was not delivered: the node refused the shard ({reason})",
             shard=shard,
@@ -398,7 +411,7 @@ class DeliveryError(_Keyed):
     @classmethod
     def region_stopped(cls, shard: str) -> "DeliveryError":
         """The region left or shut down while the message waited for the shard's home."""
-        return cls(
+        return cls._of(
             "RegionStopped",
             f"a message for shard {shard} was not delivered: the region stopped while it waited for the shard's home",
             shard=shard,
@@ -407,7 +420,7 @@ class DeliveryError(_Keyed):
     @classmethod
     def deadline_passed(cls, shard: str, to: str, waited_ms: int, reason: str) -> "DeliveryError":
         """The shard's forwards kept failing for longer than the deadline."""
-        return cls(
+        return cls._of(
             "DeadlinePassed",
             f"a message for shard {shard} was not delivered: its forwards kept failing for {waited_ms} ms "
             f"(the last to {to}: {reason})",
@@ -461,14 +474,14 @@ class AskError(_Keyed):
     @classmethod
     def send(cls, shard: str, cause: SendError) -> "AskError":
         """The region did not take the request."""
-        return cls("Send", str(cause), shard=shard, cause=cause)
+        return cls._of("Send", str(cause), shard=shard, cause=cause)
 
     @classmethod
     def timeout(cls, shard: str, timeout_ms: int) -> "AskError":
         """No answer came within the timeout; the request may still run at the home."""
-        return cls(
+        return cls._of(
             "Timeout",
-            f"no answer from shard {shard} within {_debug_duration(timeout_ms)}",
+            f"no answer from shard {shard} within {_duration(timeout_ms)}",
             shard=shard,
             timeout_ms=timeout_ms,
         )
@@ -476,12 +489,104 @@ class AskError(_Keyed):
     @classmethod
     def not_delivered(cls, cause: DeliveryError) -> "AskError":
         """The request never reached the shard's home."""
-        return cls("NotDelivered", str(cause), shard=cause.shard, cause=cause)
+        return cls._of("NotDelivered", str(cause), shard=cause.shard, cause=cause)
 
     @classmethod
     def failed(cls, shard: str, reason: str) -> "AskError":
         """The home failed the request, or the connection to it was lost after it took it."""
-        return cls("Failed", f"shard {shard} did not answer: {reason}", shard=shard, reason=reason)
+        return cls._of("Failed", f"shard {shard} did not answer: {reason}", shard=shard, reason=reason)
+
+
+# RegionError's kinds.
+
+class ConfigError(RegionError, kind="Config"):
+    """The region's configuration cannot work."""
+
+
+class NoRuntimeError(RegionError, kind="NoRuntime"):
+    """Kept so the kinds match the Rust client's; never raised here."""
+
+
+class InvalidShardError(RegionError, kind="InvalidShard"):
+    """A shard id is empty, too long or not UTF-8."""
+
+
+class ShardRefusedError(RegionError, kind="ShardRefused"):
+    """The node would not give the shard a home (a limit)."""
+
+
+class RegionRefusedError(RegionError, kind="Refused"):
+    """The node refused the session or the registration."""
+
+
+class RegionLeftError(RegionError, kind="Left"):
+    """The region has left the cluster."""
+
+
+class RegionShutDownError(RegionError, kind="ShutDown"):
+    """The region has shut down."""
+
+
+class LeaveTimedOutError(RegionError, kind="LeaveTimedOut"):
+    """The node did not confirm the leave in time."""
+
+
+class DrainAndLeaveTimedOutError(RegionError, kind="DrainAndLeaveTimedOut"):
+    """A drain-and-leave ran out of its bound."""
+
+
+# SendError's kinds.
+
+class BufferFullError(SendError, kind="BufferFull"):
+    """The shard's buffer is full."""
+
+
+class TotalBufferFullError(SendError, kind="TotalBufferFull"):
+    """The region's buffers are full over all shards."""
+
+
+class InvalidShardSendError(SendError, kind="InvalidShard"):
+    """A message named a shard id that is empty, too long or not UTF-8."""
+
+
+class RegionStoppedSendError(SendError, kind="Stopped"):
+    """The region has stopped; it takes no more messages."""
+
+
+# DeliveryError's kinds.
+
+class AttemptsExhaustedError(DeliveryError, kind="AttemptsExhausted"):
+    """The shard's forwards failed too many times in a row."""
+
+
+class DeadlinePassedError(DeliveryError, kind="DeadlinePassed"):
+    """The shard's forwards kept failing past the deadline."""
+
+
+class DeliveryRefusedError(DeliveryError, kind="ShardRefused"):
+    """The node refused the shard a home."""
+
+
+class RegionStoppedError(DeliveryError, kind="RegionStopped"):
+    """The region stopped while the message waited for a home."""
+
+
+# AskError's kinds.
+
+class AskNotTakenError(AskError, kind="Send"):
+    """The region did not take the request (``cause`` says why)."""
+
+
+class AskTimeoutError(AskError, kind="Timeout"):
+    """No answer came within the timeout."""
+
+
+class AskNotDeliveredError(AskError, kind="NotDelivered"):
+    """The request never reached the shard's home (``cause`` says why)."""
+
+
+class AskFailedError(AskError, kind="Failed"):
+    """The home failed the request."""
 
 
 def check_shard(shard: str) -> str | None:

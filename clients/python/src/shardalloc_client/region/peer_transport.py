@@ -31,7 +31,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.http11 import Request as HttpRequest
 from websockets.http11 import Response
 
-from .peer import (
+from ..peer import (
     MAX_UNACKED_BYTES,
     PEER_PATH,
     PEER_PROTOCOL_VERSION,
@@ -50,11 +50,11 @@ from .peer import (
     encode_peer,
     encode_peer_hello,
 )
-from .region_ask import Replier, Request
-from .region_errors import AskError
-from .region_session import _NO_PROXY
-from .region_transport import Inbox, TransportError
-from .wire import MAX_FRAME_BYTES, FrameError
+from .ask import Replier, Request
+from .errors import AskError
+from .session import _NO_PROXY
+from .transport import Inbox, TransportError
+from ..wire import MAX_FRAME_BYTES, FrameError
 
 __all__ = ["PeerTransport"]
 

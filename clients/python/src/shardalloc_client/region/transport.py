@@ -2,11 +2,11 @@
 
 The application gives its :class:`~shardalloc_client.region.Region` a
 :class:`Transport`; :class:`InMemoryTransport` links regions of one process
-(tests, examples); :class:`~shardalloc_client.region_peer.PeerTransport`
+(tests, examples); :class:`~shardalloc_client.region.peer_transport.PeerTransport`
 links processes. A service may carry messages over its own network (HTTP,
 gRPC, a queue) and hand what arrives to the home region's :class:`Inbox`
 (``Region.inbox()``). Requests (``Region.ask``) travel with a
-:class:`~shardalloc_client.region_ask.Replier` that answers them. A port of the TypeScript client's
+:class:`~shardalloc_client.region.ask.Replier` that answers them. A port of the TypeScript client's
 ``region/transport.ts`` (the Rust client's ``region/transport.rs``).
 
 Everything here is called on the region's event loop, synchronously: a
@@ -16,7 +16,8 @@ transport that needs I/O queues the message and returns.
 from collections.abc import Sequence
 from typing import Literal, Protocol, TypeAlias, TypeVar
 
-from .region_ask import Replier, Request
+from ..errors import ShardallocError
+from .ask import Replier, Request
 
 __all__ = ["TransportErrorKind", "TransportError", "Inbox", "Transport", "InMemoryTransport"]
 
@@ -27,7 +28,7 @@ TransportErrorKind: TypeAlias = Literal["unknown-address", "inbox-full", "closed
 """Why a message could not be carried."""
 
 
-class TransportError(Exception):
+class TransportError(ShardallocError):
     """A message could not be carried; the region buffers it again and asks
     for the shard's home anew."""
 
@@ -71,7 +72,7 @@ class Inbox(Protocol[M_contra]):
         shard's home): hands them back in the order sent, with why. The
         region asks for the home again and resends them, or gives them up to
         the application's ``undelivered`` past its limits. Requests
-        (:class:`~shardalloc_client.region_ask.Request`) come back the same
+        (:class:`~shardalloc_client.region.ask.Request`) come back the same
         way, among the messages in the order sent, and are resent too.
         Ignored once the region has stopped."""
         ...

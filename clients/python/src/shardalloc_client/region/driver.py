@@ -1,13 +1,13 @@
 """The region: ``await Region.start(config, app)`` connects to the node and
 serves the application's shards.
 
-The asyncio driver around the sans-I/O :class:`~shardalloc_client.region_core.RegionCore`
+The asyncio driver around the sans-I/O :class:`~shardalloc_client.region.core.RegionCore`
 (a port of the TypeScript client's ``region/region.ts``, itself a port of
 the Rust client's ``region/driver.rs``). It owns the clock and the I/O,
 feeds the core and performs the actions the core returns, in order, all on
 one event loop::
 
-    session events (region_session)  → core.connected / on_message / disconnected
+    session events (session.py)     → core.connected / on_message / disconnected
     other regions (the inbox)        → core.inbound
     a shard's stop finished          → core.stop_finished
     a tick every 50 ms               → core.tick_with_load, reconnect when due, the leave deadline
@@ -27,12 +27,12 @@ import random
 import re
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, Literal, Protocol, TypeAlias, TypeVar, Union
 
-from . import region_actions as up
-from .region_actions import (
+from . import actions as up
+from .actions import (
     AbandonStop,
     Action,
     Deliver,
@@ -46,11 +46,11 @@ from .region_actions import (
     Undelivered,
     Update,
 )
-from .region_core import DEFAULT_FORWARD_ATTEMPTS, DEFAULT_FORWARD_DEADLINE_MS, CoreConfig, RegionCore
-from .region_ask import Replier, Request
-from .region_errors import AskError, DeliveryError, RegionError, SendError
-from .region_load import MAX_LOAD_SHARDS, LoadMeter
-from .region_session import (
+from .core import DEFAULT_FORWARD_ATTEMPTS, DEFAULT_FORWARD_DEADLINE_MS, CoreConfig, RegionCore
+from .ask import Replier, Request
+from .errors import AskError, DeliveryError, RegionError, SendError
+from .load import MAX_LOAD_SHARDS, LoadMeter
+from .session import (
     Leader,
     Session,
     SessionClosed,
@@ -62,8 +62,8 @@ from .region_session import (
     connect_url_of,
     tls_context,
 )
-from .region_transport import InMemoryTransport, Transport, TransportError
-from .wire import Register
+from .transport import InMemoryTransport, Transport, TransportError
+from ..wire import Register
 
 __all__ = [
     "TICK_MS",
@@ -110,7 +110,7 @@ class Application(Protocol[M_contra]):
     And ``undelivered(self, shard, message, error)``: a message the region
     took was given up, its forwards having kept failing past
     ``forward_attempts`` or ``forward_deadline_ms`` (``error`` is a
-    :class:`~shardalloc_client.region_errors.DeliveryError`). Every message
+    :class:`~shardalloc_client.region.errors.DeliveryError`). Every message
     :meth:`Region.send` accepted is delivered or handed there; without it,
     the region logs a warning. Called on the event loop; keep it quick.
     """
@@ -343,7 +343,7 @@ _Ending: TypeAlias = Union[_Leaving, Literal["drain-and-leave", "shutdown"]]
 
 
 class Updates(AsyncIterator[Update]):
-    """What a region publishes (:mod:`shardalloc_client.region_actions`'s
+    """What a region publishes (:mod:`shardalloc_client.region.actions`'s
     updates), from :meth:`Region.updates` on, in order; it ends when the
     region stops or :meth:`close` is called. Unbounded: read it, or close it."""
 
@@ -376,7 +376,7 @@ class Updates(AsyncIterator[Update]):
 
 
 class _RegionInbox(Generic[M]):
-    """The region's :class:`~shardalloc_client.region_transport.Inbox`."""
+    """The region's :class:`~shardalloc_client.region.transport.Inbox`."""
 
     def __init__(self, region: "Region[M]") -> None:
         self._region = region
@@ -401,11 +401,33 @@ class _RegionInbox(Generic[M]):
         self._region._on_not_delivered(to, shard, list(messages), str(error))
 
 
+class _Starting(Generic[M]):
+    """What :meth:`Region.start` returns: await it for the region, or enter
+    it with ``async with`` (the region ends with the block)."""
+
+    def __init__(self, starting: Coroutine[Any, Any, "Region[M]"]) -> None:
+        self._starting = starting
+        self._region: Region[M] | None = None
+
+    def __await__(self) -> Generator[Any, None, "Region[M]"]:
+        return self._starting.__await__()
+
+    async def __aenter__(self) -> "Region[M]":
+        self._region = await self._starting
+        return self._region
+
+    async def __aexit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        assert self._region is not None
+        await self._region.__aexit__(kind, *rest)
+
+
 class Region(Generic[M]):
     """A region serving ``M`` messages. See the module documentation.
 
-    Start it with ``await Region.start(…)``; every method is called on the
-    event loop it was started on."""
+    Start it with ``async with Region.start(…) as region:`` (the block's end
+    drains and leaves, or shuts down when the block raised) or ``region =
+    await Region.start(…)`` (then end it yourself); every method is called
+    on the event loop it was started on."""
 
     def __init__(
         self, settled: _Settled, app: Application[M], transport: Transport[M]
@@ -460,20 +482,40 @@ class Region(Generic[M]):
         self._ticker = self._loop.create_task(self._ticking(), name=f"shardalloc region {config.address}")
 
     @classmethod
-    async def start(
+    def start(
         cls,
         config: RegionConfig,
         app: Application[M],
         transport: Transport[M] | None = None,
-    ) -> "Region[M]":
+    ) -> "_Starting[M]":
         """Starts a region on the running event loop: it connects, registers
         and serves ``app``'s shards, forwarding messages for shards homed
         elsewhere over ``transport`` (a fresh :class:`InMemoryTransport` by
-        default, which reaches no other region). Returns at once, before
-        the region registers (:meth:`wait_registered`). Raises a
-        :class:`RegionError` of kind ``Config`` naming a bad setting."""
-        settled = _settle(config)
-        return cls(settled, app, transport if transport is not None else InMemoryTransport())
+        default, which reaches no other region). Await it for the region,
+        or use it in ``async with``. The region is returned at once, before
+        it registers (:meth:`wait_registered`). Raises a
+        :class:`~shardalloc_client.region.errors.ConfigError` naming a bad
+        setting."""
+
+        async def started() -> "Region[M]":
+            settled = _settle(config)
+            return cls(settled, app, transport if transport is not None else InMemoryTransport())
+
+        return _Starting(started())
+
+    async def __aenter__(self) -> "Region[M]":
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        """The end of an ``async with`` block: drains and leaves (within
+        ``drain_and_leave_timeout_ms``), or shuts down at once when the
+        block raised. Does nothing once the region has ended."""
+        if self._ended is not None:
+            return
+        if kind is None:
+            await self.drain_and_leave()
+        else:
+            await self.shutdown()
 
     @property
     def address(self) -> str:
@@ -526,7 +568,7 @@ class Region(Generic[M]):
         before the await, like :meth:`send` (in order with this caller's
         sends and asks to the same shard, buffered across hand-offs, resent
         after a lost home) and answered at most once. The await raises an
-        :class:`~shardalloc_client.region_errors.AskError` naming why there
+        :class:`~shardalloc_client.region.errors.AskError` naming why there
         is no answer: ``Send`` (the region did not take it), ``Timeout``,
         ``NotDelivered`` (it never reached the home), ``Failed`` (the home
         failed it)."""

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from .region_errors import AskError
+from .errors import AskError
 
 __all__ = ["Replier", "Request"]
 

@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable
 from typing import Final
 
-from .wire import LoadReport, ShardLoad
+from ..wire import LoadReport, ShardLoad
 
 __all__ = [
     "MAX_METERED_SHARDS",

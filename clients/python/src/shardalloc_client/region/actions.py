@@ -17,8 +17,8 @@ without looking at them.
 from dataclasses import dataclass
 from typing import Generic, TypeAlias, TypeVar, Union
 
-from .region_errors import DeliveryError
-from .wire import RegionMessage
+from .errors import DeliveryError
+from ..wire import RegionMessage
 
 __all__ = [
     "Registered",

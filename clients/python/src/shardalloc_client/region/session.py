@@ -24,7 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from .wire import (
+from ..wire import (
     MAX_FRAME_BYTES,
     PROTOCOL_VERSION,
     FrameError,

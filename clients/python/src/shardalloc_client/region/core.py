@@ -4,7 +4,7 @@ A port of the Rust client's ``client/src/region/core.rs``, decision for
 decision. Events go in (a node message, an application send, a message
 from another region, a tick, a finished stop, the session going up or
 down), each carrying the time as an ``int`` of milliseconds of the
-driver's monotonic clock; actions (:mod:`shardalloc_client.region_actions`)
+driver's monotonic clock; actions (:mod:`shardalloc_client.region.actions`)
 come out, in the order the driver must perform them. The core has no
 clock, no sockets, no tasks and no randomness, so every decision can be
 tested with literal action lists::
@@ -44,7 +44,7 @@ Drain and leave
     bound when shards still run (the drain stalled); done at ``LeaveDone``.
     When the bound passes first, the core gives up: it stops every shard
     still running, undrains the region if it asked to leave, and reports
-    what was left (a :class:`~shardalloc_client.region_errors.RegionError`
+    what was left (a :class:`~shardalloc_client.region.errors.RegionError`
     of kind ``DrainAndLeaveTimedOut``).
 
 Where several shards act at once (a fence, a shutdown, ticks), they act in
@@ -58,9 +58,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Final, Generic, Literal, TypeAlias, TypeVar, Union, get_args
 
-from . import region_actions as actions
-from . import wire
-from .region_actions import (
+from . import actions as actions
+from .. import wire
+from .actions import (
     AbandonStop,
     Action,
     Asked,
@@ -74,7 +74,7 @@ from .region_actions import (
     Start,
     Stop,
 )
-from .region_errors import MAX_SHARD_ID_BYTES, DeliveryError, RegionError, SendError, check_shard
+from .errors import MAX_SHARD_ID_BYTES, DeliveryError, RegionError, SendError, check_shard
 
 __all__ = [
     "SEQUENCE_WINDOW",
@@ -690,7 +690,7 @@ class RegionCore(Generic[M]):
     def send(self, shard: str, message: M, now: int) -> list[Action[M]]:
         """The application sends ``message`` to ``shard``.
 
-        Raises :class:`~shardalloc_client.region_errors.SendError` when the
+        Raises :class:`~shardalloc_client.region.errors.SendError` when the
         shard id is invalid (``InvalidShard``) or the message has no room
         (``BufferFull``, ``TotalBufferFull``).
         """
@@ -706,7 +706,7 @@ class RegionCore(Generic[M]):
         """Another region carried ``message`` for ``shard`` here. Delivered
         when the shard runs here (the sender sent it before the shard's
         hand-off began); otherwise routed again like a local send, raising
-        :class:`~shardalloc_client.region_errors.SendError` as :meth:`send` does."""
+        :class:`~shardalloc_client.region.errors.SendError` as :meth:`send` does."""
         reason = check_shard(shard)
         if reason is not None:
             raise SendError.invalid_shard(shard, reason)
@@ -753,7 +753,7 @@ class RegionCore(Generic[M]):
         """Someone wants the shard's home: the cached one (:class:`Known`), or
         it is asked for (:class:`Asked`, with the actions to perform).
 
-        Raises :class:`~shardalloc_client.region_errors.RegionError`
+        Raises :class:`~shardalloc_client.region.errors.RegionError`
         (``InvalidShard``) when the shard id is invalid.
         """
         reason = check_shard(shard)
@@ -805,7 +805,7 @@ class RegionCore(Generic[M]):
         they go back to the front of the shard's buffer, the cached home is
         dropped and asked for again after ``home_retry_ms``; past either, they
         and every message waiting for the shard are given up
-        (:class:`~shardalloc_client.region_actions.Undelivered`, in order)."""
+        (:class:`~shardalloc_client.region.actions.Undelivered`, in order)."""
         out: list[Action[M]] = []
         self._check_lease(now, out)
         returned = list(messages)
