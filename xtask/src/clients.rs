@@ -13,6 +13,8 @@
 //! dataclass of the same name (`tests/test_rest_contract.py`). Each client's
 //! tests are counted into the summary one by one.
 
+mod quick_start;
+
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
@@ -129,11 +131,23 @@ fn typescript(root: &Path) -> anyhow::Result<Tally> {
     std::fs::create_dir_all(&app)?;
     std::fs::write(app.join("package.json"), r#"{"name":"app","private":true,"type":"module"}"#)?;
     output(Command::new("npm").args(["install", "--no-audit", "--no-fund"]).arg(&tarball).current_dir(&app))?;
-    let script = "import { decodeNode, encodeNode } from '@shardalloc/client';\n\
+    // The main entry holds the application's API only; the codecs and the
+    // core are subpaths.
+    let script = "import * as main from '@shardalloc/client';\n\
+                  import { decodeNode, encodeNode } from '@shardalloc/client/wire';\n\
+                  import { RegionCore } from '@shardalloc/client/core';\n\
+                  import { encodePeer } from '@shardalloc/client/peer';\n\
                   const m = { type: 'ShardHomeEpoch', shard: 's', home: 'r', epoch: 7 };\n\
-                  if (JSON.stringify(decodeNode(encodeNode(m))) !== JSON.stringify(m)) process.exit(1);\n";
-    output(Command::new("node").args(["--input-type=module", "-e", script]).current_dir(&app))
-        .context("the packed client does not import and round-trip a frame in an empty directory")?;
+                  if (JSON.stringify(decodeNode(encodeNode(m))) !== JSON.stringify(m)) process.exit(1);\n\
+                  if (typeof main.Region !== 'function' || typeof main.AdminClient !== 'function') process.exit(2);\n\
+                  if ('RegionCore' in main || 'encodeNode' in main) process.exit(3);\n\
+                  if (typeof RegionCore !== 'function' || typeof encodePeer !== 'function') process.exit(4);\n";
+    output(Command::new("node").args(["--input-type=module", "-e", script]).current_dir(&app)).context(
+        "the packed client does not import in an empty directory (its main entry with the public API only, \
+         its wire, peer and core subpaths)",
+    )?;
+    quick_start::check(&dir.join("README.md"), &app, &node_binary(root)?)?;
+    tally.passed += 1;
     Ok(tally)
 }
 

@@ -21,14 +21,14 @@ describe('the admin client with the real node', () => {
   it('writes, pages and removes placements, and reads the rest', async () => {
     const node = await Node.start(['--type', 'cart', '--admin-token', 'adm', ...FAST]);
     try {
-      const admin = new AdminClient(node.base, 'adm');
+      const admin = new AdminClient(node.base, { token: 'adm' });
       const written = await admin.setPlacements(
         'cart',
         Array.from({ length: 25 }, (_, i) => ({ shardId: `s/${String(i).padStart(2, '0')}`, target: 'r1' })),
       );
       assert.equal(written.total, 25);
       assert.equal((await admin.setPlacement('cart', 'one two', 'r2')).total, 26, 'a shard id with a space and a slash');
-      const page = await admin.placementsPage('cart', undefined, 10);
+      const page = await admin.placementsPage('cart', { limit: 10 });
       assert.equal(page.placements.length, 10);
       assert.ok(page.next, 'a first page of 10 has a next');
       const all = await admin.placements('cart');
@@ -40,7 +40,7 @@ describe('the admin client with the real node', () => {
 
       const state = await admin.shard('cart', 'one two');
       assert.equal(state.placement, 'r2');
-      const rebalanced = await admin.rebalance('cart', ['s/01'], true);
+      const rebalanced = await admin.rebalance('cart', ['s/01'], { immediate: true });
       assert.equal(rebalanced.accepted.length + rebalanced.rejected.length, 1, JSON.stringify(rebalanced));
       const builtins = (await admin.strategies()).strategies;
       assert.deepEqual(builtins.find((s) => s.name === 'least-shard')?.activeIn, ['cart'], JSON.stringify(builtins));
@@ -48,9 +48,23 @@ describe('the admin client with the real node', () => {
 
       await assert.rejects(admin.placements('nope'), rejectsWith('unknown-type', 404));
       await assert.rejects(admin.setPlacement('cart', '', 'r1'), (error: unknown) => error instanceof AdminError && error.status === 400);
-      await assert.rejects(new AdminClient(node.base, 'wrong').placements('cart'), (error: unknown) => error instanceof AdminError && error.status === 401);
+      await assert.rejects(new AdminClient(node.base, { token: 'wrong' }).placements('cart'), (error: unknown) => error instanceof AdminError && error.status === 401);
       await assert.rejects(new AdminClient('http://127.0.0.1:9').regions(), /request to http:\/\/127\.0\.0\.1:9\/v1\/cluster\/regions failed/);
       assert.throws(() => new AdminClient('ftp://x'), /scheme ftp: is not http or https/);
+      // A signal gives a call up: already aborted, or while it waits.
+      const gone = new AbortController();
+      gone.abort(new Error('the operator moved on'));
+      await assert.rejects(admin.regions({ signal: gone.signal }), /the operator moved on/);
+      assert.equal((await admin.shard('cart', 'one two', { signal: AbortSignal.timeout(30_000) })).placement, 'r2');
+      const streamed = new AbortController();
+      const stream = await admin.events({ entityType: 'cart', signal: streamed.signal });
+      const reading = (async () => {
+        let seen = 0;
+        for await (const _ of stream) seen += 1;
+        return seen;
+      })();
+      streamed.abort();
+      assert.equal(typeof (await reading), 'number', 'an aborted stream ends its loop without an error');
 
       // A region to drain.
       const region = Region.start(
@@ -75,7 +89,7 @@ describe('the admin client with the real node', () => {
     const node = await Node.start(['--type', 'cart', ...FAST]);
     try {
       const admin = new AdminClient(node.base);
-      const stream = await admin.events('cart');
+      const stream = await admin.events({ entityType: 'cart' });
       let seen = 0;
       const loop = (async () => {
         for await (const { event } of stream) {
@@ -100,7 +114,7 @@ describe('the admin client with the real node', () => {
     try {
       const admin = new AdminClient(node.base);
       await admin.setPlacement('cart', 'before', 'r1');
-      const stream = await admin.events('cart');
+      const stream = await admin.events({ entityType: 'cart' });
       await admin.setPlacement('cart', 'streamed', 'r2');
       for await (const { id, event } of stream) {
         if (event.kind === 'placement-set' && event.shardId === 'streamed') {

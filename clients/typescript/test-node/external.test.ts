@@ -111,7 +111,7 @@ describe('the feature request test plan, against the real node', () => {
   it('5. rebalanceNow hands the shard off and allocates it at once', async () => {
     await controller.setPlacement(45, 'node-a');
     assert.equal(await regions[1]?.homeOf('45'), 'node-a');
-    const stream = await admin.events('Counter');
+    const stream = await admin.events({ entityType: 'Counter' });
     await controller.setPlacement(45, 'node-b');
     assert.equal(await home('45'), 'node-a', 'no rebalance round runs here in 10 minutes');
     assert.deepEqual(await controller.rebalanceNow([45]), []);

@@ -143,6 +143,36 @@ describe('the region client with the real node', () => {
     await Promise.all([older.shutdown(), newer.shutdown(), newest.shutdown()]);
   });
 
+  it('emits each update under its own name, and gives up waits whose signal aborts', async () => {
+    const journal = new Journal();
+    // A region the node refuses never registers: its wait is given up by the signal.
+    const refused = Region.start(config(node, 'ts-refused', { token: 'nope' }), journal.app('ts-refused'));
+    const aborted = new AbortController();
+    aborted.abort(new Error('the caller gave up'));
+    await assert.rejects(refused.waitRegistered({ signal: aborted.signal }), /the caller gave up/);
+    await refused.shutdown();
+
+    const region = Region.start(config(node, 'ts-named', { token: 'secret' }), journal.app('ts-named'));
+    const registered = new Promise<number>((resolve) => region.once('registered', ({ incarnation }) => resolve(incarnation)));
+    const started = new Promise<[string, number]>((resolve) =>
+      region.on('shardStarted', (update) => resolve([update.shard, update.epoch])),
+    );
+    await region.waitRegistered({ signal: AbortSignal.timeout(PATIENCE_MS) });
+    assert.equal(await registered, region.incarnation);
+    assert.equal(await region.homeOf('named', { signal: AbortSignal.timeout(PATIENCE_MS) }), 'ts-named');
+    region.send('named', 1);
+    const [shard, epoch] = await started;
+    assert.equal(shard, 'named');
+    assert.ok(epoch >= 1, String(epoch));
+    // An ask whose signal aborts rejects with its reason, not an AskError
+    // (the application here answers nothing: it has no `answer`).
+    const giveUp = new AbortController();
+    const asked = region.ask('named', 2, { timeoutMs: PATIENCE_MS, signal: giveUp.signal });
+    giveUp.abort(new Error('not needed any more'));
+    await assert.rejects(asked, /not needed any more/);
+    await region.shutdown();
+  });
+
   it('shuts down with a close frame even when the process exits right after', async () => {
     // A service's last lines: `await region.shutdown(); process.exit(0)`.
     const dir = mkdtempSync(join(tmpdir(), 'shardalloc-ts-exit-'));

@@ -42,7 +42,7 @@ describe('TLS with a private CA', () => {
     try {
       await region.waitRegistered();
       assert.equal(await region.homeOf('secure'), 'ts-tls');
-      const admin = new AdminClient(node.base, undefined, ca);
+      const admin = new AdminClient(node.base, { ca });
       assert.equal((await admin.shard('cart', 'secure')).home, 'ts-tls');
     } finally {
       await region.shutdown();

@@ -4,7 +4,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { LoadMeter, MAX_LOAD_WINDOW_MS, MAX_METERED_SHARDS, MIN_LOAD_WINDOW_MS, type LoadReport } from '../src/index.js';
+import { LoadMeter, MAX_METERED_SHARDS } from '../src/core.js';
+import { MAX_LOAD_WINDOW_MS, MIN_LOAD_WINDOW_MS, type LoadReport } from '../src/wire.js';
 
 function loads(report: LoadReport | undefined): [string, number][] {
   assert.ok(report !== undefined, 'a report');

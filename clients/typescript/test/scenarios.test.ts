@@ -8,15 +8,9 @@ import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import { describe, test } from 'node:test';
 
-import {
-  LoadMeter,
-  RegionCore,
-  RegionError,
-  SendError,
-  type Action,
-  type CoreConfig,
-  type NodeMessage,
-} from '../src/index.js';
+import { LoadMeter, RegionCore, type Action, type CoreConfig } from '../src/core.js';
+import { RegionError, SendError } from '../src/index.js';
+import type { NodeMessage } from '../src/wire.js';
 
 import { fromSerde, toSerde, type Json } from './serde-json.js';
 

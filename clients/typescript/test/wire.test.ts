@@ -8,25 +8,27 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { describe, it } from 'node:test';
 
 import {
+  PEER_VARIANTS,
+  decodePeer,
+  decodePeerHello,
+  encodePeer,
+  encodePeerHello,
+  type PeerMessage,
+} from '../src/peer.js';
+import {
   FrameError,
   MAX_FRAME_BYTES,
   NODE_VARIANTS,
   REGION_VARIANTS,
-  PEER_VARIANTS,
   decodeHello,
   decodeNode,
-  decodePeer,
-  decodePeerHello,
   decodeRegion,
   encodeHello,
   encodeNode,
-  encodePeer,
-  encodePeerHello,
   encodeRegion,
-  type PeerMessage,
   type NodeMessage,
   type RegionMessage,
-} from '../src/index.js';
+} from '../src/wire.js';
 
 import { fromSerde } from './serde-json.js';
 

@@ -4,7 +4,8 @@
 // base URL with percent-encoded segments. Every non-2xx answer carries
 // `{"error":{"code","message"}}` and becomes an `AdminError` with that code
 // and message; a request that got no answer is an `AdminError` naming the
-// URL. `https://` nodes may be signed by a private CA (`ca`).
+// URL. `https://` nodes may be signed by a private CA (`ca`). Every call
+// takes an options object last, with an `AbortSignal` that gives it up.
 
 import http from 'node:http';
 import https from 'node:https';
@@ -43,20 +44,33 @@ export class AdminError extends Error {
 /** How long a request may take before it is given up (ms). */
 export const REQUEST_TIMEOUT_MS = 60_000;
 
+/** How to reach the node. */
+export interface AdminClientOptions {
+  /** Sent as `Authorization: Bearer <token>`. */
+  token?: string | undefined;
+  /** A CA (PEM) trusted for an `https://` node besides the system's roots. */
+  ca?: string | Buffer | undefined;
+}
+
+/** What every call takes: a signal that gives the call up (it rejects with the signal's reason). */
+export interface CallOptions {
+  signal?: AbortSignal | undefined;
+}
+
 /** A client of one node's admin API. */
 export class AdminClient {
   private readonly base: URL;
 
+  private readonly token: string | undefined;
+  private readonly ca: string | Buffer | undefined;
+
   /**
-   * A client of the node at `baseUrl` (`http(s)://host:port`), sending
-   * `Authorization: Bearer <token>` when a token is given; `ca` (PEM) is
-   * trusted for an `https://` node besides the system's roots.
+   * A client of the node at `baseUrl` (`http(s)://host:port`, optionally
+   * with a path prefix): `new AdminClient(url, { token, ca })`.
    */
-  constructor(
-    baseUrl: string,
-    private readonly token?: string,
-    private readonly ca?: string | Buffer,
-  ) {
+  constructor(baseUrl: string, options: AdminClientOptions = {}) {
+    this.token = options.token;
+    this.ca = options.ca;
     let base: URL;
     try {
       base = new URL(baseUrl);
@@ -82,7 +96,14 @@ export class AdminClient {
     return url;
   }
 
-  private open(method: string, url: URL, headers: Record<string, string>, body?: Buffer): Promise<http.IncomingMessage> {
+  private open(
+    method: string,
+    url: URL,
+    headers: Record<string, string>,
+    body?: Buffer,
+    signal?: AbortSignal,
+  ): Promise<http.IncomingMessage> {
+    if (signal?.aborted) return Promise.reject(signal.reason as Error);
     const all: Record<string, string> = { ...headers };
     if (this.token !== undefined) all['authorization'] = `Bearer ${this.token}`;
     if (body !== undefined) all['content-length'] = String(body.length);
@@ -90,11 +111,21 @@ export class AdminClient {
     return new Promise((resolve, reject) => {
       const request = transport.request(
         url,
-        { method, headers: all, timeout: REQUEST_TIMEOUT_MS, ...(this.ca === undefined ? {} : { ca: this.ca }) },
+        {
+          method,
+          headers: all,
+          timeout: REQUEST_TIMEOUT_MS,
+          ...(this.ca === undefined ? {} : { ca: this.ca }),
+          ...(signal === undefined ? {} : { signal }),
+        },
         resolve,
       );
       request.on('timeout', () => request.destroy(new Error(`no answer within ${REQUEST_TIMEOUT_MS} ms`)));
       request.on('error', (error: NodeJS.ErrnoException) => {
+        if (signal?.aborted) {
+          reject(signal.reason as Error);
+          return;
+        }
         const untrusted = /certificate|self.signed|CERT_/i.test(`${error.code ?? ''} ${error.message}`);
         reject(
           new AdminError(
@@ -108,14 +139,25 @@ export class AdminClient {
     });
   }
 
-  private async call(method: string, url: URL, body?: unknown, contentType = 'application/json'): Promise<{ status: number; text: string }> {
+  private async call(
+    method: string,
+    url: URL,
+    body?: unknown,
+    contentType = 'application/json',
+    signal?: AbortSignal,
+  ): Promise<{ status: number; text: string }> {
     const bytes =
       body === undefined ? undefined : Buffer.isBuffer(body) ? body : Buffer.from(JSON.stringify(body), 'utf8');
     const headers: Record<string, string> = { accept: 'application/json' };
     if (bytes !== undefined) headers['content-type'] = contentType;
-    const response = await this.open(method, url, headers, bytes);
+    const response = await this.open(method, url, headers, bytes, signal);
     const chunks: Buffer[] = [];
-    for await (const chunk of response) chunks.push(chunk as Buffer);
+    try {
+      for await (const chunk of response) chunks.push(chunk as Buffer);
+    } catch (error) {
+      if (signal?.aborted) throw signal.reason as Error;
+      throw new AdminError(`request to ${url} failed: ${(error as Error).message}`);
+    }
     const text = Buffer.concat(chunks).toString('utf8');
     const status = response.statusCode ?? 0;
     if (status < 200 || status >= 300) {
@@ -124,9 +166,15 @@ export class AdminClient {
     return { status, text };
   }
 
-  private async json<T>(method: string, segments: string[], body?: unknown, query: Record<string, string | undefined> = {}): Promise<T> {
+  private async json<T>(
+    method: string,
+    segments: string[],
+    body?: unknown,
+    query: Record<string, string | undefined> = {},
+    signal?: AbortSignal,
+  ): Promise<T> {
     const url = this.url(segments, query);
-    const { text } = await this.call(method, url, body);
+    const { text } = await this.call(method, url, body, 'application/json', signal);
     try {
       return JSON.parse(text) as T;
     } catch (error) {
@@ -135,11 +183,15 @@ export class AdminClient {
   }
 
   /** Every page of a list, following `next` to the last. */
-  private async allPages<T extends { next?: string | null }>(segments: string[], merge: (all: T, page: T) => void): Promise<T> {
-    const all = await this.json<T>('GET', segments);
+  private async allPages<T extends { next?: string | null }>(
+    segments: string[],
+    merge: (all: T, page: T) => void,
+    signal?: AbortSignal,
+  ): Promise<T> {
+    const all = await this.json<T>('GET', segments, undefined, {}, signal);
     let next = all.next ?? null;
     while (next !== null) {
-      const page = await this.json<T>('GET', segments, undefined, { after: next });
+      const page = await this.json<T>('GET', segments, undefined, { after: next }, signal);
       merge(all, page);
       next = page.next ?? null;
     }
@@ -147,35 +199,41 @@ export class AdminClient {
     return all;
   }
 
-  /** One page of a type's placements, after the cursor `after`. */
-  placementsPage(entityType: string, after?: string, limit?: number): Promise<Placements> {
-    return this.json('GET', ['v1', 'cluster', 'shards', entityType, 'placements'], undefined, {
-      after,
-      limit: limit === undefined ? undefined : String(limit),
-    });
+  /** One page of a type's placements, after the cursor `after`, of at most `limit`. */
+  placementsPage(
+    entityType: string,
+    options: CallOptions & { after?: string | undefined; limit?: number | undefined } = {},
+  ): Promise<Placements> {
+    const { after, limit, signal } = options;
+    const query = { after, limit: limit === undefined ? undefined : String(limit) };
+    return this.json('GET', ['v1', 'cluster', 'shards', entityType, 'placements'], undefined, query, signal);
   }
 
   /** Every live placement of a type (every page). */
-  placements(entityType: string): Promise<Placements> {
-    return this.allPages<Placements>(['v1', 'cluster', 'shards', entityType, 'placements'], (all, page) =>
-      all.placements.push(...page.placements),
+  placements(entityType: string, options: CallOptions = {}): Promise<Placements> {
+    return this.allPages<Placements>(
+      ['v1', 'cluster', 'shards', entityType, 'placements'],
+      (all, page) => all.placements.push(...page.placements),
+      options.signal,
     );
   }
 
   /** Pins `shard` to the region `target`. */
-  setPlacement(entityType: string, shard: string, target: string): Promise<PlacementsWritten> {
-    return this.json('POST', ['v1', 'cluster', 'shards', entityType, 'placements'], { shardId: shard, target });
+  setPlacement(entityType: string, shard: string, target: string, options: CallOptions = {}): Promise<PlacementsWritten> {
+    const body = { shardId: shard, target };
+    return this.json('POST', ['v1', 'cluster', 'shards', entityType, 'placements'], body, {}, options.signal);
   }
 
   /** Pins many shards at once, all or nothing. */
-  setPlacements(entityType: string, placements: Placement[]): Promise<PlacementsWritten> {
-    return this.json('POST', ['v1', 'cluster', 'shards', entityType, 'placements'], { placements });
+  setPlacements(entityType: string, placements: Placement[], options: CallOptions = {}): Promise<PlacementsWritten> {
+    return this.json('POST', ['v1', 'cluster', 'shards', entityType, 'placements'], { placements }, {}, options.signal);
   }
 
   /** Removes a shard's placement: true when one was removed, false when it had none. */
-  async removePlacement(entityType: string, shard: string): Promise<boolean> {
+  async removePlacement(entityType: string, shard: string, options: CallOptions = {}): Promise<boolean> {
     try {
-      await this.call('DELETE', this.url(['v1', 'cluster', 'shards', entityType, 'placements', shard]));
+      const url = this.url(['v1', 'cluster', 'shards', entityType, 'placements', shard]);
+      await this.call('DELETE', url, undefined, 'application/json', options.signal);
       return true;
     } catch (error) {
       if (error instanceof AdminError && error.status === 404 && error.code !== 'unknown-type') return false;
@@ -184,82 +242,101 @@ export class AdminClient {
   }
 
   /** Moves the shards at the next rebalance tick, or at once when `immediate`. */
-  rebalance(entityType: string, shards: string[], immediate = false): Promise<RebalanceResponse> {
-    return this.json('POST', ['v1', 'cluster', 'shards', entityType, 'rebalance'], { shardIds: shards, immediate });
+  rebalance(
+    entityType: string,
+    shards: string[],
+    options: CallOptions & { immediate?: boolean | undefined } = {},
+  ): Promise<RebalanceResponse> {
+    const body = { shardIds: shards, immediate: options.immediate ?? false };
+    return this.json('POST', ['v1', 'cluster', 'shards', entityType, 'rebalance'], body, {}, options.signal);
   }
 
   /** Where a shard is and why. */
-  shard(entityType: string, shard: string): Promise<ShardState> {
-    return this.json('GET', ['v1', 'cluster', 'shards', entityType, 'shards', shard]);
+  shard(entityType: string, shard: string, options: CallOptions = {}): Promise<ShardState> {
+    return this.json('GET', ['v1', 'cluster', 'shards', entityType, 'shards', shard], undefined, {}, options.signal);
   }
 
   /** Every region in brief (every page). */
-  regions(): Promise<Regions> {
-    return this.allPages<Regions>(['v1', 'cluster', 'regions'], (all, page) => all.regions.push(...page.regions));
+  regions(options: CallOptions = {}): Promise<Regions> {
+    return this.allPages<Regions>(
+      ['v1', 'cluster', 'regions'],
+      (all, page) => all.regions.push(...page.regions),
+      options.signal,
+    );
   }
 
   /** Drains a region: its shards are handed off, a batch at a time. */
-  async drain(address: string): Promise<void> {
-    await this.call('POST', this.url(['v1', 'cluster', 'regions', address, 'drain']));
+  async drain(address: string, options: CallOptions = {}): Promise<void> {
+    await this.call('POST', this.url(['v1', 'cluster', 'regions', address, 'drain']), undefined, 'application/json', options.signal);
   }
 
   /** Stops draining a region. */
-  async undrain(address: string): Promise<void> {
-    await this.call('DELETE', this.url(['v1', 'cluster', 'regions', address, 'drain']));
+  async undrain(address: string, options: CallOptions = {}): Promise<void> {
+    const url = this.url(['v1', 'cluster', 'regions', address, 'drain']);
+    await this.call('DELETE', url, undefined, 'application/json', options.signal);
   }
 
   /** A drain's progress. */
-  drainState(address: string): Promise<DrainState> {
-    return this.json('GET', ['v1', 'cluster', 'regions', address, 'drain']);
+  drainState(address: string, options: CallOptions = {}): Promise<DrainState> {
+    return this.json('GET', ['v1', 'cluster', 'regions', address, 'drain'], undefined, {}, options.signal);
   }
 
   /** Uploads a strategy component (the bytes of a `.wasm`). */
-  uploadStrategy(component: Uint8Array): Promise<StoredStrategy> {
+  uploadStrategy(component: Uint8Array, options: CallOptions = {}): Promise<StoredStrategy> {
     const url = this.url(['v1', 'strategies']);
-    return this.call('POST', url, Buffer.from(component), 'application/wasm').then(({ text }) => JSON.parse(text) as StoredStrategy);
+    return this.call('POST', url, Buffer.from(component), 'application/wasm', options.signal).then(
+      ({ text }) => JSON.parse(text) as StoredStrategy,
+    );
   }
 
   /** Every uploaded strategy (every page). */
-  strategies(): Promise<Strategies> {
-    return this.allPages<Strategies>(['v1', 'strategies'], (all, page) => all.strategies.push(...page.strategies));
+  strategies(options: CallOptions = {}): Promise<Strategies> {
+    return this.allPages<Strategies>(
+      ['v1', 'strategies'],
+      (all, page) => all.strategies.push(...page.strategies),
+      options.signal,
+    );
   }
 
   /** A type's strategy: the active one and its history. */
-  strategy(entityType: string): Promise<StrategyState> {
-    return this.json('GET', ['v1', 'cluster', 'shards', entityType, 'strategy']);
+  strategy(entityType: string, options: CallOptions = {}): Promise<StrategyState> {
+    return this.json('GET', ['v1', 'cluster', 'shards', entityType, 'strategy'], undefined, {}, options.signal);
   }
 
   /** Activates a strategy for a type (a built-in's name or an upload's digest). */
-  activate(entityType: string, request: ActivateRequest): Promise<StrategyState> {
-    return this.json('PUT', ['v1', 'cluster', 'shards', entityType, 'strategy'], request);
+  activate(entityType: string, request: ActivateRequest, options: CallOptions = {}): Promise<StrategyState> {
+    return this.json('PUT', ['v1', 'cluster', 'shards', entityType, 'strategy'], request, {}, options.signal);
   }
 
   /** Rolls a type's strategy back to the one before. */
-  rollback(entityType: string): Promise<StrategyState> {
-    return this.json('POST', ['v1', 'cluster', 'shards', entityType, 'strategy', 'rollback']);
+  rollback(entityType: string, options: CallOptions = {}): Promise<StrategyState> {
+    const segments = ['v1', 'cluster', 'shards', entityType, 'strategy', 'rollback'];
+    return this.json('POST', segments, undefined, {}, options.signal);
   }
 
   /**
    * The decision event stream (`GET /v1/events`), of one type when
    * `entityType` is given, resuming after `lastEventId`. Iterate it for
-   * events; `close()` it when done. Ends when the node ends it.
+   * events; `close()` it when done (or abort `signal`). Ends when the node
+   * ends it.
    */
-  async events(entityType?: string, lastEventId?: string): Promise<EventStream> {
+  async events(options: CallOptions & { entityType?: string | undefined; lastEventId?: string | undefined } = {}): Promise<EventStream> {
+    const { entityType, lastEventId, signal } = options;
     const url = this.url(['v1', 'events'], { type: entityType });
     const headers: Record<string, string> = { accept: 'text/event-stream' };
     if (lastEventId !== undefined) headers['last-event-id'] = lastEventId;
-    const response = await this.open('GET', url, headers);
+    const response = await this.open('GET', url, headers, undefined, signal);
     const status = response.statusCode ?? 0;
     if (status < 200 || status >= 300) {
       const chunks: Buffer[] = [];
       for await (const chunk of response) chunks.push(chunk as Buffer);
       throw errorFrom(url, status, Buffer.concat(chunks).toString('utf8'));
     }
-    return new EventStream(url, response);
+    return new EventStream(url, response, signal);
   }
 }
 
-/** An open decision event stream: an async iterable of events. */
+/** An open decision event stream: an async iterable of events; `close()` (or the signal `events` was given) ends it. */
 export class EventStream implements AsyncIterable<StreamedEvent> {
   private readonly parser = new SseParser();
   private closed = false;
@@ -267,7 +344,11 @@ export class EventStream implements AsyncIterable<StreamedEvent> {
   constructor(
     private readonly url: URL,
     private readonly response: http.IncomingMessage,
-  ) {}
+    signal?: AbortSignal,
+  ) {
+    // An aborted signal ends the stream as `close()` does.
+    signal?.addEventListener('abort', () => this.close(), { once: true });
+  }
 
   async *[Symbol.asyncIterator](): AsyncIterator<StreamedEvent> {
     try {

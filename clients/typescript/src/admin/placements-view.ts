@@ -92,7 +92,7 @@ export class PlacementsView extends EventEmitter<PlacementsViewEvents> {
 
   /** Opens the stream, reads every page, applies what came meanwhile, then follows the stream in the background. */
   private async connect(first: boolean): Promise<void> {
-    const stream = await this.admin.events(this.entityType, this.lastEventId);
+    const stream = await this.admin.events({ entityType: this.entityType, lastEventId: this.lastEventId });
     this.stream = stream;
     const iterator = stream[Symbol.asyncIterator]();
     // Read the stream while listing, so nothing that happens meanwhile is lost.

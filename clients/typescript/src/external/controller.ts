@@ -56,7 +56,7 @@ export class ExternalAllocationController {
    * (`already-moving`, `no-home`, `frozen`, …).
    */
   async rebalanceNow(shardIds: readonly ShardIdLike[]): Promise<{ shardId: string; reason: string }[]> {
-    const answer = await this.admin.rebalance(this.typeName, shardIds.map(String), true);
+    const answer = await this.admin.rebalance(this.typeName, shardIds.map(String), { immediate: true });
     return answer.rejected;
   }
 }

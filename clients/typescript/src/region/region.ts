@@ -208,9 +208,53 @@ type Ending =
   | { type: 'drain-and-leave' }
   | { type: 'shutdown' };
 
-/** The events a region emits: `update` for every {@link Update}. */
-export interface RegionEvents {
-  update: [Update];
+/**
+ * The events a region emits: `update` for every {@link Update}, and each
+ * update under its own name as well (`registered`, `fenced`,
+ * `shardStarted`, `regionRemoved`, …: its `type` with a lower-case first
+ * letter), typed as that update: `region.on('shardStarted', ({ shard, epoch }) => …)`.
+ */
+export type RegionEvents = { update: [Update] } & {
+  [K in Update['type'] as Uncapitalize<K>]: [Extract<Update, { type: K }>];
+};
+
+/** What the calls that wait take: a signal that gives the wait up (it rejects with the signal's reason). */
+export interface WaitOptions {
+  signal?: AbortSignal | undefined;
+}
+
+/** Rejects at once when `signal` is already aborted, else calls `start` and rejects with the signal's reason when it aborts first. */
+function abortable<T>(
+  signal: AbortSignal | undefined,
+  start: (resolve: (value: T) => void, reject: (error: Error) => void) => () => void,
+): Promise<T> {
+  if (signal?.aborted) return Promise.reject(signal.reason as Error);
+  return new Promise<T>((resolve, reject) => {
+    let settled = false;
+    const onAbort = (): void => {
+      if (settled) return;
+      settled = true;
+      forget();
+      reject(signal?.reason as Error);
+    };
+    const finish = (): void => {
+      settled = true;
+      signal?.removeEventListener('abort', onAbort);
+    };
+    const forget = start(
+      (value) => {
+        if (settled) return;
+        finish();
+        resolve(value);
+      },
+      (error) => {
+        if (settled) return;
+        finish();
+        reject(error);
+      },
+    );
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
 }
 
 /** What the region routes: a message, or a request with its replier. */
@@ -308,8 +352,11 @@ export class Region<M, R = unknown> extends EventEmitter<RegionEvents> {
     return Math.floor(performance.now() - this.started);
   }
 
-  /** Where `shard` lives: at once when cached, else once the node answers. Rejects with a {@link RegionError}. */
-  homeOf(shard: string): Promise<string> {
+  /**
+   * Where `shard` lives: at once when cached, else once the node answers.
+   * Rejects with a {@link RegionError}, or the signal's reason when it aborts first.
+   */
+  homeOf(shard: string, options: WaitOptions = {}): Promise<string> {
     if (this.ended) {
       return Promise.reject(this.ended);
     }
@@ -322,11 +369,18 @@ export class Region<M, R = unknown> extends EventEmitter<RegionEvents> {
     if (lookup.type === 'Known') {
       return Promise.resolve(lookup.home);
     }
-    return new Promise((resolve, reject) => {
+    const actions = lookup.actions;
+    return abortable<string>(options.signal, (resolve, reject) => {
+      const waiter = { resolve, reject };
       const list = this.waiters.get(shard) ?? [];
-      list.push({ resolve, reject });
+      list.push(waiter);
       this.waiters.set(shard, list);
-      this.execute(lookup.actions);
+      this.execute(actions);
+      return () => {
+        const left = (this.waiters.get(shard) ?? []).filter((w) => w !== waiter);
+        if (left.length > 0) this.waiters.set(shard, left);
+        else this.waiters.delete(shard);
+      };
     });
   }
 
@@ -354,11 +408,13 @@ export class Region<M, R = unknown> extends EventEmitter<RegionEvents> {
    * hand-offs, resent after a lost home) and answered at most once. Rejects
    * with an {@link AskError} naming why there is no answer: `Send` (the
    * region did not take it), `Timeout` (after `timeoutMs`, default 5 s),
-   * `NotDelivered` (it never reached the home), `Failed` (the home failed it).
+   * `NotDelivered` (it never reached the home), `Failed` (the home failed it);
+   * or with the signal's reason when `signal` aborts first (a reply that
+   * comes later is dropped; the request may still run at the home).
    */
-  ask(shard: string, message: M, options: { timeoutMs?: number } = {}): Promise<R> {
+  ask(shard: string, message: M, options: WaitOptions & { timeoutMs?: number | undefined } = {}): Promise<R> {
     const timeoutMs = options.timeoutMs ?? DEFAULT_ASK_TIMEOUT_MS;
-    return new Promise<R>((resolve, reject) => {
+    return abortable<R>(options.signal, (resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
       const replier = new Replier<R>(shard, timeoutMs, (outcome) => {
         clearTimeout(timer);
@@ -372,6 +428,7 @@ export class Region<M, R = unknown> extends EventEmitter<RegionEvents> {
         if (!(error instanceof SendError)) throw error;
         replier.fail(new AskError({ kind: 'Send', error }));
       }
+      return () => clearTimeout(timer);
     });
   }
 
@@ -385,12 +442,19 @@ export class Region<M, R = unknown> extends EventEmitter<RegionEvents> {
     this.meter.set(shard, rate, this.now());
   }
 
-  /** Resolves once registered; rejects when the node refuses the region or it stops first. */
-  waitRegistered(): Promise<void> {
+  /** Resolves once registered; rejects when the node refuses the region, it stops, or `signal` aborts first. */
+  waitRegistered(options: WaitOptions = {}): Promise<void> {
     if (this.ended) return Promise.reject(this.ended);
     if (this.core.isRegistered()) return Promise.resolve();
     if (this.refused !== null) return Promise.reject(new RegionError({ kind: 'Refused', reason: this.refused }));
-    return new Promise((resolve, reject) => this.registeredWaiters.push({ resolve, reject }));
+    return abortable<void>(options.signal, (resolve, reject) => {
+      const waiter = { resolve: () => resolve(), reject };
+      this.registeredWaiters.push(waiter);
+      return () => {
+        const at = this.registeredWaiters.indexOf(waiter);
+        if (at >= 0) this.registeredWaiters.splice(at, 1);
+      };
+    });
   }
 
   /** True while registered with the node (never once the region has stopped). */
@@ -642,6 +706,8 @@ export class Region<M, R = unknown> extends EventEmitter<RegionEvents> {
         break;
     }
     this.emit('update', update);
+    const name = (update.type[0]?.toLowerCase() ?? '') + update.type.slice(1);
+    (this.emit as (event: string, update: Update) => boolean)(name, update);
   }
 
   /** Hands a given-up message to the application (or the console when it has no `undelivered`). */
