@@ -31,8 +31,22 @@ pub struct UploadArgs {
     concurrent_compiles: Option<usize>,
 }
 
+impl UploadArgs {
+    /// The flags (and their environment variables) as a layer of `[uploads]`.
+    pub fn layer(&self) -> UploadsFile {
+        UploadsFile {
+            max_components: self.max_components,
+            max_component_bytes_mib: self.max_component_bytes_mib,
+            component_retention_s: self.component_retention_s,
+            compile_timeout_ms: self.compile_timeout_ms,
+            concurrent_compiles: self.concurrent_compiles,
+            ..UploadsFile::default()
+        }
+    }
+}
+
 /// The settings file's `[uploads]` table.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct UploadsFile {
     max_components: Option<usize>,
@@ -47,24 +61,24 @@ pub struct UploadsFile {
     max_code_bytes: Option<u64>,
 }
 
-/// The upload settings from the flags and the file; compiles run in this
-/// binary's compiler process.
-pub fn settings(args: UploadArgs, file: UploadsFile) -> anyhow::Result<UploadSettings> {
+/// The upload settings from the layered `[uploads]` (the flags over the
+/// file); compiles run in this binary's compiler process.
+pub fn settings(file: &UploadsFile) -> anyhow::Result<UploadSettings> {
     let mut uploads = UploadSettings::default();
-    if let Some(count) = args.max_components.or(file.max_components) {
+    if let Some(count) = file.max_components {
         uploads.max_components = count;
     }
-    if let Some(mib) = args.max_component_bytes_mib.or(file.max_component_bytes_mib) {
+    if let Some(mib) = file.max_component_bytes_mib {
         uploads.max_bytes = mib << 20;
     }
-    if let Some(s) = args.component_retention_s.or(file.component_retention_s) {
+    if let Some(s) = file.component_retention_s {
         uploads.retention = Duration::from_secs(s);
     }
     let compile = &mut uploads.compile;
-    if let Some(ms) = args.compile_timeout_ms.or(file.compile_timeout_ms) {
+    if let Some(ms) = file.compile_timeout_ms {
         compile.timeout = Duration::from_millis(ms);
     }
-    if let Some(count) = args.concurrent_compiles.or(file.concurrent_compiles) {
+    if let Some(count) = file.concurrent_compiles {
         compile.concurrent = count;
     }
     let budget = &mut compile.budget;
@@ -105,11 +119,16 @@ mod tests {
     #[test]
     fn a_zero_compile_limit_is_refused_naming_its_key() {
         let file: UploadsFile = toml::from_str("max-functions = 0").unwrap();
-        let args = Cli::try_parse_from(["serve"]).unwrap().args;
-        let error = settings(args, file).unwrap_err().to_string();
+        let error = settings(&file).unwrap_err().to_string();
         assert_eq!(error, "[uploads] max-functions = 0 would refuse every upload; it must be at least 1");
         let file: UploadsFile = toml::from_str("max-code-bytes = 1").unwrap();
-        let args = Cli::try_parse_from(["serve"]).unwrap().args;
-        assert_eq!(settings(args, file).unwrap().compile.budget.max_code_bytes, 1);
+        assert_eq!(settings(&file).unwrap().compile.budget.max_code_bytes, 1);
+    }
+
+    #[test]
+    fn the_flags_layer_holds_what_they_set() {
+        let args = Cli::try_parse_from(["serve", "--max-components", "7"]).unwrap().args;
+        let layer = args.layer();
+        assert_eq!((layer.max_components, layer.compile_timeout_ms), (Some(7), None));
     }
 }
