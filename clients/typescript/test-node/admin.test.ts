@@ -152,6 +152,15 @@ describe('the admin client with the real node', () => {
         view.close();
       }
       await assert.rejects(PlacementsView.open(admin, 'nope'), rejectsWith('unknown-type', 404));
+      // A signal gives the opening up, and closes an open view.
+      await assert.rejects(PlacementsView.open(admin, 'cart', { signal: AbortSignal.abort(new Error('no view')) }), /no view/);
+      const closing = new AbortController();
+      const watched = await PlacementsView.open(admin, 'cart', { signal: closing.signal });
+      const disconnected = new Promise((resolve) => watched.once('disconnected', resolve));
+      closing.abort();
+      await admin.setPlacement('cart', 'after-close', 'r1');
+      await Promise.race([disconnected, new Promise((resolve) => setTimeout(resolve, 1_000))]);
+      assert.equal(watched.get('after-close'), undefined, 'a closed view follows nothing');
     } finally {
       node.stop();
     }

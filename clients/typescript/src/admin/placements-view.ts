@@ -28,8 +28,10 @@ export interface PlacementsViewEvents {
   disconnected: [reason: string];
 }
 
-/** How a view reconnects. */
+/** How a view reconnects, and the signal that closes it. */
 export interface PlacementsViewOptions {
+  /** Gives the opening up (it rejects with the signal's reason) and, once open, closes the view. */
+  signal?: AbortSignal | undefined;
   /** The first reconnect delay (ms, default 200); it doubles up to `reconnectMaxMs`. */
   reconnectMinMs?: number;
   /** The longest reconnect delay (ms, default 5,000). */
@@ -45,6 +47,7 @@ export class PlacementsView extends EventEmitter<PlacementsViewEvents> {
   private delay: number;
   private readonly minMs: number;
   private readonly maxMs: number;
+  private readonly signal: AbortSignal | undefined;
 
   private constructor(
     private readonly admin: AdminClient,
@@ -52,6 +55,8 @@ export class PlacementsView extends EventEmitter<PlacementsViewEvents> {
     options: PlacementsViewOptions,
   ) {
     super();
+    this.signal = options.signal;
+    this.signal?.addEventListener('abort', () => this.close(), { once: true });
     this.minMs = options.reconnectMinMs ?? 200;
     this.maxMs = options.reconnectMaxMs ?? 5_000;
     this.delay = this.minMs;
@@ -92,7 +97,9 @@ export class PlacementsView extends EventEmitter<PlacementsViewEvents> {
 
   /** Opens the stream, reads every page, applies what came meanwhile, then follows the stream in the background. */
   private async connect(first: boolean): Promise<void> {
-    const stream = await this.admin.events({ entityType: this.entityType, lastEventId: this.lastEventId });
+    const signal = first ? this.signal : undefined;
+    if (signal?.aborted) throw signal.reason as Error;
+    const stream = await this.admin.events({ entityType: this.entityType, lastEventId: this.lastEventId, signal });
     this.stream = stream;
     const iterator = stream[Symbol.asyncIterator]();
     // Read the stream while listing, so nothing that happens meanwhile is lost.
@@ -119,7 +126,7 @@ export class PlacementsView extends EventEmitter<PlacementsViewEvents> {
     })();
     if (listing) {
       try {
-        await this.resync();
+        await this.resync(signal);
         for (const { id, event } of early.splice(0)) await this.apply(id, event);
       } catch (error) {
         // The pump ends with the stream and reconnects, unless this was the first open.
@@ -134,8 +141,8 @@ export class PlacementsView extends EventEmitter<PlacementsViewEvents> {
   }
 
   /** Reads every page of placements into the map, replacing what it held. */
-  private async resync(): Promise<void> {
-    const all = await this.admin.placements(this.entityType);
+  private async resync(signal?: AbortSignal): Promise<void> {
+    const all = await this.admin.placements(this.entityType, { signal });
     const fresh = new Map(all.placements.map((p) => [p.shardId, p.target] as const));
     for (const [shard, target] of fresh) {
       if (this.map.get(shard) !== target) this.emit('change', shard, target);

@@ -5,7 +5,7 @@
 // (its store, across restarts and failovers) and pushed to every region
 // of the type at once.
 
-import type { AdminClient } from '../admin/client.js';
+import type { AdminClient, CallOptions } from '../admin/client.js';
 
 /** A shard id as the feature request writes it (a number) or as shardalloc does (a string). */
 export type ShardIdLike = string | number;
@@ -34,18 +34,18 @@ export class ExternalAllocationController {
   ) {}
 
   /** Sets or updates the explicit placement of `shardId` on the region `target`. */
-  async setPlacement(shardId: ShardIdLike, target: string): Promise<void> {
-    await this.admin.setPlacement(this.typeName, String(shardId), target);
+  async setPlacement(shardId: ShardIdLike, target: string, options: CallOptions = {}): Promise<void> {
+    await this.admin.setPlacement(this.typeName, String(shardId), target, options);
   }
 
   /** Removes the explicit placement: the shard's strategy decides again from the next rebalance. */
-  async removePlacement(shardId: ShardIdLike): Promise<void> {
-    await this.admin.removePlacement(this.typeName, String(shardId));
+  async removePlacement(shardId: ShardIdLike, options: CallOptions = {}): Promise<void> {
+    await this.admin.removePlacement(this.typeName, String(shardId), options);
   }
 
   /** The current explicit placements: shard id → region, looked up by a string or a number. */
-  async getPlacements(): Promise<PlacementMap> {
-    const all = await this.admin.placements(this.typeName);
+  async getPlacements(options: CallOptions = {}): Promise<PlacementMap> {
+    const all = await this.admin.placements(this.typeName, options);
     return new PlacementMap(all.placements.map((p) => [p.shardId, p.target]));
   }
 
@@ -55,8 +55,11 @@ export class ExternalAllocationController {
    * rebalance tick. Answers the shards the node refused to move, with why
    * (`already-moving`, `no-home`, `frozen`, …).
    */
-  async rebalanceNow(shardIds: readonly ShardIdLike[]): Promise<{ shardId: string; reason: string }[]> {
-    const answer = await this.admin.rebalance(this.typeName, shardIds.map(String), { immediate: true });
+  async rebalanceNow(
+    shardIds: readonly ShardIdLike[],
+    options: CallOptions = {},
+  ): Promise<{ shardId: string; reason: string }[]> {
+    const answer = await this.admin.rebalance(this.typeName, shardIds.map(String), { ...options, immediate: true });
     return answer.rejected;
   }
 }
