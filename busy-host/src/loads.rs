@@ -432,7 +432,7 @@ async fn burst(ctx: &Arc<Ctx>, mut stop: watch::Receiver<bool>) -> Outcome {
             tokio::spawn(async move { frames.send(reply).await });
         }
         match message {
-            NodeMessage::ShardHome { .. } => answered += 1,
+            NodeMessage::ShardHome { .. } | NodeMessage::ShardHomeEpoch { .. } => answered += 1,
             NodeMessage::ShardRefused { .. } => refused += 1,
             NodeMessage::HeartbeatAck { sequence, .. } => {
                 if let Some(at) = sent_at.lock().unwrap_or_else(|e| e.into_inner()).remove(&sequence) {
