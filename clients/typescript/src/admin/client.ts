@@ -57,6 +57,13 @@ export interface CallOptions {
   signal?: AbortSignal | undefined;
 }
 
+/** What one request carries besides its method and path. */
+interface RequestParts extends CallOptions {
+  body?: unknown;
+  query?: Record<string, string | undefined>;
+  contentType?: string;
+}
+
 /** A client of one node's admin API. */
 export class AdminClient {
   private readonly base: URL;
@@ -139,13 +146,8 @@ export class AdminClient {
     });
   }
 
-  private async call(
-    method: string,
-    url: URL,
-    body?: unknown,
-    contentType = 'application/json',
-    signal?: AbortSignal,
-  ): Promise<{ status: number; text: string }> {
+  private async call(method: string, url: URL, parts: RequestParts = {}): Promise<{ status: number; text: string }> {
+    const { body, contentType = 'application/json', signal } = parts;
     const bytes =
       body === undefined ? undefined : Buffer.isBuffer(body) ? body : Buffer.from(JSON.stringify(body), 'utf8');
     const headers: Record<string, string> = { accept: 'application/json' };
@@ -166,15 +168,9 @@ export class AdminClient {
     return { status, text };
   }
 
-  private async json<T>(
-    method: string,
-    segments: string[],
-    body?: unknown,
-    query: Record<string, string | undefined> = {},
-    signal?: AbortSignal,
-  ): Promise<T> {
-    const url = this.url(segments, query);
-    const { text } = await this.call(method, url, body, 'application/json', signal);
+  private async json<T>(method: string, segments: string[], parts: RequestParts = {}): Promise<T> {
+    const url = this.url(segments, parts.query);
+    const { text } = await this.call(method, url, parts);
     try {
       return JSON.parse(text) as T;
     } catch (error) {
@@ -188,10 +184,10 @@ export class AdminClient {
     merge: (all: T, page: T) => void,
     signal?: AbortSignal,
   ): Promise<T> {
-    const all = await this.json<T>('GET', segments, undefined, {}, signal);
+    const all = await this.json<T>('GET', segments, { signal });
     let next = all.next ?? null;
     while (next !== null) {
-      const page = await this.json<T>('GET', segments, undefined, { after: next }, signal);
+      const page = await this.json<T>('GET', segments, { query: { after: next }, signal });
       merge(all, page);
       next = page.next ?? null;
     }
@@ -206,7 +202,7 @@ export class AdminClient {
   ): Promise<Placements> {
     const { after, limit, signal } = options;
     const query = { after, limit: limit === undefined ? undefined : String(limit) };
-    return this.json('GET', ['v1', 'cluster', 'shards', entityType, 'placements'], undefined, query, signal);
+    return this.json('GET', ['v1', 'cluster', 'shards', entityType, 'placements'], { query, signal });
   }
 
   /** Every live placement of a type (every page). */
@@ -221,19 +217,19 @@ export class AdminClient {
   /** Pins `shard` to the region `target`. */
   setPlacement(entityType: string, shard: string, target: string, options: CallOptions = {}): Promise<PlacementsWritten> {
     const body = { shardId: shard, target };
-    return this.json('POST', ['v1', 'cluster', 'shards', entityType, 'placements'], body, {}, options.signal);
+    return this.json('POST', ['v1', 'cluster', 'shards', entityType, 'placements'], { body, signal: options.signal });
   }
 
   /** Pins many shards at once, all or nothing. */
   setPlacements(entityType: string, placements: Placement[], options: CallOptions = {}): Promise<PlacementsWritten> {
-    return this.json('POST', ['v1', 'cluster', 'shards', entityType, 'placements'], { placements }, {}, options.signal);
+    const body = { placements };
+    return this.json('POST', ['v1', 'cluster', 'shards', entityType, 'placements'], { body, signal: options.signal });
   }
 
   /** Removes a shard's placement: true when one was removed, false when it had none. */
   async removePlacement(entityType: string, shard: string, options: CallOptions = {}): Promise<boolean> {
     try {
-      const url = this.url(['v1', 'cluster', 'shards', entityType, 'placements', shard]);
-      await this.call('DELETE', url, undefined, 'application/json', options.signal);
+      await this.call('DELETE', this.url(['v1', 'cluster', 'shards', entityType, 'placements', shard]), { signal: options.signal });
       return true;
     } catch (error) {
       if (error instanceof AdminError && error.status === 404 && error.code !== 'unknown-type') return false;
@@ -248,12 +244,12 @@ export class AdminClient {
     options: CallOptions & { immediate?: boolean | undefined } = {},
   ): Promise<RebalanceResponse> {
     const body = { shardIds: shards, immediate: options.immediate ?? false };
-    return this.json('POST', ['v1', 'cluster', 'shards', entityType, 'rebalance'], body, {}, options.signal);
+    return this.json('POST', ['v1', 'cluster', 'shards', entityType, 'rebalance'], { body, signal: options.signal });
   }
 
   /** Where a shard is and why. */
   shard(entityType: string, shard: string, options: CallOptions = {}): Promise<ShardState> {
-    return this.json('GET', ['v1', 'cluster', 'shards', entityType, 'shards', shard], undefined, {}, options.signal);
+    return this.json('GET', ['v1', 'cluster', 'shards', entityType, 'shards', shard], { signal: options.signal });
   }
 
   /** Every region in brief (every page). */
@@ -267,24 +263,24 @@ export class AdminClient {
 
   /** Drains a region: its shards are handed off, a batch at a time. */
   async drain(address: string, options: CallOptions = {}): Promise<void> {
-    await this.call('POST', this.url(['v1', 'cluster', 'regions', address, 'drain']), undefined, 'application/json', options.signal);
+    await this.call('POST', this.url(['v1', 'cluster', 'regions', address, 'drain']), { signal: options.signal });
   }
 
   /** Stops draining a region. */
   async undrain(address: string, options: CallOptions = {}): Promise<void> {
-    const url = this.url(['v1', 'cluster', 'regions', address, 'drain']);
-    await this.call('DELETE', url, undefined, 'application/json', options.signal);
+    await this.call('DELETE', this.url(['v1', 'cluster', 'regions', address, 'drain']), { signal: options.signal });
   }
 
   /** A drain's progress. */
   drainState(address: string, options: CallOptions = {}): Promise<DrainState> {
-    return this.json('GET', ['v1', 'cluster', 'regions', address, 'drain'], undefined, {}, options.signal);
+    return this.json('GET', ['v1', 'cluster', 'regions', address, 'drain'], { signal: options.signal });
   }
 
   /** Uploads a strategy component (the bytes of a `.wasm`). */
   uploadStrategy(component: Uint8Array, options: CallOptions = {}): Promise<StoredStrategy> {
     const url = this.url(['v1', 'strategies']);
-    return this.call('POST', url, Buffer.from(component), 'application/wasm', options.signal).then(
+    const parts = { body: Buffer.from(component), contentType: 'application/wasm', signal: options.signal };
+    return this.call('POST', url, parts).then(
       ({ text }) => JSON.parse(text) as StoredStrategy,
     );
   }
@@ -300,18 +296,17 @@ export class AdminClient {
 
   /** A type's strategy: the active one and its history. */
   strategy(entityType: string, options: CallOptions = {}): Promise<StrategyState> {
-    return this.json('GET', ['v1', 'cluster', 'shards', entityType, 'strategy'], undefined, {}, options.signal);
+    return this.json('GET', ['v1', 'cluster', 'shards', entityType, 'strategy'], { signal: options.signal });
   }
 
   /** Activates a strategy for a type (a built-in's name or an upload's digest). */
   activate(entityType: string, request: ActivateRequest, options: CallOptions = {}): Promise<StrategyState> {
-    return this.json('PUT', ['v1', 'cluster', 'shards', entityType, 'strategy'], request, {}, options.signal);
+    return this.json('PUT', ['v1', 'cluster', 'shards', entityType, 'strategy'], { body: request, signal: options.signal });
   }
 
   /** Rolls a type's strategy back to the one before. */
   rollback(entityType: string, options: CallOptions = {}): Promise<StrategyState> {
-    const segments = ['v1', 'cluster', 'shards', entityType, 'strategy', 'rollback'];
-    return this.json('POST', segments, undefined, {}, options.signal);
+    return this.json('POST', ['v1', 'cluster', 'shards', entityType, 'strategy', 'rollback'], { signal: options.signal });
   }
 
   /**

@@ -253,7 +253,8 @@ function abortable<T>(
         reject(error);
       },
     );
-    signal?.addEventListener('abort', onAbort, { once: true });
+    // A wait settled within `start` has nothing left to give up.
+    if (!settled) signal?.addEventListener('abort', onAbort, { once: true });
   });
 }
 
