@@ -39,6 +39,7 @@ use shardalloc::store::{
 use shardalloc::strategy::external::AllocationReason;
 use shardalloc::strategy::{ActivationCause, FaultKind, StrategyError, StrategySource};
 use shardalloc_etcd::{Client, ConnectOptions, ops, pb};
+use shardalloc_proto::attributes::ShardAttributes;
 
 /// The prefix the etcd dump was written under (any prefix loads it).
 const ETCD_PREFIX: &str = "/fixture/";
@@ -74,6 +75,10 @@ fn region(address: &str, join_order: u64, labels: &[(&str, &str)], proxy_only: b
         shards: vec![],
         registered_at: None,
     })
+}
+
+fn attributes(pairs: &[(&str, &str)]) -> ShardAttributes {
+    ShardAttributes::new(pairs.iter().copied()).expect("within the limits")
 }
 
 fn home(shard: &str, region: &str, reason: AllocationReason, at: u64) -> Change {
@@ -324,9 +329,10 @@ const V2: Fixture = Fixture { schema: 2, dir: "store-v2", late: false, added: 0 
 const V2_LATE: Fixture = Fixture { schema: 2, dir: "store-v2-late", late: true, added: 0 };
 /// Every fixture of schema 3, the current one: as first written, then one
 /// more for each field added to it (the last is the one blessing writes).
-const V3: [Fixture; 2] = [
+const V3: [Fixture; 3] = [
     Fixture { schema: 3, dir: "store-v3", late: true, added: 0 },
     Fixture { schema: 3, dir: "store-v3.1", late: true, added: 1 },
+    Fixture { schema: 3, dir: "store-v3.2", late: true, added: 2 },
 ];
 
 /// The fields added to schema 3 after its first fixture, one turn each,
@@ -343,6 +349,17 @@ fn added_turns() -> Vec<Turn> {
             registered_at: Some(9_000),
             ..RegionRecord::default()
         })]),
+        // 3.2: shard attributes (a table of their own in redb, a change in
+        // the etcd log): two shards get some, one of them loses them again.
+        cart(vec![
+            Change::AttributesSet { shard: "s-strategy".into(), attributes: attributes(&[("tenant", "acme")]) },
+            Change::AttributesSet {
+                shard: "s-homeless".into(),
+                attributes: attributes(&[("tenant", "globex"), ("tier", "gold")]),
+            },
+            Change::AttributesSet { shard: "s-strategy".into(), attributes: attributes(&[]) },
+            Change::AttributesSet { shard: "s-placement".into(), attributes: attributes(&[("tier", "")]) },
+        ]),
     ]
 }
 
@@ -429,6 +446,13 @@ fn check(store: &dyn Store, fixture: Fixture, what: &str) {
     let want = if fixture.added >= 1 { Some(Some(9_000)) } else { None };
     assert_eq!(registered_at, want, "{contract}: a region's registration time (3.1)");
     assert!(cart.regions.values().filter(|r| r.address != "10.0.0.6:2552").all(|r| r.registered_at.is_none()));
+    let attributed: Vec<(&str, Vec<(&str, &str)>)> =
+        cart.attributes.iter().map(|(shard, a)| (shard.as_str(), a.iter().collect())).collect();
+    let want = match fixture.added >= 2 {
+        true => vec![("s-homeless", vec![("tenant", "globex"), ("tier", "gold")]), ("s-placement", vec![("tier", "")])],
+        false => vec![],
+    };
+    assert_eq!(attributed, want, "{contract}: the shards' attributes (3.2)");
     let digest = shardalloc::strategy::source::digest_of(&component());
     assert_eq!(store.blob(&digest).expect("read the blob").as_deref(), Some(&component()[..]), "{contract}: the blob");
     assert_eq!(store.blob_digests().expect("list the blobs"), [digest], "{contract}: the blobs");

@@ -9,6 +9,8 @@
 //!   WebSocket, `docs/protocol.md`), their encoding, the protocol version,
 //!   the limits on names, addresses and shard ids, and the time type
 //!   ([`protocol::Millis`]).
+//! - [`attributes`]: shard attributes (`tenant=acme`) and their limits,
+//!   as REST, the node's core and its store share them.
 //! - [`peer`]: the inter-region wire (region to region: messages to a
 //!   shard's home, `ask` and its reply), versioned on its own.
 //! - [`api`]: the admin REST API's request and response bodies, the shared
@@ -25,5 +27,6 @@
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod attributes;
 pub mod peer;
 pub mod protocol;

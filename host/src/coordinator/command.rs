@@ -132,6 +132,14 @@ pub enum Reply {
     SignalRefused(String),
     /// A freeze or a lift was refused.
     FreezeRefused(FreezeError),
+    /// Attributes written: the shards whose attributes changed (the others
+    /// already had what was written).
+    AttributesWritten {
+        /// Shards whose attributes changed.
+        changed: Vec<String>,
+    },
+    /// An attribute write was refused as a whole; the message says why.
+    AttributesRefused(String),
 }
 
 /// A hand-off step, for observers.

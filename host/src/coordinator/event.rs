@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use super::freeze::{FreezeOrder, FreezeScope};
 use super::state::Stamp;
 
+use shardalloc_proto::attributes::ShardAttributes;
 /// The driver's clock, in milliseconds: the one definition, shared with the
 /// region client's core.
 pub use shardalloc_proto::protocol::Millis;
@@ -184,6 +185,12 @@ pub enum OperatorRequest {
     Retire,
     /// Freezes the type (replacing the freeze of the order's scope).
     Freeze(FreezeOrder),
+    /// Writes shards' attributes (each shard's whole map; the empty map
+    /// clears it), all or nothing.
+    SetAttributes {
+        /// (shard, its attributes) pairs.
+        writes: Vec<(String, ShardAttributes)>,
+    },
     /// Lifts the freezes of these scopes that are in force.
     Thaw {
         /// Which freezes.

@@ -65,7 +65,7 @@
 //! ## Limits
 //!
 //! Every collection is bounded by [`Config`]: regions (`max_regions`), homes
-//! (`max_shards`), placements and tombstones (`max_placements`, tombstones
+//! (`max_shards`), shards with attributes (`max_shards` too), placements and tombstones (`max_placements`, tombstones
 //! also by `tombstone_retention_ms`), waiting shards and requesters
 //! (`max_pending_shards`, `max_requesters_per_shard`), the operator's
 //! rebalance queue (`max_queued_rebalance`), hand-offs in flight
@@ -74,6 +74,7 @@
 //! acknowledged; a driver must acknowledge (or crash and recover).
 
 mod allocation;
+mod attributes;
 mod command;
 mod config;
 mod event;
@@ -90,6 +91,7 @@ use std::sync::Arc;
 
 use shardalloc_guest::{Region, RegionStatus, Topology};
 
+pub use attributes::MAX_ATTRIBUTE_WRITES;
 pub use command::{Command, MAX_NAMED_CLIPS, NotAccepted, Observation, PlacementError, Reply, Step};
 pub use config::{Config, ConfigError, TypeSettings};
 pub use event::{Event, Millis, OperatorRequest, RequestId};
@@ -769,6 +771,7 @@ impl Coordinator {
             OperatorRequest::Retire => self.retire(request),
             OperatorRequest::Freeze(order) => self.freeze(request, order),
             OperatorRequest::Thaw { scopes, reason } => self.thaw(request, scopes, reason),
+            OperatorRequest::SetAttributes { writes } => self.set_attributes(request, writes),
         }
     }
 }
@@ -791,6 +794,8 @@ pub fn complete_snapshot(
     }
 }
 
+#[cfg(test)]
+mod attributes_tests;
 #[cfg(test)]
 mod freeze_tests;
 #[cfg(test)]

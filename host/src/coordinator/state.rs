@@ -12,6 +12,7 @@ use super::freeze::{Freeze, FreezeScope, Freezes};
 use crate::strategy::external::AllocationReason;
 use crate::strategy::table::ShardTable;
 use shardalloc_guest::Topology;
+use shardalloc_proto::attributes::ShardAttributes;
 
 use shardalloc_proto::protocol::Millis;
 
@@ -189,6 +190,13 @@ pub enum Change {
         /// Shard → its load, or `None` when the shard's load is forgotten.
         loads: Vec<(String, Option<ShardLoad>)>,
     },
+    /// A shard's attributes were written (the empty map: cleared).
+    AttributesSet {
+        /// The shard.
+        shard: String,
+        /// All its attributes now.
+        attributes: ShardAttributes,
+    },
     /// A region's drain began (after its `RegionDraining`).
     DrainStarted {
         /// The region.
@@ -268,6 +276,11 @@ pub struct Durable {
     pub loads: BTreeMap<String, ShardLoad>,
     /// The freezes in force and their history, and when drains began.
     pub operations: Operations,
+    /// Each shard's attributes, for the shards that have some: kept apart
+    /// from the homes (they follow a shard through hand-offs and outlive
+    /// its region).
+    #[serde(default)]
+    pub attributes: BTreeMap<String, ShardAttributes>,
     /// The highest epoch the type has given a home: the next home gets
     /// one more, so a shard's epoch increases at every change of its home,
     /// also after the home with the highest is gone.
@@ -423,6 +436,13 @@ impl Durable {
             }
             Change::FreezeSet { .. } | Change::FreezeLifted { .. } | Change::DrainStarted { .. } => {
                 self.operations.apply(change);
+            }
+            Change::AttributesSet { shard, attributes } => {
+                if attributes.is_empty() {
+                    self.attributes.remove(shard);
+                } else {
+                    self.attributes.insert(shard.clone(), attributes.clone());
+                }
             }
             Change::LoadsSaved { loads } => {
                 for (shard, load) in loads {

@@ -34,6 +34,7 @@ use crate::strategy::builtin;
 use crate::strategy::external::ExternalAllocation;
 use crate::strategy::guarded::Guarded;
 use crate::strategy::{ActivationCause, StrategySource};
+use shardalloc_proto::attributes::ShardAttributes;
 use shardalloc_proto::protocol::{LoadReport, ShardLoad};
 
 /// Opens the backend under test: the same storage on every call.
@@ -93,6 +94,7 @@ fn coordinator_state(store: &dyn Store, revision: Revision) -> Revision {
             && durable.signal.is_some()
             && s.saved.loads.values().any(|l| l.load > 0.0)
             && s.saved.loads.values().any(|l| l.moved_at.is_some())
+            && durable.attributes.len() > 5
             && durable.operations.freezes.history.len() > 5
             && durable.operations.freezes.history.iter().any(|r| r.action == crate::coordinator::FreezeAction::Expired)
             && durable.epoch > durable.homes.len() as u64
@@ -319,7 +321,20 @@ impl Scenario<'_> {
                 let signal = Some(format!("{{\"n\":{}}}", self.rand(9)));
                 Event::Operator { now, request: 4, op: OperatorRequest::SetSignal { signal } }
             }
-            77..85 => Event::Heartbeat { now, address: region, incarnation, metrics: Default::default(), sequence: 1 },
+            77..83 => Event::Heartbeat { now, address: region, incarnation, metrics: Default::default(), sequence: 1 },
+            83..85 => {
+                let shard = format!("s{}", self.rand(60));
+                let attributes = match self.rand(3) {
+                    0 => ShardAttributes::default(),
+                    n => ShardAttributes::new([("tenant", format!("t{n}")), ("tier", "gold".to_owned())])
+                        .expect("within the limits"),
+                };
+                Event::Operator {
+                    now,
+                    request: 7,
+                    op: OperatorRequest::SetAttributes { writes: vec![(shard, attributes)] },
+                }
+            }
             85..92 => {
                 let shard = format!("s{}", self.rand(60));
                 let load = self.rand(1_000) as f64;

@@ -20,6 +20,7 @@
 //! | `placements`   | (type, shard)       | `records::Placement` (tombstones too) |
 //! | `queued`       | (type, shard)       | nothing                         |
 //! | `loads`        | (type, shard)       | `records::ShardLoad`: kept apart from `homes` because it is rewritten at its own pace (every load save), not with the home |
+//! | `attributes`   | (type, shard)       | `records::Attributes`: a shard's attributes, kept apart from `homes` because they outlive its home (a store written before them has no such table, and reads on) |
 //! | `activations`  | (type, number)      | `records::Activation`           |
 //! | `components`   | digest              | component bytes (the blobs)     |
 //! | `component-info` | digest            | `records::Component`            |
@@ -49,6 +50,7 @@ pub(super) const HANDOFFS: TableDefinition<(&str, &str), &str> = TableDefinition
 pub(super) const PLACEMENTS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("placements");
 pub(super) const QUEUED: TableDefinition<(&str, &str), ()> = TableDefinition::new("queued");
 pub(super) const LOADS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("loads");
+pub(super) const ATTRIBUTES: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("attributes");
 /// Schema 2's: a type's freezes and drains (now in its `types` row).
 pub(super) const V2_OPERATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("operations");
 /// Schema 2's: the epoch of each shard's home (now in its `homes` row).
@@ -299,6 +301,20 @@ pub(super) fn read_types(
         Err(redb::TableError::TableDoesNotExist(_)) => {}
         Err(error) => return Err(db(error)),
     }
+    // Schema 3 stores written before attributes were kept have no table.
+    match txn.open_table(ATTRIBUTES) {
+        Ok(table) => {
+            for entry in rows(&table, only)? {
+                let (key, value) = entry.map_err(db)?;
+                let (t, shard) = key.value();
+                let attributes = records::decode::<records::Attributes>(value.value())
+                    .map_err(|detail| StoreError::Corrupt { what: "table attributes".to_owned(), detail })?;
+                of(&mut types, t).durable.attributes.insert(shard.to_owned(), attributes.into());
+            }
+        }
+        Err(redb::TableError::TableDoesNotExist(_)) => {}
+        Err(error) => return Err(db(error)),
+    }
     if schema == records::SCHEMA_V2 {
         read_v2_side_tables(txn, only, &mut types)?;
     }
@@ -373,6 +389,7 @@ pub(super) struct Writer<'t> {
     pub(super) placements: redb::Table<'t, (&'static str, &'static str), &'static [u8]>,
     pub(super) queued: redb::Table<'t, (&'static str, &'static str), ()>,
     pub(super) loads: redb::Table<'t, (&'static str, &'static str), &'static [u8]>,
+    pub(super) attributes: redb::Table<'t, (&'static str, &'static str), &'static [u8]>,
     pub(super) home_order: u64,
     /// The `types` rows read or changed in this turn (`None`: deleted).
     rows: BTreeMap<String, Option<TypeValues>>,
@@ -390,6 +407,7 @@ impl<'t> Writer<'t> {
             placements: txn.open_table(PLACEMENTS).map_err(db)?,
             queued: txn.open_table(QUEUED).map_err(db)?,
             loads: txn.open_table(LOADS).map_err(db)?,
+            attributes: txn.open_table(ATTRIBUTES).map_err(db)?,
             home_order,
             rows: BTreeMap::new(),
         })
@@ -469,6 +487,7 @@ impl<'t> Writer<'t> {
         self.placements.retain_in(range(), |_, _| false).map_err(db)?;
         self.queued.retain_in(range(), |_, _| false).map_err(db)?;
         self.loads.retain_in(range(), |_, _| false).map_err(db)?;
+        self.attributes.retain_in(range(), |_, _| false).map_err(db)?;
         Ok(())
     }
 
@@ -533,6 +552,14 @@ impl<'t> Writer<'t> {
             Change::LoadsSaved { loads } => {
                 for (shard, load) in loads {
                     self.put_load(t, shard, *load)?;
+                }
+            }
+            Change::AttributesSet { shard, attributes } => {
+                if attributes.is_empty() {
+                    self.attributes.remove((t, shard.as_str())).map_err(db)?;
+                } else {
+                    let row = records::encode(&records::Attributes::from(attributes));
+                    self.attributes.insert((t, shard.as_str()), row.as_slice()).map_err(db)?;
                 }
             }
         }

@@ -5,10 +5,12 @@
 
 use std::sync::Arc;
 
+use shardalloc_proto::attributes::ShardAttributes;
+
 use super::{
-    Activation, Cause, Change, ChangedBy, Checkpoint, Component, Declaration, Durable, Fault, Freeze, FreezeAction,
-    FreezeRecord, FreezeScope, Freezes, Home, HomeRef, HomeRow, HomeRowRef, LoadedType, Operations, Placement, Reason,
-    ReasonRef, Region, ShardLoad, Stamp, Turn, TypeRow,
+    Activation, Attributes, Cause, Change, ChangedBy, Checkpoint, Component, Declaration, Durable, Fault, Freeze,
+    FreezeAction, FreezeRecord, FreezeScope, Freezes, Home, HomeRef, HomeRow, HomeRowRef, LoadedType, Operations,
+    Placement, Reason, ReasonRef, Region, ShardLoad, Stamp, Turn, TypeRow,
 };
 use crate::coordinator as core;
 use crate::store::{self, ActivationRecord, ComponentRecord, Loaded, TypeRecord};
@@ -192,6 +194,9 @@ impl From<&core::Change> for Change {
             },
             C::FreezeSet { freeze } => Change::FreezeSet { freeze: freeze.into() },
             C::DrainStarted { address, at } => Change::DrainStarted { address: address.clone(), at: *at },
+            C::AttributesSet { shard, attributes } => {
+                Change::AttributesSet { shard: shard.clone(), attributes: attributes.into() }
+            }
             C::FreezeLifted { scope, at, by, reason, expired } => Change::FreezeLifted {
                 scope: (*scope).into(),
                 at: *at,
@@ -225,6 +230,7 @@ impl From<Change> for core::Change {
             }
             Change::FreezeSet { freeze } => C::FreezeSet { freeze: freeze.into() },
             Change::DrainStarted { address, at } => C::DrainStarted { address, at },
+            Change::AttributesSet { shard, attributes } => C::AttributesSet { shard, attributes: attributes.into() },
             Change::FreezeLifted { scope, at, by, reason, expired } => {
                 C::FreezeLifted { scope: scope.into(), at, by: by.into(), reason, expired }
             }
@@ -560,12 +566,25 @@ pub fn checkpoint(loaded: &Loaded) -> Checkpoint {
                     epoch: d.epoch,
                     loads: d.loads.iter().map(|(s, l)| (s.clone(), (*l).into())).collect(),
                     operations: (&d.operations).into(),
+                    attributes: d.attributes.iter().map(|(s, a)| (s.clone(), a.into())).collect(),
                 },
                 activations: t.activations.iter().map(Into::into).collect(),
             }
         })
         .collect();
     Checkpoint { revision: loaded.revision, types, components: loaded.components.values().map(Into::into).collect() }
+}
+
+impl From<&ShardAttributes> for Attributes {
+    fn from(a: &ShardAttributes) -> Self {
+        Attributes { pairs: a.to_map() }
+    }
+}
+
+impl From<Attributes> for ShardAttributes {
+    fn from(a: Attributes) -> Self {
+        ShardAttributes::stored(a.pairs)
+    }
 }
 
 impl From<core::ShardLoad> for ShardLoad {
@@ -592,6 +611,7 @@ impl From<Durable> for core::Durable {
             epoch: d.epoch,
             loads: d.loads.into_iter().map(|(s, l)| (s, l.into())).collect(),
             operations: d.operations.into(),
+            attributes: d.attributes.into_iter().map(|(s, a)| (s, a.into())).collect(),
             ..core::Durable::default()
         };
         // Built in one go (full B-tree nodes), the homes sharing their

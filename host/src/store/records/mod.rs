@@ -333,6 +333,22 @@ pub enum Change {
         #[n(1)]
         at: u64,
     },
+    #[n(17)]
+    AttributesSet {
+        #[n(0)]
+        shard: String,
+        #[n(1)]
+        attributes: Attributes,
+    },
+}
+
+/// A shard's attributes: redb's `attributes` table, the etcd log's
+/// `AttributesSet` (empty: cleared) and the checkpoint's attributes.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Encode, Decode)]
+pub struct Attributes {
+    /// Key → value.
+    #[n(0)]
+    pub pairs: BTreeMap<String, String>,
 }
 
 /// Whose freeze.
@@ -655,6 +671,11 @@ pub struct Durable {
     /// Its freezes and drains.
     #[n(9)]
     pub operations: Operations,
+    /// The shards' attributes, by shard (absent in checkpoints written
+    /// before attributes were kept).
+    #[n(10)]
+    #[cbor(default)]
+    pub attributes: Vec<(String, Attributes)>,
 }
 
 /// One type of a checkpoint.
