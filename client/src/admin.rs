@@ -17,6 +17,7 @@
 //! # Ok(()) }
 //! ```
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE};
@@ -25,11 +26,12 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::api::{
-    ActivateRequest, DrainState, DryRunRequest, DryRunResponse, ErrorBody, ErrorCode, FreezeRequest, FreezeState,
-    Placement, PlacementRequest, Placements, PlacementsWritten, PlanRequest, PlanResponse, RebalanceRequest,
-    RebalanceResponse, Regions, ShardId, ShardState, Stoppable, StoredStrategy, Strategies, StrategyState, TypeState,
-    Types,
+    ActivateRequest, AttributesRequest, AttributesWritten, DrainState, DryRunRequest, DryRunResponse, ErrorBody,
+    ErrorCode, FreezeRequest, FreezeState, Placement, PlacementRequest, Placements, PlacementsWritten, PlanRequest,
+    PlanResponse, RebalanceRequest, RebalanceResponse, Regions, ShardId, ShardState, Stoppable, StoredStrategy,
+    Strategies, StrategyState, TypeState, Types,
 };
+use crate::attributes::ShardAttributes;
 
 /// Why an admin request failed.
 #[derive(Debug, thiserror::Error)]
@@ -447,6 +449,28 @@ impl AdminClient {
     /// `GET /v1/cluster/shards/{type}/shards/{shardId}`: where a shard is and why.
     pub async fn shard(&self, entity_type: &str, shard: &str) -> Result<ShardState, AdminError> {
         self.get(&["v1", "cluster", "shards", entity_type, "shards", shard]).await
+    }
+
+    /// `POST …/attributes`: many shards' attributes at once, all or nothing
+    /// (each shard's whole map; an empty one clears it; at most 10,000).
+    pub async fn write_attributes(
+        &self,
+        entity_type: &str,
+        shards: BTreeMap<String, ShardAttributes>,
+    ) -> Result<AttributesWritten, AdminError> {
+        let request = AttributesRequest { shards };
+        self.json(Method::POST, &["v1", "cluster", "shards", entity_type, "attributes"], json_body(&request)).await
+    }
+
+    /// `PUT …/shards/{id}/attributes`: one shard's attributes (empty: cleared).
+    pub async fn set_shard_attributes(
+        &self,
+        entity_type: &str,
+        shard: &str,
+        attributes: &ShardAttributes,
+    ) -> Result<AttributesWritten, AdminError> {
+        let path = ["v1", "cluster", "shards", entity_type, "shards", shard, "attributes"];
+        self.json(Method::PUT, &path, json_body(attributes)).await
     }
 }
 

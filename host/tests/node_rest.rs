@@ -166,3 +166,53 @@ async fn shardalloc_events_tails_the_stream_in_a_terminal() {
         }
     }
 }
+
+/// Runs the CLI against `node`; standard output and error, after it exited 0.
+async fn cli(node: &Node, args: &[&str]) -> (String, String) {
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--node", node.base.as_str()]);
+    let (code, out, err) = run_binary(&all, Duration::from_secs(120)).await;
+    assert_eq!(code, Some(0), "shardalloc {all:?}: {err}");
+    (out, err)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shard_attributes_are_written_by_the_cli_and_survive_a_kill() {
+    let mut node = Node::start(&["--type", "cart"]).await;
+    let (out, _) = cli(&node, &["attributes", "set", "cart", "42", "tenant=acme", "tier=gold"]).await;
+    assert_eq!(out, "attributes of 42 written: {\"tenant\": \"acme\", \"tier\": \"gold\"}\n");
+    // 25,000 shards from a file: three requests, with progress.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tenants.json");
+    let many: serde_json::Map<String, Value> =
+        (0..25_000).map(|i| (format!("t-{i}"), json!({"tenant": format!("tenant-{}", i % 250)}))).collect();
+    std::fs::write(&file, Value::Object(many).to_string()).unwrap();
+    let (out, err) = cli(&node, &["attributes", "write", "cart", file.to_str().unwrap()]).await;
+    assert_eq!(out, "25000 shard(s) written; 25000 changed\n");
+    assert_eq!(
+        err.lines().collect::<Vec<_>>(),
+        ["10000 of 25000 shards written", "20000 of 25000 shards written", "25000 of 25000 shards written"]
+    );
+
+    // Durable through a SIGKILL: every write was answered after its commit.
+    node.kill();
+    node.restart().await;
+    let (out, _) = cli(&node, &["attributes", "show", "cart", "42"]).await;
+    assert_eq!(out, "tenant=acme\ntier=gold\n");
+    let state = node.admin().shard("cart", "t-24999").await.unwrap();
+    assert_eq!(state.attributes.get("tenant"), Some("tenant-249"), "{state:?}");
+    let (out, _) = cli(&node, &["attributes", "set", "cart", "42"]).await;
+    assert_eq!(out, "attributes of 42 written: {}\n");
+    let gone = node.request(Method::GET, "/v1/cluster/shards/cart/shards/42", None).await;
+    assert_error("a shard whose attributes were cleared", &gone, StatusCode::NOT_FOUND);
+    // A bad file is refused before anything is sent.
+    std::fs::write(&file, r#"{"t-1": {"tenant": "changed"}, "t-2": {"bad key": "x"}}"#).unwrap();
+    let (code, _, err) = run_binary(
+        &["attributes", "write", "cart", file.to_str().unwrap(), "--node", node.base.as_str()],
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_ne!(code, Some(0));
+    assert!(err.contains("shard t-2") && err.contains("an attribute key"), "{err}");
+    assert_eq!(node.admin().shard("cart", "t-1").await.unwrap().attributes.get("tenant"), Some("tenant-1"));
+}

@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use crate::attributes::ShardAttributes;
 use serde::de::{self, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -415,6 +416,10 @@ words! {
         InvalidPlacement => "invalid-placement",
         /// 400: the coordinator refused a type's signal (larger than 1 MiB).
         InvalidSignal => "invalid-signal",
+        /// 400: shard attributes outside their limits (a key, a value, too
+        /// many pairs or shards, a shard id named twice), or more shards
+        /// with attributes than the type keeps.
+        InvalidAttributes => "invalid-attributes",
         /// 400: a freeze without a reason, with both or neither of
         /// `forSeconds` and `until`, ending in the past or after 30 days.
         InvalidFreeze => "invalid-freeze",
@@ -991,6 +996,29 @@ pub struct ShardState {
     /// (for fencing writes: docs/operations.md). `null` without a home.
     #[serde(default)]
     pub epoch: Option<u64>,
+    /// Its attributes (`{}` when it has none): what operators wrote, read
+    /// by strategies of contract 0.3.
+    #[serde(default)]
+    pub attributes: ShardAttributes,
+}
+
+/// `POST /v1/cluster/shards/{type}/attributes`: shards' attributes, each
+/// shard's whole map (`{}` clears it), written all or nothing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct AttributesRequest {
+    /// Shard id → its attributes; at most 10,000 shards.
+    pub shards: BTreeMap<String, ShardAttributes>,
+}
+
+/// The answer to an attribute write.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AttributesWritten {
+    /// The shards whose attributes changed (the others already had what
+    /// was written), in id order.
+    pub changed: Vec<String>,
 }
 
 /// `GET /v1/cluster/shards/{type}/shards?sort=load`: a page of a type's

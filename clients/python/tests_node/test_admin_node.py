@@ -87,6 +87,16 @@ class AdminNodeTests(unittest.IsolatedAsyncioTestCase):
 
         state = await admin.shard("cart", "one two")
         self.assertEqual(state.placement, "r2")
+        self.assertEqual(state.attributes, {})
+        written_attributes = await admin.write_attributes(
+            "cart", {"one two": {"tenant": "acme", "tier": "gold"}, "s/01": {}}
+        )
+        self.assertEqual(written_attributes.changed, ["one two"])
+        self.assertEqual((await admin.shard("cart", "one two")).attributes,
+                         {"tenant": "acme", "tier": "gold"})
+        self.assertEqual((await admin.set_shard_attributes("cart", "one two", {})).changed, ["one two"])
+        with self.assertRaisesRegex(InvalidRequestError, r'invalid-attributes: shard "s/01": an attribute key'):
+            await admin.set_shard_attributes("cart", "s/01", {"a b": "c"})
         rebalanced = await admin.rebalance("cart", ["s/01"], True)
         self.assertEqual(len(rebalanced.accepted) + len(rebalanced.rejected), 1, rebalanced)
         builtins = (await admin.strategies()).strategies

@@ -40,6 +40,12 @@ describe('the admin client with the real node', () => {
 
       const state = await admin.shard('cart', 'one two');
       assert.equal(state.placement, 'r2');
+      assert.deepEqual(state.attributes, {});
+      const attributed = await admin.writeAttributes('cart', { 'one two': { tenant: 'acme', tier: 'gold' }, 's/01': {} });
+      assert.deepEqual(attributed.changed, ['one two']);
+      assert.deepEqual((await admin.shard('cart', 'one two')).attributes, { tenant: 'acme', tier: 'gold' });
+      assert.deepEqual((await admin.setShardAttributes('cart', 'one two', {})).changed, ['one two']);
+      await assert.rejects(admin.setShardAttributes('cart', 's/01', { 'a b': 'c' }), rejectsWith('invalid-attributes', 400));
       const rebalanced = await admin.rebalance('cart', ['s/01'], { immediate: true });
       assert.equal(rebalanced.accepted.length + rebalanced.rejected.length, 1, JSON.stringify(rebalanced));
       const builtins = (await admin.strategies()).strategies;

@@ -180,11 +180,11 @@ pub enum StrategiesCommand {
     },
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(super) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread().enable_all().build().context("start the runtime")
 }
 
-fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
+pub(super) fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }

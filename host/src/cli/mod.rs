@@ -2,6 +2,7 @@
 
 pub mod admin;
 pub mod artifacts;
+pub mod attributes;
 pub mod compile;
 pub mod drain;
 pub mod events;
@@ -37,6 +38,9 @@ pub enum Command {
     /// Pin shards to regions on a running node.
     #[command(subcommand)]
     Placements(admin::PlacementsCommand),
+    /// Give shards attributes (`tenant=acme`) strategies read, on a running node.
+    #[command(subcommand)]
+    Attributes(attributes::AttributesCommand),
     /// Move shards now (or at the next rebalance tick) on a running node.
     Rebalance(admin::RebalanceArgs),
     /// Upload, activate, roll back and list strategies on a running node.
@@ -72,6 +76,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(args) => serve::run(*args),
         Command::Types(command) => admin::types(command),
         Command::Placements(command) => admin::placements(command),
+        Command::Attributes(command) => attributes::run(command),
         Command::Rebalance(args) => admin::rebalance(args),
         Command::Strategies(command) => admin::strategies(command),
         Command::Drain(args) => drain::run(args),

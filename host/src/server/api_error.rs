@@ -117,6 +117,7 @@ impl From<Refusal> for ApiError {
             Refusal::Placement(_) => ApiError::bad_request(C::InvalidPlacement, message),
             Refusal::Signal(_) => ApiError::bad_request(C::InvalidSignal, message),
             Refusal::Freeze(_) => ApiError::bad_request(C::InvalidFreeze, message),
+            Refusal::Attributes(_) => ApiError::bad_request(C::InvalidAttributes, message),
             Refusal::NoTypes => ApiError::conflict(C::NoTypes, message),
             Refusal::UnknownComponent(_) => ApiError::not_found(C::UnknownStrategy, message),
             Refusal::Builtin(_) => ApiError::conflict(C::Builtin, message),

@@ -17,7 +17,7 @@ use utoipa_axum::routes;
 use super::api_error::{ApiError, ErrorCode};
 use super::auth;
 use super::openapi::ApiDoc;
-use super::rest::{cluster, freeze, health, placements, plan, regions, strategies, types};
+use super::rest::{attributes, cluster, freeze, health, placements, plan, regions, strategies, types};
 use super::sessions;
 use super::state::AppState;
 
@@ -36,6 +36,8 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(types::snapshot))
         .routes(routes!(types::set_signal))
         .routes(routes!(types::shard))
+        .routes(routes!(attributes::write_many))
+        .routes(routes!(attributes::set_one))
         .routes(routes!(types::shards_by_load))
         .routes(routes!(placements::list, placements::set))
         .routes(routes!(placements::remove))

@@ -15,15 +15,16 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use shardalloc_guest::{Snapshot, SnapshotRegion};
 use shardalloc_proto::api::{
-    ActivateRequest, ActivationCause, ActivationInfo, ChangedBy, ClippedMove, ClusterLeader, ClusterNode,
-    DecisionEvent, DrainOfType, DrainState, DryRunRequest, DryRunResponse, DryRunRound, ErrorBody, ErrorCode,
-    ErrorDetail, EventKind, FreezeAction, FreezeEntry, FreezeInfo, FreezeRequest, FreezeScope, FreezeState, HandOff,
-    HomeReason, NotStoppable, Placement, PlacementRequest, Placements, PlacementsWritten, PlanMove, PlanRegion,
-    PlanRequest, PlanResponse, PlanRound, PlannedRegion, RebalanceRequest, RebalanceResponse, RegionState,
-    RegionStatus, RegionSummary, Regions, RejectReason, Rejected, ShadowCounts, ShardHome, ShardId, ShardLoadState,
-    ShardLoads, ShardState, StopBlocked, StopReason, Stoppable, StoredStrategy, Strategies, StrategyState, TypeState,
-    TypeSummary, Types,
+    ActivateRequest, ActivationCause, ActivationInfo, AttributesRequest, AttributesWritten, ChangedBy, ClippedMove,
+    ClusterLeader, ClusterNode, DecisionEvent, DrainOfType, DrainState, DryRunRequest, DryRunResponse, DryRunRound,
+    ErrorBody, ErrorCode, ErrorDetail, EventKind, FreezeAction, FreezeEntry, FreezeInfo, FreezeRequest, FreezeScope,
+    FreezeState, HandOff, HomeReason, NotStoppable, Placement, PlacementRequest, Placements, PlacementsWritten,
+    PlanMove, PlanRegion, PlanRequest, PlanResponse, PlanRound, PlannedRegion, RebalanceRequest, RebalanceResponse,
+    RegionState, RegionStatus, RegionSummary, Regions, RejectReason, Rejected, ShadowCounts, ShardHome, ShardId,
+    ShardLoadState, ShardLoads, ShardState, StopBlocked, StopReason, Stoppable, StoredStrategy, Strategies,
+    StrategyState, TypeState, TypeSummary, Types,
 };
+use shardalloc_proto::attributes::ShardAttributes;
 use utoipa::ToSchema;
 
 /// A body: its JSON, and whether JSON reads back as it.
@@ -260,7 +261,17 @@ pub fn samples() -> Vec<Sample> {
             load: 1250.5,
             moved_ms: Some(AT),
             epoch: Some(17),
+            attributes: ShardAttributes::new([("tenant", "acme"), ("tier", "gold")]).unwrap(),
         }),
+        one(AttributesRequest {
+            shards: [
+                (SHARD.to_owned(), ShardAttributes::new([("tenant", "acme")]).unwrap()),
+                ("t-2".to_owned(), ShardAttributes::default()),
+            ]
+            .into(),
+        }),
+        one(AttributesWritten { changed: vec![SHARD.to_owned()] }),
+        one(ShardAttributes::new([("tenant", "acme"), ("tier", "gold")]).unwrap()),
         one(ShardLoads {
             shards: vec![ShardLoadState {
                 shard_id: SHARD.to_owned(),

@@ -50,6 +50,7 @@ from .admin_types import (
     Placement,
     Placements,
     ShardState,
+    AttributesWritten,
     StrategyState,
     StreamedEvent,
 )
@@ -166,6 +167,7 @@ __all__ = [
     "ShardRefusedError",
     "ShardStarted",
     "ShardState",
+    "AttributesWritten",
     "ShardStopped",
     "ShardallocError",
     "SseError",

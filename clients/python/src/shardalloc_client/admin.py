@@ -40,6 +40,7 @@ from .admin_types import (
     RebalanceResponse,
     Regions,
     ShardState,
+    AttributesWritten,
     Strategies,
     StoredStrategy,
     StrategyState,
@@ -480,6 +481,23 @@ class AdminClient:
         """Where a shard is and why."""
         answer = await self._json("GET", ["v1", "cluster", "shards", entity_type, "shards", shard])
         return _read(ShardState, answer)
+
+    async def write_attributes(
+        self, entity_type: str, shards: Mapping[str, Mapping[str, str]]
+    ) -> AttributesWritten:
+        """Writes many shards' attributes at once, all or nothing: each shard's
+        whole map (an empty one clears it); at most 10,000 shards."""
+        body = {"shards": {shard: dict(pairs) for shard, pairs in shards.items()}}
+        answer = await self._json("POST", ["v1", "cluster", "shards", entity_type, "attributes"], body)
+        return _read(AttributesWritten, answer)
+
+    async def set_shard_attributes(
+        self, entity_type: str, shard: str, attributes: Mapping[str, str]
+    ) -> AttributesWritten:
+        """Sets one shard's attributes (an empty map clears them)."""
+        path = ["v1", "cluster", "shards", entity_type, "shards", shard, "attributes"]
+        answer = await self._json("PUT", path, dict(attributes))
+        return _read(AttributesWritten, answer)
 
     async def regions(self) -> Regions:
         """Every region in brief (every page)."""

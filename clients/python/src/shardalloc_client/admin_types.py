@@ -27,6 +27,7 @@ __all__ = [
     "RegionSummary",
     "Rejected",
     "ShardState",
+    "AttributesWritten",
     "Strategies",
     "StoredStrategy",
     "ShadowCounts",
@@ -90,6 +91,15 @@ class ShardState:
     moved_ms: int | None
     epoch: int | None
     """The home's epoch (rises at every change of home); ``None`` without a home."""
+    attributes: dict[str, str] = field(default_factory=dict)
+    """Its attributes (``tenant``, ``tier``, …): what operators wrote; empty when none."""
+
+
+@dataclass(frozen=True)
+class AttributesWritten:
+    """The answer to an attribute write: the shards whose attributes changed."""
+
+    changed: list[str]
 
 
 @dataclass(frozen=True)

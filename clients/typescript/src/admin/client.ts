@@ -21,6 +21,7 @@ import type {
   RebalanceResponse,
   Regions,
   ShardState,
+  AttributesWritten,
   Strategies,
   StoredStrategy,
   StrategyState,
@@ -250,6 +251,30 @@ export class AdminClient {
   /** Where a shard is and why. */
   shard(entityType: string, shard: string, options: CallOptions = {}): Promise<ShardState> {
     return this.json('GET', ['v1', 'cluster', 'shards', entityType, 'shards', shard], { signal: options.signal });
+  }
+
+  /**
+   * Writes many shards' attributes at once, all or nothing: each shard's whole
+   * map (`{}` clears it); at most 10,000 shards.
+   */
+  writeAttributes(
+    entityType: string,
+    shards: Record<string, Record<string, string>>,
+    options: CallOptions = {},
+  ): Promise<AttributesWritten> {
+    const body = { shards };
+    return this.json('POST', ['v1', 'cluster', 'shards', entityType, 'attributes'], { body, signal: options.signal });
+  }
+
+  /** Sets one shard's attributes (`{}` clears them). */
+  setShardAttributes(
+    entityType: string,
+    shard: string,
+    attributes: Record<string, string>,
+    options: CallOptions = {},
+  ): Promise<AttributesWritten> {
+    const path = ['v1', 'cluster', 'shards', entityType, 'shards', shard, 'attributes'];
+    return this.json('PUT', path, { body: attributes, signal: options.signal });
   }
 
   /** Every region in brief (every page). */

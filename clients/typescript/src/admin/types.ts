@@ -39,6 +39,13 @@ export interface ShardState {
   movedMs: number | null;
   /** The home's epoch (rises at every change of home); null without a home. */
   epoch: number | null;
+  /** Its attributes (`tenant`, `tier`, …): what operators wrote; `{}` when none. */
+  attributes: Record<string, string>;
+}
+
+/** The answer to an attribute write: the shards whose attributes changed. */
+export interface AttributesWritten {
+  changed: string[];
 }
 
 /** A region in brief: its status per type, its shard count, whether it drains. */

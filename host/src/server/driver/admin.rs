@@ -220,7 +220,8 @@ impl Driver {
         };
         let moving = durable.handoffs.contains_key(&shard);
         let placement = durable.placements.get(&shard).and_then(|p| p.target.clone());
-        if home.is_none() && !moving && placement.is_none() {
+        let attributes = durable.attributes.get(&shard).cloned().unwrap_or_default();
+        if home.is_none() && !moving && placement.is_none() && attributes.is_empty() {
             return Err(Refusal::UnknownShard(shard));
         }
         let load = self.catalog.get(name)?.coordinator.load_of(&shard);
@@ -235,6 +236,7 @@ impl Driver {
             detail,
             moving,
             placement,
+            attributes,
         })
     }
 
@@ -247,6 +249,7 @@ impl Driver {
             }
             Operation::RebalanceNow { shards, immediate } => OperatorRequest::RebalanceNow { shards, immediate },
             Operation::SetSignal(signal) => OperatorRequest::SetSignal { signal },
+            Operation::SetAttributes(writes) => OperatorRequest::SetAttributes { writes },
         })
     }
 

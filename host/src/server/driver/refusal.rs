@@ -49,6 +49,9 @@ pub enum Refusal {
     /// A freeze or a lift was refused.
     #[error("{0}")]
     Freeze(String),
+    /// An attribute write was refused.
+    #[error("{0}")]
+    Attributes(String),
     /// A cluster-wide freeze with no type to hold it.
     #[error("the node has no entity type to freeze")]
     NoTypes,

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use shardalloc_proto::api::{
     ActivationInfo, RegionSummary, ShardLoadState, ShardState, StoredStrategy, StrategyState, TypeSummary,
 };
+use shardalloc_proto::attributes::ShardAttributes;
 use tokio::sync::oneshot;
 
 pub use super::refusal::Refusal;
@@ -38,6 +39,8 @@ pub enum Operation {
     },
     /// Set (or with `None` clear) the type's signal.
     SetSignal(Option<String>),
+    /// Write shards' attributes (each shard's whole map; empty clears).
+    SetAttributes(Vec<(String, ShardAttributes)>),
 }
 
 /// Which page of a list: at most `limit` items after the key `after`.

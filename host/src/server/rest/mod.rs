@@ -7,12 +7,14 @@
 //!
 //! - `health.rs`: `/healthz`, `/livez`, `/readyz`, `/metrics` (no token);
 //! - `types.rs`: entity types, their state and snapshot, the signal, where a shard is;
+//! - `attributes.rs`: shard attributes, one shard's or many at once;
 //! - `placements.rs`: placements and manual rebalance (external allocation);
 //! - `regions.rs`: regions and drain;
 //! - `freeze.rs`: a type's freezes and the cluster's;
 //! - `plan.rs`: what-if plans;
 //! - `strategies.rs`: upload, list, delete, activate, dry-run, shadow, roll back.
 
+pub mod attributes;
 pub mod cluster;
 pub mod freeze;
 pub mod health;

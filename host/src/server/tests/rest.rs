@@ -523,3 +523,67 @@ async fn types_regions_shards_and_drain_answer_their_shapes() {
     let answer = node.request(Method::PUT, "/v1/cluster/shards/cart/signal", Some("null")).await;
     assert_eq!(answer, (StatusCode::NO_CONTENT, Value::Null));
 }
+
+#[tokio::test]
+async fn shard_attributes_are_written_shown_and_refused_by_name() {
+    let node = TestNode::start();
+    let many = "/v1/cluster/shards/cart/attributes";
+    let body = json!({"shards": {"42": {"tier": "gold", "tenant": "acme"}, "43": {"tenant": "globex"}, "44": {}}});
+    let answer = node.request(Method::POST, many, Some(&body.to_string())).await;
+    assert_eq!(answer, (StatusCode::OK, json!({"changed": ["42", "43"]})));
+    // A shard with attributes and nothing else is known.
+    let (status, shard) = node.request(Method::GET, "/v1/cluster/shards/cart/shards/42", None).await;
+    assert_eq!(status, StatusCode::OK, "{shard}");
+    assert_eq!(shard["attributes"], json!({"tenant": "acme", "tier": "gold"}), "{shard}");
+    assert_eq!(shard["home"], Value::Null, "{shard}");
+    let one = "/v1/cluster/shards/cart/shards/43/attributes";
+    assert_eq!(
+        node.request(Method::PUT, one, Some(r#"{"tenant":"globex"}"#)).await,
+        (StatusCode::OK, json!({"changed": []}))
+    );
+    assert_eq!(node.request(Method::PUT, one, Some("{}")).await, (StatusCode::OK, json!({"changed": ["43"]})));
+    let gone = node.request(Method::GET, "/v1/cluster/shards/cart/shards/43", None).await;
+    assert_eq!(assert_error("a shard whose attributes were cleared", &gone, StatusCode::NOT_FOUND), "unknown-shard");
+
+    let seventeen: serde_json::Map<String, Value> = (0..17).map(|i| (format!("k{i}"), json!(""))).collect();
+    let too_many: Vec<Value> = (0..=10_000).map(|i| json!([i.to_string(), {}])).collect();
+    let too_many: serde_json::Map<String, Value> =
+        too_many.iter().map(|p| (p[0].as_str().unwrap().to_owned(), p[1].clone())).collect();
+    let cases = [
+        (
+            "a key with a space",
+            many,
+            json!({"shards": {"1": {"a b": "x"}}}),
+            "invalid-attributes",
+            r#"shard "1": an attribute key"#,
+        ),
+        (
+            "a value of 257 bytes",
+            many,
+            json!({"shards": {"1": {"k": "v".repeat(257)}}}),
+            "invalid-attributes",
+            "257 bytes",
+        ),
+        ("17 pairs", many, json!({"shards": {"1": seventeen}}), "invalid-attributes", "17 attributes"),
+        ("10,001 shards", many, json!({"shards": too_many}), "invalid-attributes", "10001 shards named"),
+        ("an empty shard id", many, json!({"shards": {"": {"k": "v"}}}), "invalid-shard-id", "shard:"),
+        ("no shards", many, json!({"shards": {}}), "invalid-attributes", "no shards named"),
+        ("a number as a value", many, json!({"shards": {"1": {"k": 1}}}), "invalid-body", "invalid JSON body"),
+        ("a field beside shards", many, json!({"shards": {}, "x": 1}), "invalid-body", "unknown field"),
+        ("a list for one shard", one, json!(["tenant"]), "invalid-body", "invalid JSON body"),
+    ];
+    for (what, path, body, code, says) in cases {
+        let method = if path == one { Method::PUT } else { Method::POST };
+        let answer = node.request(method, path, Some(&body.to_string())).await;
+        assert_eq!(assert_error(what, &answer, StatusCode::BAD_REQUEST), code, "{what}: {}", answer.1);
+        let message = answer.1["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(says), "{what}: {message}");
+    }
+    let unknown =
+        node.request(Method::POST, "/v1/cluster/shards/nope/attributes", Some(r#"{"shards":{"1":{}}}"#)).await;
+    assert_eq!(assert_error("an unknown type", &unknown, StatusCode::NOT_FOUND), "unknown-type");
+    // Nothing refused was written.
+    let (_, shard) = node.request(Method::GET, "/v1/cluster/shards/cart/shards/42", None).await;
+    assert_eq!(shard["attributes"], json!({"tenant": "acme", "tier": "gold"}), "{shard}");
+    assert_eq!(node.request(Method::GET, "/v1/cluster/shards/cart/shards/1", None).await.0, StatusCode::NOT_FOUND);
+}
