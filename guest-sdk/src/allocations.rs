@@ -12,6 +12,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
+use crate::attributes::Attributes;
 use crate::shard_ids::IdTable;
 use crate::view::{RegionId, Shard, shard_hash};
 
@@ -68,6 +69,10 @@ pub struct Allocations {
     /// Shards whose hand-off is in progress.
     moving: usize,
     ids: ShardIds,
+    /// The attributes of the shards that have some (contract 0.3), by
+    /// handle: natively always, in a component when the strategy asked for
+    /// them with its view; `None`: asked of the host per shard.
+    attributes: Option<HashMap<u32, Attributes>>,
 }
 
 /// One region's shards in allocation order: a walk along its list.
@@ -129,6 +134,7 @@ impl Allocations {
             len: 0,
             moving: 0,
             ids,
+            attributes: Some(HashMap::new()),
         }
     }
 
@@ -360,7 +366,40 @@ impl Allocations {
         if let ShardIds::Known(ids) = &mut self.ids {
             ids.clear(handle);
         }
+        if let Some(attributes) = &mut self.attributes {
+            attributes.remove(&handle);
+        }
         Ok(())
+    }
+
+    /// Sets a shard's attributes (empty: it has none).
+    pub(crate) fn set_attributes(&mut self, handle: u32, attributes: Attributes) -> Result<(), String> {
+        self.present(handle)?;
+        if let Some(kept) = &mut self.attributes {
+            match attributes.is_empty() {
+                true => kept.remove(&handle),
+                false => kept.insert(handle, attributes),
+            };
+        }
+        Ok(())
+    }
+
+    /// From now on a shard's attributes are asked of the host (a component
+    /// whose strategy did not ask for them with its view).
+    #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code, reason = "only a component asks the host for attributes"))]
+    pub(crate) fn attributes_from_host(&mut self) {
+        self.attributes = None;
+    }
+
+    /// Gives the shards with these ids their attributes (for a host or a
+    /// test that built the table with [`Allocations::from_ids`]); ids not
+    /// in the table are passed over.
+    pub fn attributes_ids<'a>(&mut self, attributes: impl IntoIterator<Item = (&'a str, Attributes)>) {
+        for (handle, given) in self.handles_of(attributes.into_iter().filter(|(_, a)| !a.is_empty())) {
+            if let Some(kept) = &mut self.attributes {
+                kept.insert(handle, given);
+            }
+        }
     }
 
     /// Marks the shards with these ids pinned where they are (for a host or
@@ -628,6 +667,24 @@ impl Allocations {
     /// The shard with this handle, if it is in the table.
     pub fn get(&self, handle: u32) -> Option<Shard> {
         self.homes.get(handle as usize).is_some_and(|home| *home != ABSENT).then(|| self.shard(handle))
+    }
+
+    /// The shard's attributes (contract 0.3; none when it has none). In a
+    /// component whose strategy did not set `needs_shard_attributes` this
+    /// asks the host, one call per shard.
+    pub fn attributes(&self, shard: Shard) -> Cow<'_, Attributes> {
+        match &self.attributes {
+            Some(kept) => Cow::Borrowed(kept.get(&shard.handle).unwrap_or(&crate::attributes::NONE)),
+            None => Cow::Owned(crate::host::shard_attributes(shard.handle)),
+        }
+    }
+
+    /// The value of one of the shard's attributes ([`Allocations::attributes`]).
+    pub fn attribute(&self, shard: Shard, key: &str) -> Option<Cow<'_, str>> {
+        match self.attributes(shard) {
+            Cow::Borrowed(attributes) => attributes.get(key).map(Cow::Borrowed),
+            Cow::Owned(attributes) => attributes.get(key).map(|v| Cow::Owned(v.to_owned())),
+        }
     }
 
     /// The shard's id. In a component without `needs_shard_names` this asks

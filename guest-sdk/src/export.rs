@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::thread::LocalKey;
 
 use crate::host::Level;
-use crate::kept::{Changes, FullView, Homed, KeptView, ShardLoads, ShardNames};
+use crate::kept::{Attributed, Changes, FullView, Homed, KeptView, ShardLoads, ShardNames};
 use crate::strategy::Strategy;
 use crate::view::{AllocationCause, Region, RegionId, RegionStatus, ShardKey, Topology};
 
@@ -56,6 +56,7 @@ pub fn describe<S: Strategy + Default>(state: &'static State<S>) -> wit::Info {
         description: info.description,
         config_schema: info.config_schema,
         needs_shard_ids: info.needs_shard_names,
+        needs_shard_attributes: info.needs_shard_attributes,
     }
 }
 
@@ -97,6 +98,12 @@ fn names(ids: wit::ShardIds) -> ShardNames {
     ShardNames { shards: ids.shards, text: ids.text, ends: ids.ends }
 }
 
+/// Takes `attributed` as it comes (checked where it is applied,
+/// [`Attributed::check`]).
+fn attributed(a: wit::Attributed) -> Attributed {
+    Attributed { shards: a.shards, counts: a.counts, text: a.text, ends: a.ends }
+}
+
 fn loads(loads: wit::ShardLoads) -> ShardLoads {
     ShardLoads { shards: loads.shards, loads: loads.loads }
 }
@@ -106,7 +113,10 @@ fn loads(loads: wit::ShardLoads) -> ShardLoads {
 /// otherwise each id read is a host call.
 pub fn load_view<S: Strategy + Default>(state: &'static State<S>, view: wit::View) -> u64 {
     install_panic_hook();
-    let named = with_strategy(state, |s| s.info().needs_shard_names);
+    let (named, attributes) = with_strategy(state, |s| {
+        let info = s.info();
+        (info.needs_shard_names, info.needs_shard_attributes)
+    });
     let full = FullView {
         generation: view.generation,
         topology: topology(view.topology, view.generation),
@@ -119,9 +129,13 @@ pub fn load_view<S: Strategy + Default>(state: &'static State<S>, view: wit::Vie
         pinned: view.pinned,
         loads: loads(view.loads),
         ids: names(view.ids),
+        attributes: attributed(view.attributes),
     };
     let kept = if named { KeptView::load_named(full) } else { KeptView::load(full) };
-    let kept = kept.unwrap_or_else(|e| panic!("the host's view does not load: {e}"));
+    let mut kept = kept.unwrap_or_else(|e| panic!("the host's view does not load: {e}"));
+    if !attributes {
+        kept.attributes_from_host();
+    }
     let checksum = kept.checksum();
     KEPT.with(|k| *k.borrow_mut() = Some(kept));
     checksum
@@ -147,6 +161,7 @@ pub fn apply(changes: wit::Changes) -> u64 {
         unpinned: changes.unpinned,
         loads: loads(changes.loads),
         named: names(changes.named),
+        attributes: attributed(changes.attributes),
     };
     KEPT.with(|k| match k.borrow_mut().as_mut() {
         Some(kept) => kept.apply(changes).unwrap_or_else(|e| panic!("the host's batch does not apply: {e}")),

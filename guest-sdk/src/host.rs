@@ -107,6 +107,20 @@ pub(crate) fn shard_id(handle: u32) -> String {
     }
 }
 
+/// The attributes of a shard in the current call's view or being
+/// allocated (components only; natively they are known up front).
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code, reason = "only a component asks the host for attributes"))]
+pub(crate) fn shard_attributes(handle: u32) -> crate::Attributes {
+    #[cfg(target_arch = "wasm32")]
+    {
+        crate::Attributes::new(wit_host::shard_attributes(handle).into_iter().map(|label| (label.key, label.value)))
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        unreachable!("native allocations always carry their attributes (handle {handle})")
+    }
+}
+
 #[cfg(target_arch = "wasm32")]
 use crate::bindings::shardalloc::strategy::host as wit_host;
 

@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 
+use crate::Attributes;
 use crate::allocations::{Allocations, MOVING, PINNED, ShardIds};
 use crate::view::{Topology, View};
 
@@ -137,6 +138,97 @@ impl ShardNames {
     }
 }
 
+/// Shard attributes, packed (contract 0.3's `attributed`): shard
+/// `shards[i]` has `counts[i]` pairs, after those of the shards before it;
+/// each pair is a key and a value, one after another in `text`, each
+/// ending at its entry of `ends`. Sent only to a strategy that asked for
+/// attributes ([`crate::Info::needs_shard_attributes`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Attributed {
+    /// Handles.
+    pub shards: Vec<u32>,
+    /// How many pairs each shard has.
+    pub counts: Vec<u32>,
+    /// Keys and values, one after another.
+    pub text: String,
+    /// Where each key and each value ends in `text` (byte offsets, rising).
+    pub ends: Vec<u32>,
+}
+
+impl Attributed {
+    /// Adds one shard with all its attributes (none: it has none left).
+    pub fn push<'a>(&mut self, shard: u32, pairs: impl IntoIterator<Item = (&'a str, &'a str)>) {
+        let mut count = 0;
+        for (key, value) in pairs {
+            for part in [key, value] {
+                self.text.push_str(part);
+                self.ends.push(u32::try_from(self.text.len()).expect("attributes of one batch within 4 GiB"));
+            }
+            count += 1;
+        }
+        self.shards.push(shard);
+        self.counts.push(count);
+    }
+
+    /// How many shards are listed.
+    pub fn len(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.shards.is_empty()
+    }
+
+    /// Adds another batch's shards after these.
+    pub fn extend(&mut self, other: &Attributed) {
+        for (shard, attributes) in other.iter() {
+            self.push(shard, attributes.iter());
+        }
+    }
+
+    /// Each shard with its attributes, in order. Call
+    /// [`Attributed::check`] first on attributes from elsewhere: an end out
+    /// of place panics here.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, Attributes)> + '_ {
+        let mut at = 0usize;
+        let mut start = 0usize;
+        self.shards.iter().zip(&self.counts).map(move |(&shard, &count)| {
+            let mut pairs = Vec::with_capacity(count as usize);
+            for _ in 0..count {
+                let (key_end, value_end) = (self.ends[at] as usize, self.ends[at + 1] as usize);
+                pairs.push((&self.text[start..key_end], &self.text[key_end..value_end]));
+                start = value_end;
+                at += 2;
+            }
+            (shard, Attributes::new(pairs))
+        })
+    }
+
+    /// Checks that the columns agree: a count per shard, a key end and a
+    /// value end per pair, each at or after the one before, within the
+    /// text and between characters; the error names the first that is not.
+    pub fn check(&self) -> Result<(), String> {
+        if self.shards.len() != self.counts.len() {
+            return Err(format!("{} attributed shards with {} counts", self.shards.len(), self.counts.len()));
+        }
+        let pairs: u64 = self.counts.iter().map(|&c| u64::from(c)).sum();
+        if pairs.saturating_mul(2) != self.ends.len() as u64 {
+            return Err(format!("{pairs} attribute pairs with {} ends", self.ends.len()));
+        }
+        let mut start = 0;
+        for (i, &end) in self.ends.iter().enumerate() {
+            if end < start || end as usize > self.text.len() || !self.text.is_char_boundary(end as usize) {
+                return Err(format!(
+                    "attribute end {i} is at byte {end}: not after {start}, within the text and on a character"
+                ));
+            }
+            start = end;
+        }
+        Ok(())
+    }
+}
+
 /// The whole view (the contract's `view`).
 #[derive(Clone, Debug)]
 pub struct FullView {
@@ -163,6 +255,9 @@ pub struct FullView {
     pub loads: ShardLoads,
     /// Every shard's id, when the strategy asked for ids (else empty).
     pub ids: ShardNames,
+    /// The attributes of every shard that has some, when the strategy
+    /// asked for them (else empty).
+    pub attributes: Attributed,
 }
 
 impl FullView {
@@ -180,6 +275,7 @@ impl FullView {
             pinned: Vec::new(),
             loads: ShardLoads::default(),
             ids: ShardNames::default(),
+            attributes: Attributed::default(),
         }
     }
 }
@@ -221,6 +317,10 @@ pub struct Changes {
     /// when the strategy asked for ids; applied after `unhomed`, before
     /// the shards arrive. The host's table always names them.
     pub named: ShardNames,
+    /// Shards whose attributes changed, or that enter the view with some,
+    /// each with all of its attributes now; applied last. The host's table
+    /// always lists them; a strategy that did not ask is sent none.
+    pub attributes: Attributed,
 }
 
 /// The splitmix64 finalizer: the contract's mixing function.
@@ -296,6 +396,7 @@ impl KeptView {
         kept.flag_all(&full.pinned, PINNED, true)?;
         kept.load_all(&full.loads)?;
         kept.sync_region_loads()?;
+        kept.attribute_all(&full.attributes)?;
         Ok(kept)
     }
 
@@ -376,6 +477,7 @@ impl KeptView {
         self.flag_all(&c.pinned, PINNED, true)?;
         self.flag_all(&c.unpinned, PINNED, false)?;
         self.load_all(&c.loads)?;
+        self.attribute_all(&c.attributes)?;
         self.generation = c.generation;
         Ok(())
     }
@@ -479,6 +581,22 @@ impl KeptView {
             })?;
         }
         Ok(())
+    }
+
+    /// Gives shards their attributes (not part of the checksum).
+    fn attribute_all(&mut self, attributed: &Attributed) -> Result<(), String> {
+        attributed.check()?;
+        for (shard, attributes) in attributed.iter() {
+            self.table.set_attributes(shard, attributes)?;
+        }
+        Ok(())
+    }
+
+    /// From now on the table asks the host for attributes, one shard at a
+    /// time (a component whose strategy did not ask for them in bulk).
+    #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code, reason = "only a component asks the host for attributes"))]
+    pub(crate) fn attributes_from_host(&mut self) {
+        self.table.attributes_from_host();
     }
 
     fn replace_topology(&mut self, topology: Topology, metrics: Vec<f64>) -> Result<(), String> {

@@ -556,3 +556,70 @@ proptest! {
         }
     }
 }
+
+fn attributed(entries: &[(u32, &[(&str, &str)])]) -> Attributed {
+    let mut attributed = Attributed::default();
+    for (shard, pairs) in entries {
+        attributed.push(*shard, pairs.iter().copied());
+    }
+    attributed
+}
+
+fn attributes_of(kept: &KeptView, handle: u32) -> Vec<(String, String)> {
+    let table = kept.allocations();
+    let shard = table.get(handle).expect("in the view");
+    table.attributes(shard).iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect()
+}
+
+#[test]
+fn attributes_come_with_the_view_change_by_batch_and_leave_with_the_shard() {
+    let full = FullView {
+        homed: homed(&[(0, 0), (1, 0), (2, 1)]),
+        attributes: attributed(&[(0, &[("tier", "gold"), ("tenant", "acme")]), (2, &[("tenant", "globex")])]),
+        ..empty(&["a", "b"])
+    };
+    let mut kept = KeptView::load_named(full.clone()).unwrap();
+    let checksum = kept.checksum();
+    let pairs = |p: &[(&str, &str)]| p.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<Vec<_>>();
+    assert_eq!(attributes_of(&kept, 0), pairs(&[("tenant", "acme"), ("tier", "gold")]), "sorted by key");
+    assert_eq!(attributes_of(&kept, 1), pairs(&[]));
+    assert_eq!(kept.allocations().attribute(kept.allocations().get(2).unwrap(), "tenant").as_deref(), Some("globex"));
+    // A batch replaces a shard's attributes whole; no pairs clears them;
+    // a shard new to the view brings its own; attributes are not part of the checksum.
+    let changes = Changes {
+        homed: homed(&[(5, 1)]),
+        attributes: attributed(&[(0, &[("tenant", "initech")]), (2, &[]), (5, &[("tenant", "hooli")])]),
+        ..batch(8)
+    };
+    assert_eq!(kept.apply(changes).unwrap(), kept.checksum());
+    assert_eq!(attributes_of(&kept, 0), pairs(&[("tenant", "initech")]));
+    assert_eq!(attributes_of(&kept, 2), pairs(&[]));
+    assert_eq!(attributes_of(&kept, 5), pairs(&[("tenant", "hooli")]));
+    let without_new = KeptView::load_named(FullView { attributes: Attributed::default(), ..full }).unwrap();
+    assert_eq!(without_new.checksum(), checksum, "attributes do not change the checksum");
+    // A retired shard's handle comes back without them.
+    kept.apply(Changes { retired: vec![5], ..batch(9) }).unwrap();
+    kept.apply(Changes { homed: homed(&[(5, 0)]), ..batch(10) }).unwrap();
+    assert_eq!(attributes_of(&kept, 5), pairs(&[]));
+    // Merged batches read the same as the batches one by one.
+    let mut merged = attributed(&[(0, &[("a", "1")])]);
+    merged.extend(&attributed(&[(1, &[("b", "2"), ("c", "3")])]));
+    assert_eq!(merged, attributed(&[(0, &[("a", "1")]), (1, &[("b", "2"), ("c", "3")])]));
+}
+
+#[test]
+fn bad_attribute_columns_are_refused_by_name() {
+    let good = attributed(&[(0, &[("tenant", "acme")])]);
+    let cases = [
+        (Attributed { counts: vec![], ..good.clone() }, "1 attributed shards with 0 counts"),
+        (Attributed { counts: vec![2], ..good.clone() }, "2 attribute pairs with 2 ends"),
+        (Attributed { ends: vec![6, 99], ..good.clone() }, "attribute end 1 is at byte 99"),
+        (Attributed { ends: vec![7, 6], ..good.clone() }, "attribute end 1 is at byte 6: not after 7"),
+        (Attributed { shards: vec![9], ..good.clone() }, "9"),
+    ];
+    for (bad, expected) in cases {
+        let full = FullView { homed: homed(&[(0, 0)]), attributes: bad.clone(), ..empty(&["a"]) };
+        let error = KeptView::load_named(full).unwrap_err();
+        assert!(error.contains(expected), "{bad:?}: {error}");
+    }
+}

@@ -14,6 +14,7 @@
 //!   topology's part of the suitability order;
 //! - [`view`]: the per-call [`View`], the shard key and hash;
 //! - [`allocations`]: [`Allocations`], the shard table `rebalance` reads;
+//! - [`attributes`]: a shard's [`Attributes`] (`tenant=acme`), contract 0.3;
 //! - [`kept`]: the view a component of contract 0.3 keeps from the host's
 //!   batches of changes, and the view checksum;
 //! - [`strategy`]: the [`Strategy`] trait and [`Info`];
@@ -27,6 +28,7 @@
 //! - `export` (wasm32 only): the glue behind [`export_strategy!`].
 
 pub mod allocations;
+pub mod attributes;
 pub mod config;
 pub mod conformance;
 pub mod host;
@@ -45,6 +47,7 @@ pub mod bindings;
 #[cfg(target_arch = "wasm32")]
 mod export;
 
+pub use attributes::Attributes;
 pub use host::{Level, LogRecord, log};
 pub use snapshot::{Snapshot, SnapshotRegion};
 pub use strategy::{Info, Strategy};

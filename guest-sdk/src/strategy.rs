@@ -20,6 +20,12 @@ pub struct Info {
     /// when `rebalance` reads ids: one call per shard does not fit a call's
     /// deadline at a million shards.
     pub needs_shard_names: bool,
+    /// When true the host sends every shard's attributes with the view, in
+    /// bulk (contract 0.3's `needs-shard-attributes`), so
+    /// [`Allocations::attributes`] costs nothing; otherwise it asks the
+    /// host, one call per shard. [`ShardKey::attributes`] (in `allocate`)
+    /// asks the host either way, once per call that reads it.
+    pub needs_shard_attributes: bool,
 }
 
 /// Allocation logic. Implement it over the plain view types, unit-test it

@@ -19,6 +19,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::attributes::Attributes;
 use crate::snapshot::{Snapshot, SnapshotRegion};
 use crate::strategy::Strategy;
 use crate::view::{Allocations, RegionStatus, ShardKey, View};
@@ -36,6 +37,9 @@ pub struct Scenario {
     pub since: BTreeMap<String, u64>,
     /// The host's time the strategy is called at ([`View::now`]).
     pub now: u64,
+    /// Shard attributes by id (contract 0.3), for shards in the view and
+    /// for the shards `allocate` is asked about.
+    pub attributes: BTreeMap<String, Attributes>,
 }
 
 impl Scenario {
@@ -48,6 +52,20 @@ impl Scenario {
     pub fn since(mut self, shard: &str, at: u64) -> Self {
         self.since.insert(shard.to_owned(), at);
         self
+    }
+
+    /// Shard `shard` has the attribute `key` = `value` (in the view, and
+    /// when `allocate` is asked about it).
+    pub fn attribute(mut self, shard: &str, key: &str, value: &str) -> Self {
+        let entry = self.attributes.entry(shard.to_owned()).or_default();
+        *entry = Attributes::new(entry.iter().filter(|(k, _)| *k != key).chain([(key, value)]));
+        self
+    }
+
+    /// The key `allocate` is asked about: the shard's id, with its
+    /// attributes.
+    fn key(&self, shard: &str) -> ShardKey {
+        ShardKey::new(shard).with_attributes(self.attributes.get(shard).cloned().unwrap_or_default())
     }
 
     /// The strategy is called at the host's time `now`.
@@ -177,6 +195,7 @@ impl Scenario {
         let mut table = self.snapshot.allocations();
         table.load_ids(self.loads.iter().map(|(shard, load)| (shard.as_str(), *load)));
         table.since_ids(self.since.iter().map(|(shard, at)| (shard.as_str(), *at)));
+        table.attributes_ids(self.attributes.iter().map(|(shard, a)| (shard.as_str(), a.clone())));
         table
     }
 
@@ -194,7 +213,7 @@ impl Scenario {
     ) -> Result<String, String> {
         let view = self.view();
         let requester = requester.map(|a| view.find(a).unwrap_or_else(|| panic!("no region {a:?}")));
-        let region = strategy.allocate(&view, &ShardKey::new(shard), requester)?;
+        let region = strategy.allocate(&view, &self.key(shard), requester)?;
         let address = view
             .regions()
             .get(region.index())
@@ -253,7 +272,7 @@ impl Scenario {
         cause: crate::AllocationCause,
     ) -> Result<String, String> {
         let view = self.view();
-        let region = strategy.allocate(&view, &ShardKey::new(shard).with_cause(cause), None)?;
+        let region = strategy.allocate(&view, &self.key(shard).with_cause(cause), None)?;
         let address = view
             .regions()
             .get(region.index())

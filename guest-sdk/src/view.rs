@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use crate::attributes::Attributes;
+
 pub use crate::allocations::Allocations;
 
 pub use crate::topology::{Ranks, Region, RegionId, RegionStatus, Topology, compare_versions};
@@ -269,6 +271,7 @@ pub struct ShardKey {
     /// The host's handle of the shard, to ask for its id.
     handle: u32,
     cause: AllocationCause,
+    attributes: std::cell::OnceCell<Attributes>,
 }
 
 impl ShardKey {
@@ -276,7 +279,19 @@ impl ShardKey {
     pub fn new(id: impl Into<String>) -> Self {
         let id = id.into();
         let hash = shard_hash(&id);
-        ShardKey { hash, id: std::cell::OnceCell::from(id), handle: u32::MAX, cause: AllocationCause::NewShard }
+        ShardKey {
+            hash,
+            id: std::cell::OnceCell::from(id),
+            handle: u32::MAX,
+            cause: AllocationCause::NewShard,
+            attributes: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The same key with the shard's attributes (natively: a key without
+    /// them reads none).
+    pub fn with_attributes(self, attributes: Attributes) -> Self {
+        ShardKey { attributes: std::cell::OnceCell::from(attributes), ..self }
     }
 
     /// The same key with another cause.
@@ -291,13 +306,27 @@ impl ShardKey {
         allow(dead_code, reason = "only a component asks the host for ids; natively every id is known up front")
     )]
     pub(crate) fn from_host(handle: u32, hash: u64, cause: AllocationCause) -> Self {
-        ShardKey { hash, id: std::cell::OnceCell::new(), handle, cause }
+        ShardKey { hash, id: std::cell::OnceCell::new(), handle, cause, attributes: std::cell::OnceCell::new() }
     }
 
     /// The shard's id. In a component it is asked of the host the first
     /// time it is read, so a strategy that places by hash pays nothing.
     pub fn id(&self) -> &str {
         self.id.get_or_init(|| crate::host::shard_id(self.handle))
+    }
+
+    /// The shard's attributes (`tenant=acme`; contract 0.3). In a component
+    /// they are asked of the host the first time they are read.
+    pub fn attributes(&self) -> &Attributes {
+        self.attributes.get_or_init(|| match self.handle {
+            u32::MAX => Attributes::default(),
+            handle => crate::host::shard_attributes(handle),
+        })
+    }
+
+    /// The value of one of the shard's attributes.
+    pub fn attribute(&self, key: &str) -> Option<&str> {
+        self.attributes().get(key)
     }
 
     /// Why the shard needs a home: new, its region gone, drained, a

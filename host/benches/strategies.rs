@@ -262,7 +262,7 @@ fn table_of(regions: usize, shards: usize, ids: &[String]) -> (Arc<ShardTable>, 
         None,
     ));
     let homes = ids.iter().take(shards).enumerate().map(|(i, id)| (id.as_str(), (i % regions) as u32, 0));
-    let table = Arc::new(ShardTable::build(&topology, Vec::new(), homes, [], [], []));
+    let table = Arc::new(ShardTable::build(&topology, Vec::new(), homes, [], [], [], []));
     let counts = (0..regions).map(|r| (shards / regions + usize::from(r < shards % regions)) as u32).collect();
     let view = ClusterView::for_allocation(topology, Vec::new(), counts).unwrap().with_table(table.clone());
     (table, view)

@@ -313,6 +313,10 @@ fn inspect_applies_a_config_first() {
     let new = lines(&shardalloc(&["strategy", "inspect", "least-shard", "--config", config]));
     assert_eq!(new[0]["needs_shard_names"], true);
     assert_eq!(lines(&shardalloc(&["strategy", "inspect", "least-shard"]))[0]["needs_shard_names"], false);
+    // And the shards' attributes, when its settings read them.
+    let zone = lines(&shardalloc(&["strategy", "inspect", "zone", "--config", r#"{"attribute":"region"}"#]));
+    assert_eq!(zone[0]["needs_shard_attributes"], true);
+    assert_eq!(lines(&shardalloc(&["strategy", "inspect", "zone"]))[0]["needs_shard_attributes"], false);
 }
 
 /// A settings file whose load or churn settings cannot work is refused at

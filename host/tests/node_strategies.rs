@@ -317,3 +317,51 @@ async fn a_strategy_reading_every_id_swaps_into_a_type_of_100_000_shards() {
         region.shutdown().await;
     }
 }
+
+/// The built-in zone strategy as a component, set to read a shard
+/// attribute: an operator's attribute decides where a shard is homed and
+/// where a rebalance takes it (the attribute crossing into the component
+/// for `allocate` on request, and with the view for `rebalance`).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_shard_attribute_steers_the_zone_strategy_on_the_node() {
+    let node = Node::start(&fast_args(&[])).await;
+    let admin = node.admin();
+    let journal = Journal::default();
+    let network = InMemoryTransport::new();
+    let zoned = |zone: &'static str| {
+        move |config: &mut shardalloc_client::region::RegionConfig| {
+            config.labels.insert("zone".into(), zone.into());
+        }
+    };
+    let eu = node.region("cart", "eu-1", &journal, &network, zoned("eu"));
+    let us = node.region("cart", "us-1", &journal, &network, zoned("us"));
+    registered(&eu).await;
+    registered(&us).await;
+    let config = Some(serde_json::json!({"attribute": "region"}));
+    let activated = admin
+        .activate("cart", &ActivateRequest { strategy: "zone".into(), config, force: false })
+        .await
+        .expect("activate zone reading the region attribute");
+    assert_eq!(activated.active.name, "zone");
+    let us_shards: std::collections::BTreeMap<String, _> = (0..20)
+        .map(|i| (format!("acct-{i}"), shardalloc_proto::attributes::ShardAttributes::new([("region", "us")]).unwrap()))
+        .collect();
+    admin.write_attributes("cart", us_shards).await.unwrap();
+    for i in 0..20 {
+        let shard = format!("acct-{i}");
+        // Asked by the eu region, homed where the attribute says.
+        assert_eq!(eu.home_of(&shard).await.unwrap(), "us-1", "{shard}");
+    }
+    // The attribute changes: the next rebalances bring the shard over.
+    let eu_now = shardalloc_proto::attributes::ShardAttributes::new([("region", "eu")]).unwrap();
+    admin.set_shard_attributes("cart", "acct-3", &eu_now).await.unwrap();
+    wait_for("acct-3 to move to eu-1", Duration::from_secs(60), async || {
+        admin.shard("cart", "acct-3").await.ok().and_then(|s| s.home).filter(|home| home == "eu-1")
+    })
+    .await;
+    let others = admin.shard("cart", "acct-4").await.unwrap();
+    assert_eq!(others.home.as_deref(), Some("us-1"), "{others:?}");
+    for region in [eu, us] {
+        region.shutdown().await;
+    }
+}

@@ -73,7 +73,10 @@ impl Coordinator {
             self.wait(shard, cause);
             return None;
         }
-        let view = self.allocation_view().because(cause).at(self.now);
+        let mut view = self.allocation_view().because(cause).at(self.now);
+        if let Some(attributes) = self.durable.attributes.get(shard) {
+            view = view.with_attributes(super::state::strategy_attributes(attributes));
+        }
         let decision = self.external.allocate_to(&view, shard, requester, to);
         // The view lends the shard table: let it go before the table changes,
         // or the change copies the whole table.

@@ -509,12 +509,20 @@ impl Coordinator {
                     table.home(shard, &home.region, home.at).expect("the region is in the topology it was just given");
                 }
                 let pinned = pinned_at(&self.durable, shard);
-                Arc::make_mut(self.table.as_mut().expect("built")).set_pinned(shard, pinned);
+                let table = Arc::make_mut(self.table.as_mut().expect("built"));
+                table.set_pinned(shard, pinned);
+                // A shard entering the view brings its attributes.
+                if let Some(attributes) = self.durable.attributes.get(shard) {
+                    table.set_attributes(shard, &state::strategy_attributes(attributes));
+                }
                 if self.loads.current.get(shard).is_some_and(|l| l.load != 0.0) {
                     self.loads.show(shard);
                 }
             }
             Change::HomeRemoved { shard } => Arc::make_mut(table).unhome(shard),
+            Change::AttributesSet { shard, attributes } => {
+                Arc::make_mut(table).set_attributes(shard, &state::strategy_attributes(attributes))
+            }
             Change::HandOffStarted { shard, .. } => Arc::make_mut(table).set_moving(shard, true),
             Change::HandOffEnded { shard } => Arc::make_mut(table).set_moving(shard, false),
             Change::PlacementWritten { shard, .. } | Change::PlacementPurged { shard } => {

@@ -487,13 +487,19 @@ impl Durable {
             .filter(|(shard, target)| self.homes.get(*shard).is_some_and(|home| *home.region == ***target))
             .map(|(shard, _)| shard.as_str());
         let loads = loads.into_iter().filter(|(_, load)| *load != 0.0);
-        ShardTable::build(topology, metrics, homes, self.handoffs.keys().map(String::as_str), pinned, loads)
+        let attributes = self.attributes.iter().map(|(shard, a)| (shard.as_str(), strategy_attributes(a)));
+        ShardTable::build(topology, metrics, homes, self.handoffs.keys().map(String::as_str), pinned, loads, attributes)
     }
 
     /// The live placements: shard → target.
     pub fn live_placements(&self) -> impl Iterator<Item = (&String, &String)> {
         self.placements.iter().filter_map(|(s, e)| e.target.as_ref().map(|t| (s, t)))
     }
+}
+
+/// A shard's attributes as strategies read them.
+pub fn strategy_attributes(attributes: &ShardAttributes) -> shardalloc_guest::Attributes {
+    shardalloc_guest::Attributes::new(attributes.iter())
 }
 
 #[cfg(test)]

@@ -727,6 +727,7 @@ impl crate::strategy::AllocationStrategy for Scripted {
             description: String::new(),
             config_schema: "{}".into(),
             needs_shard_names: false,
+            needs_shard_attributes: false,
         })
     }
 

@@ -26,6 +26,8 @@ pub struct HostState {
     /// The id of the shard being allocated: a buffer kept between calls,
     /// so an allocation allocates no string on the host.
     pub allocating_id: String,
+    /// The attributes of the shard being allocated (contract 0.3).
+    pub allocating_attributes: shardalloc_guest::Attributes,
     /// Linear memory cap of this store, in bytes.
     pub memory_limit: usize,
     /// Set when a memory growth was refused: a trap that follows is
@@ -137,6 +139,20 @@ impl v0_3::wit_host::Host for HostState {
 
     fn shard_id(&mut self, handle: u32) -> String {
         self.kept_shard_id(handle)
+    }
+
+    fn shard_attributes(&mut self, handle: u32) -> Vec<v0_3::wit::LabelResult> {
+        let label =
+            |(key, value): (&str, &str)| v0_3::wit::LabelResult { key: key.to_owned(), value: value.to_owned() };
+        if self.allocating == Some(handle) {
+            return self.allocating_attributes.iter().map(label).collect();
+        }
+        let Some(table) = &self.table else { return Vec::new() };
+        let allocations = table.allocations();
+        match allocations.get(handle) {
+            Some(shard) => allocations.attributes(shard).iter().map(label).collect(),
+            None => Vec::new(),
+        }
     }
 }
 

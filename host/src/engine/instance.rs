@@ -44,9 +44,10 @@ enum Guest {
 enum KeptWorld {
     /// Contract 0.2.
     V0_2(v0_2::World),
-    /// Contract 0.3; `ids`: the strategy asked for shard ids with its view
-    /// (`needs-shard-ids`, as it said after its configuration).
-    V0_3 { world: v0_3::World, ids: bool },
+    /// Contract 0.3; `wants`: what the strategy asked to be sent with its
+    /// view (`needs-shard-ids`, `needs-shard-attributes`, as it said after
+    /// its configuration).
+    V0_3 { world: v0_3::World, wants: lower::v3::Wants },
 }
 
 /// The kinds of decision a kept-view instance has not made since its last
@@ -200,6 +201,7 @@ impl Sandboxed {
             table: None,
             allocating: None,
             allocating_id: String::new(),
+            allocating_attributes: Default::default(),
             memory_limit: self.limits.memory,
             memory_denied: false,
             memory_bytes: 0,
@@ -240,7 +242,7 @@ impl Sandboxed {
                 }
                 Pre::V0_3(pre) => {
                     let world = pre.instantiate(&mut store).map_err(|e| instantiating(e, &store))?;
-                    let world = KeptWorld::V0_3 { world, ids: false };
+                    let world = KeptWorld::V0_3 { world, wants: lower::v3::Wants::default() };
                     Guest::Kept { world, copy: None, topology: None, fresh: Fresh::default() }
                 }
             };
@@ -281,13 +283,17 @@ impl Sandboxed {
                         .map_err(|e| describing(e, &store))?;
                     self.info.needs_shard_names = described.needs_shard_names;
                 }
-                Guest::Kept { world: KeptWorld::V0_3 { world, ids }, .. } => {
+                Guest::Kept { world: KeptWorld::V0_3 { world, wants }, .. } => {
                     let described = world
                         .shardalloc_strategy_allocator()
                         .call_describe(&mut store)
                         .map_err(|e| describing(e, &store))?;
                     self.info.needs_shard_names = described.needs_shard_ids;
-                    *ids = described.needs_shard_ids;
+                    self.info.needs_shard_attributes = described.needs_shard_attributes;
+                    *wants = lower::v3::Wants {
+                        ids: described.needs_shard_ids,
+                        attributes: described.needs_shard_attributes,
+                    };
                 }
                 Guest::Kept { world: KeptWorld::V0_2(_), .. } => {}
             }
@@ -432,9 +438,9 @@ fn sync(
                         let allocator = world.shardalloc_strategy_allocator();
                         lower::v2::with_changes(&batch, |changes| allocator.call_apply(&mut *store, changes))?
                     }
-                    KeptWorld::V0_3 { world, ids } => {
+                    KeptWorld::V0_3 { world, wants } => {
                         let allocator = world.shardalloc_strategy_allocator();
-                        lower::v3::with_changes(&batch, *ids, |changes| allocator.call_apply(&mut *store, changes))?
+                        lower::v3::with_changes(&batch, *wants, |changes| allocator.call_apply(&mut *store, changes))?
                     }
                 });
             }
@@ -451,11 +457,14 @@ fn sync(
                     let full = table.full_view(false);
                     lower::v2::with_view(&full, |view| allocator.call_load_view(&mut *store, view))?
                 }
-                KeptWorld::V0_3 { world, ids } => {
+                KeptWorld::V0_3 { world, wants } => {
                     let allocator = world.shardalloc_strategy_allocator();
                     let full = table.full_view(false);
-                    let packed = ids.then(|| lower::v3::pack_table(table));
-                    lower::v3::with_view(&full, packed.as_ref(), |view| allocator.call_load_view(&mut *store, view))?
+                    let packed = wants.ids.then(|| lower::v3::pack_table(table));
+                    let attributed = wants.attributes.then(|| lower::v3::pack_attributes(table));
+                    lower::v3::with_view(&full, packed.as_ref(), attributed.as_ref(), |view| {
+                        allocator.call_load_view(&mut *store, view)
+                    })?
                 }
             };
             let full_generation = table.generation();
@@ -588,6 +597,7 @@ impl Sandboxed {
             state.allocating = Some(handle);
             state.allocating_id.clear();
             state.allocating_id.push_str(shard);
+            state.allocating_attributes = view.attributes().clone();
             let (index, refused) = match world {
                 KeptWorld::V0_2(world) => {
                     let allocator = world.shardalloc_strategy_allocator();

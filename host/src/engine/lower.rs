@@ -57,10 +57,10 @@ pub mod v1 {
 /// The records of a topology, the same in contracts 0.2 and 0.3: expanded
 /// in each contract's module, over its `wit`.
 macro_rules! topology_records {
-    () => {
+    ($label:ident) => {
         /// A topology's parts the records borrow.
         struct Parts<'a> {
-            labels: Vec<Vec<wit::Label<'a>>>,
+            labels: Vec<Vec<wit::$label<'a>>>,
             names: Vec<&'a str>,
         }
 
@@ -69,7 +69,7 @@ macro_rules! topology_records {
                 labels: topology
                     .regions()
                     .iter()
-                    .map(|r| r.labels.iter().map(|(k, v)| wit::Label { key: k, value: v }).collect())
+                    .map(|r| r.labels.iter().map(|(k, v)| wit::$label { key: k, value: v }).collect())
                     .collect(),
                 names: topology.metric_names().iter().map(String::as_str).collect(),
             }
@@ -105,7 +105,7 @@ pub mod v2 {
     use super::*;
     use v0_2::wit;
 
-    topology_records!();
+    topology_records!(Label);
 
     /// Calls `f` with a batch as the contract's `changes`.
     pub fn with_changes<R>(c: &Changes, f: impl FnOnce(wit::Changes<'_>) -> R) -> R {
@@ -155,10 +155,10 @@ pub mod v2 {
 /// Contract 0.3.
 pub mod v3 {
     use super::*;
-    use shardalloc_guest::kept::ShardNames;
+    use shardalloc_guest::kept::{Attributed, ShardNames};
     use v0_3::wit;
 
-    topology_records!();
+    topology_records!(LabelParam);
 
     /// Every shard's id in `table`, packed straight from it as the
     /// contract's `shard-ids` (one text and each id's end: no string per
@@ -171,6 +171,34 @@ pub mod v3 {
         names
     }
 
+    /// The attributes of every shard in `table` that has some, packed as
+    /// the contract's `attributed`.
+    pub fn pack_attributes(table: &crate::strategy::table::ShardTable) -> Attributed {
+        let mut attributed = Attributed::default();
+        let allocations = table.allocations();
+        for shard in table.shards() {
+            let attributes = allocations.attributes(shard);
+            if !attributes.is_empty() {
+                attributed.push(shard.handle, attributes.iter());
+            }
+        }
+        attributed
+    }
+
+    /// `attributed` as the contract's record, as it is; none when the
+    /// strategy did not ask for attributes.
+    fn attributes(attributed: &Attributed, wanted: bool) -> wit::Attributed<'_> {
+        if !wanted {
+            return wit::Attributed { shards: &[], counts: &[], text: "", ends: &[] };
+        }
+        wit::Attributed {
+            shards: &attributed.shards,
+            counts: &attributed.counts,
+            text: &attributed.text,
+            ends: &attributed.ends,
+        }
+    }
+
     /// `names` as the contract's `shard-ids`, as they are (they are packed
     /// already); none when the strategy did not ask for ids.
     fn ids(names: &ShardNames, wanted: bool) -> wit::ShardIds<'_> {
@@ -180,9 +208,18 @@ pub mod v3 {
         wit::ShardIds { shards: &names.shards, text: &names.text, ends: &names.ends }
     }
 
+    /// What a strategy asked to be sent with its view and batches.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub struct Wants {
+        /// Shard ids (`needs-shard-ids`).
+        pub ids: bool,
+        /// Shard attributes (`needs-shard-attributes`).
+        pub attributes: bool,
+    }
+
     /// Calls `f` with a batch as the contract's `changes`, with the ids of
-    /// the shards it brings when `with_ids`.
-    pub fn with_changes<R>(c: &Changes, with_ids: bool, f: impl FnOnce(wit::Changes<'_>) -> R) -> R {
+    /// the shards it brings and their attributes as the strategy `wants`.
+    pub fn with_changes<R>(c: &Changes, wants: Wants, f: impl FnOnce(wit::Changes<'_>) -> R) -> R {
         let parts = c.topology.as_ref().map(parts);
         let regions = c.topology.as_ref().zip(parts.as_ref()).map(|(t, p)| regions(t, p));
         let topology = c
@@ -211,13 +248,21 @@ pub mod v3 {
             pinned: &c.pinned,
             unpinned: &c.unpinned,
             loads: wit::ShardLoads { shards: &c.loads.shards, loads: &c.loads.loads },
-            named: ids(&c.named, with_ids),
+            named: ids(&c.named, wants.ids),
+            attributes: attributes(&c.attributes, wants.attributes),
         })
     }
 
     /// Calls `f` with a whole view as the contract's `view`: its ids
-    /// those `given` ([`pack_table`]), else the view's own.
-    pub fn with_view<R>(v: &FullView, given: Option<&ShardNames>, f: impl FnOnce(wit::View<'_>) -> R) -> R {
+    /// those `given` ([`pack_table`]), else the view's own, and its
+    /// attributes those `attributed` ([`pack_attributes`]), else the
+    /// view's own.
+    pub fn with_view<R>(
+        v: &FullView,
+        given: Option<&ShardNames>,
+        attributed: Option<&Attributed>,
+        f: impl FnOnce(wit::View<'_>) -> R,
+    ) -> R {
         let parts = parts(&v.topology);
         let regions = regions(&v.topology, &parts);
         let names = given.unwrap_or(&v.ids);
@@ -238,6 +283,7 @@ pub mod v3 {
             pinned: &v.pinned,
             loads: wit::ShardLoads { shards: &v.loads.shards, loads: &v.loads.loads },
             ids: ids(names, true),
+            attributes: attributes(attributed.unwrap_or(&v.attributes), true),
         })
     }
 

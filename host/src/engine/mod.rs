@@ -341,6 +341,7 @@ fn describe(engine: &wasmtime::Engine, pre: &Pre) -> Result<Info, LoadError> {
         table: None,
         allocating: None,
         allocating_id: String::new(),
+        allocating_attributes: Default::default(),
         memory_limit: limits.memory,
         memory_denied: false,
         memory_bytes: 0,
@@ -353,21 +354,22 @@ fn describe(engine: &wasmtime::Engine, pre: &Pre) -> Result<Info, LoadError> {
     let instantiating =
         |e: wasmtime::Error| LoadError::Fault { during: "while instantiating", detail: format!("{e:#}") };
     let describing = |e: wasmtime::Error| LoadError::Fault { during: "in describe", detail: format!("{e:#}") };
-    let (name, version, description, config_schema, needs_shard_names) = match pre {
+    let (name, version, description, config_schema, needs_shard_names, needs_shard_attributes) = match pre {
         Pre::V0_1(pre) => {
             let world = pre.instantiate(&mut store).map_err(instantiating)?;
             let info = world.shardalloc_strategy_allocator().call_describe(&mut store).map_err(describing)?;
-            (info.name, info.version, info.description, info.config_schema, info.needs_shard_names)
+            (info.name, info.version, info.description, info.config_schema, info.needs_shard_names, false)
         }
         Pre::V0_2(pre) => {
             let world = pre.instantiate(&mut store).map_err(instantiating)?;
             let info = world.shardalloc_strategy_allocator().call_describe(&mut store).map_err(describing)?;
-            (info.name, info.version, info.description, info.config_schema, false)
+            (info.name, info.version, info.description, info.config_schema, false, false)
         }
         Pre::V0_3(pre) => {
             let world = pre.instantiate(&mut store).map_err(instantiating)?;
             let info = world.shardalloc_strategy_allocator().call_describe(&mut store).map_err(describing)?;
-            (info.name, info.version, info.description, info.config_schema, info.needs_shard_ids)
+            let (ids, attributes) = (info.needs_shard_ids, info.needs_shard_attributes);
+            (info.name, info.version, info.description, info.config_schema, ids, attributes)
         }
     };
     // Guest-supplied text is recorded with decisions and shown to
@@ -379,5 +381,6 @@ fn describe(engine: &wasmtime::Engine, pre: &Pre) -> Result<Info, LoadError> {
         description: cut(description, 4 * MAX_INFO_FIELD),
         config_schema: cut(config_schema, MAX_CONFIG_SCHEMA),
         needs_shard_names,
+        needs_shard_attributes,
     })
 }

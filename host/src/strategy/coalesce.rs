@@ -9,7 +9,7 @@
 //!
 //! - a shard's changes merge when each later one comes after the earlier
 //!   ones in field order, or touches another part of the shard (its home,
-//!   its hand-off flag, its pin, its load); a shard retired or arriving
+//!   its hand-off flag, its pin, its load, its attributes); a shard retired or arriving
 //!   never merges a change out of order;
 //! - lists keep their order, so shards homed in one region stay in the
 //!   order they were homed (the newest last);
@@ -26,7 +26,7 @@ use shardalloc_guest::kept::Changes;
 /// The fields a shard was touched in, one bit per [`Field`].
 type Fields = u16;
 
-const ALL: [Field; 10] = [
+const ALL: [Field; 11] = [
     Field::Retired,
     Field::Unhomed,
     Field::Named,
@@ -37,6 +37,7 @@ const ALL: [Field; 10] = [
     Field::Pinned,
     Field::Unpinned,
     Field::Load,
+    Field::Attributes,
 ];
 
 fn bit(field: Field) -> Fields {
@@ -57,6 +58,8 @@ enum Field {
     Pinned,
     Unpinned,
     Load,
+    /// Its attributes (applied last).
+    Attributes,
 }
 
 /// The part of a shard a field changes: fields of different parts commute,
@@ -68,6 +71,7 @@ fn part(field: Field) -> Option<u8> {
         Field::Moving | Field::Settled => Some(1),
         Field::Pinned | Field::Unpinned => Some(2),
         Field::Load => Some(3),
+        Field::Attributes => Some(4),
     }
 }
 
@@ -92,6 +96,7 @@ fn touches(batch: &Changes) -> impl Iterator<Item = (u32, Field)> + '_ {
         .chain(batch.pinned.iter().map(|&h| (h, Field::Pinned)))
         .chain(batch.unpinned.iter().map(|&h| (h, Field::Unpinned)))
         .chain(batch.loads.shards.iter().map(|&h| (h, Field::Load)))
+        .chain(batch.attributes.shards.iter().map(|&h| (h, Field::Attributes)))
 }
 
 /// The batches as few merged batches as keep their meaning, in order.
@@ -150,4 +155,5 @@ fn append(into: &mut Changes, batch: &Changes) {
     into.unpinned.extend_from_slice(&batch.unpinned);
     into.loads.shards.extend_from_slice(&batch.loads.shards);
     into.loads.loads.extend_from_slice(&batch.loads.loads);
+    into.attributes.extend(&batch.attributes);
 }

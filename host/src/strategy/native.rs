@@ -49,7 +49,7 @@ impl<S: Strategy + Send> AllocationStrategy for NativeStrategy<S> {
             )),
             None => None,
         };
-        let key = ShardKey::new(shard).with_cause(view.cause());
+        let key = ShardKey::new(shard).with_cause(view.cause()).with_attributes(view.attributes().clone());
         let region =
             self.logged(|s| s.allocate(view.strategy_view(), &key, requester)).map_err(StrategyError::Refused)?;
         view.regions().get(region.index()).map(|r| r.address.clone()).ok_or_else(|| {

@@ -20,8 +20,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use shardalloc_guest::kept::{Changes, FullView, Homed, KeptView, ShardLoads, ShardNames};
-use shardalloc_guest::{Allocations, Topology, View, shard_hash};
+use shardalloc_guest::kept::{Attributed, Changes, FullView, Homed, KeptView, ShardLoads, ShardNames};
+use shardalloc_guest::{Allocations, Attributes, Topology, View, shard_hash};
 
 type Fold = foldhash::fast::RandomState;
 
@@ -82,8 +82,8 @@ impl ShardTable {
     /// names each homed shard with its region's index and when it got that
     /// home, region by region in allocation order; `moving` the shards whose hand-off is in progress
     /// (those not homed enter the view homeless); `pinned` the shards pinned
-    /// where they are; `loads` the loads of shards (those not in the view
-    /// are left out).
+    /// where they are; `loads` the loads of shards and `attributes` their
+    /// attributes (those not in the view are left out).
     pub fn build<'a>(
         topology: &Topology,
         metrics: Vec<f64>,
@@ -91,6 +91,7 @@ impl ShardTable {
         moving: impl IntoIterator<Item = &'a str>,
         pinned: impl IntoIterator<Item = &'a str>,
         loads: impl IntoIterator<Item = (&'a str, f64)>,
+        attributes: impl IntoIterator<Item = (&'a str, Attributes)>,
     ) -> Self {
         let mut full = FullView::empty(topology.clone(), metrics);
         let mut handles: HashMap<Arc<str>, u32, Fold> = HashMap::default();
@@ -123,6 +124,13 @@ impl ShardTable {
                 && load != 0.0
             {
                 full.loads.push(*handle, load);
+            }
+        }
+        for (shard, given) in attributes {
+            if let Some(handle) = handles.get(shard)
+                && !given.is_empty()
+            {
+                full.attributes.push(*handle, given.iter());
             }
         }
         let mut kept = KeptView::load_named(full).expect("a view built from consistent parts");
@@ -419,6 +427,20 @@ impl ShardTable {
         if !changes.shards.is_empty() {
             self.commit(Changes { loads: changes, ..Changes::default() });
         }
+    }
+
+    /// Sets a shard's attributes (all of them; empty: none), in one batch
+    /// when the shard is in the view and they changed.
+    pub fn set_attributes(&mut self, shard: &str, attributes: &Attributes) {
+        let Some(&handle) = self.handles.get(shard) else { return };
+        let table = self.kept.allocations();
+        let entry = table.get(handle).expect("a named handle is in the view");
+        if *table.attributes(entry) == *attributes {
+            return;
+        }
+        let mut attributed = Attributed::default();
+        attributed.push(handle, attributes.iter());
+        self.commit(Changes { attributes: attributed, ..Changes::default() });
     }
 
     /// The batches after `generation`, oldest first; `None` when the

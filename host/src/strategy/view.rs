@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use shardalloc_guest::{AllocationCause, Allocations, Region, Snapshot, Topology, View};
+use shardalloc_guest::{AllocationCause, Allocations, Attributes, Region, Snapshot, Topology, View};
 
 use super::table::ShardTable;
 
@@ -48,6 +48,8 @@ pub struct ClusterView {
     table: Option<Arc<ShardTable>>,
     /// Why the shard `allocate` is asked about needs a home.
     cause: AllocationCause,
+    /// The attributes of the shard `allocate` is asked about.
+    attributes: Attributes,
 }
 
 impl ClusterView {
@@ -68,6 +70,7 @@ impl ClusterView {
             has_homes: true,
             table: None,
             cause: AllocationCause::NewShard,
+            attributes: Attributes::default(),
         })
     }
 
@@ -82,6 +85,7 @@ impl ClusterView {
             has_homes: false,
             table: None,
             cause: AllocationCause::NewShard,
+            attributes: Attributes::default(),
         })
     }
 
@@ -98,6 +102,18 @@ impl ClusterView {
     pub fn because(mut self, cause: AllocationCause) -> Self {
         self.cause = cause;
         self
+    }
+
+    /// The same view for an allocation of a shard with these attributes.
+    pub fn with_attributes(mut self, attributes: Attributes) -> Self {
+        self.attributes = attributes;
+        self
+    }
+
+    /// The attributes of the shard being allocated (none unless the view
+    /// was made [`with_attributes`](Self::with_attributes)).
+    pub fn attributes(&self) -> &Attributes {
+        &self.attributes
     }
 
     /// Why the shard being allocated needs a home (a new shard's, unless
@@ -166,7 +182,8 @@ impl ClusterView {
             .flat_map(|(region, shards)| shards.iter().map(move |shard| (shard.as_str(), region as u32, 0)));
         let moving = self.in_progress.iter().map(String::as_str);
         let loads = loads.iter().filter(|(_, l)| **l != 0.0).map(|(shard, load)| (shard.as_str(), *load));
-        Some(ShardTable::build(self.topology(), self.metrics().to_vec(), homes, moving, std::iter::empty(), loads))
+        let (pinned, attributes) = (std::iter::empty(), std::iter::empty());
+        Some(ShardTable::build(self.topology(), self.metrics().to_vec(), homes, moving, pinned, loads, attributes))
     }
 
     /// The shard table this view was taken from, if any.
@@ -270,6 +287,7 @@ impl ClusterView {
             has_homes: true,
             table: self.table.clone(),
             cause: self.cause,
+            attributes: self.attributes.clone(),
         })
     }
 
@@ -293,6 +311,13 @@ impl ClusterView {
             let since: Vec<(std::borrow::Cow<'_, str>, u64)> =
                 kept.allocated().filter(|s| kept.since(*s) != 0).map(|s| (kept.shard_id(s), kept.since(s))).collect();
             allocations.since_ids(since.iter().map(|(id, at)| (&**id, *at)));
+            let attributed: Vec<(std::borrow::Cow<'_, str>, Attributes)> = (kept.allocated().chain(kept.in_progress()))
+                .filter_map(|s| {
+                    let attributes = kept.attributes(s);
+                    (!attributes.is_empty()).then(|| (kept.shard_id(s), attributes.into_owned()))
+                })
+                .collect();
+            allocations.attributes_ids(attributed.iter().map(|(id, a)| (&**id, a.clone())));
         }
         allocations
     }

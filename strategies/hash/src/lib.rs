@@ -163,6 +163,7 @@ impl Strategy for RendezvousHash {
                 .to_owned(),
             config_schema: CONFIG_SCHEMA.to_owned(),
             needs_shard_names: false,
+            needs_shard_attributes: false,
         }
     }
 

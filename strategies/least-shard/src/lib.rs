@@ -94,6 +94,7 @@ impl Strategy for LeastShard {
             config_schema: CONFIG_SCHEMA.to_owned(),
             // The classic algorithm sorts a region's shards by id.
             needs_shard_names: self.config.algorithm == Algorithm::Classic,
+            needs_shard_attributes: false,
         }
     }
 

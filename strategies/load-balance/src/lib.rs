@@ -299,6 +299,7 @@ impl Strategy for LoadBalance {
                 .to_owned(),
             config_schema: CONFIG_SCHEMA.to_owned(),
             needs_shard_names: false,
+            needs_shard_attributes: false,
         }
     }
 

@@ -1,9 +1,12 @@
 //! # shardalloc-strategy-zone: keep shards in their zone
 //!
-//! The entity type's signal maps shards to zones (exact ids and id prefixes,
-//! see [`signal`]); regions carry a zone label (`zone` by default). A shard
-//! that maps to a zone is placed on a region labelled with that zone, and
-//! rebalancing brings back the shards that sit outside their zone:
+//! A shard's zone is the value of one of its attributes when the settings
+//! name one (`attribute`, e.g. `region`: an operator's `region=eu` on the
+//! shard) and the shard has it, else what the entity type's signal maps it
+//! to (exact ids and id prefixes, see [`signal`]); regions carry a zone
+//! label (`zone` by default). A shard with a zone is placed on a region
+//! labelled with that zone, and rebalancing brings back the shards that
+//! sit outside their zone:
 //!
 //! - **allocate**: when the shard maps to a zone and some allocatable region
 //!   (up, not proxy-only, not draining) carries that zone's label, the least
@@ -62,6 +65,12 @@ pub const CONFIG_SCHEMA: &str = r#"{
       "type": "string",
       "minLength": 1,
       "default": "zone"
+    },
+    "attribute": {
+      "description": "The shard attribute whose value is the shard's zone, ahead of the signal's map; none by default.",
+      "type": ["string", "null"],
+      "minLength": 1,
+      "default": null
     }
   }
 }"#;
@@ -71,11 +80,14 @@ pub const CONFIG_SCHEMA: &str = r#"{
 pub struct ZoneConfig {
     /// The region label that holds its zone. Default [`DEFAULT_LABEL`].
     pub label: String,
+    /// The shard attribute that holds a shard's zone, ahead of the signal's
+    /// map. Default none.
+    pub attribute: Option<String>,
 }
 
 impl Default for ZoneConfig {
     fn default() -> Self {
-        ZoneConfig { label: DEFAULT_LABEL.to_owned() }
+        ZoneConfig { label: DEFAULT_LABEL.to_owned(), attribute: None }
     }
 }
 
@@ -85,6 +97,7 @@ impl Default for ZoneConfig {
 #[serde(deny_unknown_fields, default)]
 struct RawConfig {
     label: Option<serde_json::Value>,
+    attribute: Option<serde_json::Value>,
 }
 
 impl ZoneConfig {
@@ -98,6 +111,12 @@ impl ZoneConfig {
             match value.as_str() {
                 Some(label) if !label.trim().is_empty() => parsed.label = label.to_owned(),
                 _ => return Err(format!("`label` must be a non-empty string, got {value}")),
+            }
+        }
+        if let Some(value) = raw.attribute.filter(|v| !v.is_null()) {
+            match value.as_str() {
+                Some(attribute) if !attribute.trim().is_empty() => parsed.attribute = Some(attribute.to_owned()),
+                _ => return Err(format!("`attribute` must be a non-empty string, got {value}")),
             }
         }
         Ok(parsed)
@@ -167,6 +186,13 @@ impl Zone {
         map
     }
 
+    /// The zone of the shard being allocated: its attribute's value, else
+    /// the signal's.
+    fn zone_of_key<'a>(&self, map: &'a ZoneMap, shard: &'a ShardKey) -> Option<&'a str> {
+        let by_attribute = self.config.attribute.as_deref().and_then(|key| shard.attribute(key));
+        by_attribute.or_else(|| map.zone_of(shard.id()))
+    }
+
     fn in_zone(&self, view: &View, id: RegionId, zone: &str) -> bool {
         view.region(id).label(&self.config.label) == Some(zone)
     }
@@ -177,12 +203,14 @@ impl Strategy for Zone {
         Info {
             name: NAME.to_owned(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
-            description: "Places each shard in the zone the signal maps it to (exact shard ids, then the longest \
-                          id prefix), on the least loaded region labelled with that zone, and moves shards that \
-                          sit outside their zone back into it."
-                .to_owned(),
+            description: "Places each shard in its zone (the shard attribute the settings name, else what the \
+                          signal maps it to: exact shard ids, then the longest id prefix), on the least loaded \
+                          region labelled with that zone, and moves shards that sit outside their zone back into \
+                          it."
+            .to_owned(),
             config_schema: CONFIG_SCHEMA.to_owned(),
             needs_shard_names: true,
+            needs_shard_attributes: self.config.attribute.is_some(),
         }
     }
 
@@ -193,7 +221,7 @@ impl Strategy for Zone {
 
     fn allocate(&self, view: &View, shard: &ShardKey, _requester: Option<RegionId>) -> Result<RegionId, String> {
         let map = self.zone_map(view);
-        let zone = map.zone_of(shard.id());
+        let zone = self.zone_of_key(&map, shard);
         if let Some(zone) = zone
             && let Some(best) = least_loaded(view, view.allocatable().filter(|id| self.in_zone(view, *id, zone)))
         {
@@ -227,7 +255,7 @@ impl Strategy for Zone {
             return Ok(Vec::new());
         }
         let map = self.zone_map(view);
-        if map.is_empty() {
+        if map.is_empty() && self.config.attribute.is_none() {
             return Ok(Vec::new());
         }
         // The zones that can receive a shard now.
@@ -244,8 +272,16 @@ impl Strategy for Zone {
                 if allocations.is_in_progress(shard) || allocations.is_pinned(shard) {
                     continue;
                 }
-                let id = allocations.shard_id(shard);
-                let Some(zone) = map.zone_of(&id) else { continue };
+                let by_attribute = self.config.attribute.as_deref().and_then(|key| allocations.attribute(shard, key));
+                let id;
+                let zone = match &by_attribute {
+                    Some(zone) => &**zone,
+                    None => {
+                        id = allocations.shard_id(shard);
+                        let Some(zone) = map.zone_of(&id) else { continue };
+                        zone
+                    }
+                };
                 if home_zone != Some(zone) && open.contains(zone) {
                     // The zone is the strategy's say; allocate picks its region.
                     moves.push(Move::from(shard));

@@ -204,7 +204,9 @@ fn config_defaults_and_info() {
     assert_eq!(info.config_schema, CONFIG_SCHEMA);
     let schema: serde_json::Value = serde_json::from_str(&info.config_schema).unwrap();
     let keys: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
-    assert_eq!(keys, ["label"]);
+    assert_eq!(keys, ["label", "attribute"]);
+    assert!(!info.needs_shard_attributes, "without an attribute nothing is read in bulk");
+    assert!(configured(r#"{"attribute":"region"}"#).info().needs_shard_attributes);
     assert_eq!(schema["properties"]["label"]["default"], "zone");
     let signal: serde_json::Value = serde_json::from_str(SIGNAL_SCHEMA).unwrap();
     assert!(signal["properties"]["shards"].is_object() && signal["properties"]["prefixes"].is_object());
@@ -219,6 +221,8 @@ fn config_errors_name_the_problem() {
         (r#"{"label":" "}"#, "label"),
         (r#"{"label":7}"#, "label"),
         (r#"{"label":["zone"]}"#, "label"),
+        (r#"{"attribute":""}"#, "`attribute` must be a non-empty string"),
+        (r#"{"attribute":3}"#, "`attribute` must be a non-empty string"),
         ("[1]", "object"),
         ("{", "JSON"),
     ];
@@ -245,6 +249,28 @@ fn failed_configure_keeps_the_previous_config() {
 fn conforms() {
     conformance::assert_conforms(Zone::default());
     conformance::assert_conforms(configured(r#"{"label":"dc"}"#));
+    conformance::assert_conforms(configured(r#"{"attribute":"region"}"#));
+}
+
+#[test]
+fn a_shard_attribute_names_the_zone_ahead_of_the_signal() {
+    let strategy = configured(r#"{"attribute":"region"}"#);
+    // "42" maps to us by the signal; its attribute says eu, and wins. "7"
+    // has no attribute and no mapping; "tenant-a/9" falls back to the
+    // signal's prefix.
+    let scenario = zones().attribute("42", "region", "eu").attribute("5", "region", "ap").attribute("3", "tier", "x");
+    let cases = [("42", "e2"), ("tenant-a/9", "u1"), ("new", "n1")];
+    for (shard, expected) in cases {
+        assert_eq!(scenario.allocate(&strategy, shard).unwrap(), expected, "{shard}");
+    }
+    assert_eq!(scenario.clone().attribute("new", "region", "ap").allocate(&strategy, "new").unwrap(), "p1");
+    // Rebalance moves the shard whose attribute names another zone (5 on
+    // u1, attribute ap) and leaves 3 (an attribute of another key, no
+    // mapping) where it is.
+    assert_eq!(scenario.rebalance(&strategy).unwrap(), ["5"]);
+    // Without the setting the attribute is not read.
+    assert_eq!(scenario.allocate(&Zone::default(), "42").unwrap(), "u1");
+    assert!(scenario.rebalance(&Zone::default()).unwrap().is_empty());
 }
 
 proptest! {

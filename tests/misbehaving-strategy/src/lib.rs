@@ -100,6 +100,7 @@ impl Strategy for Misbehaving {
             description: "Misbehaves on request; a test fixture.".to_owned(),
             config_schema: r#"{"type":"object"}"#.to_owned(),
             needs_shard_names: self.needs_ids,
+            needs_shard_attributes: false,
         }
     }
 

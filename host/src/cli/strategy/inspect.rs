@@ -19,6 +19,7 @@ pub(super) fn run(strategy: &str, config: Option<&str>) -> anyhow::Result<()> {
             "version": info.version,
             "description": info.description,
             "needs_shard_names": info.needs_shard_names,
+            "needs_shard_attributes": info.needs_shard_attributes,
             "config_schema": schema,
             "contract": loaded.compiled().contract.name(),
         })
