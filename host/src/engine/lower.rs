@@ -97,6 +97,19 @@ macro_rules! topology_records {
                 })
                 .collect()
         }
+
+        /// Calls `f` with a batch's new topology, if it has one, as the
+        /// contract's record.
+        fn with_topology<R>(topology: Option<&Topology>, f: impl FnOnce(Option<wit::Topology<'_>>) -> R) -> R {
+            let parts = topology.map(parts);
+            let regions = topology.zip(parts.as_ref()).map(|(t, p)| regions(t, p));
+            let lowered = topology.zip(parts.as_ref()).zip(regions.as_ref()).map(|((t, p), regions)| wit::Topology {
+                regions,
+                metric_names: &p.names,
+                signal: t.signal(),
+            });
+            f(lowered)
+        }
     };
 }
 
@@ -109,28 +122,22 @@ pub mod v2 {
 
     /// Calls `f` with a batch as the contract's `changes`.
     pub fn with_changes<R>(c: &Changes, f: impl FnOnce(wit::Changes<'_>) -> R) -> R {
-        let parts = c.topology.as_ref().map(parts);
-        let regions = c.topology.as_ref().zip(parts.as_ref()).map(|(t, p)| regions(t, p));
-        let topology = c
-            .topology
-            .as_ref()
-            .zip(parts.as_ref())
-            .zip(regions.as_ref())
-            .map(|((t, p), regions)| wit::Topology { regions, metric_names: &p.names, signal: t.signal() });
-        f(wit::Changes {
-            generation: c.generation,
-            retired: &c.retired,
-            unhomed: &c.unhomed,
-            arrived_homeless: &c.arrived_homeless,
-            arrived_hashes: &c.arrived_hashes,
-            topology,
-            metrics: c.metrics.as_deref(),
-            homed: wit::Homed { shards: &c.homed.shards, hashes: &c.homed.hashes, regions: &c.homed.regions },
-            moving: &c.moving,
-            settled: &c.settled,
-            pinned: &c.pinned,
-            unpinned: &c.unpinned,
-            loads: wit::ShardLoads { shards: &c.loads.shards, loads: &c.loads.loads },
+        with_topology(c.topology.as_ref(), |topology| {
+            f(wit::Changes {
+                generation: c.generation,
+                retired: &c.retired,
+                unhomed: &c.unhomed,
+                arrived_homeless: &c.arrived_homeless,
+                arrived_hashes: &c.arrived_hashes,
+                topology,
+                metrics: c.metrics.as_deref(),
+                homed: wit::Homed { shards: &c.homed.shards, hashes: &c.homed.hashes, regions: &c.homed.regions },
+                moving: &c.moving,
+                settled: &c.settled,
+                pinned: &c.pinned,
+                unpinned: &c.unpinned,
+                loads: wit::ShardLoads { shards: &c.loads.shards, loads: &c.loads.loads },
+            })
         })
     }
 
@@ -220,36 +227,30 @@ pub mod v3 {
     /// Calls `f` with a batch as the contract's `changes`, with the ids of
     /// the shards it brings and their attributes as the strategy `wants`.
     pub fn with_changes<R>(c: &Changes, wants: Wants, f: impl FnOnce(wit::Changes<'_>) -> R) -> R {
-        let parts = c.topology.as_ref().map(parts);
-        let regions = c.topology.as_ref().zip(parts.as_ref()).map(|(t, p)| regions(t, p));
-        let topology = c
-            .topology
-            .as_ref()
-            .zip(parts.as_ref())
-            .zip(regions.as_ref())
-            .map(|((t, p), regions)| wit::Topology { regions, metric_names: &p.names, signal: t.signal() });
-        f(wit::Changes {
-            generation: c.generation,
-            retired: &c.retired,
-            unhomed: &c.unhomed,
-            arrived_homeless: &c.arrived_homeless,
-            arrived_hashes: &c.arrived_hashes,
-            topology,
-            metrics: c.metrics.as_deref(),
-            smoothed_metrics: c.smoothed_metrics.as_deref().or(c.metrics.as_deref()),
-            homed: wit::Homed {
-                shards: &c.homed.shards,
-                hashes: &c.homed.hashes,
-                regions: &c.homed.regions,
-                since: &c.homed.since,
-            },
-            moving: &c.moving,
-            settled: &c.settled,
-            pinned: &c.pinned,
-            unpinned: &c.unpinned,
-            loads: wit::ShardLoads { shards: &c.loads.shards, loads: &c.loads.loads },
-            named: ids(&c.named, wants.ids),
-            attributes: attributes(&c.attributes, wants.attributes),
+        with_topology(c.topology.as_ref(), |topology| {
+            f(wit::Changes {
+                generation: c.generation,
+                retired: &c.retired,
+                unhomed: &c.unhomed,
+                arrived_homeless: &c.arrived_homeless,
+                arrived_hashes: &c.arrived_hashes,
+                topology,
+                metrics: c.metrics.as_deref(),
+                smoothed_metrics: c.smoothed_metrics.as_deref().or(c.metrics.as_deref()),
+                homed: wit::Homed {
+                    shards: &c.homed.shards,
+                    hashes: &c.homed.hashes,
+                    regions: &c.homed.regions,
+                    since: &c.homed.since,
+                },
+                moving: &c.moving,
+                settled: &c.settled,
+                pinned: &c.pinned,
+                unpinned: &c.unpinned,
+                loads: wit::ShardLoads { shards: &c.loads.shards, loads: &c.loads.loads },
+                named: ids(&c.named, wants.ids),
+                attributes: attributes(&c.attributes, wants.attributes),
+            })
         })
     }
 
