@@ -33,9 +33,13 @@ async fn the_map_shows_every_region_and_shard_and_a_pin_moves_a_shard_within_ten
 
     let home = cluster.home_of("7").await.expect("shard 7 has a home");
     let target = REGIONS.iter().find(|r| **r != home).unwrap().to_string();
+    let tenant = shardalloc_proto::attributes::ShardAttributes::new([("tenant", "acme"), ("tier", "gold")]).unwrap();
+    cluster.node.admin().set_shard_attributes("cart", "7", &tenant).await.expect("write shard 7's attributes");
     click(&browser, "#map button.shard[data-shard='7']").await;
     wait_for_count(&browser, "#story #pin-target", Some(1), PATIENCE).await;
-    assert!(text(&browser, "#story dl").await.contains(&home), "the story names its home");
+    let story = text(&browser, "#story dl").await;
+    assert!(story.contains(&home), "the story names its home: {story}");
+    assert!(story.contains("tenant=acme, tier=gold"), "the story shows its attributes: {story}");
     choose(&browser, "#pin-target", &target).await;
     click(&browser, "#pin").await;
     confirm(&browser).await;

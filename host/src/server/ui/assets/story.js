@@ -1,4 +1,4 @@
-// A shard's story: where it is, why, its placement, its load, and the last events
+// A shard's story: where it is, why, its placement, its load, its attributes, and the last events
 // the page has seen about it; pin it or remove its placement from here.
 
 import * as api from './api.js';
@@ -48,6 +48,8 @@ export async function showStory(type, shard, events, regions) {
   row(list, 'moving', state.moving ? 'yes, a hand-off is in flight' : 'no');
   row(list, 'load', `${shownLoad(state.load || 0)}/s (smoothed)`);
   row(list, 'last moved', state.movedMs ? new Date(state.movedMs).toLocaleString() : 'never');
+  const attributes = Object.entries(state.attributes || {}).map(([key, value]) => `${key}=${value}`);
+  row(list, 'attributes', attributes.length ? attributes.join(', ') : 'none');
 
   const actions = document.createElement('div');
   actions.className = 'buttons';
