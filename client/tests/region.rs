@@ -151,7 +151,7 @@ impl FakeNode {
                     send(&state, from, NodeMessage::HeartbeatAck { incarnation, sequence, lease_ms: self.lease_ms });
                 }
             }
-            RegionMessage::GetShardHome { shard } => {
+            RegionMessage::GetShardHome { shard } | RegionMessage::GetShardHomeWithAttributes { shard, .. } => {
                 if state.moving.contains_key(&shard) {
                     state.parked.push((from.to_owned(), shard));
                 } else {

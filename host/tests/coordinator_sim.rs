@@ -188,6 +188,7 @@ fn at(mut event: Event, now: u64) -> Event {
         | Event::Load { now: t, .. }
         | Event::Leave { now: t, .. }
         | Event::GetShardHome { now: t, .. }
+        | Event::ShardAttributesOffered { now: t, .. }
         | Event::BeginHandOffAck { now: t, .. }
         | Event::ShardStopped { now: t, .. }
         | Event::Tick { now: t }

@@ -319,9 +319,10 @@ async fn a_strategy_reading_every_id_swaps_into_a_type_of_100_000_shards() {
 }
 
 /// The built-in zone strategy as a component, set to read a shard
-/// attribute: an operator's attribute decides where a shard is homed and
-/// where a rebalance takes it (the attribute crossing into the component
-/// for `allocate` on request, and with the view for `rebalance`).
+/// attribute: an operator's attribute, or the one a region's application
+/// gives with its first request, decides where a shard is homed and where
+/// a rebalance takes it (the attribute crossing into the component for
+/// `allocate` on request, and with the view for `rebalance`).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_shard_attribute_steers_the_zone_strategy_on_the_node() {
     let node = Node::start(&fast_args(&[])).await;
@@ -334,7 +335,14 @@ async fn a_shard_attribute_steers_the_zone_strategy_on_the_node() {
         }
     };
     let eu = node.region("cart", "eu-1", &journal, &network, zoned("eu"));
-    let us = node.region("cart", "us-1", &journal, &network, zoned("us"));
+    // The us region's application gives every shard region=eu: kept only
+    // for shards that have no attributes yet.
+    let us = node.region("cart", "us-1", &journal, &network, |config| {
+        zoned("us")(config);
+        config.shard_attributes = Some(Arc::new(|_shard: &str| {
+            shardalloc_proto::attributes::ShardAttributes::new([("region", "eu")]).unwrap()
+        }));
+    });
     registered(&eu).await;
     registered(&us).await;
     let config = Some(serde_json::json!({"attribute": "region"}));
@@ -361,6 +369,16 @@ async fn a_shard_attribute_steers_the_zone_strategy_on_the_node() {
     .await;
     let others = admin.shard("cart", "acct-4").await.unwrap();
     assert_eq!(others.home.as_deref(), Some("us-1"), "{others:?}");
+    // A region's first request brings the application's attributes
+    // (protocol version 5): a new shard asked for by the us region is
+    // homed in eu, as its attribute says; a shard an operator gave
+    // attributes keeps them.
+    assert_eq!(us.home_of("new-1").await.unwrap(), "eu-1");
+    let new = admin.shard("cart", "new-1").await.unwrap();
+    assert_eq!(new.attributes.get("region"), Some("eu"), "{new:?}");
+    us.home_of("acct-5").await.unwrap();
+    let kept = admin.shard("cart", "acct-5").await.unwrap();
+    assert_eq!(kept.attributes.get("region"), Some("us"), "the operator's attributes stay: {kept:?}");
     for region in [eu, us] {
         region.shutdown().await;
     }

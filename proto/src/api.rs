@@ -1407,6 +1407,7 @@ mod tests {
                 "invalid-target",
                 "invalid-placement",
                 "invalid-signal",
+                "invalid-attributes",
                 "invalid-freeze",
                 "invalid-plan",
                 "invalid-dry-run",

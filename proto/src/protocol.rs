@@ -36,6 +36,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::attributes::ShardAttributes;
+
 /// A time or a duration in milliseconds, as the protocol's `*_ms` fields
 /// carry them and as the sans-I/O cores (the node's coordinator, the
 /// region's core) take the time: a value that is only compared and added to.
@@ -44,8 +46,9 @@ pub type Millis = u64;
 /// The protocol version this crate speaks. Version 2 added
 /// [`RegionMessage::Load`]; version 3 [`NodeMessage::ShardHomeEpoch`],
 /// which the node sends instead of `ShardHome`; version 4
-/// [`NodeMessage::RegionRemoved`], which older regions are not sent.
-pub const PROTOCOL_VERSION: u32 = 4;
+/// [`NodeMessage::RegionRemoved`], which older regions are not sent;
+/// version 5 [`RegionMessage::GetShardHomeWithAttributes`].
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// The oldest protocol version a node still serves: a region that says
 /// `Hello{protocol: 1}` is welcomed in version 1 and never sends a load
@@ -289,6 +292,18 @@ pub enum RegionMessage {
     /// The load the region carried since its last report (protocol
     /// version 2; sent right after a `Heartbeat`). Never answered.
     Load(LoadReport),
+    /// `GetShardHome` with the shard's attributes as the application gives
+    /// them (protocol version 5): the node keeps them when the shard has
+    /// none yet (an operator's, or another region's first, stay). Answered
+    /// as `GetShardHome`. A region sends it only when it has attributes
+    /// for the shard.
+    GetShardHomeWithAttributes {
+        /// The shard id (1 to 256 bytes).
+        shard: String,
+        /// Its attributes (checked when the frame is read:
+        /// [`crate::attributes`]).
+        attributes: ShardAttributes,
+    },
 }
 
 impl RegionMessage {
@@ -298,6 +313,9 @@ impl RegionMessage {
         match self {
             RegionMessage::Load(_) if protocol < 2 => {
                 Err(format!("a Load in protocol version {protocol}; it needs version 2"))
+            }
+            RegionMessage::GetShardHomeWithAttributes { .. } if protocol < 5 => {
+                Err(format!("a GetShardHomeWithAttributes in protocol version {protocol}; it needs version 5"))
             }
             _ => Ok(()),
         }
@@ -314,6 +332,7 @@ impl RegionMessage {
             RegionMessage::Leave => "Leave",
             RegionMessage::Drain { .. } => "Drain",
             RegionMessage::Load(_) => "Load",
+            RegionMessage::GetShardHomeWithAttributes { .. } => "GetShardHomeWithAttributes",
         }
     }
 }
@@ -549,6 +568,10 @@ mod tests {
         assert_eq!(load.check_protocol(1), Err("a Load in protocol version 1; it needs version 2".into()));
         assert_eq!(load.check_protocol(2), Ok(()));
         assert_eq!(RegionMessage::Leave.check_protocol(1), Ok(()));
+        let shard = "s".to_owned();
+        let with = RegionMessage::GetShardHomeWithAttributes { shard, attributes: ShardAttributes::default() };
+        assert!(with.check_protocol(4).unwrap_err().contains("it needs version 5"));
+        assert_eq!(with.check_protocol(5), Ok(()));
     }
 
     #[test]

@@ -458,6 +458,7 @@ pub(crate) fn start<A: Application>(
             token: config.token.clone(),
             entity_type: config.entity_type.clone(),
             handshake_timeout: config.connect_timeout,
+            shard_attributes: config.shard_attributes.clone(),
         }),
         leave_timeout: config.leave_timeout,
         drain_and_leave_timeout: config.drain_and_leave_timeout,

@@ -222,7 +222,16 @@ pub struct RegionConfig {
     /// messages are given up the same way. Default 30 s (twice the node's
     /// default removal time, so a dead home is replaced well before).
     pub forward_deadline: Duration,
+    /// The attributes the application gives a shard (`tenant=acme`), sent
+    /// with each request for its home (protocol version 5): the node keeps
+    /// them when the shard has none yet, and strategies read them. Called
+    /// on the session's task, once per request: keep it quick. Default
+    /// none.
+    pub shard_attributes: Option<ShardAttributesOf>,
 }
+
+/// The application's attributes of a shard, by id ([`RegionConfig::shard_attributes`]).
+pub type ShardAttributesOf = std::sync::Arc<dyn Fn(&str) -> crate::attributes::ShardAttributes + Send + Sync>;
 
 impl fmt::Debug for RegionConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -251,6 +260,7 @@ impl fmt::Debug for RegionConfig {
             .field("forward_deadline", &self.forward_deadline)
             .field("connect_timeout", &self.connect_timeout)
             .field("load_report_shards", &self.load_report_shards)
+            .field("shard_attributes", &self.shard_attributes.as_ref().map(|_| "<function>"))
             .finish()
     }
 }
@@ -285,6 +295,7 @@ impl RegionConfig {
             load_report_shards: DEFAULT_LOAD_REPORT_SHARDS,
             forward_attempts: self::core::DEFAULT_FORWARD_ATTEMPTS,
             forward_deadline: Duration::from_millis(self::core::DEFAULT_FORWARD_DEADLINE_MS),
+            shard_attributes: None,
         }
     }
 

@@ -48,6 +48,28 @@ pub(crate) struct SessionParams {
     pub(crate) entity_type: String,
     /// For the TCP and WebSocket handshakes and the `Welcome`.
     pub(crate) handshake_timeout: Duration,
+    /// The application's attributes of a shard, sent with its home request
+    /// to a node of protocol version 5 or later.
+    pub(crate) shard_attributes: Option<super::ShardAttributesOf>,
+}
+
+impl SessionParams {
+    /// `message` as sent to a node speaking `protocol`: a home request
+    /// carries the shard's attributes when the application has some and
+    /// the node reads them.
+    fn as_sent(&self, message: RegionMessage, protocol: u32) -> RegionMessage {
+        match (message, &self.shard_attributes) {
+            (RegionMessage::GetShardHome { shard }, Some(attributes_of)) if protocol >= 5 => {
+                let attributes = attributes_of(&shard);
+                if attributes.is_empty() {
+                    RegionMessage::GetShardHome { shard }
+                } else {
+                    RegionMessage::GetShardHomeWithAttributes { shard, attributes }
+                }
+            }
+            (message, _) => message,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -105,8 +127,8 @@ impl SessionParams {
 
 /// How the handshake with one node ended.
 enum Handshake {
-    /// Welcomed: the session goes on.
-    Welcome(Box<Socket>),
+    /// Welcomed in the protocol version the node speaks: the session goes on.
+    Welcome(Box<Socket>, u32),
     /// Sent to the leader's base URL.
     Redirect(String),
     /// Refused, with the reason reported.
@@ -119,8 +141,8 @@ async fn session(
     events: &mpsc::UnboundedSender<SessionEvent>,
 ) -> Result<String, SessionError> {
     let first = params.first_url(generation);
-    let mut socket = match handshake(params, &first, generation, events).await {
-        Ok(Handshake::Welcome(socket)) => *socket,
+    let (mut socket, node_protocol) = match handshake(params, &first, generation, events).await {
+        Ok(Handshake::Welcome(socket, protocol)) => (*socket, protocol),
         Ok(Handshake::Refused(reason)) => return Ok(reason),
         Ok(Handshake::Redirect(leader)) => {
             let url = crate::region::connect_url_of(&leader).map_err(|e| SessionError::BadRedirect {
@@ -131,7 +153,7 @@ async fn session(
             debug!(from = %first, to = %url, "redirected to the leader");
             params.set_leader(Some(url.clone()));
             match handshake(params, &url, generation, events).await {
-                Ok(Handshake::Welcome(socket)) => *socket,
+                Ok(Handshake::Welcome(socket, protocol)) => (*socket, protocol),
                 Ok(Handshake::Refused(reason)) => return Ok(reason),
                 Ok(Handshake::Redirect(_)) => {
                     params.set_leader(None);
@@ -158,11 +180,13 @@ async fn session(
             message = to_node.recv() => match message {
                 Some(message) => {
                     // Everything already queued goes out before one flush.
+                    let message = params.as_sent(message, node_protocol);
                     socket.feed(Message::Binary(protocol::encode(&message)?.into())).await?;
                     let mut batched = 1;
                     while batched < FRAMES_PER_FLUSH
                         && let Ok(more) = to_node.try_recv()
                     {
+                        let more = params.as_sent(more, node_protocol);
                         socket.feed(Message::Binary(protocol::encode(&more)?.into())).await?;
                         batched += 1;
                     }
@@ -231,7 +255,7 @@ async fn handshake(
             if protocol != PROTOCOL_VERSION {
                 warn!(node = protocol, region = PROTOCOL_VERSION, "the node speaks another protocol version");
             }
-            Ok(Handshake::Welcome(Box::new(socket)))
+            Ok(Handshake::Welcome(Box::new(socket), protocol))
         }
         Some(NodeMessage::Redirect { leader }) => {
             close(&mut socket).await;

@@ -131,7 +131,7 @@ class GoldenFrames(unittest.TestCase):
             for variant in typing.get_args(union):
                 with self.subTest(variant.__name__):
                     self.assertIn(variant, found)
-        self.assertEqual(len(typing.get_args(RegionMessage)), 8)
+        self.assertEqual(len(typing.get_args(RegionMessage)), 9)
         self.assertEqual(len(typing.get_args(NodeMessage)), 16)
         self.assertEqual(len(typing.get_args(peer.PeerMessage)), 8)
 
@@ -143,7 +143,7 @@ class Refusals(unittest.TestCase):
         shard = b"tenant-7/order-42"
         cases: list[tuple[str, Callable[[bytes], Value], bytes, str]] = [
             ("unknown node variant", wire.decode_node, b"\x63", "unknown NodeMessage variant 99"),
-            ("unknown region variant", wire.decode_region, b"\x08", "unknown RegionMessage variant 8"),
+            ("unknown region variant", wire.decode_region, b"\x09", "unknown RegionMessage variant 9"),
             ("unknown peer variant", peer.decode_peer, b"\x08", "unknown PeerMessage variant 8"),
             ("payload cut short", peer.decode_peer, b"\x02\x01\x01s\x05\x01",
              "truncated frame: a byte string of 5 bytes needs 4 more"),

@@ -217,10 +217,23 @@ class RegionTests(NodeTestCase):
         journal = Journal()
         network = InMemoryTransport[int]()
         a = await Region.start(config(self.node, "py-a", token="secret"), journal.app("py-a"), network)
-        b = await Region.start(config(self.node, "py-b", token="secret"), journal.app("py-b"), network)
+
+        def attributes_of(shard: str) -> dict[str, str]:
+            return {"tenant": "acme"} if shard == "named" else {}
+
+        b = await Region.start(
+            config(self.node, "py-b", token="secret", shard_attributes=attributes_of), journal.app("py-b"), network
+        )
         try:
             async with asyncio.timeout(PATIENCE_S):
                 await asyncio.gather(a.wait_registered(), b.wait_registered())
+            # The application's attributes go with the first request (protocol version 5).
+            async with asyncio.timeout(PATIENCE_S):
+                await b.home_of("named")
+            status, named = await self.node.request("GET", "/v1/cluster/shards/cart/shards/named")
+            self.assertEqual(status, 200, named)
+            assert isinstance(named, dict)
+            self.assertEqual(named["attributes"], {"tenant": "acme"})
             status, body = await self.node.request(
                 "POST", "/v1/cluster/shards/cart/placements",
                 {"placements": [{"shardId": "orders", "target": "py-a"}]},

@@ -10,7 +10,7 @@ import { FrameError, Reader, Writer, withinFrame } from './postcard.js';
 export { FrameError } from './postcard.js';
 
 /** The protocol version this client speaks. */
-export const PROTOCOL_VERSION = 4;
+export const PROTOCOL_VERSION = 5;
 
 /** The oldest version a node serves. */
 export const OLDEST_PROTOCOL_VERSION = 1;
@@ -75,7 +75,9 @@ export type RegionMessage =
   | { type: 'ShardStopped'; shard: string }
   | { type: 'Leave' }
   | { type: 'Drain'; draining: boolean }
-  | { type: 'Load'; windowMs: number; shards: ShardLoad[]; rest: number };
+  | { type: 'Load'; windowMs: number; shards: ShardLoad[]; rest: number }
+  /** `GetShardHome` with the shard's attributes (protocol version 5): kept by the node when the shard has none. */
+  | { type: 'GetShardHomeWithAttributes'; shard: string; attributes: Record<string, string> };
 
 /** What the node sends. */
 export type NodeMessage =
@@ -110,6 +112,7 @@ export const REGION_VARIANTS = [
   'Leave',
   'Drain',
   'Load',
+  'GetShardHomeWithAttributes',
 ] as const satisfies readonly RegionMessage['type'][];
 
 /** The node messages' names, in variant order: the index is the tag. */
@@ -193,6 +196,10 @@ export function encodeRegion(message: RegionMessage): Uint8Array {
       });
       w.f64(message.rest);
       break;
+    case 'GetShardHomeWithAttributes':
+      w.string(message.shard);
+      w.map(message.attributes, (value) => w.string(value));
+      break;
   }
   return sized(w.finish());
 }
@@ -244,6 +251,13 @@ export function decodeRegion(bytes: Uint8Array): RegionMessage {
         windowMs: r.u64('Load.window_ms'),
         shards: r.seq('Load.shards', () => ({ shard: r.string('a shard'), load: r.f64('a shard load') })),
         rest: r.f64('Load.rest'),
+      };
+      break;
+    case 'GetShardHomeWithAttributes':
+      message = {
+        type,
+        shard: r.string('GetShardHomeWithAttributes.shard'),
+        attributes: r.map('GetShardHomeWithAttributes.attributes', () => r.string('an attribute value')),
       };
       break;
   }

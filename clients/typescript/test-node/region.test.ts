@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
-import { InMemoryTransport, Region, RegionError, type Application, type RegionConfig } from '../src/index.js';
+import { AdminClient, InMemoryTransport, Region, RegionError, type Application, type RegionConfig } from '../src/index.js';
 import { FAST, Node, PATIENCE_MS, waitFor } from './node.js';
 
 /** What every region's application saw, in order. */
@@ -152,7 +152,11 @@ describe('the region client with the real node', () => {
     await assert.rejects(refused.waitRegistered({ signal: aborted.signal }), /the caller gave up/);
     await refused.shutdown();
 
-    const region = Region.start(config(node, 'ts-named', { token: 'secret' }), journal.app('ts-named'));
+    const attributesOf = (shard: string): Record<string, string> => (shard === 'named' ? { tenant: 'acme' } : {});
+    const region = Region.start(
+      config(node, 'ts-named', { token: 'secret', shardAttributes: attributesOf }),
+      journal.app('ts-named'),
+    );
     const registered = new Promise<number>((resolve) => region.once('registered', ({ incarnation }) => resolve(incarnation)));
     const started = new Promise<[string, number]>((resolve) =>
       region.on('shardStarted', (update) => resolve([update.shard, update.epoch])),
@@ -160,6 +164,8 @@ describe('the region client with the real node', () => {
     await region.waitRegistered({ signal: AbortSignal.timeout(PATIENCE_MS) });
     assert.equal(await registered, region.incarnation);
     assert.equal(await region.homeOf('named', { signal: AbortSignal.timeout(PATIENCE_MS) }), 'ts-named');
+    // The application's attributes went with the first request (protocol version 5).
+    assert.deepEqual((await new AdminClient(node.base).shard('cart', 'named')).attributes, { tenant: 'acme' });
     region.send('named', 1);
     const [shard, epoch] = await started;
     assert.equal(shard, 'named');

@@ -118,7 +118,7 @@ describe('golden frames', () => {
 describe('refusals name the problem', () => {
   const cases: [string, () => unknown, string][] = [
     ['an unknown node variant', () => decodeNode(Uint8Array.of(99)), 'unknown NodeMessage variant 99'],
-    ['an unknown region variant', () => decodeRegion(Uint8Array.of(8)), 'unknown RegionMessage variant 8'],
+    ['an unknown region variant', () => decodeRegion(Uint8Array.of(9)), 'unknown RegionMessage variant 9'],
     ['an unknown peer variant', () => decodePeer(Uint8Array.of(8)), 'unknown PeerMessage variant 8'],
     ['a truncated payload', () => decodePeer(Uint8Array.of(2, 1, 1, 0x73, 5, 1)), 'Deliver.payload (5 bytes) needs 4 more byte(s)'],
     ['a truncated string', () => decodeNode(Uint8Array.of(6, 5, 0x61)), 'needs 4 more byte(s)'],

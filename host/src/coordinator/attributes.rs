@@ -4,6 +4,11 @@
 //! hand-offs and survive its region), and which strategies of contract 0.3
 //! read through the shard table.
 //!
+//! A region may offer a shard's attributes with its request for the
+//! shard's home (protocol version 5, the application's own): they are kept
+//! when the shard has none yet, so an operator's write, or the first
+//! region's offer, stays.
+//!
 //! A write is all or nothing: every shard id is checked, none twice, at
 //! most [`MAX_ATTRIBUTE_WRITES`] in one request, and the type keeps
 //! attributes for at most `max_shards` shards (the limit on its homes).
@@ -15,7 +20,7 @@ use std::collections::BTreeSet;
 use shardalloc_proto::attributes::ShardAttributes;
 use shardalloc_proto::protocol::check_shard_id;
 
-use super::{Change, Coordinator, Reply, RequestId};
+use super::{Change, Coordinator, Observation, Reply, RequestId};
 
 /// Most shards one attribute write names.
 pub const MAX_ATTRIBUTE_WRITES: usize = 10_000;
@@ -61,6 +66,27 @@ impl Coordinator {
             }
         }
         self.reply(request, Reply::AttributesWritten { changed });
+    }
+
+    /// A region's offer of a shard's attributes (the application's, with
+    /// its request for the shard's home): kept when the shard has none, its
+    /// id is valid and the type has room; otherwise passed over (the
+    /// attributes the shard has, an operator's or another region's first,
+    /// stay).
+    pub(super) fn offer_attributes(&mut self, region: &str, shard: String, attributes: ShardAttributes) {
+        if attributes.is_empty() || self.durable.attributes.contains_key(&shard) || check_shard_id(&shard).is_err() {
+            return;
+        }
+        if self.durable.attributes.len() >= self.config.max_shards {
+            self.observe(Observation::Ignored {
+                what: format!(
+                    "the attributes {region} offered for {shard}: the type keeps attributes for at most {} shards",
+                    self.config.max_shards
+                ),
+            });
+            return;
+        }
+        self.change(Change::AttributesSet { shard, attributes });
     }
 
     /// A shard's attributes (empty when it has none).

@@ -101,3 +101,34 @@ fn attributes_follow_a_shard_through_its_hand_off_and_outlive_its_region() {
     let (recovered, _) = Coordinator::recover(Config::default(), least_shard(), c.durable().clone(), 13).unwrap();
     assert_eq!(recovered.attributes_of("s"), &acme);
 }
+
+#[test]
+fn a_regions_offer_is_kept_only_for_a_shard_without_attributes() {
+    let mut c = one_region(Config::default());
+    let offer = |now, incarnation, shard: &str, pairs: &[(&str, &str)]| Event::ShardAttributesOffered {
+        now,
+        region: "a".into(),
+        incarnation,
+        shard: shard.into(),
+        attributes: attributes(pairs),
+    };
+    let acme = attributes(&[("tenant", "acme")]);
+    let set = Change::AttributesSet { shard: "s".into(), attributes: acme.clone() };
+    assert_eq!(c.handle(offer(5, 1, "s", &[("tenant", "acme")])), [Command::Persist { batch: 3, changes: vec![set] }]);
+    settle(&mut c, Event::Persisted { now: 6, batch: 3 });
+    // A second offer, another region's or a later one, changes nothing; nor
+    // does one of an old incarnation, or an empty one.
+    assert_eq!(c.handle(offer(7, 1, "s", &[("tenant", "globex")])), []);
+    assert_eq!(c.handle(offer(8, 0, "t", &[("tenant", "globex")])), []);
+    assert_eq!(c.handle(offer(9, 1, "t", &[])), []);
+    assert_eq!(c.attributes_of("s"), &acme);
+    assert!(c.attributes_of("t").is_empty());
+    // Past the type's limit the offer is passed over, and said so.
+    let mut full = one_region(Config { max_shards: 1, ..Config::default() });
+    settle(&mut full, offer(5, 1, "s", &[("tenant", "acme")]));
+    let out = full.handle(offer(6, 1, "t", &[("tenant", "acme")]));
+    assert!(
+        matches!(&out[..], [Command::Observe(Observation::Ignored { what })] if what.contains("at most 1 shards")),
+        "{out:#?}"
+    );
+}

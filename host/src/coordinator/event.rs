@@ -72,6 +72,21 @@ pub enum Event {
         /// Which shard.
         shard: String,
     },
+    /// A region gives the attributes the application has for a shard, with
+    /// its request for the shard's home (protocol version 5): kept when the
+    /// shard has none yet.
+    ShardAttributesOffered {
+        /// The time.
+        now: Millis,
+        /// Who offers.
+        region: String,
+        /// Which incarnation; an older one's offer is ignored.
+        incarnation: u64,
+        /// Which shard.
+        shard: String,
+        /// Its attributes.
+        attributes: ShardAttributes,
+    },
     /// A region stopped routing to a shard and buffers its messages.
     BeginHandOffAck {
         /// The time.
@@ -127,6 +142,7 @@ impl Event {
             | Event::Load { now, .. }
             | Event::Leave { now, .. }
             | Event::GetShardHome { now, .. }
+            | Event::ShardAttributesOffered { now, .. }
             | Event::BeginHandOffAck { now, .. }
             | Event::ShardStopped { now, .. }
             | Event::Tick { now }

@@ -309,6 +309,11 @@ impl Coordinator {
                     self.on_leave(&address)
                 }
             }
+            Event::ShardAttributesOffered { region, incarnation, shard, attributes, .. } => {
+                if self.durable.regions.get(&region).is_some_and(|r| r.incarnation == incarnation) {
+                    self.offer_attributes(&region, shard, attributes)
+                }
+            }
             Event::GetShardHome { requester, incarnation, shard, .. } => {
                 if self.durable.regions.get(&requester).is_some_and(|r| r.incarnation == incarnation) {
                     self.on_get_home(requester, shard)

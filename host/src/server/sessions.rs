@@ -242,7 +242,9 @@ async fn session(state: AppState, mut socket: WebSocket) {
             },
             message => message,
         };
-        let input = if matches!(message, RegionMessage::GetShardHome { .. }) {
+        let lookup =
+            matches!(message, RegionMessage::GetShardHome { .. } | RegionMessage::GetShardHomeWithAttributes { .. });
+        let input = if lookup {
             let permit = tokio::select! {
                 permit = room_for_a_request(&requests, &refusals) => permit,
                 _ = state.shutdown.cancelled() => break "the node is shutting down".to_owned(),

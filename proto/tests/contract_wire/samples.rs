@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 
+use shardalloc_proto::attributes::ShardAttributes;
 use shardalloc_proto::peer::{PeerHello, PeerMessage};
 use shardalloc_proto::protocol::{
     self, FrameError, Hello, LoadReport, NodeMessage, RegionMessage, Register, ShardLoad,
@@ -42,6 +43,7 @@ variants! {
         RegionMessage::Leave => "region-leave",
         RegionMessage::Drain { .. } => "region-drain",
         RegionMessage::Load(_) => "region-load",
+        RegionMessage::GetShardHomeWithAttributes { .. } => "region-get-shard-home-with-attributes",
     }
 }
 
@@ -193,6 +195,10 @@ pub fn samples() -> Vec<Sample> {
             ]),
         })),
         one(region(RegionMessage::GetShardHome { shard: SHARD.into() })),
+        one(region(RegionMessage::GetShardHomeWithAttributes {
+            shard: SHARD.into(),
+            attributes: ShardAttributes::new([("tenant", "acme"), ("tier", "gold")]).unwrap(),
+        })),
         one(region(RegionMessage::BeginHandOffAck { shard: SHARD.into() })),
         one(region(RegionMessage::ShardStopped { shard: SHARD.into() })),
         one(region(RegionMessage::Leave)),

@@ -31,6 +31,7 @@ __all__ = [
     "LoadReport",
     "Heartbeat",
     "GetShardHome",
+    "GetShardHomeWithAttributes",
     "BeginHandOffAck",
     "ShardStopped",
     "Leave",
@@ -62,7 +63,7 @@ __all__ = [
     "decode_node",
 ]
 
-PROTOCOL_VERSION: Final = 4
+PROTOCOL_VERSION: Final = 5
 """The protocol version this codec speaks. Version 2 added :class:`Load`;
 version 3 :class:`ShardHomeEpoch`, which the node sends instead of
 :class:`ShardHome`; version 4 :class:`RegionRemoved`."""
@@ -201,8 +202,21 @@ class Load(LoadReport):
     fields). Never answered."""
 
 
+@dataclass(frozen=True)
+class GetShardHomeWithAttributes:
+    """``GetShardHome`` with the shard's attributes (protocol version 5;
+    ``RegionMessage`` variant 8): the node keeps them when the shard has none
+    yet. Answered as ``GetShardHome``."""
+
+    shard: str
+    """The shard id."""
+    attributes: Mapping[str, str]
+    """Its attributes (``tenant=acme``); written in key order."""
+
+
 RegionMessage: TypeAlias = Union[
-    Register, Heartbeat, GetShardHome, BeginHandOffAck, ShardStopped, Leave, Drain, Load
+    Register, Heartbeat, GetShardHome, BeginHandOffAck, ShardStopped, Leave, Drain, Load,
+    GetShardHomeWithAttributes,
 ]
 """What a region sends after its :class:`Hello`, in variant order."""
 
@@ -639,6 +653,14 @@ def encode_region(message: RegionMessage) -> bytes:
             w.u64(message.window_ms, "Load.window_ms")
             w.seq(message.shards, lambda s: _write_shard_load(w, s), "Load.shards")
             w.f64(message.rest, "Load.rest")
+        case GetShardHomeWithAttributes():
+            w.variant(8)
+            w.string(message.shard, "GetShardHomeWithAttributes.shard")
+            w.map(
+                message.attributes,
+                lambda v: w.string(v, "an attribute value"),
+                "GetShardHomeWithAttributes.attributes",
+            )
         case _:
             raise FrameError(f"{type(message).__name__} is not a RegionMessage")
     return w.frame()
@@ -690,6 +712,13 @@ def decode_region(frame: bytes) -> RegionMessage:
                     "Load.shards",
                 ),
                 rest=r.f64("Load.rest"),
+            )
+        case 8:
+            message = GetShardHomeWithAttributes(
+                shard=r.string("GetShardHomeWithAttributes.shard"),
+                attributes=r.map(
+                    lambda: r.string("an attribute value"), "GetShardHomeWithAttributes.attributes"
+                ),
             )
         case _:
             raise FrameError(f"unknown RegionMessage variant {index}")

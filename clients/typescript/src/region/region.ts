@@ -76,16 +76,23 @@ export interface RegionConfig {
   forwardAttempts?: number;
   /** How long a shard's forwards may keep failing before its waiting messages go to `undelivered` (default 30 s). */
   forwardDeadlineMs?: number;
+  /**
+   * The attributes the application gives a shard (`{ tenant: 'acme' }`), sent with each request for its
+   * home (protocol version 5): the node keeps them when the shard has none yet, and strategies read them.
+   * Called once per request: keep it quick. Default none.
+   */
+  shardAttributes?: ((shard: string) => Record<string, string>) | undefined;
 }
 
 /** How long a stopping region waits for the node to answer its close frame. */
 const CLOSE_BOUND_MS = 2_000;
 
 /** The config with every default filled in. */
-type Settled = Required<Omit<RegionConfig, 'token' | 'ca' | 'node'>> & {
+type Settled = Required<Omit<RegionConfig, 'token' | 'ca' | 'node' | 'shardAttributes'>> & {
   urls: string[];
   token: string | undefined;
   ca: string | Buffer | undefined;
+  shardAttributes: ((shard: string) => Record<string, string>) | undefined;
 };
 
 function settle(config: RegionConfig): Settled {
@@ -135,6 +142,7 @@ function settle(config: RegionConfig): Settled {
     loadReportShards: config.loadReportShards ?? 256,
     forwardAttempts: config.forwardAttempts ?? DEFAULT_FORWARD_ATTEMPTS,
     forwardDeadlineMs: config.forwardDeadlineMs ?? DEFAULT_FORWARD_DEADLINE_MS,
+    shardAttributes: config.shardAttributes,
   };
   if (settled.shardBufferLimit < 1 || settled.totalBufferLimit < 1) problem('buffer limits must be at least 1');
   if (settled.loadReportShards < 1 || settled.loadReportShards > MAX_LOAD_SHARDS) {
@@ -314,6 +322,7 @@ export class Region<M, R = unknown> extends EventEmitter<RegionEvents> {
       token: config.token,
       ca: config.ca,
       handshakeTimeoutMs: config.connectTimeoutMs,
+      shardAttributes: config.shardAttributes,
     };
     this.backoff = new Backoff(config.reconnectMinMs, config.reconnectMaxMs);
     this.inboxHandle = {

@@ -42,6 +42,8 @@ export interface SessionParams {
   ca?: string | Buffer | undefined;
   /** The bound of the WebSocket handshake and of the `Welcome`. */
   handshakeTimeoutMs: number;
+  /** The application's attributes of a shard, sent with its home request to a node of protocol version 5 or later. */
+  shardAttributes?: ((shard: string) => Record<string, string>) | undefined;
 }
 
 /**
@@ -77,6 +79,8 @@ export class Leader {
 export class Session {
   private socket: WebSocket | null = null;
   private welcomed = false;
+  /** The protocol version the node welcomed the region in. */
+  private nodeProtocol = 0;
   private ended = false;
 
   private constructor(
@@ -101,8 +105,21 @@ export class Session {
   /** Sends a message to the node; dropped unless the session is welcomed and open. */
   send(message: RegionMessage): void {
     if (this.welcomed && this.socket?.readyState === WebSocket.OPEN) {
-      this.socket.send(encodeRegion(message));
+      this.socket.send(encodeRegion(this.asSent(message)));
     }
+  }
+
+  /** A home request carries the shard's attributes when the application has some and the node reads them. */
+  private asSent(message: RegionMessage): RegionMessage {
+    const attributesOf = this.params.shardAttributes;
+    if (message.type !== 'GetShardHome' || attributesOf === undefined || this.nodeProtocol < 5) {
+      return message;
+    }
+    const attributes = attributesOf(message.shard);
+    if (Object.keys(attributes).length === 0) {
+      return message;
+    }
+    return { type: 'GetShardHomeWithAttributes', shard: message.shard, attributes };
   }
 
   /** Hangs up (a close frame, after what was sent before it); `closed` follows. */
@@ -235,6 +252,7 @@ export class Session {
     switch (message.type) {
       case 'Welcome':
         this.welcomed = true;
+        this.nodeProtocol = message.protocol;
         this.onEvent({ type: 'connected' });
         return;
       case 'Refused':

@@ -31,6 +31,13 @@ impl Driver {
             RegionMessage::GetShardHome { shard } => {
                 Event::GetShardHome { now, requester: address, incarnation, shard }
             }
+            RegionMessage::GetShardHomeWithAttributes { shard, attributes } => {
+                let region = address.clone();
+                let offer =
+                    Event::ShardAttributesOffered { now, region, incarnation, shard: shard.clone(), attributes };
+                self.feed(&entity_type, offer);
+                Event::GetShardHome { now, requester: address, incarnation, shard }
+            }
             RegionMessage::BeginHandOffAck { shard } => {
                 Event::BeginHandOffAck { now, region: address, incarnation, shard }
             }

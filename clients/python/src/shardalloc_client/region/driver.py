@@ -197,6 +197,11 @@ class RegionConfig:
     forward_deadline_ms: int = DEFAULT_FORWARD_DEADLINE_MS
     """How long a shard's forwards may keep failing before its waiting
     messages go to the application's ``undelivered``."""
+    shard_attributes: Callable[[str], Mapping[str, str]] | None = None
+    """The attributes the application gives a shard (``{"tenant": "acme"}``),
+    sent with each request for its home (protocol version 5): the node keeps
+    them when the shard has none yet, and strategies read them. Called once
+    per request: keep it quick. Default none."""
 
 
 @dataclass(frozen=True)
@@ -278,6 +283,7 @@ def _settle(config: RegionConfig) -> _Settled:
         token=config.token,
         ssl_context=context,
         handshake_timeout_ms=config.connect_timeout_ms,
+        shard_attributes=config.shard_attributes,
     )
     return _Settled(config=config, urls=tuple(urls), incarnation=incarnation, params=params)
 

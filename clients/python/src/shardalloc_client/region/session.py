@@ -16,7 +16,7 @@ import asyncio
 import inspect
 import logging
 import ssl
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias, Union
 from urllib.parse import urlsplit, urlunsplit
@@ -28,6 +28,8 @@ from ..wire import (
     MAX_FRAME_BYTES,
     PROTOCOL_VERSION,
     FrameError,
+    GetShardHome,
+    GetShardHomeWithAttributes,
     Hello,
     NodeMessage,
     Redirect,
@@ -115,6 +117,9 @@ class SessionParams:
     """What to trust for ``wss://`` (a private CA); the system's certificates when ``None``."""
     handshake_timeout_ms: int = 10_000
     """The bound of the WebSocket handshake and of the ``Welcome``."""
+    shard_attributes: Callable[[str], Mapping[str, str]] | None = None
+    """The application's attributes of a shard, sent with its home request
+    to a node of protocol version 5 or later."""
 
 
 def tls_context(ca_file: str | None = None, ca_pem: str | None = None) -> ssl.SSLContext | None:
@@ -205,6 +210,7 @@ class Session:
         self._leader = leader
         self._on_event = on_event
         self._welcomed = False
+        self._node_protocol = 0
         self._ended = False
         self._outbox: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
@@ -235,7 +241,18 @@ class Session:
         """Sends a message to the node, after those sent before; dropped
         unless the session is welcomed and not over."""
         if self._welcomed and not self._ended:
-            self._outbox.put_nowait(encode_region(message))
+            self._outbox.put_nowait(encode_region(self._as_sent(message)))
+
+    def _as_sent(self, message: RegionMessage) -> RegionMessage:
+        """A home request carries the shard's attributes when the
+        application has some and the node reads them."""
+        attributes_of = self._params.shard_attributes
+        if not isinstance(message, GetShardHome) or attributes_of is None or self._node_protocol < 5:
+            return message
+        attributes = dict(attributes_of(message.shard))
+        if not attributes:
+            return message
+        return GetShardHomeWithAttributes(shard=message.shard, attributes=attributes)
 
     def close(self, reason: str = "the region hung up") -> None:
         """Hangs up: the frames already sent go first, then a close frame.
@@ -353,6 +370,7 @@ class Session:
         message = await self._decode(socket, frame)
         if isinstance(message, Welcome):
             self._welcomed = True
+            self._node_protocol = message.protocol
             self._emit(SessionConnected())
             return socket
         if isinstance(message, Refused):
