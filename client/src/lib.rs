@@ -77,4 +77,4 @@ pub mod events;
 pub mod region;
 pub mod tls;
 
-pub use shardalloc_proto::{api, attributes, peer, protocol};
+pub use shardalloc_proto::{api, attributes, capacity, peer, protocol};

@@ -134,7 +134,7 @@ impl FakeNode {
             }
         };
         match message {
-            RegionMessage::Register(r) => {
+            RegionMessage::Register(r) | RegionMessage::RegisterWithCapacity { register: r, .. } => {
                 state.registrations.push((r.address, r.incarnation, r.sequence));
                 let registered = NodeMessage::Registered {
                     incarnation: r.incarnation,

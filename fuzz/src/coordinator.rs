@@ -26,6 +26,7 @@ use shardalloc::coordinator::{
 use shardalloc::strategy::builtin;
 use shardalloc::strategy::external::{AllocationReason, ExternalAllocation};
 use shardalloc::strategy::guarded::Guarded;
+use shardalloc_client::capacity::RegionCapacity;
 use shardalloc_client::protocol::{LoadReport, ShardLoad};
 
 const REGIONS: u8 = 4;
@@ -105,7 +106,12 @@ impl Harness {
                     sequence: self.sequences[r],
                     ..Register::default()
                 };
-                Event::Register { now, register }
+                // Every other registration declares a capacity.
+                let capacity = match value % 2 {
+                    0 => RegionCapacity::default(),
+                    _ => RegionCapacity::new([("load", f64::from(value))]).expect("within the limits"),
+                };
+                Event::Register { now, register, capacity }
             }
             // A load report, its window anywhere from too short to too old.
             1 if value.is_multiple_of(3) => Event::Load {

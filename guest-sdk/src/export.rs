@@ -83,6 +83,7 @@ fn topology(topology: wit::Topology, generation: u64) -> Topology {
             proxy_only: r.proxy_only,
             draining: r.draining,
             capacity: r.capacity,
+            quantities: r.quantities.into_iter().map(|q| (q.name, q.amount)).collect::<BTreeMap<_, _>>(),
         })
         .collect();
     Topology::with_generation(generation, regions, topology.metric_names, topology.signal)

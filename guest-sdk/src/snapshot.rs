@@ -69,6 +69,10 @@ pub struct SnapshotRegion {
     /// reported in (contract 0.2 strategies see it); absent: not declared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<f64>,
+    /// Every quantity of its declared capacity, by name (contract 0.3
+    /// strategies see them); absent: none declared.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub quantities: BTreeMap<String, f64>,
 }
 
 /// A snapshot that cannot be used, with the reason.
@@ -154,6 +158,7 @@ impl Snapshot {
                 proxy_only: r.proxy_only,
                 draining: r.draining,
                 capacity: r.capacity,
+                quantities: r.quantities.clone(),
             })
             .collect();
         Topology::new(regions, metric_names.into_iter().cloned().collect(), self.signal_text())

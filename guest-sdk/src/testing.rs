@@ -136,6 +136,17 @@ impl Scenario {
         self
     }
 
+    /// Declares a quantity of a region's capacity (as a region does when it
+    /// registers); the one named `load` is also its `capacity`.
+    pub fn quantity(mut self, address: &str, name: &str, amount: f64) -> Self {
+        let region = self.region_mut(address);
+        region.quantities.insert(name.to_owned(), amount);
+        if name == "load" {
+            region.capacity = Some(amount);
+        }
+        self
+    }
+
     /// Marks a region draining.
     pub fn draining(mut self, address: &str) -> Self {
         self.region_mut(address).draining = true;
@@ -375,6 +386,17 @@ pub fn generate(seed: u64, shape: &Shape) -> Scenario {
             if rng.chance(90) {
                 metrics.insert("mem-used-ratio".to_owned(), rng.below(101) as f64 / 100.0);
             }
+            // Two regions in three declare a capacity (derived, drawing
+            // nothing more from `rng`): `load`, and `sessions` against which
+            // they report a `sessions` count.
+            let mut quantities = BTreeMap::new();
+            if i % 3 != 2 {
+                quantities.insert("load".to_owned(), 50.0 * (i + 1) as f64);
+                quantities.insert("sessions".to_owned(), 2_000.0);
+                if let Some(ratio) = metrics.get("mem-used-ratio") {
+                    metrics.insert("sessions".to_owned(), (ratio * 2_500.0).round());
+                }
+            }
             SnapshotRegion {
                 address: format!("r{}", i + 1),
                 shards: Vec::new(),
@@ -385,7 +407,8 @@ pub fn generate(seed: u64, shape: &Shape) -> Scenario {
                 metrics,
                 proxy_only: excluded && rng.chance(50),
                 draining: excluded,
-                capacity: None,
+                capacity: quantities.get("load").copied(),
+                quantities,
             }
         })
         .collect();

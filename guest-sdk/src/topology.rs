@@ -64,8 +64,13 @@ pub struct Region {
     /// Keeps its shards until they are moved, gets no new ones.
     pub draining: bool,
     /// How much shard load it can carry (in the units shard loads are
-    /// reported in); `None` when it declared no capacity. Contract 0.2.
+    /// reported in): its declared quantity named `load`; `None` when it
+    /// declared none. Contract 0.2.
     pub capacity: Option<f64>,
+    /// Every quantity of the capacity it declared when it registered, by
+    /// name (`memory-mb`, `connections`, `load`…); empty when it declared
+    /// none. Contract 0.3.
+    pub quantities: BTreeMap<String, f64>,
 }
 
 impl Region {
@@ -73,6 +78,11 @@ impl Region {
     /// The host refuses any other answer.
     pub fn is_allocatable(&self) -> bool {
         self.status == RegionStatus::Up && !self.proxy_only && !self.draining
+    }
+
+    /// The amount of a declared capacity quantity (contract 0.3).
+    pub fn quantity(&self, name: &str) -> Option<f64> {
+        self.quantities.get(name).copied()
     }
 
     /// The value of a label.

@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::{CONFIGURATIONS, HostSubject, component, native};
+use common::{HostSubject, component, current_configurations, native};
 use proptest::prelude::*;
 use shardalloc_guest::conformance::{self, Subject};
 use shardalloc_guest::testing::{Shape, generate};
@@ -11,7 +11,7 @@ use shardalloc_guest::{Snapshot, Strategy};
 
 #[test]
 fn components_pass_the_conformance_suite() {
-    for (name, config) in CONFIGURATIONS {
+    for (name, config) in current_configurations() {
         let problems = conformance::run(&mut HostSubject(component(name, config)));
         assert!(
             problems.is_empty(),
@@ -23,7 +23,7 @@ fn components_pass_the_conformance_suite() {
 
 #[test]
 fn native_builtins_pass_the_conformance_suite() {
-    for (name, config) in CONFIGURATIONS {
+    for (name, config) in current_configurations() {
         let problems = conformance::run(&mut HostSubject(native(name, config)));
         assert!(
             problems.is_empty(),
@@ -61,7 +61,7 @@ fn same_answers(
 
 #[test]
 fn component_and_native_answer_identically_on_the_suite() {
-    for (name, config) in CONFIGURATIONS {
+    for (name, config) in current_configurations() {
         let (mut wasm, mut host) = (HostSubject(component(name, config)), HostSubject(native(name, config)));
         for (scenario, snapshot) in conformance::scenarios() {
             same_answers(name, config, &mut wasm, &mut host, &scenario, &snapshot).unwrap();
@@ -71,7 +71,7 @@ fn component_and_native_answer_identically_on_the_suite() {
 
 #[test]
 fn inspect_matches_the_native_description() {
-    for (name, _) in CONFIGURATIONS {
+    for (name, _) in current_configurations() {
         let wasm = component(name, "");
         let info = shardalloc::strategy::AllocationStrategy::info(&wasm).clone();
         // A 0.3 component says whether it needs every id, as natively.
@@ -89,8 +89,8 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
 
     #[test]
-    fn identical_answers_on_random_clusters(seed in any::<u64>(), regions in 1usize..40, shards in 0usize..400, messy in any::<bool>(), which in 0usize..CONFIGURATIONS.len()) {
-        let (name, config) = CONFIGURATIONS[which];
+    fn identical_answers_on_random_clusters(seed in any::<u64>(), regions in 1usize..40, shards in 0usize..400, messy in any::<bool>(), which in 0usize..current_configurations().len()) {
+        let (name, config) = current_configurations()[which];
         let shape = if messy { Shape::messy(regions, shards) } else { Shape::healthy(regions, shards) };
         let snapshot = generate(seed, &shape).snapshot;
         let (mut wasm, mut host) = (HostSubject(component(name, config)), HostSubject(native(name, config)));

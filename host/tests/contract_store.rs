@@ -40,6 +40,7 @@ use shardalloc::strategy::external::AllocationReason;
 use shardalloc::strategy::{ActivationCause, FaultKind, StrategyError, StrategySource};
 use shardalloc_etcd::{Client, ConnectOptions, ops, pb};
 use shardalloc_proto::attributes::ShardAttributes;
+use shardalloc_proto::capacity::RegionCapacity;
 
 /// The prefix the etcd dump was written under (any prefix loads it).
 const ETCD_PREFIX: &str = "/fixture/";
@@ -74,6 +75,7 @@ fn region(address: &str, join_order: u64, labels: &[(&str, &str)], proxy_only: b
         leaving: false,
         shards: vec![],
         registered_at: None,
+        capacity: RegionCapacity::default(),
     })
 }
 
@@ -329,10 +331,11 @@ const V2: Fixture = Fixture { schema: 2, dir: "store-v2", late: false, added: 0 
 const V2_LATE: Fixture = Fixture { schema: 2, dir: "store-v2-late", late: true, added: 0 };
 /// Every fixture of schema 3, the current one: as first written, then one
 /// more for each field added to it (the last is the one blessing writes).
-const V3: [Fixture; 3] = [
+const V3: [Fixture; 4] = [
     Fixture { schema: 3, dir: "store-v3", late: true, added: 0 },
     Fixture { schema: 3, dir: "store-v3.1", late: true, added: 1 },
     Fixture { schema: 3, dir: "store-v3.2", late: true, added: 2 },
+    Fixture { schema: 3, dir: "store-v3.3", late: true, added: 3 },
 ];
 
 /// The fields added to schema 3 after its first fixture, one turn each,
@@ -360,6 +363,14 @@ fn added_turns() -> Vec<Turn> {
             Change::AttributesSet { shard: "s-strategy".into(), attributes: attributes(&[]) },
             Change::AttributesSet { shard: "s-placement".into(), attributes: attributes(&[("tier", "")]) },
         ]),
+        // 3.3: a region's declared capacity.
+        cart(vec![Change::RegionRegistered(RegionRecord {
+            address: "10.0.0.7:2552".into(),
+            incarnation: 12,
+            join_order: 10,
+            capacity: RegionCapacity::new([("load", 800.5), ("memory-mb", 4096.0)]).unwrap(),
+            ..RegionRecord::default()
+        })]),
     ]
 }
 
@@ -453,6 +464,10 @@ fn check(store: &dyn Store, fixture: Fixture, what: &str) {
         false => vec![],
     };
     assert_eq!(attributed, want, "{contract}: the shards' attributes (3.2)");
+    let capacity = cart.regions.get("10.0.0.7:2552").map(|r| r.capacity.iter().collect::<Vec<_>>());
+    let want = (fixture.added >= 3).then(|| vec![("load", 800.5), ("memory-mb", 4096.0)]);
+    assert_eq!(capacity, want, "{contract}: a region's declared capacity (3.3)");
+    assert!(cart.regions.values().filter(|r| r.address != "10.0.0.7:2552").all(|r| r.capacity.is_empty()));
     let digest = shardalloc::strategy::source::digest_of(&component());
     assert_eq!(store.blob(&digest).expect("read the blob").as_deref(), Some(&component()[..]), "{contract}: the blob");
     assert_eq!(store.blob_digests().expect("list the blobs"), [digest], "{contract}: the blobs");

@@ -172,7 +172,7 @@ fn proxy_only_regions_join_hand_offs_but_never_get_shards() {
     let mut h = Harness::new(Config::default());
     h.register("a");
     let register = Register { address: "p".into(), incarnation: 1, proxy_only: true, ..Default::default() };
-    h.step(Event::Register { now: h.now, register });
+    h.step(Event::Register { now: h.now, register, capacity: Default::default() });
     for i in 0..20 {
         h.get("p", &format!("s{i}"));
     }
@@ -205,7 +205,7 @@ fn the_signal_reaches_the_strategy_and_survives_a_restart() {
     for (address, zone) in [("eu-1", "eu"), ("us-1", "us")] {
         let labels = [("zone".to_string(), zone.to_string())].into_iter().collect();
         let register = Register { address: address.into(), incarnation: 1, labels, ..Default::default() };
-        h.step(Event::Register { now: h.now, register });
+        h.step(Event::Register { now: h.now, register, capacity: Default::default() });
     }
     let refused = reply(&h.operator(OperatorRequest::SetSignal { signal: Some("{not json".into()) }));
     assert!(matches!(&refused, Reply::SignalRefused(m) if m.contains("not JSON")), "{refused:?}");
@@ -223,7 +223,7 @@ fn a_stale_or_malformed_registration_is_refused_and_changes_nothing() {
     let mut h = Harness::new(Config::default());
     let register = |h: &mut Harness, incarnation: u64, address: &str| {
         let register = Register { address: address.into(), incarnation, ..Default::default() };
-        h.step(Event::Register { now: h.now, register })
+        h.step(Event::Register { now: h.now, register, capacity: Default::default() })
     };
     register(&mut h, 2, "a");
     register(&mut h, 1, "b");

@@ -433,7 +433,7 @@ impl Sim {
         let r = self.regions.get_mut(address).unwrap();
         let sequence = r.next_sequence(r.local(now));
         let register = Register { address: address.into(), incarnation: r.incarnation, sequence, ..Default::default() };
-        self.region_send(address, Event::Register { now, register });
+        self.region_send(address, Event::Register { now, register, capacity: Default::default() });
     }
 
     fn on_region(&mut self, address: &str, message: NodeMessage) {

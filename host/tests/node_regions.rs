@@ -7,7 +7,8 @@
 //! region simulator's stop on SIGTERM; an unhonoured placement logged once;
 //! forwards a transport reports lost later, retried and then given up to
 //! the application by name; asks over the built-in transport, answered
-//! once by the home or failed by name.
+//! once by the home or failed by name; a region's declared capacity, kept
+//! and shown to strategies.
 
 use crate::node;
 
@@ -204,6 +205,37 @@ async fn two_regions() -> (Node, Journal, RegionHandle<Msg, String>, RegionHandl
     registered(&a).await;
     registered(&b).await;
     (node, journal, a, b)
+}
+
+/// A region declares its capacity when it registers (protocol version 5):
+/// the node keeps it, shows it in the type's state and hands it to
+/// strategies (the snapshot is what they see: every quantity, and the
+/// `load` one as the region's capacity). A region that declares none has
+/// none.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_region_declares_its_capacity_and_strategies_see_it() {
+    let node = Node::start(&fast_args(&[])).await;
+    let journal = Journal::default();
+    let network = InMemoryTransport::new();
+    let declared = shardalloc_proto::capacity::RegionCapacity::new([("load", 800.0), ("memory-mb", 4096.0)]).unwrap();
+    let a = node.region("cart", "a", &journal, &network, |config| config.capacity = declared.clone());
+    let b = node.region("cart", "b", &journal, &network, |_| {});
+    registered(&a).await;
+    registered(&b).await;
+    let admin = node.admin();
+    let state = admin.type_state("cart").await.unwrap();
+    let capacity_of = |address: &str| state.regions.iter().find(|r| r.address == address).map(|r| r.capacity.clone());
+    assert_eq!(capacity_of("a"), Some(declared.clone()), "{state:?}");
+    assert_eq!(capacity_of("b"), Some(Default::default()), "{state:?}");
+    let snapshot = admin.snapshot("cart").await.unwrap();
+    let region = |address: &str| {
+        snapshot["regions"].as_array().unwrap().iter().find(|r| r["address"] == address).cloned().unwrap()
+    };
+    assert_eq!(region("a")["capacity"], 800.0, "{snapshot}");
+    assert_eq!(region("a")["quantities"], serde_json::json!({"load": 800.0, "memory-mb": 4096.0}), "{snapshot}");
+    assert!(region("b").get("quantities").is_none() && region("b").get("capacity").is_none(), "{snapshot}");
+    a.shutdown().await;
+    b.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

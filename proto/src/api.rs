@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::attributes::ShardAttributes;
+use crate::capacity::RegionCapacity;
 use serde::de::{self, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -938,6 +939,10 @@ pub struct RegionState {
     /// kept by an older store).
     #[serde(default)]
     pub registered_at_ms: Option<u64>,
+    /// The capacity it declared when it registered (named quantities;
+    /// `load` is in the units of shard loads); empty when it declared none.
+    #[serde(default)]
+    pub capacity: RegionCapacity,
 }
 
 /// A shard with a home, in a page of [`TypeState`].

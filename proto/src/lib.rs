@@ -11,6 +11,8 @@
 //!   ([`protocol::Millis`]).
 //! - [`attributes`]: shard attributes (`tenant=acme`) and their limits,
 //!   as REST, the node's core and its store share them.
+//! - [`capacity`]: a region's declared capacity (named quantities) and its
+//!   limits, as the wire, the node's core and its store share them.
 //! - [`peer`]: the inter-region wire (region to region: messages to a
 //!   shard's home, `ask` and its reply), versioned on its own.
 //! - [`api`]: the admin REST API's request and response bodies, the shared
@@ -28,5 +30,6 @@
 
 pub mod api;
 pub mod attributes;
+pub mod capacity;
 pub mod peer;
 pub mod protocol;

@@ -37,6 +37,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::attributes::ShardAttributes;
+use crate::capacity::RegionCapacity;
 
 /// A time or a duration in milliseconds, as the protocol's `*_ms` fields
 /// carry them and as the sans-I/O cores (the node's coordinator, the
@@ -47,7 +48,8 @@ pub type Millis = u64;
 /// [`RegionMessage::Load`]; version 3 [`NodeMessage::ShardHomeEpoch`],
 /// which the node sends instead of `ShardHome`; version 4
 /// [`NodeMessage::RegionRemoved`], which older regions are not sent;
-/// version 5 [`RegionMessage::GetShardHomeWithAttributes`].
+/// version 5 [`RegionMessage::GetShardHomeWithAttributes`] and
+/// [`RegionMessage::RegisterWithCapacity`].
 pub const PROTOCOL_VERSION: u32 = 5;
 
 /// The oldest protocol version a node still serves: a region that says
@@ -304,6 +306,18 @@ pub enum RegionMessage {
         /// [`crate::attributes`]).
         attributes: ShardAttributes,
     },
+    /// `Register` with the region's declared capacity (protocol version 5):
+    /// named quantities it can carry, handed to strategies. Answered as
+    /// `Register`. A region sends it only when it declares a capacity; a
+    /// later registration of the same incarnation replaces it (a
+    /// `Register` clears it).
+    RegisterWithCapacity {
+        /// The registration.
+        register: Register,
+        /// Its capacity (checked when the frame is read:
+        /// [`crate::capacity`]).
+        capacity: RegionCapacity,
+    },
 }
 
 impl RegionMessage {
@@ -316,6 +330,9 @@ impl RegionMessage {
             }
             RegionMessage::GetShardHomeWithAttributes { .. } if protocol < 5 => {
                 Err(format!("a GetShardHomeWithAttributes in protocol version {protocol}; it needs version 5"))
+            }
+            RegionMessage::RegisterWithCapacity { .. } if protocol < 5 => {
+                Err(format!("a RegisterWithCapacity in protocol version {protocol}; it needs version 5"))
             }
             _ => Ok(()),
         }
@@ -333,6 +350,7 @@ impl RegionMessage {
             RegionMessage::Drain { .. } => "Drain",
             RegionMessage::Load(_) => "Load",
             RegionMessage::GetShardHomeWithAttributes { .. } => "GetShardHomeWithAttributes",
+            RegionMessage::RegisterWithCapacity { .. } => "RegisterWithCapacity",
         }
     }
 }

@@ -459,6 +459,7 @@ pub(crate) fn start<A: Application>(
             entity_type: config.entity_type.clone(),
             handshake_timeout: config.connect_timeout,
             shard_attributes: config.shard_attributes.clone(),
+            capacity: config.capacity.clone(),
         }),
         leave_timeout: config.leave_timeout,
         drain_and_leave_timeout: config.drain_and_leave_timeout,

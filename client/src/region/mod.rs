@@ -228,6 +228,10 @@ pub struct RegionConfig {
     /// on the session's task, once per request: keep it quick. Default
     /// none.
     pub shard_attributes: Option<ShardAttributesOf>,
+    /// The capacity this region declares when it registers (named
+    /// quantities: `load` in the units of its shard loads, `memory-mb`…;
+    /// protocol version 5), handed to strategies. Default none.
+    pub capacity: crate::capacity::RegionCapacity,
 }
 
 /// The application's attributes of a shard, by id ([`RegionConfig::shard_attributes`]).
@@ -261,6 +265,7 @@ impl fmt::Debug for RegionConfig {
             .field("connect_timeout", &self.connect_timeout)
             .field("load_report_shards", &self.load_report_shards)
             .field("shard_attributes", &self.shard_attributes.as_ref().map(|_| "<function>"))
+            .field("capacity", &self.capacity)
             .finish()
     }
 }
@@ -296,6 +301,7 @@ impl RegionConfig {
             forward_attempts: self::core::DEFAULT_FORWARD_ATTEMPTS,
             forward_deadline: Duration::from_millis(self::core::DEFAULT_FORWARD_DEADLINE_MS),
             shard_attributes: None,
+            capacity: crate::capacity::RegionCapacity::default(),
         }
     }
 

@@ -51,14 +51,21 @@ pub(crate) struct SessionParams {
     /// The application's attributes of a shard, sent with its home request
     /// to a node of protocol version 5 or later.
     pub(crate) shard_attributes: Option<super::ShardAttributesOf>,
+    /// The capacity the region declares, sent with its registration to a
+    /// node of protocol version 5 or later.
+    pub(crate) capacity: crate::capacity::RegionCapacity,
 }
 
 impl SessionParams {
     /// `message` as sent to a node speaking `protocol`: a home request
-    /// carries the shard's attributes when the application has some and
-    /// the node reads them.
+    /// carries the shard's attributes when the application has some, and a
+    /// registration the region's capacity when it declares one, if the node
+    /// reads them (version 5).
     fn as_sent(&self, message: RegionMessage, protocol: u32) -> RegionMessage {
         match (message, &self.shard_attributes) {
+            (RegionMessage::Register(register), _) if protocol >= 5 && !self.capacity.is_empty() => {
+                RegionMessage::RegisterWithCapacity { register, capacity: self.capacity.clone() }
+            }
             (RegionMessage::GetShardHome { shard }, Some(attributes_of)) if protocol >= 5 => {
                 let attributes = attributes_of(&shard);
                 if attributes.is_empty() {

@@ -23,6 +23,7 @@ from shardalloc_client.wire import (
     PlacementChanged,
     Register,
     Registered,
+    RegisterWithCapacity,
     RegionMessage,
     ShardHomeEpoch,
     ShardLoad,
@@ -67,6 +68,9 @@ def from_json(kind: str, value: Any) -> Value:
         fields = {**fields, "roles": tuple(fields["roles"])}
     if variant is Load:
         fields = {**fields, "shards": tuple(ShardLoad(**s) for s in fields["shards"])}
+    if variant is RegisterWithCapacity:
+        register = fields["register"]
+        fields = {**fields, "register": Register(**{**register, "roles": tuple(register["roles"])})}
     message: Value = variant(**fields)
     return message
 
@@ -131,7 +135,7 @@ class GoldenFrames(unittest.TestCase):
             for variant in typing.get_args(union):
                 with self.subTest(variant.__name__):
                     self.assertIn(variant, found)
-        self.assertEqual(len(typing.get_args(RegionMessage)), 9)
+        self.assertEqual(len(typing.get_args(RegionMessage)), 10)
         self.assertEqual(len(typing.get_args(NodeMessage)), 16)
         self.assertEqual(len(typing.get_args(peer.PeerMessage)), 8)
 
@@ -143,7 +147,7 @@ class Refusals(unittest.TestCase):
         shard = b"tenant-7/order-42"
         cases: list[tuple[str, Callable[[bytes], Value], bytes, str]] = [
             ("unknown node variant", wire.decode_node, b"\x63", "unknown NodeMessage variant 99"),
-            ("unknown region variant", wire.decode_region, b"\x09", "unknown RegionMessage variant 9"),
+            ("unknown region variant", wire.decode_region, b"\x0a", "unknown RegionMessage variant 10"),
             ("unknown peer variant", peer.decode_peer, b"\x08", "unknown PeerMessage variant 8"),
             ("payload cut short", peer.decode_peer, b"\x02\x01\x01s\x05\x01",
              "truncated frame: a byte string of 5 bytes needs 4 more"),

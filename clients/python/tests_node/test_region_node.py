@@ -347,6 +347,22 @@ class RegionTests(NodeTestCase):
             await Region.start(config(self.node, "a", node="ftp://x"), app)
         with self.assertRaisesRegex(RegionError, "reconnect delays"):
             await Region.start(config(self.node, "a", reconnect_min_ms=10, reconnect_max_ms=5), app)
+        with self.assertRaisesRegex(ConfigError, "a capacity quantity's name is 1 to 64 characters"):
+            await Region.start(config(self.node, "a", capacity={"memory mb": 1}), app)
+        with self.assertRaisesRegex(ConfigError, "capacity quantity 'load' is -1; an amount is a finite number"):
+            await Region.start(config(self.node, "a", capacity={"load": -1}), app)
+
+    async def test_declares_its_capacity_when_it_registers_and_the_node_keeps_it(self) -> None:
+        capacity = {"load": 800.0, "memory-mb": 4096.0}
+        sized_config = config(self.node, "py-sized", token="secret", capacity=capacity)
+        async with Region.start(sized_config, Journal().app("py-sized")) as region:
+            async with asyncio.timeout(PATIENCE_S):
+                await region.wait_registered()
+            status, state = await self.node.request("GET", "/v1/cluster/shards/cart")
+            self.assertEqual(status, 200, state)
+            assert isinstance(state, dict)
+            [sized] = [r for r in state["regions"] if r["address"] == "py-sized"]
+            self.assertEqual(sized["capacity"], capacity)
 
     async def test_an_async_with_block_that_raises_shuts_the_region_down(self) -> None:
         journal = Journal()

@@ -57,18 +57,20 @@ export interface ShardLoad {
   load: number;
 }
 
+/** A region's registration (the `Register` message without its tag). */
+export interface RegisterBody {
+  address: string;
+  incarnation: number;
+  roles: string[];
+  appVersion: string;
+  labels: Record<string, string>;
+  proxyOnly: boolean;
+  sequence: number;
+}
+
 /** What a region sends after its `Hello`. */
 export type RegionMessage =
-  | {
-      type: 'Register';
-      address: string;
-      incarnation: number;
-      roles: string[];
-      appVersion: string;
-      labels: Record<string, string>;
-      proxyOnly: boolean;
-      sequence: number;
-    }
+  | ({ type: 'Register' } & RegisterBody)
   | { type: 'Heartbeat'; sequence: number; metrics: Record<string, number> }
   | { type: 'GetShardHome'; shard: string }
   | { type: 'BeginHandOffAck'; shard: string }
@@ -77,7 +79,9 @@ export type RegionMessage =
   | { type: 'Drain'; draining: boolean }
   | { type: 'Load'; windowMs: number; shards: ShardLoad[]; rest: number }
   /** `GetShardHome` with the shard's attributes (protocol version 5): kept by the node when the shard has none. */
-  | { type: 'GetShardHomeWithAttributes'; shard: string; attributes: Record<string, string> };
+  | { type: 'GetShardHomeWithAttributes'; shard: string; attributes: Record<string, string> }
+  /** `Register` with the region's declared capacity (protocol version 5): named quantities it can carry. */
+  | { type: 'RegisterWithCapacity'; register: RegisterBody; capacity: Record<string, number> };
 
 /** What the node sends. */
 export type NodeMessage =
@@ -113,6 +117,7 @@ export const REGION_VARIANTS = [
   'Drain',
   'Load',
   'GetShardHomeWithAttributes',
+  'RegisterWithCapacity',
 ] as const satisfies readonly RegionMessage['type'][];
 
 /** The node messages' names, in variant order: the index is the tag. */
@@ -166,13 +171,7 @@ export function encodeRegion(message: RegionMessage): Uint8Array {
   w.u32(REGION_VARIANTS.indexOf(message.type), 'the variant');
   switch (message.type) {
     case 'Register':
-      w.string(message.address);
-      w.u64(message.incarnation, 'Register.incarnation');
-      w.seq(message.roles, (role) => w.string(role));
-      w.string(message.appVersion);
-      w.map(message.labels, (value) => w.string(value));
-      w.bool(message.proxyOnly);
-      w.u64(message.sequence, 'Register.sequence');
+      writeRegisterBody(w, message);
       break;
     case 'Heartbeat':
       w.u64(message.sequence, 'Heartbeat.sequence');
@@ -200,8 +199,34 @@ export function encodeRegion(message: RegionMessage): Uint8Array {
       w.string(message.shard);
       w.map(message.attributes, (value) => w.string(value));
       break;
+    case 'RegisterWithCapacity':
+      writeRegisterBody(w, message.register);
+      w.map(message.capacity, (value) => w.f64(value));
+      break;
   }
   return sized(w.finish());
+}
+
+function writeRegisterBody(w: Writer, registration: RegisterBody): void {
+  w.string(registration.address);
+  w.u64(registration.incarnation, 'Register.incarnation');
+  w.seq(registration.roles, (role) => w.string(role));
+  w.string(registration.appVersion);
+  w.map(registration.labels, (value) => w.string(value));
+  w.bool(registration.proxyOnly);
+  w.u64(registration.sequence, 'Register.sequence');
+}
+
+function readRegisterBody(r: Reader): RegisterBody {
+  return {
+    address: r.string('Register.address'),
+    incarnation: r.u64('Register.incarnation'),
+    roles: r.seq('Register.roles', () => r.string('a role')),
+    appVersion: r.string('Register.app_version'),
+    labels: r.map('Register.labels', () => r.string('a label value')),
+    proxyOnly: r.bool('Register.proxy_only'),
+    sequence: r.u64('Register.sequence'),
+  };
 }
 
 /** Decodes a region's message. */
@@ -216,16 +241,7 @@ export function decodeRegion(bytes: Uint8Array): RegionMessage {
   let message: RegionMessage;
   switch (type) {
     case 'Register':
-      message = {
-        type,
-        address: r.string('Register.address'),
-        incarnation: r.u64('Register.incarnation'),
-        roles: r.seq('Register.roles', () => r.string('a role')),
-        appVersion: r.string('Register.app_version'),
-        labels: r.map('Register.labels', () => r.string('a label value')),
-        proxyOnly: r.bool('Register.proxy_only'),
-        sequence: r.u64('Register.sequence'),
-      };
+      message = { type, ...readRegisterBody(r) };
       break;
     case 'Heartbeat':
       message = {
@@ -258,6 +274,13 @@ export function decodeRegion(bytes: Uint8Array): RegionMessage {
         type,
         shard: r.string('GetShardHomeWithAttributes.shard'),
         attributes: r.map('GetShardHomeWithAttributes.attributes', () => r.string('an attribute value')),
+      };
+      break;
+    case 'RegisterWithCapacity':
+      message = {
+        type,
+        register: readRegisterBody(r),
+        capacity: r.map('RegisterWithCapacity.capacity', () => r.f64('a capacity amount')),
       };
       break;
   }

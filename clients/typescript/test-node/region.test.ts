@@ -179,6 +179,26 @@ describe('the region client with the real node', () => {
     await region.shutdown();
   });
 
+  it('declares its capacity when it registers, and the node keeps it', async () => {
+    const journal = new Journal();
+    const capacity = { load: 800, 'memory-mb': 4096 };
+    const region = Region.start(config(node, 'ts-sized', { token: 'secret', capacity }), journal.app('ts-sized'));
+    await region.waitRegistered({ signal: AbortSignal.timeout(PATIENCE_MS) });
+    const response = await fetch(`${node.base}/v1/cluster/shards/cart`);
+    const state = (await response.json()) as { regions: { address: string; capacity: Record<string, number> }[] };
+    assert.deepEqual(state.regions.find((r) => r.address === 'ts-sized')?.capacity, capacity);
+    await region.shutdown();
+    // A capacity the node would refuse is refused before anything is sent, by name.
+    assert.throws(
+      () => Region.start(config(node, 'ts-bad', { capacity: { 'memory mb': 1 } }), journal.app('ts-bad')),
+      /a capacity quantity's name is 1 to 64 characters/,
+    );
+    assert.throws(
+      () => Region.start(config(node, 'ts-bad', { capacity: { load: -1 } }), journal.app('ts-bad')),
+      /capacity quantity "load" is -1; an amount is a finite number, zero or more/,
+    );
+  });
+
   it('shuts down with a close frame even when the process exits right after', async () => {
     // A service's last lines: `await region.shutdown(); process.exit(0)`.
     const dir = mkdtempSync(join(tmpdir(), 'shardalloc-ts-exit-'));

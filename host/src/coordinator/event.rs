@@ -6,6 +6,7 @@ use super::freeze::{FreezeOrder, FreezeScope};
 use super::state::Stamp;
 
 use shardalloc_proto::attributes::ShardAttributes;
+use shardalloc_proto::capacity::RegionCapacity;
 /// The driver's clock, in milliseconds: the one definition, shared with the
 /// region client's core.
 pub use shardalloc_proto::protocol::Millis;
@@ -25,6 +26,9 @@ pub enum Event {
         /// [`NodeMessage::Registered`](super::NodeMessage::Registered) so the region knows which of its sends
         /// the lease counts from.
         register: Register,
+        /// The capacity it declared (protocol version 5's
+        /// `RegisterWithCapacity`); empty for a plain `Register`.
+        capacity: RegionCapacity,
     },
     /// A region is alive; renews its lease.
     Heartbeat {

@@ -9,7 +9,11 @@ fn least_shard() -> ExternalAllocation {
 }
 
 fn register(now: Millis, address: &str) -> Event {
-    Event::Register { now, register: Register { address: address.into(), incarnation: 1, ..Default::default() } }
+    Event::Register {
+        now,
+        register: Register { address: address.into(), incarnation: 1, ..Default::default() },
+        capacity: Default::default(),
+    }
 }
 
 fn heartbeat(now: Millis, address: &str) -> Event {

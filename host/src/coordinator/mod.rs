@@ -299,7 +299,7 @@ impl Coordinator {
     pub fn handle(&mut self, event: Event) -> Vec<Command> {
         self.now = self.now.max(event.now());
         match event {
-            Event::Register { register, .. } => self.on_register(register),
+            Event::Register { register, capacity, .. } => self.on_register(register, capacity),
             Event::Heartbeat { address, incarnation, metrics, sequence, .. } => {
                 self.on_heartbeat(address, incarnation, metrics, sequence)
             }
@@ -612,6 +612,7 @@ impl Coordinator {
                 proxy_only: region.proxy_only,
                 draining: region.draining,
                 capacity: region.capacity,
+                quantities: region.quantities.clone(),
             })
             .collect()
     }
@@ -638,7 +639,8 @@ impl Coordinator {
                 labels: r.labels.clone(),
                 proxy_only: r.proxy_only,
                 draining: r.draining,
-                capacity: None,
+                capacity: r.capacity.load(),
+                quantities: r.capacity.as_map().clone(),
             })
             .collect();
         let topology = Arc::new(Topology::new(regions, names.into_iter().collect(), self.durable.signal.clone()));

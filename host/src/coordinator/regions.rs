@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use shardalloc_proto::capacity::RegionCapacity;
+
 use super::{Change, Coordinator, NodeMessage, Observation, RegionRecord, Register, Reply, RequestId};
 use crate::strategy::AllocationCause;
 
@@ -40,7 +42,7 @@ fn malformed(registration: &Register) -> Option<String> {
 }
 
 impl Coordinator {
-    pub(super) fn on_register(&mut self, registration: Register) {
+    pub(super) fn on_register(&mut self, registration: Register, capacity: RegionCapacity) {
         let sequence = registration.sequence;
         let address = registration.address.clone();
         if let Some(reason) = malformed(&registration) {
@@ -97,6 +99,7 @@ impl Coordinator {
             leaving,
             shards: Vec::new(),
             registered_at,
+            capacity,
         };
         if existing.as_ref().is_none_or(|old| {
             let mut same = record.clone();

@@ -13,6 +13,7 @@ use crate::strategy::external::AllocationReason;
 use crate::strategy::table::ShardTable;
 use shardalloc_guest::Topology;
 use shardalloc_proto::attributes::ShardAttributes;
+use shardalloc_proto::capacity::RegionCapacity;
 
 use shardalloc_proto::protocol::Millis;
 
@@ -60,6 +61,10 @@ pub struct RegionRecord {
     /// known (a region kept by a store that did not hold it).
     #[serde(default)]
     pub registered_at: Option<Millis>,
+    /// The capacity it declared when it last registered (named
+    /// quantities); empty when it declared none.
+    #[serde(default)]
+    pub capacity: RegionCapacity,
 }
 
 /// A shard's home and why it is there.

@@ -104,7 +104,7 @@ mod tests {
         for (address, zone) in [("a", "z1"), ("b", "z1"), ("c", "z2")] {
             let labels = [(ZONE_LABEL.to_owned(), zone.to_owned())].into();
             let register = Register { address: address.into(), incarnation: 1, labels, ..Default::default() };
-            settle(&mut c, Event::Register { now: 0, register });
+            settle(&mut c, Event::Register { now: 0, register, capacity: Default::default() });
         }
         for i in 0..6 {
             settle(

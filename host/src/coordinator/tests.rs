@@ -4,6 +4,7 @@ use super::*;
 use crate::strategy::builtin;
 use crate::strategy::external::AllocationReason;
 use crate::strategy::guarded::Guarded;
+use shardalloc_proto::capacity::RegionCapacity;
 
 pub(super) fn least_shard() -> ExternalAllocation {
     ExternalAllocation::new(Guarded::new(builtin::native("least-shard", "").unwrap().unwrap()))
@@ -14,7 +15,11 @@ fn strategy_reason() -> AllocationReason {
 }
 
 pub(super) fn register(now: Millis, address: &str, incarnation: u64) -> Event {
-    Event::Register { now, register: Register { address: address.into(), incarnation, ..Default::default() } }
+    Event::Register {
+        now,
+        register: Register { address: address.into(), incarnation, ..Default::default() },
+        capacity: Default::default(),
+    }
 }
 
 /// A home request from incarnation 1.
@@ -133,12 +138,52 @@ fn a_region_keeps_its_registration_time_until_a_new_incarnation_registers() {
     // A reconnect, even with new labels, is the same incarnation.
     let mut again = Register { address: "a".into(), incarnation: 1, ..Default::default() };
     again.labels.insert("zone".into(), "b".into());
-    settle(&mut c, Event::Register { now: 20, register: again });
+    settle(&mut c, Event::Register { now: 20, register: again, capacity: Default::default() });
     let record = &c.durable().regions["a"];
     assert_eq!((record.labels["zone"].as_str(), record.registered_at), ("b", Some(10)));
     // A restart is a new incarnation: its time starts again.
     settle(&mut c, register(30, "a", 2));
     assert_eq!(c.durable().regions["a"].registered_at, Some(30));
+}
+
+#[test]
+fn a_region_declares_its_capacity_with_each_registration() {
+    let mut c = Coordinator::new(Config::default(), least_shard()).unwrap();
+    let declared = RegionCapacity::new([("load", 800.0), ("memory-mb", 4096.0)]).unwrap();
+    let register_a = |now, capacity: RegionCapacity| Event::Register {
+        now,
+        register: Register { address: "a".into(), incarnation: 1, ..Default::default() },
+        capacity,
+    };
+    let out = c.handle(register_a(10, declared.clone()));
+    let persisted: Vec<&RegionCapacity> = out
+        .iter()
+        .filter_map(|command| match command {
+            Command::Persist { changes, .. } => Some(changes),
+            _ => None,
+        })
+        .flatten()
+        .filter_map(|change| match change {
+            Change::RegionRegistered(record) => Some(&record.capacity),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(persisted, [&declared], "the capacity is stored with the region");
+    settle(&mut c, Event::Persisted { now: 11, batch: 1 });
+    // Strategies see every quantity, and the `load` one as the capacity.
+    let region = &c.snapshot().regions[0];
+    assert_eq!(region.capacity, Some(800.0));
+    assert_eq!(region.quantities, declared.as_map().clone());
+    // A reconnect of the same incarnation declares it again: the latest wins.
+    let smaller = RegionCapacity::new([("memory-mb", 2048.0)]).unwrap();
+    settle(&mut c, register_a(20, smaller.clone()));
+    assert_eq!(c.durable().regions["a"].capacity, smaller);
+    let region = &c.snapshot().regions[0];
+    assert_eq!((region.capacity, region.quantities.len()), (None, 1), "no `load` quantity: no load capacity");
+    // A plain `Register` declares none.
+    settle(&mut c, register(30, "a", 1));
+    assert!(c.durable().regions["a"].capacity.is_empty());
+    assert!(c.snapshot().regions[0].quantities.is_empty());
 }
 
 #[test]

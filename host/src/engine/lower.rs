@@ -54,13 +54,15 @@ pub mod v1 {
     }
 }
 
-/// The records of a topology, the same in contracts 0.2 and 0.3: expanded
-/// in each contract's module, over its `wit`.
+/// The records of a topology, the same in contracts 0.2 and 0.3 but for
+/// 0.3's `region.quantities` (given the contract's quantity record):
+/// expanded in each contract's module, over its `wit`.
 macro_rules! topology_records {
-    ($label:ident) => {
+    ($label:ident $(, $quantity:ident)?) => {
         /// A topology's parts the records borrow.
         struct Parts<'a> {
             labels: Vec<Vec<wit::$label<'a>>>,
+            $(quantities: Vec<Vec<wit::$quantity<'a>>>,)?
             names: Vec<&'a str>,
         }
 
@@ -71,6 +73,11 @@ macro_rules! topology_records {
                     .iter()
                     .map(|r| r.labels.iter().map(|(k, v)| wit::$label { key: k, value: v }).collect())
                     .collect(),
+                $(quantities: topology
+                    .regions()
+                    .iter()
+                    .map(|r| r.quantities.iter().map(|(n, a)| wit::$quantity { name: n, amount: *a }).collect())
+                    .collect(),)?
                 names: topology.metric_names().iter().map(String::as_str).collect(),
             }
         }
@@ -79,8 +86,8 @@ macro_rules! topology_records {
             topology
                 .regions()
                 .iter()
-                .zip(&parts.labels)
-                .map(|(r, labels)| wit::Region {
+                .enumerate()
+                .map(|(i, r)| wit::Region {
                     address: &r.address,
                     status: match r.status {
                         RegionStatus::Up => wit::RegionStatus::Up,
@@ -90,10 +97,14 @@ macro_rules! topology_records {
                     },
                     app_version: &r.app_version,
                     join_order: r.join_order,
-                    labels,
+                    labels: &parts.labels[i],
                     proxy_only: r.proxy_only,
                     draining: r.draining,
                     capacity: r.capacity,
+                    $(quantities: {
+                        let quantities: &[wit::$quantity<'_>] = &parts.quantities[i];
+                        quantities
+                    },)?
                 })
                 .collect()
         }
@@ -165,7 +176,7 @@ pub mod v3 {
     use shardalloc_guest::kept::{Attributed, ShardNames};
     use v0_3::wit;
 
-    topology_records!(LabelParam);
+    topology_records!(LabelParam, Quantity);
 
     /// Every shard's id in `table`, packed straight from it as the
     /// contract's `shard-ids` (one text and each id's end: no string per

@@ -229,7 +229,7 @@ async fn session(state: AppState, mut socket: WebSocket) {
             Read::Ended(reason) => break reason,
             Read::Violation(reason) => break violation(reason),
         };
-        registered |= matches!(message, RegionMessage::Register(_));
+        registered |= matches!(message, RegionMessage::Register(_) | RegionMessage::RegisterWithCapacity { .. });
         let message = match message {
             RegionMessage::Load(report) => match loads.offer(tokio::time::Instant::now(), report) {
                 (Some(report), _) => RegionMessage::Load(report),

@@ -291,6 +291,7 @@ impl Scenario<'_> {
                 Event::Register {
                     now,
                     register: Register { address: region, incarnation, labels, ..Default::default() },
+                    capacity: Default::default(),
                 }
             }
             50..53 => Event::Leave { now, address: region, incarnation },

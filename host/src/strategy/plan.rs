@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use shardalloc_guest::{RegionStatus, Snapshot, SnapshotRegion};
+use shardalloc_proto::capacity::LOAD_QUANTITY;
 
 use super::churn::Paced;
 use super::external::{AllocationReason, ExternalAllocation};
@@ -243,6 +244,11 @@ fn change(snapshot: &Snapshot, changes: &Changes) -> (Snapshot, Vec<(String, Str
             proxy_only: false,
             draining: false,
             capacity: region.capacity,
+            // A region added in a plan declares its load capacity only.
+            quantities: region
+                .capacity
+                .map(|load| BTreeMap::from([(LOAD_QUANTITY.to_owned(), load)]))
+                .unwrap_or_default(),
         });
     }
     (changed, displaced)

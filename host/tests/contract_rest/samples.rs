@@ -25,6 +25,7 @@ use shardalloc_proto::api::{
     StrategyState, TypeState, TypeSummary, Types,
 };
 use shardalloc_proto::attributes::ShardAttributes;
+use shardalloc_proto::capacity::RegionCapacity;
 use utoipa::ToSchema;
 
 /// A body: its JSON, and whether JSON reads back as it.
@@ -149,6 +150,7 @@ fn snapshot_region() -> SnapshotRegion {
         proxy_only: true,
         draining: true,
         capacity: Some(1200.0),
+        quantities: map([("load", 1200.0), ("memory-mb", 4096.0)]),
     }
 }
 
@@ -172,6 +174,7 @@ pub fn samples() -> Vec<Sample> {
         shard_count: 400,
         load: Some(5210.75),
         registered_at_ms: Some(AT),
+        capacity: RegionCapacity::new([("load", 1200.0), ("memory-mb", 4096.0)]).unwrap(),
     };
     let hand_off = HandOff { shard_id: OTHER_SHARD.to_owned(), from: "10.0.0.2:2552".to_owned() };
     let shard_home =
@@ -272,6 +275,7 @@ pub fn samples() -> Vec<Sample> {
         }),
         one(AttributesWritten { changed: vec![SHARD.to_owned()] }),
         one(ShardAttributes::new([("tenant", "acme"), ("tier", "gold")]).unwrap()),
+        one(RegionCapacity::new([("load", 1200.0), ("memory-mb", 4096.0)]).unwrap()),
         one(ShardLoads {
             shards: vec![ShardLoadState {
                 shard_id: SHARD.to_owned(),

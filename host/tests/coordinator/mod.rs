@@ -75,7 +75,7 @@ impl Harness {
     /// Registers a region.
     pub fn register(&mut self, address: &str) -> Vec<Command> {
         let register = Register { address: address.into(), incarnation: 1, ..Default::default() };
-        self.step(Event::Register { now: self.now, register })
+        self.step(Event::Register { now: self.now, register, capacity: Default::default() })
     }
 
     /// The registered incarnation of a region (1 when it is unknown).

@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 
 use shardalloc_proto::attributes::ShardAttributes;
+use shardalloc_proto::capacity::RegionCapacity;
 use shardalloc_proto::peer::{PeerHello, PeerMessage};
 use shardalloc_proto::protocol::{
     self, FrameError, Hello, LoadReport, NodeMessage, RegionMessage, Register, ShardLoad,
@@ -44,6 +45,7 @@ variants! {
         RegionMessage::Drain { .. } => "region-drain",
         RegionMessage::Load(_) => "region-load",
         RegionMessage::GetShardHomeWithAttributes { .. } => "region-get-shard-home-with-attributes",
+        RegionMessage::RegisterWithCapacity { .. } => "region-register-with-capacity",
     }
 }
 
@@ -186,6 +188,18 @@ pub fn samples() -> Vec<Sample> {
             proxy_only: true,
             sequence: 3,
         }))),
+        one(region(RegionMessage::RegisterWithCapacity {
+            register: Register {
+                address: "10.0.0.2:2552".into(),
+                incarnation: INCARNATION,
+                roles: vec![],
+                app_version: "1.4.0".into(),
+                labels: BTreeMap::from([("zone".into(), "eu-central-1b".into())]),
+                proxy_only: false,
+                sequence: 4,
+            },
+            capacity: RegionCapacity::new([("load", 800.5), ("memory-mb", 4096.0)]).unwrap(),
+        })),
         one(region(RegionMessage::Heartbeat {
             sequence: 12_345,
             metrics: BTreeMap::from([

@@ -3,7 +3,10 @@
 //! Regions report a load metric with their heartbeats (by default
 //! `mem-used-ratio`). This strategy keeps new shards off regions whose value
 //! is above a threshold and, while some region has room, drains over-full
-//! regions gradually:
+//! regions gradually. With `of`, the metric is a count (`sessions`) and a
+//! region's value is that count over the quantity of that name the region
+//! declared as its capacity when it registered (contract 0.3): a region
+//! that declared none counts as not reporting.
 //!
 //! - **allocate** picks, among the allocatable regions (up, not proxy-only,
 //!   not draining), the one with the lowest reported value at or below the
@@ -18,8 +21,8 @@
 //!   below the threshold.
 //!
 //! Layout of this crate:
-//! - [`CapacityConfig`]: the settings (`metric`, `threshold`) and their parsing;
-//! - [`Load`] and [`load`]: how one region's report is classified;
+//! - [`CapacityConfig`]: the settings (`metric`, `threshold`, `of`) and their parsing;
+//! - [`fullness`], [`Load`] and [`load`]: how one region's report is classified;
 //! - [`Capacity`]: the [`Strategy`];
 //! - the component export (`export_strategy!`), active on wasm32 only.
 //!
@@ -53,6 +56,12 @@ pub const CONFIG_SCHEMA: &str = r#"{
       "minLength": 1,
       "default": "mem-used-ratio"
     },
+    "of": {
+      "description": "Divide the metric by the region's declared capacity quantity of this name (e.g. metric `sessions` of `sessions`); regions that declared none count as not reporting. Unset: the metric is already a ratio.",
+      "type": ["string", "null"],
+      "minLength": 1,
+      "default": null
+    },
     "threshold": {
       "description": "A region whose metric is above this value gets no new shards (unless every region is) and is drained one shard per round.",
       "type": "number",
@@ -71,11 +80,14 @@ pub struct CapacityConfig {
     /// Values above it are over-full; a finite number in (0, 1]. Default
     /// [`DEFAULT_THRESHOLD`].
     pub threshold: f64,
+    /// The declared capacity quantity the metric is divided by; `None`
+    /// (the default): the metric is a ratio already.
+    pub of: Option<String>,
 }
 
 impl Default for CapacityConfig {
     fn default() -> Self {
-        CapacityConfig { metric: DEFAULT_METRIC.to_owned(), threshold: DEFAULT_THRESHOLD }
+        CapacityConfig { metric: DEFAULT_METRIC.to_owned(), threshold: DEFAULT_THRESHOLD, of: None }
     }
 }
 
@@ -86,6 +98,7 @@ impl Default for CapacityConfig {
 struct RawConfig {
     metric: Option<serde_json::Value>,
     threshold: Option<serde_json::Value>,
+    of: Option<serde_json::Value>,
 }
 
 impl CapacityConfig {
@@ -99,6 +112,12 @@ impl CapacityConfig {
             match value.as_str() {
                 Some(name) if !name.trim().is_empty() => parsed.metric = name.to_owned(),
                 _ => return Err(format!("`metric` must be a non-empty string, got {value}")),
+            }
+        }
+        if let Some(value) = raw.of.filter(|v| !v.is_null()) {
+            match value.as_str() {
+                Some(name) if !name.trim().is_empty() => parsed.of = Some(name.to_owned()),
+                _ => return Err(format!("`of` must be a non-empty string (a capacity quantity's name), got {value}")),
             }
         }
         if let Some(value) = raw.threshold.filter(|v| !v.is_null()) {
@@ -132,12 +151,27 @@ impl Load {
     }
 }
 
-/// Classifies region `id`'s value in metric `column` (from
-/// [`View::metric_column`]; `None` when no region reports the metric).
-pub fn load(view: &View, id: RegionId, column: Option<usize>, threshold: f64) -> Load {
-    match column.and_then(|c| view.metric_at(id, c)) {
+/// Region `id`'s value: its metric in `column` (from
+/// [`View::metric_column`]; `None` when no region reports the metric),
+/// divided by its declared quantity [`CapacityConfig::of`] when set (a
+/// quantity of zero leaves no room: the value is infinite). `None` when it
+/// reported no metric or declared no such quantity.
+pub fn fullness(view: &View, id: RegionId, column: Option<usize>, config: &CapacityConfig) -> Option<f64> {
+    let value = column.and_then(|c| view.metric_at(id, c))?;
+    match &config.of {
+        None => Some(value),
+        Some(quantity) => {
+            let capacity = view.region(id).quantity(quantity)?;
+            Some(if capacity > 0.0 { value / capacity } else { f64::INFINITY })
+        }
+    }
+}
+
+/// Classifies region `id` against the threshold by its [`fullness`].
+pub fn load(view: &View, id: RegionId, column: Option<usize>, config: &CapacityConfig) -> Load {
+    match fullness(view, id, column, config) {
         None => Load::Unknown,
-        Some(v) if v > threshold => Load::Over(v),
+        Some(v) if v > config.threshold => Load::Over(v),
         Some(v) => Load::Room(v),
     }
 }
@@ -160,7 +194,7 @@ impl Capacity {
     }
 
     fn load(&self, view: &View, id: RegionId, column: Option<usize>) -> Load {
-        load(view, id, column, self.config.threshold)
+        load(view, id, column, &self.config)
     }
 }
 
@@ -238,8 +272,9 @@ impl Strategy for Capacity {
         let Some(column) = view.metric_column(&self.config.metric) else {
             return Ok(Vec::new());
         };
-        let has_destination =
-            view.allocatable().any(|id| view.metric_at(id, column).is_some_and(|v| v < self.config.threshold));
+        let has_destination = view
+            .allocatable()
+            .any(|id| fullness(view, id, Some(column), &self.config).is_some_and(|v| v < self.config.threshold));
         if !has_destination {
             return Ok(Vec::new());
         }

@@ -90,6 +90,57 @@ fn allocate_table() {
     }
 }
 
+/// Regions reporting `sessions` counts, each declaring (or not) a
+/// `sessions` capacity: (address, count, declared).
+fn sessions(spec: &str, regions: &[(&str, f64, Option<f64>)]) -> Scenario {
+    regions.iter().fold(Scenario::parse(spec), |s, (address, count, declared)| {
+        let s = s.metric(address, "sessions", *count);
+        match declared {
+            Some(amount) => s.quantity(address, "sessions", *amount),
+            None => s,
+        }
+    })
+}
+
+#[test]
+fn of_divides_the_metric_by_the_declared_quantity() {
+    let of = r#"{"metric":"sessions","of":"sessions"}"#;
+    let cases: Vec<(&str, Scenario, &str, Vec<&str>)> = vec![
+        (
+            // a: 900 of 1,000 (0.9, over); b: 1,200 of 4,000 (0.3): the
+            // bigger count has the more room.
+            "the ratio, not the count",
+            sessions("a=1,2 b=3", &[("a", 900.0, Some(1_000.0)), ("b", 1_200.0, Some(4_000.0))]),
+            "b",
+            vec!["1"],
+        ),
+        (
+            "no declared quantity counts as unreported",
+            sessions("a=1 b=2", &[("a", 10.0, None), ("b", 700.0, Some(1_000.0))]),
+            "b",
+            vec![],
+        ),
+        (
+            "a quantity of zero leaves no room",
+            sessions("a=1 b=2,3", &[("a", 0.0, Some(0.0)), ("b", 500.0, Some(1_000.0))]),
+            "b",
+            vec!["1"],
+        ),
+        (
+            "at the threshold has room, nothing moves",
+            sessions("a=1 b=2", &[("a", 800.0, Some(1_000.0)), ("b", 1_600.0, Some(2_000.0))]),
+            "a",
+            vec![],
+        ),
+    ];
+    for (name, scenario, want, moves) in cases {
+        let strategy = configured(of);
+        assert_eq!(scenario.allocate(&strategy, "42").as_deref(), Ok(want), "{name}: allocate");
+        let got = scenario.rebalance(&strategy).unwrap();
+        assert_eq!(got, moves, "{name}: rebalance");
+    }
+}
+
 #[test]
 fn every_region_over_picks_the_least_full_and_warns() {
     let scenario = cluster("a=1 b=2,3,4 c=", &[("a", 0.95), ("b", 0.85), ("c", 0.99)]);
@@ -184,7 +235,9 @@ fn config_defaults_and_info() {
         assert_eq!(CapacityConfig::parse(text).unwrap(), CapacityConfig::default(), "{text}");
     }
     let parsed = CapacityConfig::parse(r#"{"metric":"cpu","threshold":1}"#).unwrap();
-    assert_eq!(parsed, CapacityConfig { metric: "cpu".to_owned(), threshold: 1.0 });
+    assert_eq!(parsed, CapacityConfig { metric: "cpu".to_owned(), threshold: 1.0, of: None });
+    let parsed = CapacityConfig::parse(r#"{"metric":"sessions","of":"sessions"}"#).unwrap();
+    assert_eq!(parsed.of.as_deref(), Some("sessions"));
     let info = strategy.info();
     assert_eq!(info.name, "capacity");
     assert_eq!(info.version, env!("CARGO_PKG_VERSION"));
@@ -192,7 +245,7 @@ fn config_defaults_and_info() {
     assert_eq!(info.config_schema, CONFIG_SCHEMA);
     let schema: serde_json::Value = serde_json::from_str(&info.config_schema).unwrap();
     let keys: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
-    assert_eq!(keys, ["metric", "threshold"]);
+    assert_eq!(keys, ["metric", "of", "threshold"]);
     assert_eq!(schema["properties"]["threshold"]["default"], 0.8);
     assert_eq!(schema["properties"]["metric"]["default"], MEM);
 }
@@ -211,6 +264,8 @@ fn config_errors_name_the_problem() {
         (r#"{"threshold":80}"#, "threshold"),
         (r#"{"threshold":"0.5"}"#, "threshold"),
         (r#"{"threshold":[0.5]}"#, "threshold"),
+        (r#"{"of":""}"#, "`of` must be a non-empty string"),
+        (r#"{"of":7}"#, "`of`"),
         ("[1]", "object"),
         ("{", "JSON"),
     ];
@@ -225,7 +280,7 @@ fn failed_configure_keeps_the_previous_config() {
     let mut strategy = configured(r#"{"metric":"cpu","threshold":0.5}"#);
     assert!(strategy.configure(r#"{"threshold":2}"#).is_err());
     assert!(strategy.configure(r#"{"metric":"mem","bogus":1}"#).is_err());
-    assert_eq!(strategy.config(), &CapacityConfig { metric: "cpu".to_owned(), threshold: 0.5 });
+    assert_eq!(strategy.config(), &CapacityConfig { metric: "cpu".to_owned(), threshold: 0.5, of: None });
     let scenario = Scenario::parse("a= b=").metric("a", "cpu", 0.6).metric("b", "cpu", 0.4);
     assert_eq!(scenario.allocate(&strategy, "1").unwrap(), "b");
     strategy.configure("").unwrap();

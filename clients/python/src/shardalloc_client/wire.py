@@ -32,6 +32,7 @@ __all__ = [
     "Heartbeat",
     "GetShardHome",
     "GetShardHomeWithAttributes",
+    "RegisterWithCapacity",
     "BeginHandOffAck",
     "ShardStopped",
     "Leave",
@@ -214,9 +215,22 @@ class GetShardHomeWithAttributes:
     """Its attributes (``tenant=acme``); written in key order."""
 
 
+@dataclass(frozen=True)
+class RegisterWithCapacity:
+    """:class:`Register` with the region's declared capacity (protocol
+    version 5; ``RegionMessage`` variant 9): named quantities it can carry,
+    handed to strategies. Answered as ``Register``."""
+
+    register: Register
+    """The registration."""
+    capacity: Mapping[str, float]
+    """Its capacity (``load`` in the units of shard loads, ``memory-mb``…);
+    written in name order."""
+
+
 RegionMessage: TypeAlias = Union[
     Register, Heartbeat, GetShardHome, BeginHandOffAck, ShardStopped, Leave, Drain, Load,
-    GetShardHomeWithAttributes,
+    GetShardHomeWithAttributes, RegisterWithCapacity,
 ]
 """What a region sends after its :class:`Hello`, in variant order."""
 
@@ -623,13 +637,7 @@ def encode_region(message: RegionMessage) -> bytes:
     match message:
         case Register():
             w.variant(0)
-            w.string(message.address, "Register.address")
-            w.u64(message.incarnation, "Register.incarnation")
-            w.seq(message.roles, lambda role: w.string(role, "a role"), "Register.roles")
-            w.string(message.app_version, "Register.app_version")
-            w.map(message.labels, lambda v: w.string(v, "a label value"), "Register.labels")
-            w.bool(message.proxy_only, "Register.proxy_only")
-            w.u64(message.sequence, "Register.sequence")
+            _write_register(w, message)
         case Heartbeat():
             w.variant(1)
             w.u64(message.sequence, "Heartbeat.sequence")
@@ -661,9 +669,39 @@ def encode_region(message: RegionMessage) -> bytes:
                 lambda v: w.string(v, "an attribute value"),
                 "GetShardHomeWithAttributes.attributes",
             )
+        case RegisterWithCapacity():
+            w.variant(9)
+            if not isinstance(message.register, Register):
+                raise FrameError(
+                    f"RegisterWithCapacity.register must be a Register, not {type(message.register).__name__}"
+                )
+            _write_register(w, message.register)
+            w.map(message.capacity, lambda v: w.f64(v, "a capacity amount"), "RegisterWithCapacity.capacity")
         case _:
             raise FrameError(f"{type(message).__name__} is not a RegionMessage")
     return w.frame()
+
+
+def _write_register(w: _Writer, message: Register) -> None:
+    w.string(message.address, "Register.address")
+    w.u64(message.incarnation, "Register.incarnation")
+    w.seq(message.roles, lambda role: w.string(role, "a role"), "Register.roles")
+    w.string(message.app_version, "Register.app_version")
+    w.map(message.labels, lambda v: w.string(v, "a label value"), "Register.labels")
+    w.bool(message.proxy_only, "Register.proxy_only")
+    w.u64(message.sequence, "Register.sequence")
+
+
+def _read_register(r: _Reader) -> Register:
+    return Register(
+        address=r.string("Register.address"),
+        incarnation=r.u64("Register.incarnation"),
+        roles=r.seq(lambda: r.string("a role"), "Register.roles"),
+        app_version=r.string("Register.app_version"),
+        labels=r.map(lambda: r.string("a label value"), "Register.labels"),
+        proxy_only=r.bool("Register.proxy_only"),
+        sequence=r.u64("Register.sequence"),
+    )
 
 
 def _write_shard_load(w: _Writer, entry: ShardLoad) -> None:
@@ -680,15 +718,7 @@ def decode_region(frame: bytes) -> RegionMessage:
     message: RegionMessage
     match index:
         case 0:
-            message = Register(
-                address=r.string("Register.address"),
-                incarnation=r.u64("Register.incarnation"),
-                roles=r.seq(lambda: r.string("a role"), "Register.roles"),
-                app_version=r.string("Register.app_version"),
-                labels=r.map(lambda: r.string("a label value"), "Register.labels"),
-                proxy_only=r.bool("Register.proxy_only"),
-                sequence=r.u64("Register.sequence"),
-            )
+            message = _read_register(r)
         case 1:
             message = Heartbeat(
                 sequence=r.u64("Heartbeat.sequence"),
@@ -719,6 +749,11 @@ def decode_region(frame: bytes) -> RegionMessage:
                 attributes=r.map(
                     lambda: r.string("an attribute value"), "GetShardHomeWithAttributes.attributes"
                 ),
+            )
+        case 9:
+            message = RegisterWithCapacity(
+                register=_read_register(r),
+                capacity=r.map(lambda: r.f64("a capacity amount"), "RegisterWithCapacity.capacity"),
             )
         case _:
             raise FrameError(f"unknown RegionMessage variant {index}")

@@ -82,7 +82,16 @@ export interface RegionConfig {
    * Called once per request: keep it quick. Default none.
    */
   shardAttributes?: ((shard: string) => Record<string, string>) | undefined;
+  /**
+   * The capacity this region declares when it registers (protocol version 5): named quantities,
+   * `{ load: 800, 'memory-mb': 4096 }` (`load` in the units of its shard loads), handed to strategies.
+   * At most 16; names 1 to 64 characters of `A-Z a-z 0-9 . _ - /`; amounts finite, zero or more. Default none.
+   */
+  capacity?: Record<string, number>;
 }
+
+/** Most quantities a region's capacity declares. */
+const MAX_QUANTITIES = 16;
 
 /** How long a stopping region waits for the node to answer its close frame. */
 const CLOSE_BOUND_MS = 2_000;
@@ -143,7 +152,20 @@ function settle(config: RegionConfig): Settled {
     forwardAttempts: config.forwardAttempts ?? DEFAULT_FORWARD_ATTEMPTS,
     forwardDeadlineMs: config.forwardDeadlineMs ?? DEFAULT_FORWARD_DEADLINE_MS,
     shardAttributes: config.shardAttributes,
+    capacity: config.capacity ?? {},
   };
+  const quantities = Object.entries(settled.capacity);
+  if (quantities.length > MAX_QUANTITIES) {
+    problem(`${quantities.length} capacity quantities; a region declares at most ${MAX_QUANTITIES}`);
+  }
+  for (const [name, amount] of quantities) {
+    if (!/^[A-Za-z0-9._/-]{1,64}$/.test(name)) {
+      problem(`a capacity quantity's name is 1 to 64 characters of A-Z a-z 0-9 . _ - /, not ${JSON.stringify(name)}`);
+    }
+    if (typeof amount !== 'number' || !Number.isFinite(amount) || amount < 0) {
+      problem(`capacity quantity ${JSON.stringify(name)} is ${String(amount)}; an amount is a finite number, zero or more`);
+    }
+  }
   if (settled.shardBufferLimit < 1 || settled.totalBufferLimit < 1) problem('buffer limits must be at least 1');
   if (settled.loadReportShards < 1 || settled.loadReportShards > MAX_LOAD_SHARDS) {
     problem(`loadReportShards is ${settled.loadReportShards}; it must be 1 to ${MAX_LOAD_SHARDS}`);
@@ -323,6 +345,7 @@ export class Region<M, R = unknown> extends EventEmitter<RegionEvents> {
       ca: config.ca,
       handshakeTimeoutMs: config.connectTimeoutMs,
       shardAttributes: config.shardAttributes,
+      capacity: config.capacity,
     };
     this.backoff = new Backoff(config.reconnectMinMs, config.reconnectMaxMs);
     this.inboxHandle = {

@@ -44,6 +44,8 @@ export interface SessionParams {
   handshakeTimeoutMs: number;
   /** The application's attributes of a shard, sent with its home request to a node of protocol version 5 or later. */
   shardAttributes?: ((shard: string) => Record<string, string>) | undefined;
+  /** The capacity the region declares, sent with its registration to a node of protocol version 5 or later. */
+  capacity?: Record<string, number>;
 }
 
 /**
@@ -109,8 +111,19 @@ export class Session {
     }
   }
 
-  /** A home request carries the shard's attributes when the application has some and the node reads them. */
+  /**
+   * A home request carries the shard's attributes when the application has some, and a registration the
+   * region's capacity when it declares one, if the node reads them (version 5).
+   */
   private asSent(message: RegionMessage): RegionMessage {
+    if (message.type === 'Register') {
+      const capacity = this.params.capacity ?? {};
+      if (this.nodeProtocol < 5 || Object.keys(capacity).length === 0) {
+        return message;
+      }
+      const { type: _, ...register } = message;
+      return { type: 'RegisterWithCapacity', register, capacity };
+    }
     const attributesOf = this.params.shardAttributes;
     if (message.type !== 'GetShardHome' || attributesOf === undefined || this.nodeProtocol < 5) {
       return message;

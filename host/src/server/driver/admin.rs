@@ -193,6 +193,7 @@ impl Driver {
                 shard_count: r.shards.len(),
                 load: entry.coordinator.region_load(&r.address),
                 registered_at_ms: r.registered_at,
+                capacity: r.capacity.clone(),
             })
             .collect();
         let hand_offs = durable

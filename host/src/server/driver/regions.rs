@@ -1,4 +1,5 @@
-//! What a region session's message does on the driver: a `Register` binds
+//! What a region session's message does on the driver: a `Register` (or
+//! `RegisterWithCapacity`, which also declares the region's capacity) binds
 //! the session to its region (creating the type when it is new) and every
 //! later message becomes a coordinator event carrying the session's
 //! registered incarnation. A message before `Register`, or a `Register` for
@@ -7,6 +8,7 @@
 //! region limit) is the coordinator's rule alone: the session is routed to
 //! its region only once the coordinator accepted it.
 
+use shardalloc_proto::capacity::RegionCapacity;
 use shardalloc_proto::protocol::{NodeMessage, RegionMessage, Register};
 
 use super::sessions::SessionId;
@@ -16,15 +18,21 @@ use crate::coordinator::{Command, Event, OperatorRequest};
 impl Driver {
     pub(super) fn on_region(&mut self, session: SessionId, message: RegionMessage) {
         let Some(entity_type) = self.sessions.entity_type(session).map(str::to_owned) else { return };
-        if let RegionMessage::Register(register) = message {
-            return self.on_register(session, entity_type, register);
-        }
+        let message = match message {
+            RegionMessage::Register(register) => {
+                return self.on_register(session, entity_type, register, RegionCapacity::default());
+            }
+            RegionMessage::RegisterWithCapacity { register, capacity } => {
+                return self.on_register(session, entity_type, register, capacity);
+            }
+            message => message,
+        };
         let Some((address, incarnation)) = self.sessions.registered(session).cloned() else {
             return self.refuse(session, format!("{} before Register", message.name()));
         };
         let now = self.now;
         let event = match message {
-            RegionMessage::Register(_) => unreachable!("handled above"),
+            RegionMessage::Register(_) | RegionMessage::RegisterWithCapacity { .. } => unreachable!("handled above"),
             RegionMessage::Heartbeat { sequence, metrics } => {
                 Event::Heartbeat { now, address, incarnation, metrics, sequence }
             }
@@ -54,7 +62,7 @@ impl Driver {
         self.feed(&entity_type, event);
     }
 
-    fn on_register(&mut self, session: SessionId, entity_type: String, register: Register) {
+    fn on_register(&mut self, session: SessionId, entity_type: String, register: Register, capacity: RegionCapacity) {
         if let Err(rule) = shardalloc_client::protocol::check_address(&register.address) {
             return self.refuse(session, format!("Register: {rule}"));
         }
@@ -93,7 +101,7 @@ impl Driver {
         // accepts, so a refusal reaches the session that asked and the live
         // incarnation's session keeps its route.
         let (address, incarnation) = (register.address.clone(), register.incarnation);
-        let event = Event::Register { now: self.now, register };
+        let event = Event::Register { now: self.now, register, capacity };
         let Ok(entry) = self.catalog.get_mut(&entity_type) else { return };
         let mut commands = entry.coordinator.handle(event);
         let refusal = commands.iter().position(|command| {

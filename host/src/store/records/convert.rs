@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use shardalloc_proto::attributes::ShardAttributes;
+use shardalloc_proto::capacity::RegionCapacity;
 
 use super::{
     Activation, Attributes, Cause, Change, ChangedBy, Checkpoint, Component, Declaration, Durable, Fault, Freeze,
@@ -43,6 +44,7 @@ impl From<&core::RegionRecord> for Region {
             leaving: r.leaving,
             shards: r.shards.clone(),
             registered_at: r.registered_at,
+            capacity: r.capacity.as_map().clone(),
         }
     }
 }
@@ -61,6 +63,7 @@ impl From<Region> for core::RegionRecord {
             leaving: r.leaving,
             shards: r.shards,
             registered_at: r.registered_at,
+            capacity: RegionCapacity::stored(r.capacity),
         }
     }
 }

@@ -99,7 +99,7 @@ pub struct Stamp {
 
 /// A region. In redb's `regions` table without its shards (rebuilt from
 /// the homes); in the etcd log and checkpoint with them.
-#[derive(Debug, Clone, PartialEq, Eq, Encode, Decode)]
+#[derive(Debug, Clone, PartialEq, Encode, Decode)]
 pub struct Region {
     /// Its address.
     #[n(0)]
@@ -135,6 +135,11 @@ pub struct Region {
     /// in regions written before it was kept.
     #[n(10)]
     pub registered_at: Option<u64>,
+    /// The capacity it declared (named quantities); absent in regions
+    /// written before it was kept, and when it declared none.
+    #[n(11)]
+    #[cbor(default)]
+    pub capacity: BTreeMap<String, f64>,
 }
 
 /// What kind of fault stopped a strategy.

@@ -39,6 +39,7 @@ fn region(address: &str) -> RegionRecord {
         leaving: true,
         shards: vec!["s1".into(), "s0".into()],
         registered_at: None,
+        capacity: shardalloc_proto::capacity::RegionCapacity::new([("load", 12.5)]).unwrap(),
     }
 }
 

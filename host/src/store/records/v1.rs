@@ -220,6 +220,7 @@ impl From<Region> for core::RegionRecord {
             shards: r.shards,
             // Schema 1 did not keep it.
             registered_at: None,
+            capacity: Default::default(),
         }
     }
 }

@@ -481,6 +481,7 @@ impl From<Region> for core::RegionRecord {
             shards: r.shards,
             // Schema 2 did not keep it.
             registered_at: None,
+            capacity: Default::default(),
         }
     }
 }

@@ -202,6 +202,12 @@ class RegionConfig:
     sent with each request for its home (protocol version 5): the node keeps
     them when the shard has none yet, and strategies read them. Called once
     per request: keep it quick. Default none."""
+    capacity: Mapping[str, float] = field(default_factory=dict)
+    """The capacity this region declares when it registers (protocol version
+    5): named quantities, ``{"load": 800, "memory-mb": 4096}`` (``load`` in
+    the units of its shard loads), handed to strategies. At most 16; names 1
+    to 64 characters of ``A-Z a-z 0-9 . _ - /``; amounts finite, zero or
+    more. Default none."""
 
 
 @dataclass(frozen=True)
@@ -212,6 +218,25 @@ class _Settled:
     urls: tuple[str, ...]
     incarnation: int
     params: SessionParams
+
+
+_MAX_QUANTITIES = 16
+"""Most quantities a region's capacity declares."""
+
+_QUANTITY_NAME = re.compile(r"[A-Za-z0-9._/-]{1,64}")
+
+
+def _check_capacity(capacity: Mapping[str, float], problem: Callable[[str], RegionError]) -> None:
+    """Refuses a capacity the node would refuse, naming the rule."""
+    if len(capacity) > _MAX_QUANTITIES:
+        raise problem(f"{len(capacity)} capacity quantities; a region declares at most {_MAX_QUANTITIES}")
+    for name, amount in capacity.items():
+        if not isinstance(name, str) or not _QUANTITY_NAME.fullmatch(name):
+            raise problem(
+                f"a capacity quantity's name is 1 to 64 characters of A-Z a-z 0-9 . _ - /, not {name!r}"
+            )
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0 <= amount < math.inf:
+            raise problem(f"capacity quantity {name!r} is {amount!r}; an amount is a finite number, zero or more")
 
 
 def _settle(config: RegionConfig) -> _Settled:
@@ -270,6 +295,7 @@ def _settle(config: RegionConfig) -> _Settled:
         value = getattr(config, name)
         if not isinstance(value, int) or value < 0:
             raise problem(f"{name} must be a whole number of milliseconds from 0, not {value!r}")
+    _check_capacity(config.capacity, problem)
     incarnation = config.incarnation if config.incarnation is not None else time.time_ns() // 1_000_000
     if isinstance(incarnation, bool) or not isinstance(incarnation, int) or not 0 <= incarnation <= _U64_MAX:
         raise problem(f"the incarnation must be a whole number from 0, not {incarnation!r}")
@@ -284,6 +310,7 @@ def _settle(config: RegionConfig) -> _Settled:
         ssl_context=context,
         handshake_timeout_ms=config.connect_timeout_ms,
         shard_attributes=config.shard_attributes,
+        capacity=dict(config.capacity),
     )
     return _Settled(config=config, urls=tuple(urls), incarnation=incarnation, params=params)
 

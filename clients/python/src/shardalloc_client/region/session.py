@@ -17,7 +17,7 @@ import inspect
 import logging
 import ssl
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias, Union
 from urllib.parse import urlsplit, urlunsplit
 
@@ -35,6 +35,8 @@ from ..wire import (
     Redirect,
     Refused,
     RegionMessage,
+    Register,
+    RegisterWithCapacity,
     Welcome,
     decode_node,
     encode_hello,
@@ -120,6 +122,9 @@ class SessionParams:
     shard_attributes: Callable[[str], Mapping[str, str]] | None = None
     """The application's attributes of a shard, sent with its home request
     to a node of protocol version 5 or later."""
+    capacity: Mapping[str, float] = field(default_factory=dict)
+    """The capacity the region declares, sent with its registration to a
+    node of protocol version 5 or later."""
 
 
 def tls_context(ca_file: str | None = None, ca_pem: str | None = None) -> ssl.SSLContext | None:
@@ -245,7 +250,12 @@ class Session:
 
     def _as_sent(self, message: RegionMessage) -> RegionMessage:
         """A home request carries the shard's attributes when the
-        application has some and the node reads them."""
+        application has some, and a registration the region's capacity when
+        it declares one, if the node reads them (version 5)."""
+        if isinstance(message, Register):
+            if self._node_protocol < 5 or not self._params.capacity:
+                return message
+            return RegisterWithCapacity(register=message, capacity=dict(self._params.capacity))
         attributes_of = self._params.shard_attributes
         if not isinstance(message, GetShardHome) or attributes_of is None or self._node_protocol < 5:
             return message
