@@ -724,12 +724,14 @@ async fn drain_and_leave_past_its_bound_stops_its_shards_and_names_them() {
     b.shutdown().await;
 }
 
-/// Starts `shardalloc regions` against `node` and waits for `ready 2`;
-/// answers the child and the rest of its output (read on a thread).
-async fn simulator(node: &Node) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+/// Starts `shardalloc regions` against `node` (with `extra` flags) and
+/// waits for `ready 2`; answers the child and the rest of its output (read
+/// on a thread).
+async fn simulator(node: &Node, extra: &[&str]) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
     use std::io::BufRead;
     let mut child = node::command()
         .args(["regions", "--node", &node.url(""), "--type", "cart", "--count", "2", "--interval-ms", "50"])
+        .args(extra)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -771,13 +773,21 @@ async fn the_region_simulator_leaves_on_sigterm_and_exits_promptly_when_its_node
     let bound = Duration::from_secs(20);
     let mut node = Node::start(&fast_args(&[])).await;
 
-    let (mut child, output) = simulator(&node).await;
+    // Each region declares the common capacity and its own from the file.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("regions.toml");
+    std::fs::write(&file, "[[region]]\ncapacity = { memory-mb = 4096 }\n").unwrap();
+    let extra = ["--capacity", "load=100", "--regions-file", file.to_str().unwrap()];
+    let (mut child, output) = simulator(&node, &extra).await;
+    let state = node.admin().type_state("cart").await.unwrap();
+    let declared: Vec<Vec<(&str, f64)>> = state.regions.iter().map(|r| r.capacity.iter().collect()).collect();
+    assert_eq!(declared, [vec![("load", 100.0), ("memory-mb", 4096.0)], vec![("load", 100.0)]], "{state:?}");
     let status = terminate_within(&mut child, bound).await.expect("the simulator exits after SIGTERM");
     let said: Vec<String> = output.try_iter().collect();
     assert!(status.success(), "{status}: {said:?}");
     assert!(said.iter().any(|l| l == "left") && !said.iter().any(|l| l.contains("did not leave")), "{said:?}");
 
-    let (mut child, output) = simulator(&node).await;
+    let (mut child, output) = simulator(&node, &[]).await;
     node.kill();
     let since = Instant::now();
     let status = terminate_within(&mut child, bound).await.expect("the simulator exits after SIGTERM without its node");

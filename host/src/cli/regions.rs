@@ -2,8 +2,8 @@
 //! `sim-N`, or `PREFIX-1` … with `--address-prefix`) to a node with the
 //! region client, routes traffic for shards "1" … "M" (or ids from
 //! `--shard-pattern` or `--shard-list`) between them through the in-memory
-//! transport, each region with the labels and metrics of its entry in
-//! `--regions-file` besides the common ones, prints
+//! transport, each region with the labels, metrics and declared capacity
+//! of its entry in `--regions-file` besides the common ones, prints
 //! `ready N` once all are registered, and drains and leaves when
 //! interrupted (SIGINT or SIGTERM): each region runs the region client's
 //! `drain_and_leave` (the node hands its shards off, then lets it go)
@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
+use shardalloc_client::capacity::RegionCapacity;
 use shardalloc_client::region::{Application, InMemoryTransport, Region, RegionConfig, RegionHandle};
 
 /// `shardalloc regions` flags.
@@ -47,9 +48,9 @@ pub struct RegionsArgs {
     #[arg(long, value_name = "FILE")]
     shard_list: Option<std::path::PathBuf>,
     /// A TOML file of per-region settings: `[[region]]` tables, the first
-    /// for PREFIX-1 and so on, each with `labels` and `metrics` tables
-    /// added to the common `--label`s and `--metric`s (regions past the
-    /// list get the common ones only).
+    /// for PREFIX-1 and so on, each with `labels`, `metrics` and `capacity`
+    /// tables added to the common `--label`s, `--metric`s and
+    /// `--capacity`s (regions past the list get the common ones only).
     #[arg(long, value_name = "FILE")]
     regions_file: Option<std::path::PathBuf>,
     /// The region token, when the node requires one.
@@ -68,6 +69,10 @@ pub struct RegionsArgs {
     /// A gauge every region reports: NAME=VALUE (repeatable).
     #[arg(long = "metric", value_name = "NAME=VALUE")]
     metrics: Vec<String>,
+    /// A quantity of the capacity every region declares when it registers:
+    /// NAME=AMOUNT (repeatable; `load` is in the units of shard loads).
+    #[arg(long = "capacity", value_name = "NAME=AMOUNT")]
+    capacity: Vec<String>,
     /// How long stopping a shard takes, in milliseconds.
     #[arg(long, default_value_t = 0)]
     stop_delay_ms: u64,
@@ -102,6 +107,8 @@ struct RegionEntry {
     labels: BTreeMap<String, String>,
     #[serde(default)]
     metrics: BTreeMap<String, f64>,
+    #[serde(default)]
+    capacity: BTreeMap<String, f64>,
 }
 
 fn read_regions_file(path: &std::path::Path) -> anyhow::Result<RegionsFile> {
@@ -170,6 +177,14 @@ fn pairs(items: &[String], what: &str) -> anyhow::Result<Vec<(String, String)>> 
         .collect()
 }
 
+/// NAME=NUMBER flags as a map; the error names the flag and the pair.
+fn numbers(flags: &[String], flag: &str) -> anyhow::Result<BTreeMap<String, f64>> {
+    pairs(flags, flag)?
+        .into_iter()
+        .map(|(k, v)| v.parse::<f64>().map(|v| (k.clone(), v)).with_context(|| format!("--{flag} {k}: not a number")))
+        .collect()
+}
+
 /// Runs the simulator until SIGINT or SIGTERM.
 pub fn run(args: RegionsArgs) -> anyhow::Result<()> {
     if args.count == 0 || args.count > MAX_REGIONS {
@@ -187,10 +202,16 @@ pub fn run(args: RegionsArgs) -> anyhow::Result<()> {
         bail!("--regions-file lists {} regions, more than --count {}", own.len(), args.count);
     }
     let labels = pairs(&args.labels, "label")?;
-    let metrics: BTreeMap<String, f64> = pairs(&args.metrics, "metric")?
-        .into_iter()
-        .map(|(k, v)| v.parse::<f64>().map(|v| (k.clone(), v)).with_context(|| format!("--metric {k}: not a number")))
-        .collect::<anyhow::Result<_>>()?;
+    let metrics = numbers(&args.metrics, "metric")?;
+    let capacity = numbers(&args.capacity, "capacity")?;
+    let capacities = (1..=args.count)
+        .map(|i| {
+            let mut quantities = capacity.clone();
+            quantities.extend(own.get(i - 1).map(|e| e.capacity.clone()).unwrap_or_default());
+            RegionCapacity::from_map(quantities)
+                .with_context(|| format!("the capacity of {}-{i} (--capacity, --regions-file)", args.address_prefix))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("start the runtime")?;
     runtime.block_on(async move {
         let transport = InMemoryTransport::<u64>::new();
@@ -208,6 +229,7 @@ pub fn run(args: RegionsArgs) -> anyhow::Result<()> {
             config.labels.extend(entry.map(|e| e.labels.clone()).unwrap_or_default());
             let mut metrics = metrics.clone();
             metrics.extend(entry.map(|e| e.metrics.clone()).unwrap_or_default());
+            config.capacity = capacities[i - 1].clone();
             config.stop_deadline = config.stop_deadline.max(Duration::from_millis(args.stop_delay_ms * 2));
             config.leave_timeout = Duration::from_millis(args.leave_timeout_ms);
             config.drain_and_leave_timeout = config.leave_timeout;
@@ -342,7 +364,8 @@ mod tests {
         let path = dir.path().join("regions.toml");
         std::fs::write(
             &path,
-            "[[region]]\nlabels = { zone = \"eu\" }\nmetrics = { latency-eu = 12.5 }\n\n[[region]]\nlabels = { zone = \"us\" }\n",
+            "[[region]]\nlabels = { zone = \"eu\" }\nmetrics = { latency-eu = 12.5 }\ncapacity = { memory-mb = 4096 }\n\n\
+             [[region]]\nlabels = { zone = \"us\" }\n",
         )
         .unwrap();
         let file = read_regions_file(&path).unwrap();
@@ -350,6 +373,7 @@ mod tests {
         assert_eq!(file.region[0].labels["zone"], "eu");
         assert_eq!(file.region[0].metrics["latency-eu"], 12.5);
         assert!(file.region[1].metrics.is_empty());
+        assert_eq!(file.region[0].capacity["memory-mb"], 4096.0);
         std::fs::write(&path, "[[region]]\nlable = {}\n").unwrap();
         let error = format!("{:#}", read_regions_file(&path).unwrap_err());
         assert!(error.contains("unknown field `lable`"), "{error}");
