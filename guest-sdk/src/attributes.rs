@@ -23,6 +23,15 @@ impl Attributes {
         Attributes { pairs: map.into_iter().collect() }
     }
 
+    /// Attributes from pairs already sorted by key, keys unique, as the host
+    /// sends them ([`crate::kept::Attributed::check`] refuses any other
+    /// order): taken as they are, without sorting them again.
+    pub(crate) fn sorted<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        let pairs: Vec<(Box<str>, Box<str>)> = pairs.into_iter().map(|(k, v)| (Box::from(k), Box::from(v))).collect();
+        debug_assert!(pairs.windows(2).all(|w| w[0].0 < w[1].0), "attributes out of order: {pairs:?}");
+        Attributes { pairs }
+    }
+
     /// The value of `key`, if the shard has it.
     pub fn get(&self, key: &str) -> Option<&str> {
         self.pairs.binary_search_by(|(k, _)| (**k).cmp(key)).ok().map(|at| &*self.pairs[at].1)

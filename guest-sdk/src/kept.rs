@@ -187,27 +187,32 @@ impl Attributed {
         }
     }
 
-    /// Each shard with its attributes, in order. Call
-    /// [`Attributed::check`] first on attributes from elsewhere: an end out
-    /// of place panics here.
+    /// Each shard with its attributes, in order, taken as they come (sorted
+    /// by key: no map is built per shard). Call [`Attributed::check`] first
+    /// on attributes from elsewhere: an end out of place panics here.
     pub fn iter(&self) -> impl Iterator<Item = (u32, Attributes)> + '_ {
+        self.pairs().map(|(shard, pairs)| (shard, Attributes::sorted(pairs)))
+    }
+
+    /// Each shard with its (key, value) pairs as the columns hold them.
+    fn pairs(&self) -> impl Iterator<Item = (u32, impl Iterator<Item = (&str, &str)> + '_)> + '_ {
         let mut at = 0usize;
-        let mut start = 0usize;
         self.shards.iter().zip(&self.counts).map(move |(&shard, &count)| {
-            let mut pairs = Vec::with_capacity(count as usize);
-            for _ in 0..count {
-                let (key_end, value_end) = (self.ends[at] as usize, self.ends[at + 1] as usize);
-                pairs.push((&self.text[start..key_end], &self.text[key_end..value_end]));
-                start = value_end;
-                at += 2;
-            }
-            (shard, Attributes::new(pairs))
+            let first = at;
+            at += 2 * count as usize;
+            let pairs = (first..at).step_by(2).map(move |i| {
+                let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+                let (key_end, value_end) = (self.ends[i] as usize, self.ends[i + 1] as usize);
+                (&self.text[start..key_end], &self.text[key_end..value_end])
+            });
+            (shard, pairs)
         })
     }
 
     /// Checks that the columns agree: a count per shard, a key end and a
     /// value end per pair, each at or after the one before, within the
-    /// text and between characters; the error names the first that is not.
+    /// text and between characters, and each shard's keys in increasing
+    /// order; the error names the first that is not.
     pub fn check(&self) -> Result<(), String> {
         if self.shards.len() != self.counts.len() {
             return Err(format!("{} attributed shards with {} counts", self.shards.len(), self.counts.len()));
@@ -224,6 +229,15 @@ impl Attributed {
                 ));
             }
             start = end;
+        }
+        for (shard, pairs) in self.pairs() {
+            let mut last: Option<&str> = None;
+            for (key, _) in pairs {
+                if last.is_some_and(|last| last >= key) {
+                    return Err(format!("the attributes of shard {shard} are not sorted by key, keys unique: {key:?}"));
+                }
+                last = Some(key);
+            }
         }
         Ok(())
     }
