@@ -15,7 +15,7 @@ use std::time::Duration;
 mod common;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use shardalloc::engine::limits::Limits;
+use shardalloc::engine::limits::{DEFAULT_MEMORY_LIMIT, Limits};
 use shardalloc::engine::slot::{AutoRollback, Slot};
 use shardalloc::engine::{Engine, EngineConfig};
 use shardalloc::strategy::table::ShardTable;
@@ -228,6 +228,58 @@ fn swap_reading_ids(c: &mut Criterion) {
     group.finish();
 }
 
+/// A swap (a fresh instance and its first rebalance) of a strategy that
+/// reads every shard's attributes (two each: `tenant`, `tier`), at 10,000,
+/// 100,000 and 1,000,000 shards: with the attributes in bulk with the view
+/// (`needs_attributes`) and with one host call per shard, beside the same
+/// strategy already active (its next rebalance, reading its copy). Within
+/// the node's default memory limit; the view-load budget is lifted, so a
+/// swap slower than its default (2 s) is measured rather than refused.
+fn swap_reading_attributes(c: &mut Criterion) {
+    let engine = engine();
+    let fixture: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/misbehaving.wasm"));
+    let reader = engine.compile(fixture).unwrap();
+    let bulk = r#"{"rebalance":"read-attributes","needs_attributes":true}"#;
+    let one_each = r#"{"rebalance":"read-attributes"}"#;
+    let roomy = Limits { deadline: Duration::from_secs(600), view_load: Duration::from_secs(600), memory: DEFAULT_MEMORY_LIMIT };
+    let mut group = c.benchmark_group("swap-reading-attributes");
+    group.sample_size(10).measurement_time(Duration::from_secs(5)).warm_up_time(Duration::from_millis(100));
+    for shards in common::sized(vec![10_000usize, 100_000, 1_000_000], vec![200, 2_000]) {
+        let view = attributed_cluster(100.min(shards / 10), shards);
+        let label = format!("{shards}s");
+        for (name, config) in [("attributes-in-bulk", bulk), ("attributes-one-call-each", one_each)] {
+            group.bench_with_input(BenchmarkId::new(name, &label), &view, |b, view| {
+                b.iter(|| {
+                    let mut fresh = engine.instantiate(&reader, config, roomy).unwrap();
+                    fresh.rebalance(black_box(view)).unwrap()
+                })
+            });
+        }
+        let mut active = engine.instantiate(&reader, bulk, roomy).unwrap();
+        active.rebalance(&view).unwrap();
+        group.bench_with_input(BenchmarkId::new("already-active", &label), &view, |b, view| {
+            b.iter(|| active.rebalance(black_box(view)).unwrap())
+        });
+    }
+    group.finish();
+}
+
+/// [`cluster`] with every shard carrying two attributes in its table.
+fn attributed_cluster(regions: usize, shards: usize) -> ClusterView {
+    let view = ClusterView::from_snapshot(&generate(7, &Shape::healthy(regions, shards)).snapshot);
+    let homes = view
+        .homes()
+        .iter()
+        .enumerate()
+        .flat_map(|(region, shards)| shards.iter().map(move |shard| (shard.as_str(), region as u32, 0)));
+    let attributes = view.homes().iter().flatten().enumerate().map(|(i, shard)| {
+        let tenant = format!("tenant-{}", i % 1_000);
+        (shard.as_str(), shardalloc_guest::Attributes::new([("tenant", tenant.as_str()), ("tier", "gold")]))
+    });
+    let table = ShardTable::build(view.topology(), view.metrics().to_vec(), homes, [], [], [], attributes);
+    view.with_table(Arc::new(table))
+}
+
 /// Not a timing by criterion: the first call after a swap against a steady
 /// call, for two built-ins.
 fn first_calls(_: &mut Criterion) {
@@ -381,5 +433,16 @@ fn view_memory(_: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, allocate, rebalance, loading, swaps, swap_reading_ids, view_memory, kept_view, first_calls);
+criterion_group!(
+    benches,
+    allocate,
+    rebalance,
+    loading,
+    swaps,
+    swap_reading_ids,
+    swap_reading_attributes,
+    view_memory,
+    kept_view,
+    first_calls
+);
 criterion_main!(benches);

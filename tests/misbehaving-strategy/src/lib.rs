@@ -16,8 +16,11 @@
 //! its own index of them does: every id on its first rebalance, new ones
 //! after; moves nothing), `to-last` (the oldest shard of the first region
 //! that has one, moved to the last region: a valid destination),
-//! `bad-destination` (a shard moved to a region index that does not exist).
-//! `{"needs_ids":true}` asks the host for every id with the view.
+//! `bad-destination` (a shard moved to a region index that does not exist),
+//! `read-attributes` (reads every shard's attributes on each rebalance, one
+//! host call each in a component unless `needs_attributes` is set; moves
+//! nothing). `{"needs_ids":true}` asks the host for every id with the view,
+//! `{"needs_attributes":true}` every shard's attributes.
 
 use shardalloc_guest::order::least_loaded;
 use shardalloc_guest::{Allocations, Info, Move, RegionId, Shard, ShardKey, Strategy, View};
@@ -51,6 +54,10 @@ pub enum Mode {
     All,
     /// rebalance: read every shard's id, then answer nothing.
     ReadIds,
+    /// rebalance: read every shard's attributes (from the view's copy when
+    /// `needs_attributes` is set, else one host call each), then answer
+    /// nothing.
+    ReadAttributes,
     /// rebalance: move the oldest shard of the first region holding one
     /// (not the last region) to the last region.
     ToLast,
@@ -68,6 +75,8 @@ pub struct Misbehaving {
     pub rebalance: Mode,
     /// Whether the host sends every shard id with the view.
     pub needs_ids: bool,
+    /// Whether the host sends every shard's attributes with the view.
+    pub needs_attributes: bool,
 }
 
 /// The handles whose id `read-ids` has read, in this instance.
@@ -100,7 +109,7 @@ impl Strategy for Misbehaving {
             description: "Misbehaves on request; a test fixture.".to_owned(),
             config_schema: r#"{"type":"object"}"#.to_owned(),
             needs_shard_names: self.needs_ids,
-            needs_shard_attributes: false,
+            needs_shard_attributes: self.needs_attributes,
         }
     }
 
@@ -156,6 +165,14 @@ impl Strategy for Misbehaving {
                         bytes += allocations.shard_id(shard).len();
                     }
                 }
+                std::hint::black_box(bytes);
+                Vec::new()
+            }
+            Mode::ReadAttributes => {
+                let bytes: usize = allocations
+                    .allocated()
+                    .map(|shard| allocations.attributes(shard).iter().map(|(_, v)| v.len()).sum::<usize>())
+                    .sum();
                 std::hint::black_box(bytes);
                 Vec::new()
             }
