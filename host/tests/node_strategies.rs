@@ -276,7 +276,9 @@ async fn the_cli_dry_runs_and_shadows_a_candidate_on_the_node() {
 /// 100,000 shards on a running node (a debug build): the activation's dry
 /// run loads the whole view with every id, in bulk, within the view-load
 /// budget (one host call per id inside the 50 ms call deadline was refused
-/// at 10,000 shards), and the strategy then decides the type's homes.
+/// at 10,000 shards), and the strategy then decides the type's homes. Then
+/// every shard gets attributes and one reading them all swaps in the same
+/// way.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_strategy_reading_every_id_swaps_into_a_type_of_100_000_shards() {
     // No rebalance round of its own: the swap's dry run is what is measured.
@@ -313,6 +315,29 @@ async fn a_strategy_reading_every_id_swaps_into_a_type_of_100_000_shards() {
     let shard = admin.shard("cart", "tenant-new").await.unwrap();
     let detail = shard.detail.clone().unwrap_or_default();
     assert!(detail.starts_with(&format!("{}@", state.active.name)), "{shard:?}");
+    // Every shard gets two attributes (an operator's writes, 10,000 a
+    // request), then the same fixture reading every shard's attributes in
+    // bulk swaps in: its dry run loads the view with all of them.
+    let started = std::time::Instant::now();
+    for chunk in (0..SHARDS).collect::<Vec<_>>().chunks(shardalloc::coordinator::MAX_ATTRIBUTE_WRITES) {
+        let writes = chunk
+            .iter()
+            .map(|n| {
+                let pairs = [("tenant", format!("t{}", n % 1_000)), ("tier", "gold".to_owned())];
+                (format!("tenant-{n}"), shardalloc_proto::attributes::ShardAttributes::new(pairs).unwrap())
+            })
+            .collect();
+        admin.write_attributes("cart", writes).await.unwrap();
+    }
+    eprintln!("{SHARDS} shards' attributes written in {:?}", started.elapsed());
+    let config = serde_json::json!({"rebalance": "read-attributes", "needs_attributes": true});
+    let request = ActivateRequest { strategy: uploaded.digest.clone(), config: Some(config), force: false };
+    let started = std::time::Instant::now();
+    admin.activate("cart", &request).await.unwrap_or_else(|e| panic!("activating at {SHARDS} attributed shards: {e}"));
+    eprintln!("activated (its dry run reading every shard's attributes) in {:?}", started.elapsed());
+    let state = admin.strategy("cart").await.unwrap();
+    let active = state.active.config.clone().unwrap_or_default();
+    assert_eq!(active["rebalance"], "read-attributes", "{state:?}");
     for region in regions {
         region.shutdown().await;
     }
