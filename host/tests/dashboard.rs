@@ -29,6 +29,11 @@ async fn the_map_shows_every_region_and_shard_and_a_pin_moves_a_shard_within_ten
         assert_eq!(text(&browser, &card).await, address, "the address is DOM text");
     }
     assert!(text(&browser, "#summary").await.starts_with("3 regions · 30 shards"));
+    // The first region declared a capacity when it registered; the others none.
+    let meta = |address: &str| format!("#map article.region[data-address='{address}'] p.meta");
+    let declared = text(&browser, &meta(REGIONS[0])).await;
+    assert!(declared.ends_with("· capacity load=500 memory-mb=2048"), "{declared}");
+    assert!(!text(&browser, &meta(REGIONS[1])).await.contains("capacity"));
     screenshot(&browser, "map").await;
 
     let home = cluster.home_of("7").await.expect("shard 7 has a home");

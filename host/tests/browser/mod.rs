@@ -59,6 +59,10 @@ impl Cluster {
         for address in REGIONS {
             let region = node.region("cart", address, &journal, &network, |config| {
                 config.labels.insert("zone".into(), format!("zone-{}", &address[7..]));
+                if address == REGIONS[0] {
+                    let declared = [("load", 500.0), ("memory-mb", 2048.0)];
+                    config.capacity = shardalloc_proto::capacity::RegionCapacity::new(declared).unwrap();
+                }
             });
             registered(&region).await;
             regions.push(region);

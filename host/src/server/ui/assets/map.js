@@ -1,4 +1,4 @@
-// The shard map: one card per region (its address, labels, status, lease,
+// The shard map: one card per region (its address, labels, declared capacity, status, lease,
 // draining, shard count, load against the band as DOM text) with its shards
 // coloured by why they are there or by their load. Past AGGREGATE_ABOVE
 // shards, each region shows its counts per reason instead of one button per
@@ -104,6 +104,8 @@ export function drawMap(container, model, marks, view) {
     }
     if (region.proxyOnly) meta.append(' proxy only');
     if (labels.length) meta.append(` · ${labels.join(' ')}`);
+    const capacity = Object.entries(region.capacity || {}).map(([name, amount]) => `${name}=${amount}`);
+    if (capacity.length) meta.append(` · capacity ${capacity.join(' ')}`);
     card.append(meta);
     if (model.hasLoad()) card.append(loadLine(model, region, band));
     if (perShard) {
