@@ -241,7 +241,11 @@ fn swap_reading_attributes(c: &mut Criterion) {
     let reader = engine.compile(fixture).unwrap();
     let bulk = r#"{"rebalance":"read-attributes","needs_attributes":true}"#;
     let one_each = r#"{"rebalance":"read-attributes"}"#;
-    let roomy = Limits { deadline: Duration::from_secs(600), view_load: Duration::from_secs(600), memory: DEFAULT_MEMORY_LIMIT };
+    let roomy = Limits {
+        deadline: Duration::from_secs(600),
+        view_load: Duration::from_secs(600),
+        memory: DEFAULT_MEMORY_LIMIT,
+    };
     let mut group = c.benchmark_group("swap-reading-attributes");
     group.sample_size(10).measurement_time(Duration::from_secs(5)).warm_up_time(Duration::from_millis(100));
     for shards in common::sized(vec![10_000usize, 100_000, 1_000_000], vec![200, 2_000]) {
