@@ -1,9 +1,9 @@
 // latency-aware-js: the component's entry point. It exports the WIT
-// interface `shardalloc:strategy/allocator@0.2.0` as the object `allocator`
+// interface `shardalloc:strategy/allocator@0.3.0` as the object `allocator`
 // and keeps the strategy's state in this module between calls: the
 // configuration and its copy of the view (kept.js). The logic is in
 // latency.js and kept.js (no bindings there, so `node --test` can test it).
-import { log } from 'shardalloc:strategy/host@0.2.0';
+import { log } from 'shardalloc:strategy/host@0.3.0';
 import { KeptView } from './kept.js';
 import * as latency from './latency.js';
 
@@ -34,6 +34,9 @@ export const allocator = {
       version: latency.VERSION,
       description: latency.DESCRIPTION,
       configSchema: latency.CONFIG_SCHEMA,
+      // It reads no shard id and no attribute: the host sends neither.
+      needsShardIds: false,
+      needsShardAttributes: false,
     };
   },
 
@@ -51,8 +54,9 @@ export const allocator = {
   },
 
   // Scalars in, one s64 out: the region index, or -1 with the reason kept
-  // for `lastError`.
-  allocate(shard, hash, requester) {
+  // for `lastError`. Why the shard needs a home (`cause`) and the host's
+  // time (`now`) do not change this strategy's choice.
+  allocate(shard, hash, requester, cause, now) {
     try {
       return BigInt(latency.allocate(config, view, requester));
     } catch (e) {
@@ -66,7 +70,9 @@ export const allocator = {
     return lastError;
   },
 
-  rebalance() {
-    return answer(() => latency.rebalance(config, view, log));
+  // The shards to move, each without a destination: `allocate` places it
+  // again once it stopped.
+  rebalance(now) {
+    return answer(() => latency.rebalance(config, view, log).map((shard) => ({ shard, to: undefined })));
   },
 };

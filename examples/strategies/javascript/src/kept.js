@@ -1,4 +1,4 @@
-// latency-aware-js: the strategy's copy of the view (contract 0.2), kept
+// latency-aware-js: the strategy's copy of the view (contract 0.3), kept
 // from the host's `load-view` and `apply` calls, with no generated bindings
 // so that `node --test` can test it.
 //
@@ -6,6 +6,10 @@
 // when it was homed (a region's shards in allocation order), each region's
 // count, and the view checksum the WIT defines, kept term by term: a
 // shard's term is taken out before it changes and put back after.
+//
+// It asks for no ids and no attributes (`describe`), so `named` and
+// `attributes` come empty and are not read; `since` and the smoothed
+// metrics are kept but this strategy decides without them.
 //
 // Values arrive as componentize-js passes them: u64 as BigInt, list<u32> as
 // Uint32Array, list<u64> as BigUint64Array, list<f64> as Float64Array, an
@@ -33,7 +37,7 @@ export function mix(z) {
 
 const bits = new DataView(new ArrayBuffer(8));
 
-/** One shard's part of the view checksum, as wit/0.2/strategy.wit defines it. */
+/** One shard's part of the view checksum, as wit/0.3/strategy.wit defines it (the same as 0.2's). */
 export function term(handle, shard) {
   bits.setFloat64(0, shard.load);
   const h = BigInt(handle);
@@ -48,6 +52,7 @@ export class KeptView {
     this.regions = [];
     this.metricNames = [];
     this.metrics = new Float64Array(0);
+    this.smoothedMetrics = new Float64Array(0);
     this.counts = [];
     this.shards = new Map();
     this.moving = 0;
@@ -60,6 +65,7 @@ export class KeptView {
     Object.assign(this, new KeptView());
     this.#setTopology(view.topology);
     this.metrics = view.metrics;
+    this.smoothedMetrics = view.smoothedMetrics ?? view.metrics;
     this.#homeAll(view.homed);
     this.#arriveAll(view.homeless, view.homelessHashes);
     for (const h of view.moving) this.#flag(h, MOVING, true);
@@ -87,7 +93,10 @@ export class KeptView {
       if (c.metrics === undefined) throw new ViewError('a new topology came without its metric matrix');
       this.#setTopology(c.topology);
     }
-    if (c.metrics !== undefined) this.metrics = c.metrics;
+    if (c.metrics !== undefined) {
+      this.metrics = c.metrics;
+      this.smoothedMetrics = c.smoothedMetrics ?? c.metrics;
+    }
     this.#homeAll(c.homed);
     for (const h of c.moving) this.#flag(h, MOVING, true);
     for (const h of c.settled) this.#flag(h, MOVING, false);
@@ -138,10 +147,11 @@ export class KeptView {
   }
 
   #homeAll(homed) {
-    const { shards, hashes, regions } = homed;
+    const { shards, hashes, regions, since } = homed;
     if (hashes.length !== shards.length || regions.length !== shards.length) {
       throw new ViewError('homed columns differ in length');
     }
+    if (since !== undefined && since.length !== shards.length) throw new ViewError('homed columns differ in length');
     shards.forEach((h, i) => {
       const region = regions[i];
       if (region >= this.regions.length) throw new ViewError(`region index ${region} out of range`);
@@ -151,6 +161,7 @@ export class KeptView {
         s.hash = hashes[i];
         s.home = region + 1;
         s.order = this.nextOrder++;
+        s.since = since === undefined ? 0n : since[i];
         this.counts[region] += 1;
       });
     });

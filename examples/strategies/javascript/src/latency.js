@@ -15,7 +15,7 @@
 // shards in allocation order.
 
 export const NAME = 'latency-aware-js';
-export const VERSION = '0.2.0';
+export const VERSION = '0.3.0';
 export const DESCRIPTION =
   "Places a shard on the lowest-latency region near the emptiest, preferring the requester's zone, " +
   'and moves a few of the oldest shards off the fullest region when the imbalance exceeds a limit.';

@@ -337,4 +337,19 @@ test('a batch that does not fit the copy is refused', () => {
     ViewError,
     'a homed shard on a region that left',
   );
+  const homed = { shards: Uint32Array.of(7), hashes: BigUint64Array.of(7n), regions: Uint32Array.of(0) };
+  assert.throws(
+    () => view.apply(changes(GEN + 1n, { homed: { ...homed, since: BigUint64Array.of(1n, 2n) } })),
+    ViewError,
+    'a since column of another length (contract 0.3)',
+  );
+});
+
+test('since and the smoothed metrics of contract 0.3 are kept', () => {
+  const view = kept(topology([{ address: 'a' }, { address: 'b' }]), loads([0, 0], [3, 4]));
+  const homed = { shards: Uint32Array.of(7), hashes: BigUint64Array.of(7n), regions: Uint32Array.of(1), since: BigUint64Array.of(1234n) };
+  view.apply(changes(GEN + 1n, { homed, metrics: Float64Array.of(1, 2), smoothedMetrics: Float64Array.of(1.5, 2.5) }));
+  assert.equal(view.shards.get(7).since, 1234n);
+  assert.deepEqual(Array.from(view.smoothedMetrics), [1.5, 2.5]);
+  assert.deepEqual(view.counts, [0, 1]);
 });
