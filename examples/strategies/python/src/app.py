@@ -1,12 +1,12 @@
 """latency-aware-py: the component's entry point. It exports the WIT
-interface ``shardalloc:strategy/allocator@0.2.0`` as the class ``Allocator``.
+interface ``shardalloc:strategy/allocator@0.3.0`` as the class ``Allocator``.
 The logic is in latency.py and kept.py (no bindings there, so unittest can
 test it)."""
 
 from componentize_py_types import Err
 from wit_world import exports
 from wit_world.imports import host
-from wit_world.imports.types import Info
+from wit_world.imports.types import Info, Move
 
 import latency
 from kept import KeptView
@@ -36,6 +36,9 @@ class Allocator(exports.Allocator):
             version=latency.VERSION,
             description=latency.DESCRIPTION,
             config_schema=latency.CONFIG_SCHEMA,
+            # It reads no shard id and no attribute: the host sends neither.
+            needs_shard_ids=False,
+            needs_shard_attributes=False,
         )
 
     def configure(self, config: str) -> None:
@@ -53,9 +56,10 @@ class Allocator(exports.Allocator):
     def apply(self, changes) -> int:
         return _view.apply(changes)
 
-    def allocate(self, shard: int, hash: int, requester) -> int:
+    def allocate(self, shard: int, hash: int, requester, cause, now: int) -> int:
         # Scalars in, one s64 out: the region index, or -1 with the reason
-        # kept for `last_error`.
+        # kept for `last_error`. Why the shard needs a home (`cause`) and the
+        # host's time (`now`) do not change this strategy's choice.
         global _last_error
         try:
             return latency.allocate(_config, _view, requester)
@@ -66,8 +70,10 @@ class Allocator(exports.Allocator):
     def last_error(self) -> str:
         return _last_error
 
-    def rebalance(self) -> list:
+    def rebalance(self, now: int) -> list:
+        # The shards to move, each without a destination: `allocate` places
+        # it again once it stopped.
         try:
-            return latency.rebalance(_config, _view, _log)
+            return [Move(shard=h, to=None) for h in latency.rebalance(_config, _view, _log)]
         except latency.StrategyError as e:
             raise Err(str(e)) from None

@@ -1,4 +1,4 @@
-"""latency-aware-py: the strategy's copy of the view (contract 0.2), kept
+"""latency-aware-py: the strategy's copy of the view (contract 0.3), kept
 from the host's ``load-view`` and ``apply`` calls, with no generated
 bindings so that ``python3 -m unittest`` can test it.
 
@@ -6,6 +6,10 @@ The copy holds, by shard handle, each shard's home, flags, hash, load and
 when it was homed (a region's shards in allocation order), each region's
 count, and the view checksum the WIT defines, kept term by term: a shard's
 term is taken out before it changes and put back after.
+
+It asks for no ids and no attributes (``describe``), so ``named`` and
+``attributes`` come empty and are not read; ``since`` and the smoothed
+metrics are kept, but this strategy decides without them.
 
 Values arrive as componentize-py passes them: records as dataclasses with
 snake_case fields, u32/u64 as int, f64 as float, lists as list, an absent
@@ -44,10 +48,11 @@ class Shard:
     flags: int = 0  # PINNED | MOVING
     load: float = 0.0
     order: int = 0  # when it was homed
+    since: int = 0  # the host's time it got this home (contract 0.3)
 
 
 def term(handle: int, shard: Shard) -> int:
-    """One shard's part of the view checksum, as wit/0.2/strategy.wit defines it."""
+    """One shard's part of the view checksum, as wit/0.3/strategy.wit defines it (the same as 0.2's)."""
     (load_bits,) = struct.unpack("<Q", struct.pack("<d", shard.load))
     place = mix(shard.hash ^ (handle << 32) ^ (shard.home << 2) ^ shard.flags)
     return (place + mix(load_bits ^ handle)) & MASK
@@ -68,6 +73,7 @@ class KeptView:
         self.regions: tuple = ()
         self.metric_names: tuple = ()
         self.metrics: list = []
+        self.smoothed_metrics: list = []
         self.counts: list = []
         self.shards: dict = {}
         self.moving = 0
@@ -79,6 +85,7 @@ class KeptView:
         self.__init__()
         self._set_topology(view.topology)
         self.metrics = list(view.metrics)
+        self.smoothed_metrics = list(getattr(view, "smoothed_metrics", view.metrics))
         self._home_all(view.homed)
         self._arrive_all(view.homeless, view.homeless_hashes)
         for h in view.moving:
@@ -109,6 +116,8 @@ class KeptView:
             self._set_topology(c.topology)
         if c.metrics is not None:
             self.metrics = list(c.metrics)
+            smoothed = getattr(c, "smoothed_metrics", None)
+            self.smoothed_metrics = list(c.metrics if smoothed is None else smoothed)
         self._home_all(c.homed)
         for h in c.moving:
             self._flag(h, MOVING, True)
@@ -157,18 +166,22 @@ class KeptView:
             self._arrive(h, hash_)
 
     def _home_all(self, homed) -> None:
-        if not len(homed.shards) == len(homed.hashes) == len(homed.regions):
+        since = getattr(homed, "since", None)
+        if since is None:
+            since = [0] * len(homed.shards)
+        if not len(homed.shards) == len(homed.hashes) == len(homed.regions) == len(since):
             raise ViewError("homed columns differ in length")
-        for h, hash_, region in zip(homed.shards, homed.hashes, homed.regions):
+        for h, hash_, region, at in zip(homed.shards, homed.hashes, homed.regions, since):
             if region >= len(self.regions):
                 raise ViewError(f"region index {region} out of range")
             if h not in self.shards:
                 self._arrive(h, hash_)
 
-            def home(shard: Shard, hash_=hash_, region=region) -> None:
+            def home(shard: Shard, hash_=hash_, region=region, at=at) -> None:
                 self._unhome(shard)
                 shard.hash = hash_
                 shard.home = region + 1
+                shard.since = at
                 shard.order = self._next_order
                 self._next_order += 1
                 self.counts[region] += 1

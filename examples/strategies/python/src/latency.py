@@ -25,7 +25,7 @@ from typing import Callable, Optional, Sequence
 from kept import KeptView
 
 NAME = "latency-aware-py"
-VERSION = "0.2.0"
+VERSION = "0.3.0"
 DESCRIPTION = (
     "Places a shard on the lowest-latency region near the emptiest, preferring the requester's zone, "
     "and moves a few of the oldest shards off the fullest region when the imbalance exceeds a limit."

@@ -60,6 +60,7 @@ class Homed:
     shards: List[int]
     hashes: List[int]
     regions: List[int]
+    since: Optional[List[int]] = None  # contract 0.3's column; None: all 0
 
 
 @dataclass
@@ -359,10 +360,20 @@ class KeptViewTest(unittest.TestCase):
             ("a generation out of turn", Changes(GEN + 2)),
             ("a handle not in the view", Changes(GEN + 1, unhomed=[9])),
             ("a homed shard on a region that left", Changes(GEN + 1, topology=topology([region("b")]), metrics=[1.0])),
+            ("a since column of another length", Changes(GEN + 1, homed=Homed([7], [7], [0], since=[1, 2]))),
         ]:
             with self.subTest(name):
                 with self.assertRaises(ViewError):
                     view.apply(batch)
+
+    def test_since_and_the_smoothed_metrics_of_contract_0_3_are_kept(self):
+        view = kept(topology([region("a"), region("b")]), loads([0, 0], [3, 4]))
+        batch = Changes(GEN + 1, homed=Homed([7], [7], [1], since=[1234]), metrics=[1.0, 2.0])
+        batch.smoothed_metrics = [1.5, 2.5]
+        view.apply(batch)
+        self.assertEqual(view.shards[7].since, 1234)
+        self.assertEqual(view.smoothed_metrics, [1.5, 2.5])
+        self.assertEqual(view.counts, [0, 1])
 
 
 if __name__ == "__main__":
