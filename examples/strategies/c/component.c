@@ -1,12 +1,15 @@
 /* latency-aware-c: the contract's exports (bindings generated into
  * build/bindings/ by `cargo xtask c-example`), adapted to latency.c.
  *
- * Contract 0.2: the host sends the whole view once (`load-view`) and then
+ * Contract 0.3: the host sends the whole view once (`load-view`) and then
  * batches of changes (`apply`); this file keeps its copy of the view by
  * shard handle, with each region's count and the view checksum, kept as
  * the batches arrive. A batch that does not fit the copy (a handle that is
  * not there, a generation out of turn) aborts: a trap, after which the
  * host falls back for that call and sends a fresh instance the whole view.
+ * It asks for no shard ids and no attributes (`describe`), so `named` and
+ * `attributes` come empty; `since` is checked and the smoothed metrics are
+ * freed unread: this strategy decides without them.
  *
  * Ownership, as wit-bindgen's C bindings define it: every argument of an
  * export belongs to the callee (free it, or keep it), and every string or
@@ -53,7 +56,8 @@ static int loaded;
 static char last_error[256];
 
 /* The contract's mixing function (splitmix64's finalizer) and one shard's
- * part of the view checksum, as wit/0.2/strategy.wit defines them. */
+ * part of the view checksum, as wit/0.3/strategy.wit defines them (the same
+ * as 0.2's). */
 static uint64_t mix(uint64_t z) {
     z ^= z >> 30;
     z *= 0xbf58476d1ce4e5b9ULL;
@@ -187,11 +191,14 @@ static void error_text(const char *message) {
 
 void exports_shardalloc_strategy_allocator_describe(exports_shardalloc_strategy_allocator_info_t *ret) {
     strategy_string_dup(&ret->name, "latency-aware-c");
-    strategy_string_dup(&ret->version, "0.2.0");
+    strategy_string_dup(&ret->version, "0.3.0");
     strategy_string_dup(&ret->description,
                         "Places a shard on the lowest-latency region, in the requester's zone when it can; "
                         "evens out shard counts a few shards per round.");
     strategy_string_dup(&ret->config_schema, SCHEMA);
+    /* It reads no shard id and no attribute: the host sends neither. */
+    ret->needs_shard_ids = false;
+    ret->needs_shard_attributes = false;
 }
 
 bool exports_shardalloc_strategy_allocator_configure(strategy_string_t *config, strategy_string_t *err) {
@@ -219,7 +226,9 @@ uint64_t exports_shardalloc_strategy_allocator_load_view(exports_shardalloc_stra
     replace_topology(&view->topology);
     replace_metrics(&view->metrics);
     const shardalloc_strategy_types_homed_t *homed = &view->homed;
-    if (homed->hashes.len != homed->shards.len || homed->regions.len != homed->shards.len) abort();
+    if (homed->hashes.len != homed->shards.len || homed->regions.len != homed->shards.len ||
+        homed->since.len != homed->shards.len)
+        abort();
     for (size_t i = 0; i < homed->shards.len; i++) home(homed->shards.ptr[i], homed->hashes.ptr[i], homed->regions.ptr[i]);
     if (view->homeless_hashes.len != view->homeless.len) abort();
     for (size_t i = 0; i < view->homeless.len; i++) arrive(view->homeless.ptr[i], view->homeless_hashes.ptr[i]);
@@ -251,7 +260,9 @@ uint64_t exports_shardalloc_strategy_allocator_apply(exports_shardalloc_strategy
     }
     if (c->metrics.is_some) replace_metrics(&c->metrics.val);
     const shardalloc_strategy_types_homed_t *homed = &c->homed;
-    if (homed->hashes.len != homed->shards.len || homed->regions.len != homed->shards.len) abort();
+    if (homed->hashes.len != homed->shards.len || homed->regions.len != homed->shards.len ||
+        homed->since.len != homed->shards.len)
+        abort();
     for (size_t i = 0; i < homed->shards.len; i++) home(homed->shards.ptr[i], homed->hashes.ptr[i], homed->regions.ptr[i]);
     for (size_t i = 0; i < c->moving.len; i++) flag(c->moving.ptr[i], MOVING, 1);
     for (size_t i = 0; i < c->settled.len; i++) flag(c->settled.ptr[i], MOVING, 0);
@@ -297,11 +308,17 @@ static latency_region *regions_now(void) {
     return regions;
 }
 
+/* Why the shard needs a home (`cause`) and the host's time (`now`) do not
+ * change this strategy's choice. */
 int64_t exports_shardalloc_strategy_allocator_allocate(exports_shardalloc_strategy_allocator_shard_handle_t shard,
                                                        uint64_t hash,
-                                                       exports_shardalloc_strategy_allocator_region_index_t *maybe_requester) {
+                                                       exports_shardalloc_strategy_allocator_region_index_t *maybe_requester,
+                                                       exports_shardalloc_strategy_allocator_allocation_cause_t cause,
+                                                       uint64_t now) {
     (void)shard;
     (void)hash;
+    (void)cause;
+    (void)now;
     if (!loaded) {
         error_text("no view yet");
         return -1;
@@ -323,8 +340,12 @@ static int by_order(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-bool exports_shardalloc_strategy_allocator_rebalance(exports_shardalloc_strategy_allocator_list_shard_handle_t *ret,
+/* The shards to move, each without a destination: `allocate` places it
+ * again once it stopped. */
+bool exports_shardalloc_strategy_allocator_rebalance(uint64_t now,
+                                                     exports_shardalloc_strategy_allocator_list_move_t *ret,
                                                      strategy_string_t *err) {
+    (void)now;
     if (!loaded) {
         strategy_string_dup(err, "no view yet");
         return false;
@@ -345,7 +366,12 @@ bool exports_shardalloc_strategy_allocator_rebalance(exports_shardalloc_strategy
     }
     qsort(candidates, found, sizeof *candidates, by_order);
     ret->len = found < moves ? found : moves;
-    ret->ptr = candidates;
+    ret->ptr = grown(NULL, (ret->len + 1) * sizeof *ret->ptr);
+    for (size_t i = 0; i < ret->len; i++) {
+        ret->ptr[i].shard = candidates[i];
+        ret->ptr[i].to.is_some = false;
+    }
+    free(candidates);
     char count[24] = "";
     latency_append_u64(count, sizeof count, ret->len);
     strategy_string_t message, key, value;

@@ -31,7 +31,7 @@ pub fn generate_bindings(wit_dir: &Path, out: &Path) -> anyhow::Result<()> {
 /// Builds the example in `dir` into `out/latency-aware-c.wasm`.
 pub fn build(root: &Path, dir: &Path, out: &Path) -> anyhow::Result<PathBuf> {
     let generated = out.join("bindings");
-    generate_bindings(&root.join("wit").join("0.2"), &generated)?;
+    generate_bindings(&root.join("wit").join("0.3"), &generated)?;
     let core = out.join("latency-aware-c.core.wasm");
     let mut clang = Command::new("clang");
     clang
