@@ -780,8 +780,11 @@ async fn the_region_simulator_leaves_on_sigterm_and_exits_promptly_when_its_node
     let extra = ["--capacity", "load=100", "--regions-file", file.to_str().unwrap()];
     let (mut child, output) = simulator(&node, &extra).await;
     let state = node.admin().type_state("cart").await.unwrap();
-    let declared: Vec<Vec<(&str, f64)>> = state.regions.iter().map(|r| r.capacity.iter().collect()).collect();
-    assert_eq!(declared, [vec![("load", 100.0), ("memory-mb", 4096.0)], vec![("load", 100.0)]], "{state:?}");
+    // By address: the regions are listed in join order, whichever registered first.
+    let declared: std::collections::BTreeMap<&str, Vec<(&str, f64)>> =
+        state.regions.iter().map(|r| (r.address.as_str(), r.capacity.iter().collect())).collect();
+    let want = [("sim-1", vec![("load", 100.0), ("memory-mb", 4096.0)]), ("sim-2", vec![("load", 100.0)])];
+    assert_eq!(declared, want.into_iter().collect(), "{state:?}");
     let status = terminate_within(&mut child, bound).await.expect("the simulator exits after SIGTERM");
     let said: Vec<String> = output.try_iter().collect();
     assert!(status.success(), "{status}: {said:?}");
