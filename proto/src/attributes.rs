@@ -59,7 +59,9 @@ pub enum AttributeError {
     },
 }
 
-fn key_ok(key: &str) -> bool {
+/// Whether `key` follows the key rule (also the rule of a region's
+/// capacity quantity names, [`crate::capacity`]).
+pub(crate) fn key_ok(key: &str) -> bool {
     !key.is_empty()
         && key.len() <= MAX_ATTRIBUTE_KEY_BYTES
         && key.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'/'))

@@ -24,8 +24,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// Most quantities one region declares.
 pub const MAX_QUANTITIES: usize = 16;
 
-/// Longest quantity name, in bytes.
-pub const MAX_QUANTITY_NAME_BYTES: usize = 64;
+/// Longest quantity name, in bytes: a name follows the rule of shard
+/// attribute keys.
+pub const MAX_QUANTITY_NAME_BYTES: usize = crate::attributes::MAX_ATTRIBUTE_KEY_BYTES;
 
 /// The quantity in the units shard loads are reported in: what load-aware
 /// strategies compare a region's shard loads against.
@@ -57,12 +58,6 @@ pub enum CapacityError {
     },
 }
 
-fn name_ok(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= MAX_QUANTITY_NAME_BYTES
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'/'))
-}
-
 impl RegionCapacity {
     /// A capacity from (name, amount) pairs, checked (names may come in any
     /// order; a name given twice keeps its last amount).
@@ -76,7 +71,7 @@ impl RegionCapacity {
             return Err(CapacityError::TooMany(quantities.len()));
         }
         for (name, amount) in &quantities {
-            if !name_ok(name) {
+            if !crate::attributes::key_ok(name) {
                 return Err(CapacityError::Name(name.clone()));
             }
             if !amount.is_finite() || *amount < 0.0 {
