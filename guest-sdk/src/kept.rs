@@ -449,6 +449,11 @@ impl KeptView {
     }
 
     fn apply_in_place(&mut self, c: Changes) -> Result<(), String> {
+        if c.retired.len() + c.unhomed.len() + c.homed.shards.len() > self.view.regions().len() {
+            // Building the suitability order again on its next use costs
+            // less than keeping it through this many count changes.
+            self.view.forget_suitable();
+        }
         for &shard in &c.retired {
             self.table.present(shard)?;
             self.checksum = self.checksum.wrapping_sub(term(&self.table, shard));

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 
 use super::*;
-use crate::view::{Region, RegionId, Shard};
+use crate::view::{Region, RegionId, RegionStatus, Shard};
 
 fn topology(addresses: &[&str]) -> Topology {
     let regions = addresses.iter().map(|a| Region { address: (*a).to_owned(), ..Region::default() }).collect();
@@ -339,9 +339,28 @@ impl Model {
         }
     }
 
+    /// The regions differ in what the suitability order looks at, each by
+    /// a property of its address (so a region keeps it across topologies):
+    /// some are draining, leaving or proxy-only, versions and join orders
+    /// differ.
     fn topology(&self) -> Topology {
-        let addresses: Vec<&str> = self.regions.iter().map(String::as_str).collect();
-        topology(&addresses)
+        let regions = self
+            .regions
+            .iter()
+            .map(|a| {
+                let b = a.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+                Region {
+                    address: a.clone(),
+                    app_version: format!("1.{}", b % 3),
+                    join_order: u64::from(b % 4),
+                    draining: b % 5 == 1,
+                    proxy_only: b % 7 == 2,
+                    status: if b % 6 == 3 { RegionStatus::Leaving } else { RegionStatus::Up },
+                    ..Region::default()
+                }
+            })
+            .collect();
+        Topology::new(regions, vec!["cpu".to_owned()], None)
     }
 
     fn metrics(&self) -> Vec<f64> {
@@ -471,6 +490,12 @@ fn same(kept: &KeptView, model: &Model) -> Result<(), TestCaseError> {
     prop_assert_eq!(orders(kept), want.clone());
     let counts: Vec<u32> = want.iter().map(|w| w.len() as u32).collect();
     prop_assert_eq!(kept.view().shard_counts(), &counts[..]);
+    // The suitability order the view keeps through the batches is the one
+    // a scan finds.
+    prop_assert_eq!(
+        kept.view().most_suitable_allocatable(),
+        crate::order::least_loaded(kept.view(), kept.view().allocatable())
+    );
     prop_assert_eq!(table.len(), model.shards.len());
     for (h, s) in &model.shards {
         let shard = table.get(*h).expect("in the view");

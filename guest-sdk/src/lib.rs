@@ -37,6 +37,7 @@ pub mod order;
 mod shard_ids;
 pub mod snapshot;
 pub mod strategy;
+mod suitable;
 pub mod testing;
 pub mod topology;
 pub mod view;

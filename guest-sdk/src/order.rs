@@ -28,7 +28,9 @@ pub fn region_order(view: &View, a: RegionId, b: RegionId) -> Ordering {
 /// an exact tie, which only a repeated id can cause); `None` when there are
 /// none. Pass `view.allocatable()` for least-shard's own allocation. One
 /// pass over the candidates: two loads, a shift, an or and a minimum each
-/// ([`Ranks::most_suitable`]).
+/// ([`Ranks::most_suitable`]). For the allocatable regions themselves,
+/// [`View::most_suitable_allocatable`] gives the same answer without the
+/// scan: the view keeps them in this order as their counts change.
 pub fn least_loaded(view: &View, candidates: impl Iterator<Item = RegionId>) -> Option<RegionId> {
     view.topology().ranks().most_suitable(candidates, view.shard_counts())
 }

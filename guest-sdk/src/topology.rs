@@ -240,7 +240,13 @@ impl Ranks {
     /// The low 32 bits are the region's index ([`Ranks::region`]).
     #[inline]
     pub fn key(&self, id: RegionId, counts: &[u32]) -> u128 {
-        self.places[id.index()] | (u128::from(counts[id.index()]) << 64)
+        self.key_with(id, counts[id.index()])
+    }
+
+    /// [`Ranks::key`] of a region holding `count` shards.
+    #[inline]
+    pub fn key_with(&self, id: RegionId, count: u32) -> u128 {
+        self.places[id.index()] | (u128::from(count) << 64)
     }
 
     /// The order of two keys without the tie-break by index: `Equal` for

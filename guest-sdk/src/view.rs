@@ -2,9 +2,10 @@
 //! the shard being allocated ([`Allocations`], the shard table, is in
 //! [`crate::allocations`]).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::attributes::Attributes;
+use crate::suitable::Suitable;
 
 pub use crate::allocations::Allocations;
 
@@ -23,6 +24,9 @@ pub struct View {
     region_loads: Vec<f64>,
     /// The host's time at this call, in milliseconds (0 when not given).
     now: u64,
+    /// The allocatable regions in suitability order, built on first use and
+    /// kept by [`View::add_count`] after that.
+    suitable: OnceLock<Suitable>,
 }
 
 impl View {
@@ -38,7 +42,15 @@ impl View {
             return Err(format!("metrics has {} values, expected {expected}", metrics.len()));
         }
         let smoothed = metrics.clone();
-        Ok(View { topology, region_loads: vec![0.0; shard_counts.len()], shard_counts, metrics, smoothed, now: 0 })
+        Ok(View {
+            topology,
+            region_loads: vec![0.0; shard_counts.len()],
+            shard_counts,
+            metrics,
+            smoothed,
+            now: 0,
+            suitable: OnceLock::new(),
+        })
     }
 
     /// Sets the smoothed metric matrix (same layout as the raw one); until
@@ -89,7 +101,19 @@ impl View {
     /// Adds `delta` to a region's shard count (the kept view's bookkeeping).
     pub(crate) fn add_count(&mut self, region: u32, delta: i32) {
         let count = &mut self.shard_counts[region as usize];
-        *count = count.wrapping_add_signed(delta);
+        let old = *count;
+        *count = old.wrapping_add_signed(delta);
+        let new = *count;
+        if let Some(suitable) = self.suitable.get_mut() {
+            suitable.recount(self.topology.ranks(), RegionId(region), old, new);
+        }
+    }
+
+    /// Drops the suitability order, to be built again on its next use: for
+    /// a batch that changes more counts than there are regions, where
+    /// building once is cheaper than keeping it through every change.
+    pub(crate) fn forget_suitable(&mut self) {
+        self.suitable = OnceLock::new();
     }
 
     /// Replaces the metric matrix, which must fit the topology (the
@@ -131,6 +155,16 @@ impl View {
     /// (listed once per topology, not filtered on every call).
     pub fn allocatable(&self) -> impl Iterator<Item = RegionId> + Clone + '_ {
         self.topology.ranks().allocatable().iter().copied()
+    }
+
+    /// The most suitable allocatable region by [`crate::order::region_order`]
+    /// (the same answer as `least_loaded(view, view.allocatable())`), `None`
+    /// when no region is allocatable. A lookup, not a scan: the regions are
+    /// kept in order as their counts change, so the first call on a view
+    /// costs O(regions × log regions) and each after it O(1) plus
+    /// O(log regions) a shard the view's bookkeeping moved.
+    pub fn most_suitable_allocatable(&self) -> Option<RegionId> {
+        self.suitable.get_or_init(|| Suitable::build(self.topology.ranks(), &self.shard_counts)).first()
     }
 
     /// The first region that would keep a hand-off from completing, if any:

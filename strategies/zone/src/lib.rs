@@ -227,7 +227,7 @@ impl Strategy for Zone {
         {
             return Ok(best);
         }
-        let best = least_loaded(view, view.allocatable()).ok_or_else(|| "no allocatable region".to_owned())?;
+        let best = view.most_suitable_allocatable().ok_or_else(|| "no allocatable region".to_owned())?;
         let address = view.region(best).address.as_str();
         match zone {
             Some(zone) => host::log(
