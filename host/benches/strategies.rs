@@ -22,6 +22,10 @@ use shardalloc::strategy::table::ShardTable;
 use shardalloc::strategy::{AllocationStrategy, ClusterView, StrategySource, builtin};
 use shardalloc_guest::testing::{Shape, generate};
 
+/// The node's allocator, so that what is measured here is what it does.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// The smoke mode's one cluster: (regions, shards).
 const TINY: (usize, usize) = (10, 1_000);
 
@@ -296,11 +300,13 @@ fn first_calls(_: &mut Criterion) {
     common::first_call::print_first_calls(&engine, &compiled, &cluster(regions, shards), limits());
 }
 
-/// The resident set of this process, in bytes (Linux's `/proc/self/statm`).
-fn resident_bytes() -> usize {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: usize = statm.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
-    pages * 4096
+/// The heap bytes this process holds live, by jemalloc's count (the node's
+/// allocator, this benchmark's too). Not the resident set: memory an
+/// earlier group freed and the allocator kept is reused by the next, which
+/// hid most of a table from the resident set's difference.
+fn live_heap_bytes() -> usize {
+    tikv_jemalloc_ctl::epoch::advance().expect("advance jemalloc's statistics");
+    tikv_jemalloc_ctl::stats::allocated::read().expect("jemalloc's allocated bytes")
 }
 
 /// A table of `regions` × `shards` built in one pass, as a coordinator's
@@ -390,10 +396,10 @@ fn kept_view(c: &mut Criterion) {
     });
     drop(table);
 
-    let before = resident_bytes();
+    let before = live_heap_bytes();
     let (first, first_view) = table_of(whole_regions, whole_shards, &ids);
-    let per_shard = resident_bytes().saturating_sub(before) as f64 / whole_shards as f64;
-    println!("the host's shard table at {whole}: about {per_shard:.0} bytes per shard");
+    let per_shard = live_heap_bytes().saturating_sub(before) as f64 / whole_shards as f64;
+    println!("the host's shard table at {whole}: about {per_shard:.0} bytes per shard (live heap)");
     let (_second, second_view) = table_of(whole_regions, whole_shards, &ids);
     drop(first);
     let mut component = engine.instantiate(&compiled, "", roomy).unwrap();

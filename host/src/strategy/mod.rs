@@ -33,6 +33,7 @@ pub mod coalesce;
 pub mod dry_run;
 pub mod external;
 pub mod guarded;
+mod handles;
 pub mod native;
 pub mod plan;
 pub mod replay;

@@ -20,6 +20,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::handles::Handles;
+
 use shardalloc_guest::kept::{Attributed, Changes, FullView, Homed, KeptView, ShardLoads, ShardNames};
 use shardalloc_guest::{Allocations, Attributes, Topology, View, shard_hash};
 
@@ -51,10 +53,8 @@ pub struct ShardTable {
     id: u64,
     kept: KeptView,
     regions: HashMap<String, u32, Fold>,
-    /// Looked up on every allocation: foldhash, not SipHash (shard ids are
-    /// chosen by clients, but a table holds only ids the node accepted and
-    /// homed, each bounded in length).
-    handles: HashMap<Arc<str>, u32, Fold>,
+    /// Each shard's handle by its id, the id read from `kept` (held once).
+    handles: Handles,
     free: Vec<u32>,
     next: u32,
     journal: VecDeque<Changes>,
@@ -69,7 +69,7 @@ impl ShardTable {
             id: NEXT_TABLE.fetch_add(1, Ordering::Relaxed),
             kept,
             regions: HashMap::default(),
-            handles: HashMap::default(),
+            handles: Handles::default(),
             free: Vec::new(),
             next: 0,
             journal: VecDeque::new(),
@@ -94,12 +94,14 @@ impl ShardTable {
         attributes: impl IntoIterator<Item = (&'a str, Attributes)>,
     ) -> Self {
         let mut full = FullView::empty(topology.clone(), metrics);
-        let mut handles: HashMap<Arc<str>, u32, Fold> = HashMap::default();
+        // Borrowed ids while building: the table's own index reads them
+        // from its view once it has one.
+        let mut handles: HashMap<&'a str, u32, Fold> = HashMap::default();
         let mut names: Vec<&str> = Vec::new();
-        let mut add = |shard: &'a str, handles: &mut HashMap<Arc<str>, u32, Fold>| {
+        let mut add = |shard: &'a str, handles: &mut HashMap<&'a str, u32, Fold>| {
             let handle = names.len() as u32;
             names.push(shard);
-            handles.insert(Arc::from(shard), handle);
+            handles.insert(shard, handle);
             handle
         };
         for (shard, region, since) in homes {
@@ -137,12 +139,17 @@ impl ShardTable {
         for (handle, shard) in names.iter().enumerate() {
             kept.name(handle as u32, *shard);
         }
+        drop(handles);
+        let mut index = Handles::default();
+        for handle in 0..names.len() as u32 {
+            index.insert(handle, kept.allocations());
+        }
         let mut table = ShardTable {
             id: NEXT_TABLE.fetch_add(1, Ordering::Relaxed),
             kept,
             regions: HashMap::default(),
             next: names.len() as u32,
-            handles,
+            handles: index,
             free: Vec::new(),
             journal: VecDeque::new(),
         };
@@ -228,7 +235,7 @@ impl ShardTable {
 
     /// The handle of a shard in the view.
     pub fn handle(&self, shard: &str) -> Option<u32> {
-        self.handles.get(shard).copied()
+        self.handles.get(shard, self.kept.allocations())
     }
 
     /// The id of a shard in the view.
@@ -293,7 +300,7 @@ impl ShardTable {
                             changes.unhomed.push(shard.handle);
                         } else {
                             changes.retired.push(shard.handle);
-                            retired.push(allocations.shard_id(shard).into_owned());
+                            retired.push((allocations.shard_id(shard).into_owned(), shard.handle));
                         }
                     }
                 }
@@ -301,8 +308,8 @@ impl ShardTable {
             changes.topology = Some((**topology).clone());
         }
         self.commit(changes);
-        for shard in retired {
-            self.forget(&shard);
+        for (shard, handle) in retired {
+            self.forget(&shard, handle);
         }
         if !same_topology {
             self.index_regions();
@@ -316,18 +323,20 @@ impl ShardTable {
             return Err(TableError::UnknownRegion { shard: shard.to_owned(), region: region.to_owned() });
         };
         let mut named = ShardNames::default();
-        let handle = match self.handle(shard) {
-            Some(handle) => handle,
+        let (handle, new) = match self.handle(shard) {
+            Some(handle) => (handle, false),
             None => {
                 let handle = self.take_handle();
                 named.push(handle, shard);
-                self.handles.insert(Arc::from(shard), handle);
-                handle
+                (handle, true)
             }
         };
         let mut homed = Homed::default();
         homed.push(handle, shard_hash(shard), index, since);
         self.commit(Changes { homed, named, ..Changes::default() });
+        if new {
+            self.handles.insert(handle, self.kept.allocations());
+        }
         Ok(())
     }
 
@@ -348,13 +357,13 @@ impl ShardTable {
 
     fn retire(&mut self, shard: &str, handle: u32) {
         self.commit(Changes { retired: vec![handle], ..Changes::default() });
-        self.forget(shard);
+        self.forget(shard, handle);
     }
 
-    /// Gives a retired shard's handle back (the table dropped its id when
+    /// Gives a retired shard's handle back (the view dropped its id when
     /// it retired).
-    fn forget(&mut self, shard: &str) {
-        if let Some(handle) = self.handles.remove(shard) {
+    fn forget(&mut self, shard: &str, handle: u32) {
+        if self.handles.remove(shard, handle) {
             self.free.push(handle);
         }
     }
@@ -380,7 +389,6 @@ impl ShardTable {
             }
             (None, true) => {
                 let handle = self.take_handle();
-                self.handles.insert(Arc::from(shard), handle);
                 let mut named = ShardNames::default();
                 named.push(handle, shard);
                 self.commit(Changes {
@@ -390,6 +398,7 @@ impl ShardTable {
                     moving: vec![handle],
                     ..Changes::default()
                 });
+                self.handles.insert(handle, self.kept.allocations());
             }
             (None, false) => {}
         }
@@ -418,7 +427,7 @@ impl ShardTable {
         let table = self.kept.allocations();
         for (shard, load) in loads {
             debug_assert!(load.is_finite() && load >= 0.0, "a load of {load}");
-            let Some(&handle) = self.handles.get(shard) else { continue };
+            let Some(handle) = self.handles.get(shard, table) else { continue };
             let entry = table.get(handle).expect("a named handle is in the view");
             if table.load(entry).to_bits() != load.to_bits() {
                 changes.push(handle, load);
@@ -432,8 +441,8 @@ impl ShardTable {
     /// Sets a shard's attributes (all of them; empty: none), in one batch
     /// when the shard is in the view and they changed.
     pub fn set_attributes(&mut self, shard: &str, attributes: &Attributes) {
-        let Some(&handle) = self.handles.get(shard) else { return };
         let table = self.kept.allocations();
+        let Some(handle) = self.handles.get(shard, table) else { return };
         let entry = table.get(handle).expect("a named handle is in the view");
         if *table.attributes(entry) == *attributes {
             return;

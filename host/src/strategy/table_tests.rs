@@ -268,6 +268,13 @@ proptest! {
                     sync(&mut merged, &t, true)?;
                 }
             }
+            // The index by id holds exactly the view's shards, each found
+            // by the id the view names it by.
+            prop_assert_eq!(t.handles.len(), t.allocations().len());
+            for handle in (0..t.next).filter(|h| t.allocations().get(*h).is_some()) {
+                let id = t.allocations().known_id(handle).expect("the host's table knows its ids").to_owned();
+                prop_assert_eq!(t.handle(&id), Some(handle), "{}", id);
+            }
         }
     }
 }
