@@ -38,6 +38,14 @@
 //! answer arrives, so one sender's messages to one shard keep their order
 //! across hand-offs.
 //!
+//! At most [`CoreConfig::max_lookups_in_flight`] homes are asked and
+//! unanswered at once (256 by default, the node's own bound on one
+//! session's lookups queued for its coordinator); more wait their turn in
+//! the order they were needed and go out as answers come. A region that
+//! hears of 100,000 shards at once so never has more lookups in its
+//! connection than the node reads without waiting, and its heartbeats do
+//! not queue behind them.
+//!
 //! ## Drain and leave
 //!
 //! [`RegionCore::drain_and_leave`] is a departure within a bound (for a
@@ -80,6 +88,13 @@ pub const DEFAULT_FORWARD_ATTEMPTS: u32 = 10;
 /// default removal time (15 s), so a dead home is replaced well before.
 pub const DEFAULT_FORWARD_DEADLINE_MS: Millis = 30_000;
 
+/// Default most homes asked of the node at once
+/// ([`CoreConfig::max_lookups_in_flight`]): the node's own bound on one
+/// session's lookups queued for its coordinator, so a region's lookups
+/// never wait in its connection, where its heartbeats would queue behind
+/// them.
+pub const DEFAULT_MAX_LOOKUPS_IN_FLIGHT: usize = 256;
+
 /// What the core needs to know about its region.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CoreConfig {
@@ -109,6 +124,10 @@ pub struct CoreConfig {
     /// How long a shard's forwards may keep failing, from the first failure
     /// of the run, before its messages are given up the same way.
     pub forward_deadline_ms: Millis,
+    /// Most homes asked of the node and not yet answered (a failed
+    /// forward's wait for its retry counts too); more wait their turn, in
+    /// the order they were needed, and go out as answers come. At least 1.
+    pub max_lookups_in_flight: usize,
 }
 
 /// The shortest silence after which a registered region gives its session
@@ -127,6 +146,7 @@ impl CoreConfig {
             response_timeout_ms: 10_000,
             forward_attempts: DEFAULT_FORWARD_ATTEMPTS,
             forward_deadline_ms: DEFAULT_FORWARD_DEADLINE_MS,
+            max_lookups_in_flight: DEFAULT_MAX_LOOKUPS_IN_FLIGHT,
         }
     }
 }
@@ -233,6 +253,8 @@ struct ShardEntry<M> {
     asked_at: Option<Millis>,
     /// Someone awaits the home ([`RegionCore::request_home`]).
     wanted: bool,
+    /// In the core's `waiting` queue for a place among the lookups in flight.
+    queued: bool,
     local: Local,
     /// The epoch of the run here, while it runs.
     epoch: u64,
@@ -266,6 +288,7 @@ impl<M> ShardEntry<M> {
             buffer: VecDeque::new(),
             asked_at: None,
             wanted: false,
+            queued: false,
             local: Local::Idle,
             epoch: 0,
             unreported_stop: false,
@@ -328,6 +351,12 @@ pub struct RegionCore<M> {
     last_heard: Millis,
     shards: BTreeMap<String, ShardEntry<M>>,
     buffered: usize,
+    /// Shards whose `asked_at` is set: homes asked and not answered.
+    asking: usize,
+    /// Shards that needed a home while `asking` was at its bound, in that
+    /// order (one may be there twice, or need no home any more by its
+    /// turn: each is checked when it comes up).
+    waiting: VecDeque<String>,
     leaving: bool,
     /// `Leave` was sent (on some session).
     leave_sent: bool,
@@ -359,6 +388,8 @@ impl<M> RegionCore<M> {
             last_heard: 0,
             shards: BTreeMap::new(),
             buffered: 0,
+            asking: 0,
+            waiting: VecDeque::new(),
             leaving: false,
             leave_sent: false,
             left: false,
@@ -459,9 +490,7 @@ impl<M> RegionCore<M> {
     fn register(&mut self, now: Millis, out: &mut Vec<Action<M>>) {
         let sequence = self.next_sequence(now);
         self.link = Link::Registering { sequence };
-        for entry in self.shards.values_mut() {
-            entry.asked_at = None;
-        }
+        self.forget_asked();
         self.shards.retain(|_, entry| !entry.is_empty());
         out.push(Action::Send(RegionMessage::Register(Register { sequence, ..self.config.registration.clone() })));
     }
@@ -504,8 +533,55 @@ impl<M> RegionCore<M> {
         if !self.can_ask() {
             return;
         }
+        let bound = self.config.max_lookups_in_flight.max(1);
+        let asking = self.asking;
+        let entry = self.entry(shard);
+        if entry.asked_at.is_none() {
+            if asking >= bound {
+                // Its turn comes with an answer ([`RegionCore::ask_waiting`]).
+                if !entry.queued {
+                    entry.queued = true;
+                    self.waiting.push_back(shard.to_owned());
+                }
+                return;
+            }
+            self.asking += 1;
+        }
         self.entry(shard).asked_at = Some(now);
         out.push(Action::Send(RegionMessage::GetShardHome { shard: shard.to_owned() }));
+    }
+
+    /// The shard's home is no longer awaited.
+    fn answered(&mut self, shard: &str) {
+        if let Some(entry) = self.shards.get_mut(shard)
+            && entry.asked_at.take().is_some()
+        {
+            self.asking -= 1;
+        }
+    }
+
+    /// Nothing asked is awaited any more (the session ended or registers
+    /// anew, which asks again for every home still needed).
+    fn forget_asked(&mut self) {
+        for entry in self.shards.values_mut() {
+            entry.asked_at = None;
+            entry.queued = false;
+        }
+        self.asking = 0;
+        self.waiting.clear();
+    }
+
+    /// Asks for the homes that waited their turn, as far as the bound on
+    /// lookups in flight allows.
+    fn ask_waiting(&mut self, now: Millis, out: &mut Vec<Action<M>>) {
+        while self.can_ask() && self.asking < self.config.max_lookups_in_flight.max(1) {
+            let Some(shard) = self.waiting.pop_front() else { return };
+            let Some(entry) = self.shards.get_mut(&shard) else { continue };
+            entry.queued = false;
+            if entry.needs_home() && entry.asked_at.is_none() {
+                self.ask(&shard, now, out);
+            }
+        }
     }
 
     /// Asks for every home that is needed and not asked for.
@@ -559,9 +635,7 @@ impl<M> RegionCore<M> {
             return out;
         }
         self.link = Link::Down;
-        for entry in self.shards.values_mut() {
-            entry.asked_at = None;
-        }
+        self.forget_asked();
         self.shards.retain(|_, entry| !entry.is_empty());
         out.push(Action::Publish(Update::Disconnected { reason: reason.to_owned() }));
         out
@@ -662,6 +736,7 @@ impl<M> RegionCore<M> {
                 out.push(Action::Reconnect { reason: "the node is shutting down".to_owned() });
             }
         }
+        self.ask_waiting(now, &mut out);
         self.advance_departure(now, &mut out);
         out
     }
@@ -757,8 +832,8 @@ impl<M> RegionCore<M> {
         let own = home == self.address();
         let may_start = !self.closing && self.lease_valid(now);
         let stop_deadline = now.saturating_add(self.config.stop_deadline_ms);
+        self.answered(shard);
         let entry = self.entry(shard);
-        entry.asked_at = None;
         if own {
             match entry.local {
                 // Not while fenced or closing, nor before the last run
@@ -983,20 +1058,24 @@ impl<M> RegionCore<M> {
         } else if now.saturating_sub(failing.since) >= deadline {
             self.give_up(shard, &deadline_passed(shard, &failing, now), &mut out);
         } else if can_ask && entry.asked_at.is_none() {
+            // Asked again after `home_retry_ms` ([`RegionCore::tick`]):
+            // the wait holds a place among the lookups in flight.
             entry.asked_at = Some(now);
+            self.asking += 1;
         }
+        self.ask_waiting(now, &mut out);
         out
     }
 
     /// Gives up every message waiting for `shard`, in order, with `error`;
     /// the shard's next message starts a new run of attempts.
     fn give_up(&mut self, shard: &str, error: &DeliveryError, out: &mut Vec<Action<M>>) {
+        self.answered(shard);
         let Some(entry) = self.shards.get_mut(shard) else { return };
         if !entry.buffer.is_empty() {
             warn!(%shard, given_up = entry.buffer.len(), %error, "giving up the shard's waiting messages");
         }
         entry.failing = None;
-        entry.asked_at = None;
         entry.returned = 0;
         self.buffered -= entry.buffer.len();
         for message in entry.buffer.drain(..) {
@@ -1079,6 +1158,7 @@ impl<M> RegionCore<M> {
             for shard in due {
                 self.ask(&shard, now, &mut out);
             }
+            self.ask_waiting(now, &mut out);
         }
         self.advance_departure(now, &mut out);
         out

@@ -167,6 +167,7 @@ fn configure(changes: &Value, address: Option<&str>, file: &str) -> (CoreConfig,
         "address": "a", "incarnation": 7, "roles": [], "app_version": "1.0", "labels": {}, "proxy_only": false,
         "shard_buffer_limit": 3, "total_buffer_limit": 5, "stop_deadline_ms": 500, "home_retry_ms": 1000,
         "response_timeout_ms": 10000, "load_report_top": 10, "forward_attempts": 3, "forward_deadline_ms": 5000,
+        "max_lookups_in_flight": 256,
     });
     for (key, value) in changes.as_object().into_iter().flatten() {
         assert!(c.get(key).is_some(), "{file}: no config field {key:?}");
@@ -194,6 +195,7 @@ fn configure(changes: &Value, address: Option<&str>, file: &str) -> (CoreConfig,
         response_timeout_ms: u("response_timeout_ms"),
         forward_attempts: u("forward_attempts") as u32,
         forward_deadline_ms: u("forward_deadline_ms"),
+        max_lookups_in_flight: u("max_lookups_in_flight") as usize,
     };
     (config, u("load_report_top") as usize)
 }

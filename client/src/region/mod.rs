@@ -376,6 +376,7 @@ impl RegionConfig {
             response_timeout_ms: millis(self.response_timeout),
             forward_attempts: self.forward_attempts,
             forward_deadline_ms: millis(self.forward_deadline),
+            max_lookups_in_flight: core::DEFAULT_MAX_LOOKUPS_IN_FLIGHT,
         }
     }
 }

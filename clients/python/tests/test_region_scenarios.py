@@ -120,6 +120,7 @@ DEFAULTS: dict[str, Json] = {
     "load_report_top": 10,
     "forward_attempts": 3,
     "forward_deadline_ms": 5000,
+    "max_lookups_in_flight": 256,
 }
 """The scenarios' default configuration, changed by a ``config`` line."""
 
@@ -154,6 +155,7 @@ class Subject:
                 response_timeout_ms=c["response_timeout_ms"],
                 forward_attempts=c["forward_attempts"],
                 forward_deadline_ms=c["forward_deadline_ms"],
+                max_lookups_in_flight=c["max_lookups_in_flight"],
             )
         )
         self.meter = LoadMeter()

@@ -61,6 +61,7 @@ function configure(changes: Record<string, Json>, address?: string): { config: C
     load_report_top: 10,
     forward_attempts: 3,
     forward_deadline_ms: 5000,
+    max_lookups_in_flight: 256,
   };
   for (const [key, value] of Object.entries(changes)) {
     assert.ok(key in c, `no config field ${key}`);
@@ -85,6 +86,7 @@ function configure(changes: Record<string, Json>, address?: string): { config: C
     responseTimeoutMs: c['response_timeout_ms'] as number,
     forwardAttempts: c['forward_attempts'] as number,
     forwardDeadlineMs: c['forward_deadline_ms'] as number,
+    maxLookupsInFlight: c['max_lookups_in_flight'] as number,
   };
   return { config, top: c['load_report_top'] as number };
 }

@@ -525,6 +525,11 @@ impl Journal {
         self.0.lock().unwrap().entries.iter().map(|(_, e)| e.clone()).collect()
     }
 
+    /// How many deliveries so far (without copying the journal).
+    pub fn delivered_count(&self) -> usize {
+        self.0.lock().unwrap().entries.iter().filter(|(_, e)| matches!(e, Entry::Delivered { .. })).count()
+    }
+
     /// Everything so far, with when it happened.
     pub fn timed_entries(&self) -> Vec<(Instant, Entry)> {
         self.0.lock().unwrap().entries.clone()

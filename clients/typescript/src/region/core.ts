@@ -79,6 +79,14 @@ export const DEFAULT_FORWARD_ATTEMPTS = 10;
  */
 export const DEFAULT_FORWARD_DEADLINE_MS = 30_000;
 
+/**
+ * Default most homes asked of the node at once (`maxLookupsInFlight`): the
+ * node's own bound on one session's lookups queued for its coordinator, so
+ * a region's lookups never wait in its connection, where its heartbeats
+ * would queue behind them.
+ */
+export const DEFAULT_MAX_LOOKUPS_IN_FLIGHT = 256;
+
 /** A `Register` message without its tag and sequence: who the region is. */
 export type Registration = Omit<Extract<RegionMessage, { type: 'Register' }>, 'type' | 'sequence'>;
 
@@ -118,6 +126,12 @@ export interface CoreConfig {
   forwardAttempts: number;
   /** How long a shard's forwards may keep failing, from the run's first failure, before its messages are given up. */
   forwardDeadlineMs: number;
+  /**
+   * Most homes asked of the node and not yet answered (a failed forward's
+   * wait for its retry counts too); more wait their turn, in the order they
+   * were needed, and go out as answers come. At least 1.
+   */
+  maxLookupsInFlight: number;
 }
 
 /** A configuration with the default limits and timings (the Rust `CoreConfig::new`). */
@@ -128,6 +142,7 @@ export function coreConfig(registration: Registration): CoreConfig {
     totalBufferLimit: DEFAULT_TOTAL_BUFFER_LIMIT,
     forwardAttempts: DEFAULT_FORWARD_ATTEMPTS,
     forwardDeadlineMs: DEFAULT_FORWARD_DEADLINE_MS,
+    maxLookupsInFlight: DEFAULT_MAX_LOOKUPS_IN_FLIGHT,
     stopDeadlineMs: 10_000,
     homeRetryMs: 2_000,
     responseTimeoutMs: 10_000,
@@ -160,6 +175,8 @@ interface ShardEntry<M> {
   askedAt: number | undefined;
   /** Someone awaits the home (`requestHome`). */
   wanted: boolean;
+  /** In the core's `waiting` queue for a place among the lookups in flight. */
+  queued: boolean;
   local: Local;
   /** The epoch of the run here, while it runs. */
   epoch: number;
@@ -194,6 +211,7 @@ function newEntry<M>(): ShardEntry<M> {
     buffer: [],
     askedAt: undefined,
     wanted: false,
+    queued: false,
     local: IDLE,
     epoch: 0,
     unreportedStop: false,
@@ -270,6 +288,14 @@ export class RegionCore<M> {
   /** The shards' ids in UTF-8 byte order, while no shard was added or removed since. */
   private sortedIds: string[] | undefined = undefined;
   private bufferedCount = 0;
+  /** Shards whose `askedAt` is set: homes asked and not answered. */
+  private asking = 0;
+  /**
+   * Shards that needed a home while `asking` was at its bound, in that
+   * order (each is checked when its turn comes).
+   */
+  private waiting: string[] = [];
+  private waitingHead = 0;
   private leaving = false;
   /** `Leave` was sent (on some session). */
   private leaveSent = false;
@@ -378,9 +404,7 @@ export class RegionCore<M> {
       return out;
     }
     this.link = { state: 'Down' };
-    for (const entry of this.shards.values()) {
-      entry.askedAt = undefined;
-    }
+    this.forgetAsked();
     this.forgetEmpty();
     out.push(publish({ type: 'Disconnected', reason }));
     return out;
@@ -500,6 +524,7 @@ export class RegionCore<M> {
         out.push({ type: 'Reconnect', reason: 'the node is shutting down' });
         break;
     }
+    this.askWaiting(now, out);
     this.advanceDeparture(now, out);
     return out;
   }
@@ -618,19 +643,23 @@ export class RegionCore<M> {
     } else if (now - failing.since >= this.config.forwardDeadlineMs) {
       this.giveUp(shard, deadlinePassed(shard, failing, now), out);
     } else if (canAsk && entry.askedAt === undefined) {
+      // Asked again after `homeRetryMs` (`tick`): the wait holds a place
+      // among the lookups in flight.
       entry.askedAt = now;
+      this.asking += 1;
     }
+    this.askWaiting(now, out);
     return out;
   }
 
   /** Gives up every message waiting for `shard`, in order; its next message starts a new run. */
   private giveUp(shard: string, error: DeliveryError, out: Action<M>[]): void {
+    this.answered(shard);
     const entry = this.shards.get(shard);
     if (entry === undefined) {
       return;
     }
     entry.failing = undefined;
-    entry.askedAt = undefined;
     entry.returned = 0;
     this.bufferedCount -= entry.buffer.length;
     for (const message of entry.buffer) {
@@ -709,6 +738,7 @@ export class RegionCore<M> {
       for (const shard of due) {
         this.ask(shard, now, out);
       }
+      this.askWaiting(now, out);
     }
     this.advanceDeparture(now, out);
     return out;
@@ -880,9 +910,7 @@ export class RegionCore<M> {
   private register(now: number, out: Action<M>[]): void {
     const sequence = this.nextSequence(now);
     this.link = { state: 'Registering', sequence };
-    for (const entry of this.shards.values()) {
-      entry.askedAt = undefined;
-    }
+    this.forgetAsked();
     this.forgetEmpty();
     const registration = this.config.registration;
     out.push({
@@ -941,8 +969,69 @@ export class RegionCore<M> {
     if (!this.canAsk()) {
       return;
     }
-    this.entry(shard).askedAt = now;
+    const entry = this.entry(shard);
+    if (entry.askedAt === undefined) {
+      if (this.asking >= Math.max(1, this.config.maxLookupsInFlight)) {
+        // Its turn comes with an answer (`askWaiting`).
+        if (!entry.queued) {
+          entry.queued = true;
+          this.waiting.push(shard);
+        }
+        return;
+      }
+      this.asking += 1;
+    }
+    entry.askedAt = now;
     out.push({ type: 'Send', message: { type: 'GetShardHome', shard } });
+  }
+
+  /** The shard's home is no longer awaited. */
+  private answered(shard: string): void {
+    const entry = this.shards.get(shard);
+    if (entry !== undefined && entry.askedAt !== undefined) {
+      entry.askedAt = undefined;
+      this.asking -= 1;
+    }
+  }
+
+  /**
+   * Nothing asked is awaited any more (the session ended or registers anew,
+   * which asks again for every home still needed).
+   */
+  private forgetAsked(): void {
+    for (const entry of this.shards.values()) {
+      entry.askedAt = undefined;
+      entry.queued = false;
+    }
+    this.asking = 0;
+    this.waiting = [];
+    this.waitingHead = 0;
+  }
+
+  /** Asks for the homes that waited their turn, as far as the bound on lookups in flight allows. */
+  private askWaiting(now: number, out: Action<M>[]): void {
+    while (this.canAsk() && this.asking < Math.max(1, this.config.maxLookupsInFlight)) {
+      if (this.waitingHead >= this.waiting.length) {
+        this.waiting = [];
+        this.waitingHead = 0;
+        return;
+      }
+      const shard = this.waiting[this.waitingHead] as string;
+      this.waitingHead += 1;
+      if (this.waitingHead > 1024 && this.waitingHead * 2 > this.waiting.length) {
+        // A queue, not a growing log: drop the part already taken.
+        this.waiting = this.waiting.slice(this.waitingHead);
+        this.waitingHead = 0;
+      }
+      const entry = this.shards.get(shard);
+      if (entry === undefined) {
+        continue;
+      }
+      entry.queued = false;
+      if (needsHome(entry) && entry.askedAt === undefined) {
+        this.ask(shard, now, out);
+      }
+    }
   }
 
   /** Asks for every home that is needed and not asked for. */
@@ -1040,8 +1129,8 @@ export class RegionCore<M> {
     const own = home === this.address;
     const mayStart = !this.closing && this.leaseValid(now);
     const stopDeadline = now + this.config.stopDeadlineMs;
+    this.answered(shard);
     const entry = this.entry(shard);
-    entry.askedAt = undefined;
     if (own) {
       // Not while fenced or closing, nor before the last run stopped:
       // asked again after renewal or the stop.

@@ -17,7 +17,7 @@ import { EventEmitter } from 'node:events';
 
 import type { Action, Update } from './actions.js';
 import type { Application } from './application.js';
-import { DEFAULT_FORWARD_ATTEMPTS, DEFAULT_FORWARD_DEADLINE_MS, RegionCore } from './core.js';
+import { DEFAULT_FORWARD_ATTEMPTS, DEFAULT_FORWARD_DEADLINE_MS, DEFAULT_MAX_LOOKUPS_IN_FLIGHT, RegionCore } from './core.js';
 import { Replier, Request } from './ask.js';
 import { AskError, RegionError, SendError, type DeliveryError } from './errors.js';
 import { LoadMeter } from './load.js';
@@ -337,6 +337,7 @@ export class Region<M, R = unknown> extends EventEmitter<RegionEvents> {
       responseTimeoutMs: config.responseTimeoutMs,
       forwardAttempts: config.forwardAttempts,
       forwardDeadlineMs: config.forwardDeadlineMs,
+      maxLookupsInFlight: DEFAULT_MAX_LOOKUPS_IN_FLIGHT,
     });
     this.params = {
       urls: config.urls,

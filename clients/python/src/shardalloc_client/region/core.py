@@ -105,6 +105,11 @@ DEFAULT_FORWARD_DEADLINE_MS: Final = 30_000
 """Default time a shard's forwards may keep failing before its messages are
 given up: twice the node's default removal time (15 s)."""
 
+DEFAULT_MAX_LOOKUPS_IN_FLIGHT: Final = 256
+"""Default most homes asked of the node at once: the node's own bound on one
+session's lookups queued for its coordinator, so a region's lookups never
+wait in its connection, where its heartbeats would queue behind them."""
+
 MIN_SILENCE_MS: Final = 1_000
 """The shortest silence after which a registered region gives its session
 up (three heartbeat intervals, when longer)."""
@@ -155,6 +160,10 @@ class CoreConfig:
     forward_deadline_ms: int = DEFAULT_FORWARD_DEADLINE_MS
     """How long a shard's forwards may keep failing, from the run's first
     failure, before its messages are given up the same way."""
+    max_lookups_in_flight: int = DEFAULT_MAX_LOOKUPS_IN_FLIGHT
+    """Most homes asked of the node and not yet answered (a failed forward's
+    wait for its retry counts too); more wait their turn, in the order they
+    were needed, and go out as answers come. At least 1."""
 
 
 @dataclass(frozen=True)
@@ -195,6 +204,8 @@ class _ShardEntry(Generic[M]):
     ``None`` when no answer is expected."""
     wanted: bool = False
     """Someone awaits the home (:meth:`RegionCore.request_home`)."""
+    queued: bool = False
+    """In the core's waiting queue for a place among the lookups in flight."""
     local: _Local = "idle"
     epoch: int = 0
     """The epoch of the run here, while it runs."""
@@ -280,6 +291,11 @@ class RegionCore(Generic[M]):
         self._last_heard = 0
         self._shards: dict[str, _ShardEntry[M]] = {}
         self._buffered = 0
+        self._asking = 0
+        """Shards whose ``asked_at`` is set: homes asked and not answered."""
+        self._waiting: deque[str] = deque()
+        """Shards that needed a home while ``_asking`` was at its bound, in
+        that order (each is checked when its turn comes)."""
         self._leaving = False
         self._leave_sent = False
         """``Leave`` was sent (on some session)."""
@@ -385,8 +401,7 @@ class RegionCore(Generic[M]):
     def _register(self, now: int, out: list[Action[M]]) -> None:
         sequence = self._take_sequence(now)
         self._link = _Registering(sequence)
-        for entry in self._shards.values():
-            entry.asked_at = None
+        self._forget_asked()
         self._forget_empty()
         out.append(Send(replace(self._config.registration, sequence=sequence)))
 
@@ -428,8 +443,47 @@ class RegionCore(Generic[M]):
     def _ask(self, shard: str, now: int, out: list[Action[M]]) -> None:
         if not self._can_ask():
             return
-        self._entry(shard).asked_at = now
+        entry = self._entry(shard)
+        if entry.asked_at is None:
+            if self._asking >= max(1, self._config.max_lookups_in_flight):
+                # Its turn comes with an answer (`_ask_waiting`).
+                if not entry.queued:
+                    entry.queued = True
+                    self._waiting.append(shard)
+                return
+            self._asking += 1
+        entry.asked_at = now
         out.append(Send(wire.GetShardHome(shard=shard)))
+
+    def _answered(self, shard: str) -> None:
+        """The shard's home is no longer awaited."""
+        entry = self._shards.get(shard)
+        if entry is not None and entry.asked_at is not None:
+            entry.asked_at = None
+            self._asking -= 1
+
+    def _forget_asked(self) -> None:
+        """Nothing asked is awaited any more (the session ended or registers
+        anew, which asks again for every home still needed)."""
+        for entry in self._shards.values():
+            entry.asked_at = None
+            entry.queued = False
+        self._asking = 0
+        self._waiting.clear()
+
+    def _ask_waiting(self, now: int, out: list[Action[M]]) -> None:
+        """Asks for the homes that waited their turn, as far as the bound on
+        lookups in flight allows."""
+        while self._can_ask() and self._asking < max(1, self._config.max_lookups_in_flight):
+            if not self._waiting:
+                return
+            shard = self._waiting.popleft()
+            entry = self._shards.get(shard)
+            if entry is None:
+                continue
+            entry.queued = False
+            if entry.needs_home() and entry.asked_at is None:
+                self._ask(shard, now, out)
 
     def _ask_missing(self, now: int, out: list[Action[M]]) -> None:
         """Asks for every home that is needed and not asked for."""
@@ -468,8 +522,7 @@ class RegionCore(Generic[M]):
         if self._link == "down":
             return out
         self._link = "down"
-        for entry in self._shards.values():
-            entry.asked_at = None
+        self._forget_asked()
         self._forget_empty()
         out.append(Publish(actions.Disconnected(reason=reason)))
         return out
@@ -563,6 +616,7 @@ class RegionCore(Generic[M]):
                 self._on_region_removed(address, now, out)
             case wire.ShuttingDown():
                 out.append(Reconnect("the node is shutting down"))
+        self._ask_waiting(now, out)
         self._advance_departure(now, out)
         return out
 
@@ -634,8 +688,8 @@ class RegionCore(Generic[M]):
         own = home == self._address
         may_start = not self._closing and self._lease_valid(now)
         stop_deadline = _add(now, self._config.stop_deadline_ms)
+        self._answered(shard)
         entry = self._entry(shard)
-        entry.asked_at = None
         if own:
             if not may_start:
                 # Not while fenced or closing: asked again after renewal.
@@ -834,19 +888,23 @@ class RegionCore(Generic[M]):
         elif now - failing.since >= self._config.forward_deadline_ms:
             self._give_up(shard, _deadline_passed(shard, failing, now), out)
         elif can_ask and entry.asked_at is None:
+            # Asked again after ``home_retry_ms`` (:meth:`tick`): the wait
+            # holds a place among the lookups in flight.
             entry.asked_at = now
+            self._asking += 1
+        self._ask_waiting(now, out)
         return out
 
     def _give_up(self, shard: str, error: DeliveryError, out: list[Action[M]]) -> None:
         """Gives up every message waiting for ``shard``, in order; its next
         message starts a new run."""
+        self._answered(shard)
         entry = self._shards.get(shard)
         if entry is None:
             return
         if entry.buffer:
             _log.warning("giving up %d waiting messages: %s", len(entry.buffer), error)
         entry.failing = None
-        entry.asked_at = None
         entry.returned = 0
         self._buffered -= len(entry.buffer)
         for message in entry.buffer:
@@ -923,6 +981,7 @@ class RegionCore(Generic[M]):
             )
             for shard in due:
                 self._ask(shard, now, out)
+            self._ask_waiting(now, out)
         self._advance_departure(now, out)
         return out
 
