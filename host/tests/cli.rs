@@ -403,6 +403,35 @@ fn a_generated_trace_replays_against_two_strategies_side_by_side() {
     let run = shardalloc(&["strategy", "simulate", "--trace", bad.to_str().unwrap()]);
     assert_ne!(run.status, 0);
     assert!(run.stderr.contains("line 3: a leave of unknown region b:1"), "{}", run.stderr);
+    assert!(!summaries[0].as_object().unwrap().contains_key("cutRatio"), "no edges, no cut ratio: {}", summaries[0]);
+}
+
+/// With `--communities` the trace carries edge lines, and the replay's
+/// rounds and summaries their cut ratio; bad settings are refused by name.
+#[test]
+fn a_community_trace_replays_with_its_cut_ratio() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["strategy", "trace", "--regions", "5", "--shards", "200", "--minutes", "2", "--drift-every-m", "1"];
+    let generated = shardalloc(&[&args[..], &["--communities", "20", "--inside", "0.9"][..]].concat());
+    assert_eq!(generated.status, 0, "{}", generated.stderr);
+    assert!(generated.stdout.contains(",edge,"), "no edge lines: {}", generated.stdout);
+    let trace = write(dir.path(), "trace.csv", &generated.stdout);
+    let run = shardalloc(&["strategy", "simulate", "--trace", trace.to_str().unwrap(), "--rounds-every-s", "60"]);
+    let out = lines(&run);
+    let (rounds, summary) = out.split_at(out.len() - 1);
+    assert!(rounds.iter().all(|r| r["strategies"]["least-shard"]["cutRatio"].is_f64()), "{}", run.stdout);
+    // Counting ignores who talks to whom: most of the weight crosses 5 regions.
+    let last = summary[0]["cutRatio"]["final"].as_f64().unwrap();
+    assert!(last > 0.5 && last <= 1.0, "{}", summary[0]);
+    assert!(summary[0]["cutRatio"]["p99"].as_f64().unwrap() >= summary[0]["cutRatio"]["p50"].as_f64().unwrap());
+    for (flags, says) in [
+        (&["--communities", "20", "--inside", "1.5"][..], "--inside is a share from 0 to 1, not 1.5"),
+        (&["--communities", "300"][..], "--communities (300) must not exceed --shards (200)"),
+    ] {
+        let run = shardalloc(&[&args[..], flags].concat());
+        assert_ne!(run.status, 0);
+        assert!(run.stderr.contains(says), "{flags:?}: {}", run.stderr);
+    }
 }
 
 #[test]

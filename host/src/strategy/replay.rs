@@ -9,10 +9,13 @@
 //! 2. new shards (first seen in a load line) are homed through `allocate`;
 //! 3. the strategy's `rebalance` answer (placements aside: a trace has none)
 //!    is carried out: each shard leaves its home and is allocated again;
-//! 4. the round's figures are taken: the moves, the load they carried, and
+//! 4. the round's figures are taken: the moves, the load they carried,
 //!    `maxOverBound`, the most loaded region's load over the bound
 //!    `max(mean region load, the heaviest shard's load)`, the best any
-//!    placement can do without splitting shards;
+//!    placement can do without splitting shards, and, when the trace has
+//!    edges, `cutRatio`: the weight of the edges whose shards live on
+//!    different regions over the weight of all edges between homed shards
+//!    (0: every pair that talks lives together);
 //! 5. every region that joined after time 0 is checked against
 //!    [`JOINED_TARGET`] × the mean region load, and × the level: the rounds
 //!    it took to reach each, counting the round it joined in as the first,
@@ -49,6 +52,10 @@ pub struct RoundFigures {
     pub moved_load: f64,
     /// The most loaded region's load over the bound (1 is the best possible).
     pub max_over_bound: f64,
+    /// The share of edge weight crossing regions (none: the trace has no
+    /// edge between homed shards now).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut_ratio: Option<f64>,
 }
 
 /// A strategy's figures over a whole replay.
@@ -68,6 +75,23 @@ pub struct Summary {
     pub moved_load_fraction: f64,
     /// How fast the regions that joined after time 0 took their share.
     pub joins: JoinFigures,
+    /// `cutRatio` over the rounds that had one (none: the trace has no
+    /// edges).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut_ratio: Option<CutRatio>,
+}
+
+/// The cut ratio over a replay: its median and 99th percentile over the
+/// rounds, and the last round's.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct CutRatio {
+    /// The median.
+    pub p50: f64,
+    /// The 99th percentile.
+    pub p99: f64,
+    /// After the last round.
+    #[serde(rename = "final")]
+    pub last: f64,
 }
 
 /// How fast joining regions reached [`JOINED_TARGET`] × the mean load,
@@ -141,6 +165,8 @@ pub struct Replay<'t> {
     /// change as the coordinator keeps its own.
     table: Arc<ShardTable>,
     loads: HashMap<String, f64>,
+    /// The weight of each pair of shards that talk (`a` below `b`).
+    edges: HashMap<(String, String), f64>,
     /// Shards waiting for a home (no region could take them).
     homeless: Vec<String>,
     rounds: Vec<RoundFigures>,
@@ -162,6 +188,7 @@ impl<'t> Replay<'t> {
             topology,
             table,
             loads: HashMap::new(),
+            edges: HashMap::new(),
             homeless: Vec::new(),
             rounds: Vec::new(),
             joined: Vec::new(),
@@ -234,6 +261,13 @@ impl<'t> Replay<'t> {
                         new.push(shard.clone());
                     } else {
                         changed.push(shard.clone());
+                    }
+                }
+                TraceEvent::Edge { a, b, weight } => {
+                    if *weight > 0.0 {
+                        self.edges.insert((a.clone(), b.clone()), *weight);
+                    } else {
+                        self.edges.remove(&(a.clone(), b.clone()));
                     }
                 }
                 TraceEvent::Join(address) => {
@@ -309,9 +343,30 @@ impl<'t> Replay<'t> {
         }
         self.total_load += total;
         self.moved_load += moved_load;
-        let figures = RoundFigures { moves, moved_load, max_over_bound };
+        let cut_ratio = self.cut_ratio();
+        let figures = RoundFigures { moves, moved_load, max_over_bound, cut_ratio };
         self.rounds.push(figures);
         figures
+    }
+
+    /// The weight of edges crossing regions over the weight of edges
+    /// between homed shards; `None` when there is none.
+    fn cut_ratio(&self) -> Option<f64> {
+        if self.edges.is_empty() {
+            return None;
+        }
+        let home: HashMap<&str, usize> = (self.regions.iter().enumerate())
+            .flat_map(|(i, (_, shards))| shards.iter().map(move |s| (s.as_str(), i)))
+            .collect();
+        let (mut cut, mut total) = (0.0, 0.0);
+        for ((a, b), weight) in &self.edges {
+            let (Some(x), Some(y)) = (home.get(a.as_str()), home.get(b.as_str())) else { continue };
+            total += weight;
+            if x != y {
+                cut += weight;
+            }
+        }
+        (total > 0.0).then(|| cut / total)
     }
 
     /// The figures of the rounds replayed so far.
@@ -335,6 +390,13 @@ impl<'t> Replay<'t> {
                     reached_level: to_level.len(),
                     rounds_to_level: Percentiles::of(to_level),
                 }
+            },
+            cut_ratio: {
+                let ratios: Vec<f64> = self.rounds.iter().filter_map(|r| r.cut_ratio).collect();
+                ratios.last().copied().map(|last| {
+                    let p = Percentiles::of(ratios);
+                    CutRatio { p50: p.p50, p99: p.p99, last }
+                })
             },
         }
     }
@@ -419,6 +481,62 @@ mod tests {
         assert_eq!((joins.rounds_to_mean.p50, joins.rounds_to_mean.max), (1.0, 2.0), "{joins:?}");
         // No shard outweighs the mean: the level is the mean.
         assert_eq!((joins.reached_level, joins.rounds_to_level), (2, joins.rounds_to_mean));
+    }
+
+    #[test]
+    fn the_cut_ratio_is_the_weight_crossing_regions_over_all_weight() {
+        // least-shard places s1, s3 on a:1 and s2, s4 on b:1. s1–s3 (3)
+        // stays inside a region, s1–s2 (1) crosses; at 10 s s1–s3 ends and
+        // s2–s4 (1) starts, inside b:1.
+        let talking = Trace::parse(
+            "t_ms,kind,subject,value\n0,join,a:1,\n0,join,b:1,\n0,load,s1,1\n0,load,s2,1\n0,load,s3,1\n\
+             0,load,s4,1\n0,edge,s3|s1,3\n0,edge,s1|s2,1\n10000,edge,s1|s3,0\n10000,edge,s2|s4,1\n",
+        )
+        .unwrap();
+        let mut replay = Replay::new(&talking, external("least-shard"));
+        assert_eq!(replay.round(5_000).cut_ratio, Some(0.25));
+        assert_eq!(replay.round(10_000).cut_ratio, Some(0.5));
+        let summary = replay.summary().cut_ratio.expect("a trace with edges has a cut ratio");
+        assert_eq!((summary.p50, summary.p99, summary.last), (0.25, 0.5, 0.5));
+        let json = serde_json::to_value(replay.summary()).unwrap();
+        assert_eq!(json["cutRatio"], serde_json::json!({"p50": 0.25, "p99": 0.5, "final": 0.5}));
+        // Without edges there is no cut ratio, in the rounds or the summary.
+        let plain = trace();
+        let mut replay = Replay::new(&plain, external("least-shard"));
+        assert_eq!(replay.round(5_000).cut_ratio, None);
+        assert!(serde_json::to_value(replay.summary()).unwrap().get("cutRatio").is_none());
+    }
+
+    #[test]
+    fn a_generated_community_trace_is_cut_by_counting_and_not_when_all_live_together() {
+        use crate::strategy::trace::{TraceShape, generate};
+        let shape = TraceShape {
+            regions: 10,
+            shards: 500,
+            zipf: 0.0,
+            duration_ms: 60_000,
+            drift_every_ms: 30_000,
+            joins: 0,
+            joins_together: false,
+            leaves: 0,
+            fails: 0,
+            communities: 25,
+            inside: 1.0,
+            seed: 3,
+        };
+        let trace = Trace::parse(&generate(&shape)).unwrap();
+        let mut replay = Replay::new(&trace, external("least-shard"));
+        replay.round(10_000);
+        // Counting ignores who talks to whom: with 10 regions about nine
+        // tenths of the weight crosses.
+        let cut = replay.summary().cut_ratio.unwrap().last;
+        assert!(cut > 0.8, "least-shard's cut ratio on 25 communities over 10 regions: {cut}");
+        // On one region nothing crosses.
+        let one = TraceShape { regions: 1, ..shape };
+        let trace = Trace::parse(&generate(&one)).unwrap();
+        let mut replay = Replay::new(&trace, external("least-shard"));
+        replay.round(10_000);
+        assert_eq!(replay.summary().cut_ratio.unwrap().last, 0.0);
     }
 
     #[test]

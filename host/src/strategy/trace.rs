@@ -6,15 +6,19 @@
 //! t_ms,kind,subject,value
 //! 0,join,10.0.0.1:2552,
 //! 0,load,tenant-7,125.5        a shard carries 125.5 units a second from then on
+//! 0,edge,tenant-7|ledger-7,40  two shards exchange 40 messages a second from then on
 //! 600000,join,10.0.0.9:2552,   a region joins
 //! 900000,fail,10.0.0.1:2552,   a region fails (leave: it leaves gracefully)
 //! ```
 //!
 //! Times never go backwards. A region joins before it leaves or fails, and
 //! the regions present at the start join at time 0. A shard exists from its
-//! first load line; a shard with no load line carries 0.
+//! first load line; a shard with no load line carries 0. An edge joins two
+//! different shards that exist (their ids, which cannot hold `|`, joined by
+//! `|`, in either order); its weight (messages a second, both ways
+//! together) stands until the pair's next edge line, and 0 ends it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::fmt::Write;
 
 /// The header line every trace starts with.
@@ -39,6 +43,16 @@ pub enum TraceEvent {
     Leave(String),
     /// A region fails: its shards are homed again elsewhere.
     Fail(String),
+    /// Two shards exchange this many messages a second from now on (0: no
+    /// more); the pair is unordered, `a` below `b`.
+    Edge {
+        /// The shard whose id sorts first.
+        a: String,
+        /// The other shard.
+        b: String,
+        /// Messages a second, both ways together.
+        weight: f64,
+    },
 }
 
 /// A parsed trace: its events in time order.
@@ -71,6 +85,7 @@ impl Trace {
         }
         let mut trace = Trace::default();
         let mut present = BTreeSet::new();
+        let mut shards: HashSet<String> = HashSet::new();
         let mut last = 0;
         for (number, line) in lines {
             if line.trim().is_empty() {
@@ -110,7 +125,40 @@ impl Trace {
                     if let Err(rule) = shardalloc_proto::protocol::check_shard_id(subject) {
                         return Err(refuse(number, rule));
                     }
+                    if !shards.contains(subject) {
+                        shards.insert(subject.to_owned());
+                    }
                     TraceEvent::Load { shard: subject.to_owned(), load }
+                }
+                "edge" => {
+                    let weight: f64 =
+                        value.parse().map_err(|_| refuse(number, format!("bad number {value:?} for a weight")))?;
+                    if !(weight.is_finite() && weight >= 0.0) {
+                        return Err(refuse(
+                            number,
+                            format!("bad number {value:?}: a weight is finite and not negative"),
+                        ));
+                    }
+                    let Some((a, b)) = subject.split_once('|').filter(|(_, b)| !b.contains('|')) else {
+                        return Err(refuse(
+                            number,
+                            format!("an edge's subject is two shard ids joined by |, not {subject:?}"),
+                        ));
+                    };
+                    let (a, b) = (a.trim(), b.trim());
+                    for shard in [a, b] {
+                        if !shards.contains(shard) {
+                            return Err(refuse(
+                                number,
+                                format!("an edge of shard {shard:?}, which no load line before it names"),
+                            ));
+                        }
+                    }
+                    if a == b {
+                        return Err(refuse(number, format!("an edge joins two shards, not {a} with itself")));
+                    }
+                    let (a, b) = if a < b { (a, b) } else { (b, a) };
+                    TraceEvent::Edge { a: a.to_owned(), b: b.to_owned(), weight }
                 }
                 "join" => {
                     no_value("join")?;
@@ -134,7 +182,7 @@ impl Trace {
                     }
                 }
                 other => {
-                    return Err(refuse(number, format!("unknown kind {other:?}: load, join, leave or fail")));
+                    return Err(refuse(number, format!("unknown kind {other:?}: load, edge, join, leave or fail")));
                 }
             };
             trace.events.push((t, event));
@@ -171,8 +219,76 @@ pub struct TraceShape {
     pub leaves: usize,
     /// Regions that fail during the trace.
     pub fails: usize,
+    /// Communities of shards that message each other (0: no edges). Each
+    /// shard belongs to one, picked at random, and has
+    /// [`EDGES_PER_SHARD`] edges of weight 1 to 10; at each drift, 1% of
+    /// the shards (at least one) move to another community and their edges
+    /// with them.
+    pub communities: usize,
+    /// The share of edges inside a shard's community (the rest go to any
+    /// shard), from 0 to 1.
+    pub inside: f64,
     /// The seed: the same shape and seed give the same trace.
     pub seed: u64,
+}
+
+/// The edges each shard starts with in a generated trace with communities.
+pub const EDGES_PER_SHARD: usize = 2;
+
+/// The generator's communities: each shard's community, its members, and
+/// each shard's partners, so a shard that moves can end its edges.
+struct Communities {
+    of: Vec<usize>,
+    members: Vec<Vec<usize>>,
+    partners: Vec<Vec<usize>>,
+    inside: f64,
+}
+
+impl Communities {
+    fn new(shards: usize, communities: usize, inside: f64, rng: &mut Rng) -> Self {
+        let of: Vec<usize> = (0..shards).map(|_| rng.below(communities)).collect();
+        let mut members = vec![Vec::new(); communities];
+        for (shard, community) in of.iter().enumerate() {
+            members[*community].push(shard);
+        }
+        Communities { of, members, partners: vec![Vec::new(); shards], inside }
+    }
+
+    /// Gives `shard` its edges at time `t`: each inside its community with
+    /// the `inside` share, else to any shard; never itself, never twice.
+    fn connect(&mut self, t: u64, shard: usize, rng: &mut Rng, out: &mut String) {
+        for _ in 0..EDGES_PER_SHARD {
+            let community = &self.members[self.of[shard]];
+            let inside = (rng.next() % 1_000_000) as f64 / 1_000_000.0 < self.inside;
+            let other = if inside && community.len() > 1 {
+                community[rng.below(community.len())]
+            } else {
+                rng.below(self.of.len())
+            };
+            let weight = 1 + rng.below(10);
+            if other == shard || self.partners[shard].contains(&other) {
+                continue;
+            }
+            self.partners[shard].push(other);
+            self.partners[other].push(shard);
+            writeln!(out, "{t},edge,s{shard}|s{other},{weight}").expect("writing to a String");
+        }
+    }
+
+    /// Moves `shard` to another community at time `t`: its edges end, it
+    /// gets new ones.
+    fn drift(&mut self, t: u64, shard: usize, rng: &mut Rng, out: &mut String) {
+        for other in std::mem::take(&mut self.partners[shard]) {
+            self.partners[other].retain(|p| *p != shard);
+            writeln!(out, "{t},edge,s{shard}|s{other},0").expect("writing to a String");
+        }
+        let from = self.of[shard];
+        let to = (from + 1 + rng.below(self.members.len() - 1)) % self.members.len();
+        self.members[from].retain(|s| *s != shard);
+        self.members[to].push(shard);
+        self.of[shard] = to;
+        self.connect(t, shard, rng, out);
+    }
 }
 
 /// SplitMix64: deterministic, the same everywhere.
@@ -206,6 +322,13 @@ pub fn generate(shape: &TraceShape) -> String {
     let load = |rank: usize| 1000.0 / (rank as f64).powf(shape.zipf);
     for (shard, rank) in ranks.iter().enumerate() {
         writeln!(out, "0,load,s{shard},{}", load(*rank)).expect("writing to a String");
+    }
+    let mut communities = (shape.communities > 0 && shape.shards > 1)
+        .then(|| Communities::new(shape.shards, shape.communities, shape.inside, &mut rng));
+    if let Some(communities) = &mut communities {
+        for shard in 0..shape.shards {
+            communities.connect(0, shard, &mut rng, &mut out);
+        }
     }
     // Region changes at even intervals, interleaved with the drifts.
     let changes = shape.joins + shape.leaves + shape.fails;
@@ -264,6 +387,15 @@ pub fn generate(shape: &TraceShape) -> String {
                         writeln!(out, "{t},load,s{s},{}", load(ranks[s])).expect("writing to a String");
                     }
                 }
+                // Shards change communities, their edges with them.
+                if let Some(communities) = &mut communities
+                    && shape.communities > 1
+                {
+                    for _ in 0..hot {
+                        let shard = rng.below(shape.shards);
+                        communities.drift(t, shard, &mut rng, &mut out);
+                    }
+                }
             }
         }
     }
@@ -309,6 +441,13 @@ mod tests {
             ("t_ms,kind,subject,value\n0,join,a:1\n", 2, "3 fields; a line has 4"),
             ("t_ms,kind,subject,value\n0,join,a:1,7\n", 2, "a join line has no value"),
             ("t_ms,kind,subject,value\n0,load,,1\n", 2, "the subject is empty"),
+            ("t_ms,kind,subject,value\n0,load,a,1\n0,load,b,1\n0,edge,a|b,x\n", 4, "bad number \"x\" for a weight"),
+            ("t_ms,kind,subject,value\n0,load,a,1\n0,load,b,1\n0,edge,a|b,-2\n", 4, "a weight is finite"),
+            ("t_ms,kind,subject,value\n0,load,a,1\n0,load,b,1\n0,edge,a|b,inf\n", 4, "a weight is finite"),
+            ("t_ms,kind,subject,value\n0,load,a,1\n0,load,b,1\n0,edge,ab,1\n", 4, "two shard ids joined by |"),
+            ("t_ms,kind,subject,value\n0,load,a,1\n0,load,b,1\n0,edge,a|b|a,1\n", 4, "two shard ids joined by |"),
+            ("t_ms,kind,subject,value\n0,load,a,1\n0,edge,a|c,1\n", 3, "an edge of shard \"c\", which no load line"),
+            ("t_ms,kind,subject,value\n0,load,a,1\n0,edge,a|a,1\n", 3, "not a with itself"),
         ];
         for (text, line, says) in cases {
             let error = Trace::parse(text).unwrap_err();
@@ -328,8 +467,45 @@ mod tests {
             joins_together: false,
             leaves: 1,
             fails: 1,
+            communities: 0,
+            inside: 0.9,
             seed: 7,
         }
+    }
+
+    #[test]
+    fn edges_parse_as_unordered_pairs() {
+        let text = "t_ms,kind,subject,value\n0,load,b,1\n0,load,a,1\n0,edge,b|a,2.5\n5,edge,a|b,0\n";
+        let trace = Trace::parse(text).unwrap();
+        assert_eq!(
+            trace.events[2..],
+            [
+                (0, TraceEvent::Edge { a: "a".into(), b: "b".into(), weight: 2.5 }),
+                (5, TraceEvent::Edge { a: "a".into(), b: "b".into(), weight: 0.0 }),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_community_trace_has_its_edges_and_moves_shards_between_communities() {
+        let with = TraceShape { communities: 10, ..shape() };
+        let text = generate(&with);
+        assert_eq!(text, generate(&with), "the same seed gives the same trace");
+        let trace = Trace::parse(&text).unwrap();
+        let edges = |at: &dyn Fn(u64) -> bool, ended: bool| {
+            (trace.events.iter())
+                .filter(|(t, e)| at(*t) && matches!(e, TraceEvent::Edge { weight, .. } if (*weight == 0.0) == ended))
+                .count()
+        };
+        // Two edges a shard, fewer where a pick repeated a partner or hit
+        // the shard itself.
+        let first = edges(&|t| t == 0, false);
+        assert!((300..=400).contains(&first), "{first} edges for 200 shards");
+        // Each drift (at 2, 4, 6, 8 and 10 minutes) moves 1% of the shards
+        // (2): their edges end and new ones start.
+        assert!(edges(&|t| t > 0, true) > 0, "no edge ended at a drift");
+        assert!(edges(&|t| t > 0, false) > 0, "no edge started at a drift");
+        assert!(!generate(&shape()).contains(",edge,"), "no communities, no edge lines");
     }
 
     #[test]

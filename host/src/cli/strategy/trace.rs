@@ -1,6 +1,7 @@
 //! `shardalloc strategy trace`: a generated load trace (Zipf-distributed
-//! shard loads whose hot set drifts; regions that join, leave and fail),
-//! deterministic for a seed, as CSV on stdout.
+//! shard loads whose hot set drifts; regions that join, leave and fail;
+//! with `--communities`, shards in groups that message each other, whose
+//! members drift), deterministic for a seed, as CSV on stdout.
 
 use anyhow::bail;
 use shardalloc::strategy::trace::{TraceShape, generate};
@@ -35,6 +36,14 @@ pub struct Asked {
     /// Regions that fail during the trace.
     #[arg(long, default_value_t = 0)]
     pub fails: usize,
+    /// Communities of shards that message each other (0: no edge lines):
+    /// each shard has 2 edges, most inside its community, and at each drift
+    /// 1% of the shards move to another community.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub communities: u64,
+    /// The share of edges inside a shard's community, from 0 to 1.
+    #[arg(long, default_value_t = 0.9)]
+    pub inside: f64,
     /// The seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -42,9 +51,28 @@ pub struct Asked {
 
 /// Prints the trace `asked` describes, after checking it can be made.
 pub(super) fn run(asked: Asked) -> anyhow::Result<()> {
-    let Asked { regions, shards, zipf, minutes, drift_every_m, joins, joins_together, leaves, fails, seed } = asked;
+    let Asked {
+        regions,
+        shards,
+        zipf,
+        minutes,
+        drift_every_m,
+        joins,
+        joins_together,
+        leaves,
+        fails,
+        communities,
+        inside,
+        seed,
+    } = asked;
     if !(zipf.is_finite() && zipf >= 0.0) {
         bail!("--zipf must be a finite number of at least 0, not {zipf}");
+    }
+    if !(0.0..=1.0).contains(&inside) {
+        bail!("--inside is a share from 0 to 1, not {inside}");
+    }
+    if communities > shards {
+        bail!("--communities ({communities}) must not exceed --shards ({shards})");
     }
     if leaves + fails >= regions as usize + joins {
         bail!("--leaves and --fails ({}) must leave a region: {regions} present and {joins} joining", leaves + fails);
@@ -59,6 +87,8 @@ pub(super) fn run(asked: Asked) -> anyhow::Result<()> {
         joins_together,
         leaves,
         fails,
+        communities: communities as usize,
+        inside,
         seed,
     };
     print!("{}", generate(&shape));
