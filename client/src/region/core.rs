@@ -95,6 +95,13 @@ pub const DEFAULT_FORWARD_DEADLINE_MS: Millis = 30_000;
 /// them.
 pub const DEFAULT_MAX_LOOKUPS_IN_FLIGHT: usize = 256;
 
+/// A lookup unanswered is asked again after `home_retry_ms`, then after
+/// twice that, four times, … up to `2^MAX_RETRY_DOUBLINGS` times that: a
+/// node slower than the retry (busy, or a debug build) is not sent every
+/// unanswered lookup again and again, which would queue the repeats ahead
+/// of the answers they wait for.
+pub const MAX_RETRY_DOUBLINGS: u32 = 4;
+
 /// What the core needs to know about its region.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CoreConfig {
@@ -255,6 +262,13 @@ struct ShardEntry<M> {
     wanted: bool,
     /// In the core's `waiting` queue for a place among the lookups in flight.
     queued: bool,
+    /// How many times the lookup out was sent again unanswered (the next
+    /// repeat waits `home_retry_ms × 2^repeats`, at most
+    /// [`MAX_RETRY_DOUBLINGS`] doublings).
+    repeats: u32,
+    /// `asked_at` is a failed forward's wait, not a lookup sent: the ask
+    /// after it is the first.
+    deferred: bool,
     local: Local,
     /// The epoch of the run here, while it runs.
     epoch: u64,
@@ -289,6 +303,8 @@ impl<M> ShardEntry<M> {
             asked_at: None,
             wanted: false,
             queued: false,
+            repeats: 0,
+            deferred: false,
             local: Local::Idle,
             epoch: 0,
             unreported_stop: false,
@@ -545,9 +561,14 @@ impl<M> RegionCore<M> {
                 }
                 return;
             }
+            entry.repeats = 0;
             self.asking += 1;
+        } else if !entry.deferred {
+            entry.repeats = entry.repeats.saturating_add(1);
         }
-        self.entry(shard).asked_at = Some(now);
+        let entry = self.entry(shard);
+        entry.deferred = false;
+        entry.asked_at = Some(now);
         out.push(Action::Send(RegionMessage::GetShardHome { shard: shard.to_owned() }));
     }
 
@@ -1061,6 +1082,8 @@ impl<M> RegionCore<M> {
             // Asked again after `home_retry_ms` ([`RegionCore::tick`]):
             // the wait holds a place among the lookups in flight.
             entry.asked_at = Some(now);
+            entry.repeats = 0;
+            entry.deferred = true;
             self.asking += 1;
         }
         self.ask_waiting(now, &mut out);
@@ -1152,7 +1175,10 @@ impl<M> RegionCore<M> {
             let due: Vec<String> = self
                 .shards
                 .iter()
-                .filter(|(_, e)| e.needs_home() && e.asked_at.is_some_and(|at| now >= at.saturating_add(retry)))
+                .filter(|(_, e)| {
+                    let wait = retry.saturating_mul(1 << e.repeats.min(MAX_RETRY_DOUBLINGS));
+                    e.needs_home() && e.asked_at.is_some_and(|at| now >= at.saturating_add(wait))
+                })
                 .map(|(s, _)| s.clone())
                 .collect();
             for shard in due {

@@ -87,6 +87,13 @@ export const DEFAULT_FORWARD_DEADLINE_MS = 30_000;
  */
 export const DEFAULT_MAX_LOOKUPS_IN_FLIGHT = 256;
 
+/**
+ * A lookup unanswered is asked again after `homeRetryMs`, then after twice
+ * that, four times, … up to `2 ** MAX_RETRY_DOUBLINGS` times that, so a node
+ * slower than the retry is not sent every unanswered lookup again and again.
+ */
+export const MAX_RETRY_DOUBLINGS = 4;
+
 /** A `Register` message without its tag and sequence: who the region is. */
 export type Registration = Omit<Extract<RegionMessage, { type: 'Register' }>, 'type' | 'sequence'>;
 
@@ -177,6 +184,10 @@ interface ShardEntry<M> {
   wanted: boolean;
   /** In the core's `waiting` queue for a place among the lookups in flight. */
   queued: boolean;
+  /** How many times the lookup out was sent again unanswered. */
+  repeats: number;
+  /** `askedAt` is a failed forward's wait, not a lookup sent: the ask after it is the first. */
+  deferred: boolean;
   local: Local;
   /** The epoch of the run here, while it runs. */
   epoch: number;
@@ -212,6 +223,8 @@ function newEntry<M>(): ShardEntry<M> {
     askedAt: undefined,
     wanted: false,
     queued: false,
+    repeats: 0,
+    deferred: false,
     local: IDLE,
     epoch: 0,
     unreportedStop: false,
@@ -646,6 +659,8 @@ export class RegionCore<M> {
       // Asked again after `homeRetryMs` (`tick`): the wait holds a place
       // among the lookups in flight.
       entry.askedAt = now;
+      entry.repeats = 0;
+      entry.deferred = true;
       this.asking += 1;
     }
     this.askWaiting(now, out);
@@ -733,7 +748,12 @@ export class RegionCore<M> {
     if (this.canAsk()) {
       const retry = this.config.homeRetryMs;
       const due = this.ordered()
-        .filter(([, entry]) => needsHome(entry) && entry.askedAt !== undefined && now >= entry.askedAt + retry)
+        .filter(
+          ([, entry]) =>
+            needsHome(entry) &&
+            entry.askedAt !== undefined &&
+            now >= entry.askedAt + retry * 2 ** Math.min(entry.repeats, MAX_RETRY_DOUBLINGS),
+        )
         .map(([shard]) => shard);
       for (const shard of due) {
         this.ask(shard, now, out);
@@ -980,7 +1000,11 @@ export class RegionCore<M> {
         return;
       }
       this.asking += 1;
+      entry.repeats = 0;
+    } else if (!entry.deferred) {
+      entry.repeats += 1;
     }
+    entry.deferred = false;
     entry.askedAt = now;
     out.push({ type: 'Send', message: { type: 'GetShardHome', shard } });
   }

@@ -105,6 +105,12 @@ DEFAULT_FORWARD_DEADLINE_MS: Final = 30_000
 """Default time a shard's forwards may keep failing before its messages are
 given up: twice the node's default removal time (15 s)."""
 
+MAX_RETRY_DOUBLINGS: Final = 4
+"""A lookup unanswered is asked again after ``home_retry_ms``, then after
+twice that, four times, … up to ``2 ** MAX_RETRY_DOUBLINGS`` times that, so a
+node slower than the retry is not sent every unanswered lookup again and
+again."""
+
 DEFAULT_MAX_LOOKUPS_IN_FLIGHT: Final = 256
 """Default most homes asked of the node at once: the node's own bound on one
 session's lookups queued for its coordinator, so a region's lookups never
@@ -206,6 +212,11 @@ class _ShardEntry(Generic[M]):
     """Someone awaits the home (:meth:`RegionCore.request_home`)."""
     queued: bool = False
     """In the core's waiting queue for a place among the lookups in flight."""
+    repeats: int = 0
+    """How many times the lookup out was sent again unanswered."""
+    deferred: bool = False
+    """``asked_at`` is a failed forward's wait, not a lookup sent: the ask
+    after it is the first."""
     local: _Local = "idle"
     epoch: int = 0
     """The epoch of the run here, while it runs."""
@@ -452,6 +463,10 @@ class RegionCore(Generic[M]):
                     self._waiting.append(shard)
                 return
             self._asking += 1
+            entry.repeats = 0
+        elif not entry.deferred:
+            entry.repeats += 1
+        entry.deferred = False
         entry.asked_at = now
         out.append(Send(wire.GetShardHome(shard=shard)))
 
@@ -891,6 +906,8 @@ class RegionCore(Generic[M]):
             # Asked again after ``home_retry_ms`` (:meth:`tick`): the wait
             # holds a place among the lookups in flight.
             entry.asked_at = now
+            entry.repeats = 0
+            entry.deferred = True
             self._asking += 1
         self._ask_waiting(now, out)
         return out
@@ -977,7 +994,7 @@ class RegionCore(Generic[M]):
             due = self._in_order(
                 lambda e: e.needs_home()
                 and e.asked_at is not None
-                and now >= _add(e.asked_at, retry)
+                and now >= _add(e.asked_at, retry * 2 ** min(e.repeats, MAX_RETRY_DOUBLINGS))
             )
             for shard in due:
                 self._ask(shard, now, out)
