@@ -139,9 +139,10 @@ impl ShardTable {
         for (handle, shard) in names.iter().enumerate() {
             kept.name(handle as u32, *shard);
         }
-        drop(handles);
+        // One handle an id: where an id came twice (a durable state that
+        // lists a shard twice), the last one, as the map had it.
         let mut index = Handles::default();
-        for handle in 0..names.len() as u32 {
+        for handle in handles.into_values() {
             index.insert(handle, kept.allocations());
         }
         let mut table = ShardTable {
