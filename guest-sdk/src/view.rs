@@ -24,9 +24,12 @@ pub struct View {
     region_loads: Vec<f64>,
     /// The host's time at this call, in milliseconds (0 when not given).
     now: u64,
-    /// The allocatable regions in suitability order, built on first use and
-    /// kept by [`View::add_count`] after that.
+    /// The allocatable regions in suitability order, built on the second
+    /// use and kept by [`View::add_count`] after that.
     suitable: OnceLock<Suitable>,
+    /// Set at the first use: a view used once (made for one call) scans,
+    /// which costs less than building the order.
+    asked: OnceLock<()>,
 }
 
 impl View {
@@ -50,6 +53,7 @@ impl View {
             smoothed,
             now: 0,
             suitable: OnceLock::new(),
+            asked: OnceLock::new(),
         })
     }
 
@@ -159,12 +163,21 @@ impl View {
 
     /// The most suitable allocatable region by [`crate::order::region_order`]
     /// (the same answer as `least_loaded(view, view.allocatable())`), `None`
-    /// when no region is allocatable. A lookup, not a scan: the regions are
-    /// kept in order as their counts change, so the first call on a view
-    /// costs O(regions × log regions) and each after it O(1) plus
-    /// O(log regions) a shard the view's bookkeeping moved.
+    /// when no region is allocatable. A lookup, not a scan, on a view used
+    /// more than once (a kept view): the regions are kept in order as their
+    /// counts change, so the second call on a view costs O(regions × log
+    /// regions) and each after it O(1) plus O(log regions) a shard the
+    /// view's bookkeeping moved. The first call scans, so a view made for
+    /// one call costs what a scan does.
     pub fn most_suitable_allocatable(&self) -> Option<RegionId> {
-        self.suitable.get_or_init(|| Suitable::build(self.topology.ranks(), &self.shard_counts)).first()
+        if let Some(suitable) = self.suitable.get() {
+            return suitable.first();
+        }
+        let ranks = self.topology.ranks();
+        if self.asked.set(()).is_ok() {
+            return ranks.most_suitable(self.allocatable(), &self.shard_counts);
+        }
+        self.suitable.get_or_init(|| Suitable::build(ranks, &self.shard_counts)).first()
     }
 
     /// The first region that would keep a hand-off from completing, if any:

@@ -204,6 +204,7 @@ proptest! {
         let mut sorted = allocatable;
         sorted.sort_by(|a, b| field_order(&view, *a, *b));
         prop_assert_eq!(least_loaded(&view, view.allocatable()), sorted.first().copied());
+        prop_assert_eq!(view.most_suitable_allocatable(), sorted.first().copied(), "the first call's scan");
         prop_assert_eq!(view.most_suitable_allocatable(), sorted.first().copied(), "the view's kept order");
     }
 
