@@ -5,8 +5,9 @@
 //! Each region's place is its [`Ranks::key`] (standing, shard count,
 //! seniority, index), held in an ordered set: a count that changes costs a
 //! removal and an insertion (O(log regions)), the answer is the set's first
-//! key. The set is built on first use, from the view's counts, and kept by
-//! the view's own count bookkeeping after that.
+//! key. The view builds the set on its second use (its first scans, so a
+//! view made for one call costs a scan), from its counts, and keeps it by
+//! its own count bookkeeping after that.
 
 use std::collections::BTreeSet;
 
